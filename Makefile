@@ -1,0 +1,72 @@
+# pg_llm — PGXS build of the extension, plus the PostgreSQL-free engine
+# library, CLI and unit tests (own rules: PGXS's PROGRAM and MODULE_big would
+# share OBJS).
+#
+#   make                 extension (llm.so) + build/llm-cli + unit tests
+#   make install         extension, SQL scripts and the default model
+#   make model           fetch the default model into models/
+#   make test            everything README.md's test command runs
+#   make demo            throwaway server + the tickets demo
+#   make bench           benchmarks (bench/run)
+
+EXTENSION   = llm
+MODULE_big  = llm
+DATA        = $(wildcard sql/llm--*.sql)
+PGFILEDESC  = "pg_llm - LLM inference inside PostgreSQL"
+OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
+
+# The server was built with LLVM; our objects need no JIT bitcode.
+override with_llvm = no
+
+PG_CONFIG  ?= pg_config
+PGXS       := $(shell $(PG_CONFIG) --pgxs)
+
+ENGINE_SRCS := $(wildcard src/engine/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
+ENGINE_OBJS := $(patsubst %.c,build/%.o,$(ENGINE_SRCS))
+ENGINE_LIB  := build/libllm_engine.a
+ENGINE_CFLAGS ?= -O3 -g
+ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -Isrc/engine -Ikernels
+ENGINE_LIBS := -lpcre2-8 -lpthread -lm
+
+PG_CPPFLAGS = -Isrc/engine -Ikernels -Isrc
+SHLIB_LINK += $(ENGINE_LIB) $(ENGINE_LIBS)
+
+UNIT_SRCS  := $(wildcard test/unit/test_*.c)
+UNIT_BINS  := $(patsubst test/unit/%.c,build/test/%,$(UNIT_SRCS))
+
+EXTRA_CLEAN = build
+
+include $(PGXS)
+
+all: build/llm-cli $(UNIT_BINS)
+
+$(shlib): $(ENGINE_LIB)
+
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
+
+$(ENGINE_LIB): $(ENGINE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+build/llm-cli: tools/llm_cli.c $(ENGINE_LIB)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
+build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
+-include $(ENGINE_OBJS:.o=.d)
+
+MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+model: $(MODEL_FILE)
+$(MODEL_FILE):
+	scripts/fetch-model.sh
+
+unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
+	test/run-unit
+
+.PHONY: model unit-test

@@ -1,0 +1,162 @@
+/*
+ * backend.h — the compute interface every backend (CPU, CUDA) implements.
+ *
+ * The model (src/engine/model.c) drives a forward pass only through these
+ * ops; it never touches device memory directly.  All activations are fp32,
+ * row-major, one row per token.  The paged KV cache is owned by the backend:
+ * per layer one K and one V array of shape
+ *     [n_blocks][block_size][n_kv_heads][head_dim]   (fp16)
+ * A token's KV "slot" is block_id * block_size + offset_in_block.
+ *
+ * Ops may run asynchronously (CUDA stream); llm_backend_ops.sync waits.
+ * Every op returns 0 on success or -1 after writing a message retrievable by
+ * ops.last_error; no op aborts the process.  Compute threads of a backend
+ * never call PostgreSQL and block all signals.
+ *
+ * Numerics contract (batch invariance, issue "Engine core" item 8): the value
+ * computed for a token row depends only on that row's inputs, its position
+ * and its sequence's KV contents, never on which other rows share the batch or
+ * how a prompt was chunked.  Attention for a query at position p reads keys
+ * 0..p of its sequence from the cache (after this step's writes), in position
+ * order, with one fixed reduction order.
+ *
+ * Sources: llama architecture as in llama.cpp src/models/llama.cpp; paged KV
+ * as in vLLM (Kwon et al., "Efficient Memory Management for Large Language
+ * Model Serving with PagedAttention", SOSP 2023).
+ */
+#ifndef LLM_BACKEND_H
+#define LLM_BACKEND_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+/* A 2-D weight matrix: n_rows output features, each a row of n_cols inputs. */
+typedef struct llm_weight
+{
+	uint32_t	type;			/* llm_type (quant_types.h) of the stored rows */
+	int64_t		n_rows;			/* output features */
+	int64_t		n_cols;			/* input features (GGUF ne[0]) */
+	size_t		row_bytes;		/* bytes per stored row */
+	const void *data;			/* backend memory (CPU: host pointer, may be the mmap) */
+	void	   *backend_priv;	/* backend-owned extra state (repacked copy...) */
+} llm_weight;
+
+/* Geometry of the paged KV cache; fixed for a backend's lifetime. */
+typedef struct llm_kv_geometry
+{
+	int			n_layers;
+	int			n_kv_heads;
+	int			head_dim;
+	int			block_size;		/* tokens per block */
+	int			n_blocks;		/* blocks per layer */
+} llm_kv_geometry;
+
+/*
+ * The shape of one forward step (host arrays; the backend copies what it
+ * needs in begin_step).  Tokens of a sequence are contiguous and in position
+ * order; sequences are independent.
+ */
+typedef struct llm_step_desc
+{
+	int			n_tokens;
+	int			n_seqs;
+	const int32_t *token_ids;	/* [n_tokens] */
+	const int32_t *positions;	/* [n_tokens] position of each token in its sequence */
+	const int32_t *slots;		/* [n_tokens] KV slot where the token's K/V is written */
+	const int32_t *seq_start;	/* [n_seqs + 1] token row range of each sequence */
+	const int32_t *seq_kv_len;	/* [n_seqs] KV length of the sequence after this step */
+	const int32_t *block_tables;	/* [n_seqs][max_blocks_per_seq] block ids */
+	int			max_blocks_per_seq;
+	const int32_t *out_rows;	/* [n_out] token rows whose logits are wanted */
+	int			n_out;
+} llm_step_desc;
+
+typedef struct llm_backend llm_backend;
+
+typedef struct llm_backend_ops
+{
+	const char *name;			/* "cpu", "cuda" */
+
+	void		(*destroy) (llm_backend *b);
+	const char *(*last_error) (llm_backend *b);
+
+	/* Device memory for activations: fp32 [n] buffers.  NULL on failure. */
+	float	   *(*alloc_f32) (llm_backend *b, size_t n);
+	void		(*free_f32) (llm_backend *b, float *p);
+	int			(*download) (llm_backend *b, float *host_dst, const float *dev_src, size_t n);
+
+	/*
+	 * Make a weight usable: host points at GGUF data (mmap, valid for the
+	 * backend's lifetime); out is filled with the backend's copy or view.
+	 * Rejects types the backend cannot compute with.
+	 */
+	int			(*load_weight) (llm_backend *b, const llm_weight *host, llm_weight *out);
+	void		(*free_weight) (llm_backend *b, llm_weight *w);
+	/* An fp32 vector (norm weights): returns device copy or NULL. */
+	float	   *(*load_vector) (llm_backend *b, const float *host, size_t n);
+
+	/* Allocate the paged KV cache (fp16).  Called once before any step. */
+	int			(*kv_init) (llm_backend *b, const llm_kv_geometry *g);
+	/* Bytes one block takes over all layers, K and V: for sizing from a memory budget. */
+
+	/* Upload the step description; ops below refer to it until the next begin_step. */
+	int			(*begin_step) (llm_backend *b, const llm_step_desc *d);
+
+	/* out[t] = row token_ids[t] of the embedding matrix, dequantized. [n_tokens][n_cols] */
+	int			(*embed) (llm_backend *b, const llm_weight *emb, float *out);
+
+	/* out[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w; x, out [n][dim]; may alias. */
+	int			(*rmsnorm) (llm_backend *b, const float *x, const float *w, float *out, int n, int dim, float eps);
+
+	/* residual += delta; out = rmsnorm(residual) * w.  [n][dim] */
+	int			(*add_rmsnorm) (llm_backend *b, float *residual, const float *delta, const float *w, float *out, int n, int dim, float eps);
+
+	/* residual += delta.  [n][dim] */
+	int			(*add) (llm_backend *b, float *residual, const float *delta, int n, int dim);
+
+	/*
+	 * y[t] = W x[t] for t < n: x [n][w->n_cols], y [n][w->n_rows].  Quantized
+	 * weights use the activation quantization llama.cpp's CPU backend uses
+	 * for that type (Q8_0 or Q8_1 blocks, Q8_K for k-quants).
+	 */
+	int			(*matmul) (llm_backend *b, const llm_weight *w, const float *x, float *y, int n);
+
+	/*
+	 * RoPE (GGUF llama: rotate adjacent pairs (x[2i], x[2i+1]) by
+	 * pos * theta^(-2i/head_dim), ggml "normal" mode) on q [n][n_heads][head_dim]
+	 * in place and k [n][n_kv_heads][head_dim], then store k and v
+	 * [n][n_kv_heads][head_dim] as fp16 at the step's slots in layer's cache.
+	 */
+	int			(*rope_store_kv) (llm_backend *b, int layer, float *q, float *k, const float *v,
+								  int n_heads, float rope_theta);
+
+	/*
+	 * Causal attention over the paged cache for every token of the step:
+	 * out[t][h] = softmax(q[t][h] . K[0..pos(t)] * scale) V[0..pos(t)] using kv head
+	 * h / (n_heads / n_kv_heads) (GQA).  q, out [n_tokens][n_heads][head_dim].
+	 */
+	int			(*attention) (llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale);
+
+	/* out[i] = silu(gate[i]) * up[i], i < n; may alias gate. */
+	int			(*silu_mul) (llm_backend *b, const float *gate, const float *up, float *out, size_t n);
+
+	/* out[j] = x[out_rows[j]] for the step's out_rows: [n_out][dim]. */
+	int			(*gather_rows) (llm_backend *b, const float *x, float *out, int dim);
+
+	int			(*sync) (llm_backend *b);
+} llm_backend_ops;
+
+struct llm_backend
+{
+	const llm_backend_ops *ops;
+	int			n_threads;
+};
+
+/* CPU backend (kernels/cpu); n_threads <= 0 means all online CPUs.  NULL + err on failure. */
+llm_backend *llm_backend_cpu_create(int n_threads, char *err, size_t errlen);
+
+/* Bytes of KV cache one block takes across all layers (K and V, fp16). */
+size_t		llm_kv_block_bytes(const llm_kv_geometry *g);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * chat_template.h — apply the model's chat template to messages, producing
+ * token ids (special tokens emitted as ids, message text tokenized as plain
+ * text so control-token injection is impossible).
+ *
+ * Template family is detected from tokenizer.chat_template in the GGUF:
+ * ChatML (<|im_start|>role\n...<|im_end|>\n, SmolLM2/Qwen) and Gemma
+ * (<start_of_turn>user\n...<end_of_turn>\n).  SmolLM2's template inserts
+ * its default system message when the first message is not a system one.
+ */
+#ifndef LLM_CHAT_TEMPLATE_H
+#define LLM_CHAT_TEMPLATE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "gguf.h"
+#include "tokenizer.h"
+
+typedef enum llm_chat_family
+{
+	LLM_CHAT_NONE = 0,			/* no template: raw prompts only */
+	LLM_CHAT_CHATML,
+	LLM_CHAT_GEMMA
+} llm_chat_family;
+
+typedef struct llm_chat_message
+{
+	const char *role;			/* "system", "user", "assistant" */
+	const char *content;		/* UTF-8 */
+	size_t		content_len;
+} llm_chat_message;
+
+typedef struct llm_chat_template
+{
+	llm_chat_family family;
+	char	   *default_system;	/* malloc'd, or NULL: system text the template adds when none given */
+} llm_chat_template;
+
+/* Detect the family from GGUF metadata (tokenizer.chat_template, general.architecture). */
+int			llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t,
+								   char *err, size_t errlen);
+void		llm_chat_template_free(llm_chat_template *ct);
+
+/*
+ * Render msgs (n) followed by the assistant generation prompt into token ids.
+ * Returns the total token count (may exceed cap, as llm_tokenize) or -1 + err
+ * (unknown role, invalid UTF-8, model has no template).
+ */
+int64_t		llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
+						   const llm_chat_message *msgs, int n,
+						   int32_t *out, int64_t cap, char *err, size_t errlen);
+
+#endif
