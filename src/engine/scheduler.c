@@ -253,7 +253,9 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 	p->max_blocks = 0;
 	p->n_unfittable = 0;
 	p->n_preempted = 0;
-	if (grow((void **) &s->waiting, &s->cap_waiting, s->n_waiting + s->n_running + 1, sizeof(llm_seq *)))
+	/* preemption moves running -> waiting and admission waiting -> running */
+	if (grow((void **) &s->waiting, &s->cap_waiting, s->n_waiting + s->n_running + 1, sizeof(llm_seq *)) ||
+		grow((void **) &s->running, &s->cap_running, s->n_waiting + s->n_running + 1, sizeof(llm_seq *)))
 		return -1;
 
 	/* 1. running sequences, oldest first */
