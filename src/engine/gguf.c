@@ -514,10 +514,9 @@ place_tensors(gguf_file *f, char *err, size_t errlen)
 		}
 		if (t->offset > data_size || t->nbytes > data_size - t->offset)
 		{
-			/* report absolute file offsets; the sum may exceed 2^64 */
-			unsigned __int128 end = (unsigned __int128) f->data_offset + t->offset + t->nbytes;
-
-			if (end > UINT64_MAX)
+			/* report absolute file offsets unless their sum would wrap */
+			if (t->nbytes > UINT64_MAX - f->data_offset
+				|| t->offset > UINT64_MAX - f->data_offset - t->nbytes)
 				set_err(err, errlen,
 						"gguf: tensor '%s': data at offset %llu + %llu bytes past end of file (size %zu)",
 						t->name, (unsigned long long) t->offset,
@@ -526,7 +525,7 @@ place_tensors(gguf_file *f, char *err, size_t errlen)
 				set_err(err, errlen,
 						"gguf: tensor '%s': data [%llu, %llu) past end of file (size %zu)",
 						t->name, (unsigned long long) (f->data_offset + t->offset),
-						(unsigned long long) end, f->size);
+						(unsigned long long) (f->data_offset + t->offset + t->nbytes), f->size);
 			return false;
 		}
 		t->data = f->base + f->data_offset + t->offset;
