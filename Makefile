@@ -85,5 +85,10 @@ test:
 	$(MAKE) model
 	test/run-all
 
-.PHONY: model unit-test test
+# Engine-level comparison with llama.cpp (bench/run builds what it needs;
+# BENCH_ARGS e.g. "-r 5 -b 16,32").
+bench:
+	bench/run $(BENCH_ARGS)
+
+.PHONY: model unit-test test bench
 endif
