@@ -171,6 +171,7 @@ typedef struct chat_out
 	char	   *err;
 	size_t		errlen;
 	bool		failed;
+	int			msg;			/* message whose text is pending, for errors; -1 = template text */
 } chat_out;
 
 static void
@@ -214,6 +215,13 @@ text_flush(chat_out *o)
 					 o->n < o->cap ? o->cap - o->n : 0, o->err, o->errlen);
 	if (k < 0)
 	{
+		if (o->err != NULL && o->errlen > 0 && o->msg >= 0)
+		{
+			char		inner[256];
+
+			snprintf(inner, sizeof(inner), "%s", o->err);
+			set_err(o->err, o->errlen, "chat template: message %d: %s", o->msg, inner);
+		}
 		o->failed = true;
 		return;
 	}
@@ -271,6 +279,7 @@ render_chatml(const llm_chat_template *ct, chat_out *o, const llm_chat_message *
 	for (int i = 0; i < n; i++)
 	{
 		emit_marker(o, start);
+		o->msg = i;
 		text_append_str(o, msgs[i].role);
 		text_append_str(o, "\n");
 		text_append(o, msgs[i].content, msgs[i].content_len);
@@ -308,6 +317,7 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 			continue;
 		}
 		emit_marker(o, start);
+		o->msg = i;
 		text_append_str(o, model ? "model\n" : "user\n");
 		if (sys_len > 0 && !model)
 		{
@@ -366,6 +376,7 @@ llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 	o.cap = out == NULL || cap < 0 ? 0 : cap;
 	o.err = err;
 	o.errlen = errlen;
+	o.msg = -1;
 	if (ct->family == LLM_CHAT_CHATML)
 		render_chatml(ct, &o, msgs, n);
 	else

@@ -744,8 +744,9 @@ test_synthetic(void)
 	if (CHECK(t != NULL, "synthetic ChatML vocabulary loads (qwen2 pre-tokenizer)"))
 	{
 		llm_chat_template ct;
+		int			rc = llm_chat_template_init(&ct, f, t, err, sizeof(err));
 
-		CHECK(llm_chat_template_init(&ct, f, t, err, sizeof(err)) == 0 && ct.family == LLM_CHAT_CHATML &&
+		CHECK(rc == 0 && ct.family == LLM_CHAT_CHATML &&
 			  ct.default_system != NULL && strcmp(ct.default_system, "You are Qwen.\tBe nice.") == 0,
 			  "escaped default system extracted: \"%s\"", ct.default_system ? ct.default_system : "(null)");
 		llm_chat_template_free(&ct);
