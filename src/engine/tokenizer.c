@@ -1150,6 +1150,13 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 		set_err(err, errlen, "tokenizer: NULL text");
 		return -1;
 	}
+	if (len > INT32_MAX)
+	{
+		set_err(err, errlen, "tokenizer: text of %zu bytes is too long (limit %d)", len, INT32_MAX);
+		return -1;
+	}
+	if (out == NULL)
+		e.cap = 0;
 	bad = utf8_first_invalid(text, len);
 	if (bad < len)
 	{
