@@ -36,6 +36,54 @@ set_err(char *err, size_t errlen, const char *fmt,...)
 	va_end(ap);
 }
 
+/*
+ * Offset of the first ill-formed UTF-8 byte in s[0..n), or n when valid
+ * (Unicode table 3-7: no overlongs, surrogates or code points > U+10FFFF).
+ */
+static size_t
+utf8_invalid_at(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *) s;
+	size_t		i = 0;
+
+	while (i < n)
+	{
+		unsigned char c = p[i];
+		size_t		len;
+		unsigned char lo = 0x80,
+					hi = 0xBF;
+
+		if (c < 0x80)
+		{
+			i++;
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF)
+			len = 2;
+		else if (c >= 0xE0 && c <= 0xEF)
+			len = 3;
+		else if (c >= 0xF0 && c <= 0xF4)
+			len = 4;
+		else
+			return i;
+		if (c == 0xE0)
+			lo = 0xA0;
+		else if (c == 0xED)
+			hi = 0x9F;
+		else if (c == 0xF0)
+			lo = 0x90;
+		else if (c == 0xF4)
+			hi = 0x8F;
+		if (i + len > n || p[i + 1] < lo || p[i + 1] > hi)
+			return i;
+		for (size_t k = 2; k < len; k++)
+			if (p[i + k] < 0x80 || p[i + k] > 0xBF)
+				return i;
+		i += len;
+	}
+	return n;
+}
+
 /* Offset of needle in hay[from..len), or -1. */
 static int64_t
 find_str(const char *hay, size_t len, size_t from, const char *needle)
@@ -357,6 +405,17 @@ llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 		{
 			set_err(err, errlen, "chat template: message %d has NULL content", i);
 			return -1;
+		}
+		if (msgs[i].content_len > 0)
+		{
+			size_t		bad = utf8_invalid_at(msgs[i].content, msgs[i].content_len);
+
+			if (bad < msgs[i].content_len)
+			{
+				set_err(err, errlen, "chat template: message %d: invalid UTF-8 at byte offset %zu (byte 0x%02x)",
+						i, bad, (unsigned) (unsigned char) msgs[i].content[bad]);
+				return -1;
+			}
 		}
 	}
 

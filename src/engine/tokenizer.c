@@ -553,7 +553,8 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	uint64_t	total_text = 0;
 	uint64_t	dec_len = 0;
 	static const char *const eog_texts[] = {
-		"<|im_end|>", "<end_of_turn>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>"
+		"<|im_end|>", "<end_of_turn>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>",
+		"<|end_of_text|>"
 	};
 
 	if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
@@ -638,27 +639,6 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 			goto oom;
 	}
 
-	/* byte-decoded text of every token, for detokenization */
-	t->dec_off = malloc(sizeof(uint64_t) * (tokens->arr_n + 1));
-	t->dec_arena = malloc(total_text + 1);
-	if (t->dec_off == NULL || t->dec_arena == NULL)
-		goto oom;
-	for (int32_t i = 0; i < t->n_vocab; i++)
-	{
-		const char *p = t->arena + t->str_off[i];
-		size_t		n = t->str_len[i];
-
-		t->dec_off[i] = dec_len;
-		if (t->tok_type[i] == TOKTYPE_CONTROL || t->tok_type[i] == TOKTYPE_USER_DEFINED)
-		{
-			memcpy(t->dec_arena + dec_len, p, n);
-			dec_len += n;
-		}
-		else
-			dec_len += decode_token_text(t, p, n, t->dec_arena + dec_len);
-	}
-	t->dec_off[t->n_vocab] = dec_len;
-
 	/* merges "left right": intern both sides and the merged string */
 	for (uint64_t i = 0; i < merges->arr_n; i++)
 	{
@@ -712,8 +692,38 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	add_eog(t, t->eos);
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eot_token_id", t->n_vocab));
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eom_token_id", t->n_vocab));
+	/* as llama.cpp: these texts end generation whatever their type, and count as control tokens */
 	for (size_t i = 0; i < sizeof(eog_texts) / sizeof(eog_texts[0]); i++)
-		add_eog(t, llm_tokenizer_special_id(t, eog_texts[i]));
+	{
+		int32_t		id = str_lookup(t, eog_texts[i], strlen(eog_texts[i]));
+
+		if (id >= 0 && id < t->n_vocab)
+		{
+			t->tok_type[id] = TOKTYPE_CONTROL;
+			add_eog(t, id);
+		}
+	}
+
+	/* byte-decoded text of every token, for detokenization */
+	t->dec_off = malloc(sizeof(uint64_t) * (tokens->arr_n + 1));
+	t->dec_arena = malloc(total_text + 1);
+	if (t->dec_off == NULL || t->dec_arena == NULL)
+		goto oom;
+	for (int32_t i = 0; i < t->n_vocab; i++)
+	{
+		const char *p = t->arena + t->str_off[i];
+		size_t		n = t->str_len[i];
+
+		t->dec_off[i] = dec_len;
+		if (t->tok_type[i] == TOKTYPE_CONTROL || t->tok_type[i] == TOKTYPE_USER_DEFINED)
+		{
+			memcpy(t->dec_arena + dec_len, p, n);
+			dec_len += n;
+		}
+		else
+			dec_len += decode_token_text(t, p, n, t->dec_arena + dec_len);
+	}
+	t->dec_off[t->n_vocab] = dec_len;
 	return t;
 
 oom:
@@ -1140,6 +1150,13 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 		set_err(err, errlen, "tokenizer: NULL text");
 		return -1;
 	}
+	if (len > INT32_MAX)
+	{
+		set_err(err, errlen, "tokenizer: text of %zu bytes is too long (limit %d)", len, INT32_MAX);
+		return -1;
+	}
+	if (out == NULL)
+		e.cap = 0;
 	bad = utf8_first_invalid(text, len);
 	if (bad < len)
 	{

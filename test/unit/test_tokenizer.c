@@ -473,6 +473,289 @@ test_chat(const gguf_file *f, const llm_tokenizer *t)
 	CHECK(ct.default_system == NULL, "template free clears the default system text");
 }
 
+/* ---------- synthetic GGUF files (error paths, Gemma, escaped ChatML) ---------- */
+
+typedef struct gbuf
+{
+	uint8_t    *p;
+	size_t		n;
+	size_t		cap;
+	uint64_t	n_kv;
+} gbuf;
+
+static void
+gb_put(gbuf *b, const void *src, size_t n)
+{
+	if (b->n + n > b->cap)
+	{
+		b->cap = (b->n + n) * 2 + 1024;
+		b->p = realloc(b->p, b->cap);
+	}
+	memcpy(b->p + b->n, src, n);
+	b->n += n;
+}
+
+static void
+gb_u32(gbuf *b, uint32_t v)
+{
+	gb_put(b, &v, 4);
+}
+
+static void
+gb_u64(gbuf *b, uint64_t v)
+{
+	gb_put(b, &v, 8);
+}
+
+static void
+gb_strn(gbuf *b, const char *s, size_t n)
+{
+	gb_u64(b, n);
+	gb_put(b, s, n);
+}
+
+static void
+gb_kv_str(gbuf *b, const char *key, const char *val)
+{
+	gb_strn(b, key, strlen(key));
+	gb_u32(b, GGUF_VT_STRING);
+	gb_strn(b, val, strlen(val));
+	b->n_kv++;
+}
+
+static void
+gb_kv_u32(gbuf *b, const char *key, uint32_t val)
+{
+	gb_strn(b, key, strlen(key));
+	gb_u32(b, GGUF_VT_UINT32);
+	gb_u32(b, val);
+	b->n_kv++;
+}
+
+/* strs: n strings, each given as pointer + length (tokens may contain NUL) */
+static void
+gb_kv_strarr(gbuf *b, const char *key, const char *const *strs, const size_t *lens, uint64_t n)
+{
+	gb_strn(b, key, strlen(key));
+	gb_u32(b, GGUF_VT_ARRAY);
+	gb_u32(b, GGUF_VT_STRING);
+	gb_u64(b, n);
+	for (uint64_t i = 0; i < n; i++)
+		gb_strn(b, strs[i], lens ? lens[i] : strlen(strs[i]));
+	b->n_kv++;
+}
+
+static void
+gb_kv_i32arr(gbuf *b, const char *key, const int32_t *v, uint64_t n)
+{
+	gb_strn(b, key, strlen(key));
+	gb_u32(b, GGUF_VT_ARRAY);
+	gb_u32(b, GGUF_VT_INT32);
+	gb_u64(b, n);
+	gb_put(b, v, n * 4);
+	b->n_kv++;
+}
+
+/* Header + the kv section already in body, padded to the 32-byte alignment. */
+static gbuf
+gb_finish(gbuf *body)
+{
+	gbuf		f = {0};
+	uint8_t		zero[32] = {0};
+
+	gb_u32(&f, 0x46554747);		/* "GGUF" */
+	gb_u32(&f, 3);
+	gb_u64(&f, 0);				/* tensors */
+	gb_u64(&f, body->n_kv);
+	gb_put(&f, body->p, body->n);
+	gb_put(&f, zero, (32 - f.n % 32) % 32);
+	free(body->p);
+	return f;
+}
+
+/* GPT-2 byte alphabet text of byte b (UTF-8 of its code point). */
+static size_t
+gpt2_byte_text(int b, char *out)
+{
+	int			cp = b;
+
+	if (!((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)))
+	{
+		int			k = 0;
+
+		for (int c = 0; c < b; c++)
+			if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF)))
+				k++;
+		cp = 256 + k;
+	}
+	if (cp < 0x80)
+	{
+		out[0] = (char) cp;
+		return 1;
+	}
+	out[0] = (char) (0xC0 | (cp >> 6));
+	out[1] = (char) (0x80 | (cp & 0x3F));
+	return 2;
+}
+
+/*
+ * A small byte-level vocabulary: the 256 byte symbols (ids 0..255), merged
+ * tokens "he", "ll", "hell", "hello" (Ġ-less), then specials.
+ */
+static gbuf
+make_vocab_gguf(const char *model, const char *pre, const char *tmpl, bool with_merges)
+{
+	static char bytes_txt[256][3];
+	const char *toks[270];
+	size_t		lens[270];
+	int32_t		types[270];
+	int			n = 0;
+	static const char *const merges[] = {"h e", "l l", "he ll", "hell o"};
+	static const char *const extra[] = {"he", "ll", "hell", "hello", "<bos>", "<eos>",
+		"<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>"};
+	gbuf		b = {0};
+
+	for (int i = 0; i < 256; i++)
+	{
+		lens[n] = gpt2_byte_text(i, bytes_txt[i]);
+		toks[n] = bytes_txt[i];
+		types[n++] = 1;
+	}
+	for (size_t i = 0; i < sizeof(extra) / sizeof(extra[0]); i++)
+	{
+		toks[n] = extra[i];
+		lens[n] = strlen(extra[i]);
+		types[n++] = extra[i][0] == '<' ? 3 : 1;
+	}
+	gb_kv_str(&b, "general.architecture", "llama");
+	gb_kv_str(&b, "tokenizer.ggml.model", model);
+	if (pre)
+		gb_kv_str(&b, "tokenizer.ggml.pre", pre);
+	gb_kv_strarr(&b, "tokenizer.ggml.tokens", toks, lens, (uint64_t) n);
+	gb_kv_i32arr(&b, "tokenizer.ggml.token_type", types, (uint64_t) n);
+	if (with_merges)
+		gb_kv_strarr(&b, "tokenizer.ggml.merges", merges, NULL, 4);
+	gb_kv_u32(&b, "tokenizer.ggml.bos_token_id", 260);
+	gb_kv_u32(&b, "tokenizer.ggml.eos_token_id", 261);
+	if (tmpl)
+		gb_kv_str(&b, "tokenizer.chat_template", tmpl);
+	return gb_finish(&b);
+}
+
+static llm_tokenizer *
+open_synthetic(gbuf *g, gguf_file **fp, char *err, size_t errlen)
+{
+	*fp = gguf_open_buffer(g->p, g->n, err, errlen);
+	if (*fp == NULL)
+		return NULL;
+	return llm_tokenizer_create(*fp, err, errlen);
+}
+
+static void
+test_synthetic(void)
+{
+	char		err[256];
+	gguf_file  *f;
+	llm_tokenizer *t;
+	gbuf		g;
+
+	/* unsupported / malformed tokenizer metadata */
+	g = make_vocab_gguf("llama", "default", NULL, true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	CHECK(f != NULL && t == NULL && strstr(err, "llama") != NULL, "SentencePiece model rejected: %s", err);
+	gguf_close(f);
+	free(g.p);
+
+	g = make_vocab_gguf("gpt2", "no-such-pre", NULL, true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	CHECK(f != NULL && t == NULL && strstr(err, "no-such-pre") != NULL, "unknown pre-tokenizer rejected: %s", err);
+	gguf_close(f);
+	free(g.p);
+
+	g = make_vocab_gguf("gpt2", "gpt2", NULL, false);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	CHECK(f != NULL && t == NULL && strstr(err, "merges") != NULL, "missing merges rejected: %s", err);
+	gguf_close(f);
+	free(g.p);
+
+	/* no pre key: llama.cpp's "default" regexes; merges by rank */
+	g = make_vocab_gguf("gpt2", NULL, NULL, true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	if (CHECK(t != NULL, "synthetic vocabulary loads: %s", t ? "" : err))
+	{
+		int32_t		ids[16];
+		int64_t		n = llm_tokenize(t, "hello", 5, ids, 16, err, sizeof(err));
+		llm_chat_template ct;
+		llm_chat_message m = {"user", "hi", 2};
+
+		CHECK(n == 1 && ids[0] == 259, "merges applied by rank: \"hello\" -> one token (%lld ids)", (long long) n);
+		n = llm_tokenize(t, "helo", 4, ids, 16, err, sizeof(err));
+		CHECK(n == 3 && ids[0] == 256 && ids[1] == 'l' && ids[2] == 'o', "partial merges: he + l + o");
+		CHECK(llm_chat_template_init(&ct, f, t, err, sizeof(err)) == 0 && ct.family == LLM_CHAT_NONE,
+			  "no chat_template key: family NONE");
+		CHECK(llm_chat_apply(&ct, t, &m, 1, ids, 16, err, sizeof(err)) == -1 && err[0] != '\0',
+			  "chat apply without a template fails: %s", err);
+		llm_chat_template_free(&ct);
+		llm_tokenizer_destroy(t);
+	}
+	gguf_close(f);
+	free(g.p);
+
+	/* Gemma: BOS, system merged into the first user turn, assistant -> model */
+	g = make_vocab_gguf("gpt2", "gpt2", "{{ bos_token }}{% for m in messages %}<start_of_turn>...{% endfor %}", true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	if (CHECK(t != NULL, "synthetic Gemma vocabulary loads"))
+	{
+		llm_chat_template ct;
+		llm_chat_message msgs[3] = {{"system", " Be brief. ", 10}, {"user", "hello\n", 6}, {"assistant", "hi", 2}};
+		int32_t		got[128],
+					want[128];
+		int64_t		n,
+					w = 0;
+		int32_t		sot = llm_tokenizer_special_id(t, "<start_of_turn>"),
+					eot = llm_tokenizer_special_id(t, "<end_of_turn>");
+		static const char *const parts[] = {"user\nBe brief.\n\nhello", "\n", "model\nhi", "\n", "model\n"};
+
+		CHECK(llm_chat_template_init(&ct, f, t, err, sizeof(err)) == 0 && ct.family == LLM_CHAT_GEMMA,
+			  "Gemma template detected");
+		n = llm_chat_apply(&ct, t, msgs, 3, got, 128, err, sizeof(err));
+		want[w++] = llm_tokenizer_bos(t);
+		for (int i = 0; i < 5; i++)
+		{
+			if (i % 2 == 0)
+				want[w++] = sot;
+			w += llm_tokenize(t, parts[i], strlen(parts[i]), want + w, 128 - w, err, sizeof(err));
+			if (i % 2 == 0 && i < 4)
+				want[w++] = eot;
+		}
+		CHECK(n == w && memcmp(got, want, sizeof(int32_t) * w) == 0,
+			  "Gemma rendering: %lld ids, expected %lld", (long long) n, (long long) w);
+		llm_chat_template_free(&ct);
+		llm_tokenizer_destroy(t);
+	}
+	gguf_close(f);
+	free(g.p);
+
+	/* ChatML with the default system message inside an escaped Jinja literal (Qwen style) */
+	g = make_vocab_gguf("gpt2", "qwen2",
+						"{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+						"{%- else %}{{- '<|im_start|>system\\nYou are Qwen.\\tBe nice.<|im_end|>\\n' }}{%- endif %}", true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	if (CHECK(t != NULL, "synthetic ChatML vocabulary loads (qwen2 pre-tokenizer)"))
+	{
+		llm_chat_template ct;
+		int			rc = llm_chat_template_init(&ct, f, t, err, sizeof(err));
+
+		CHECK(rc == 0 && ct.family == LLM_CHAT_CHATML &&
+			  ct.default_system != NULL && strcmp(ct.default_system, "You are Qwen.\tBe nice.") == 0,
+			  "escaped default system extracted: \"%s\"", ct.default_system ? ct.default_system : "(null)");
+		llm_chat_template_free(&ct);
+		llm_tokenizer_destroy(t);
+	}
+	gguf_close(f);
+	free(g.p);
+}
+
 static void
 test_speed(const llm_tokenizer *t)
 {
@@ -537,6 +820,7 @@ main(void)
 	test_eog(t);
 	test_chat(f, t);
 	test_speed(t);
+	test_synthetic();
 
 	llm_tokenizer_destroy(t);
 	gguf_close(f);
