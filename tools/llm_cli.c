@@ -531,7 +531,8 @@ read_prompt_file(const char *path, int B, int32_t *lens)
 			v = strtol(p, &end, 10);
 			if (errno || end == p || v < 0 || v > INT32_MAX)
 			{
-				fprintf(stderr, "llm-cli: %s:%d: invalid token id near \"%.20s\"\n", path, n + 1, p);
+				fprintf(stderr, "llm-cli: %s:%d: invalid token id \"%.*s\"\n", path, n + 1,
+						(int) strcspn(p, " \t\r\n"), p);
 				n++;
 				goto fail;
 			}

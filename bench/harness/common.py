@@ -40,11 +40,44 @@ def load_average():
         return None
 
 
-def alternate_rounds(rounds, sides):
+def cpu_busy(interval=0.5):
+    """Fraction of all CPUs busy (not idle/iowait) over `interval` seconds, from /proc/stat."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    try:
+        t0, i0 = snap()
+        time.sleep(interval)
+        t1, i1 = snap()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1.0 - (i1 - i0) / (t1 - t0) if t1 > t0 else None
+
+
+def wait_quiet(max_wait, threshold=0.15):
+    """Wait up to max_wait seconds for the other work on the machine to stop
+    (CPU busy below threshold); returns the last busy fraction seen."""
+    deadline = time.time() + max_wait
+    busy = cpu_busy()
+    warned = False
+    while busy is not None and busy > threshold and time.time() < deadline:
+        if not warned:
+            log("machine busy (%.0f%% CPU), waiting up to %d s" % (100 * busy, max_wait))
+            warned = True
+        time.sleep(2)
+        busy = cpu_busy()
+    return busy
+
+
+def alternate_rounds(rounds, sides, quiet_wait=0):
     """Run each side once per round, alternating which goes first (ours, peer /
     peer, ours, ...) so slow drifts of the machine hit both equally.
 
     sides: list of (name, fn) where fn(round_index) returns a dict of metrics.
+    Each sample also records the CPU busy fraction just before it ran
+    (_busy_before: other work on the machine), after waiting up to quiet_wait
+    seconds for it to fall.
     Returns {name: {"samples": [dict...], "errors": [str...]}}.  A side that
     fails is recorded and skipped in later rounds (same error every time).
     """
@@ -55,9 +88,11 @@ def alternate_rounds(rounds, sides):
         for name, fn in order:
             if name in dead:
                 continue
+            busy = wait_quiet(quiet_wait) if quiet_wait > 0 else cpu_busy()
             t0 = time.time()
             try:
                 m = fn(r)
+                m["_busy_before"] = busy
                 m["_load1"] = load_average()[0] if load_average() else None
                 out[name]["samples"].append(m)
                 log("round %d %s: %s (%.1f s)" % (r + 1, name, _short(m), time.time() - t0))
