@@ -216,7 +216,7 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 {
 	const int64_t nb = n / LLM_QK;
 	__m256		acc[MAXR][MAXT];
-	float		summs[MAXR][MAXT];
+	__m128		summs[MAXR];	/* Q4_1: lane t = running sum of m*s of token t */
 	const int8_t *aq[MAXT];
 	const float *ad[MAXT];
 	const float *asum[MAXT];
@@ -229,11 +229,10 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 		ad[t] = llm_act_d(at, n);
 		asum[t] = ad[t] + nb;
 		for (int r = 0; r < R; r++)
-		{
 			acc[r][t] = _mm256_setzero_ps();
-			summs[r][t] = 0.0f;
-		}
 	}
+	for (int r = 0; r < R; r++)
+		summs[r] = _mm_setzero_ps();
 	for (int64_t ib = 0; ib < nb; ib++)
 	{
 		__m256i		qx[MAXR];
@@ -270,6 +269,15 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 				ax[r] = _mm256_sign_epi8(qx[r], qx[r]);
 			}
 		}
+		if (kind == W_Q4_1)
+		{
+			/* per-lane fma == the scalar fmaf(m, s, summs) of each (row, token) */
+			__m128		s4 = _mm_setr_ps(asum[0][ib], T > 1 ? asum[1][ib] : 0.0f,
+										 T > 2 ? asum[2][ib] : 0.0f, T > 3 ? asum[3][ib] : 0.0f);
+
+			for (int r = 0; r < R; r++)
+				summs[r] = _mm_fmadd_ps(_mm_set1_ps(mx[r]), s4, summs[r]);
+		}
 		for (int t = 0; t < T; t++)
 		{
 			__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + ib * LLM_QK));
@@ -280,26 +288,27 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 				__m256		q;
 
 				if (kind == W_Q4_1)
-				{
 					q = mul_sum_us8(qx[r], qy);
-					summs[r][t] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(mx[r]), _mm_set_ss(asum[t][ib]),
-															 _mm_set_ss(summs[r][t])));
-				}
 				else
 					q = mul_sum_us8(ax[r], _mm256_sign_epi8(qy, qx[r]));
 				acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), q, acc[r][t]);
 			}
 		}
 	}
-	for (int t = 0; t < T; t++)
-		for (int r = 0; r < R; r++)
+	for (int r = 0; r < R; r++)
+	{
+		float		sm[4];
+
+		_mm_storeu_ps(sm, summs[r]);
+		for (int t = 0; t < T; t++)
 		{
 			float		v = hsum8(acc[r][t]);
 
 			if (kind == W_Q4_1)
-				v = v + summs[r][t];
+				v = v + sm[t];
 			out[t * os + r] = v;
 		}
+	}
 }
 
 #define TILE_DISPATCH(kind) \
