@@ -17,6 +17,10 @@
  *    bit-identical whether prompts run in one step or in chunks mixed with
  *    other sequences, with 1 or 2 threads;
  *  - rmsnorm, add_rmsnorm, add, silu_mul vs references; error paths.
+ *  - when llama.cpp's CPU library (the oracle build) is present: our
+ *    activation quantization and dot products are bit-identical to its
+ *    exported quantize_row_q8_* / ggml_vec_dot_* (LLM_ORACLE_LIB_DIR, default
+ *    ~/.cache/pg_llm/llama.cpp-build/bin; skipped with a note if absent).
  * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
  */
 #include "unit.h"
@@ -25,6 +29,7 @@
 #include "cpu/quant.h"
 #include "cpu/backend_cpu.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -889,6 +894,126 @@ test_errors(void)
 	b->ops->destroy(b);
 }
 
+/* ---- bit-exactness against llama.cpp's own CPU kernels (optional) ---- */
+
+typedef void (*ggml_quant_fn) (const float *x, void *y, int64_t k);
+typedef void (*ggml_dot_fn) (int n, float *s, size_t bs, const void *vx, size_t bx,
+							 const void *vy, size_t by, int nrc);
+
+static void
+test_oracle(void)
+{
+	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
+	char		path[1024];
+	void	   *base,
+			   *cpu;
+	void		(*cpu_init) (void);
+	struct
+	{
+		uint32_t	type;
+		const char *quant;
+		const char *dot;
+		int			blk;		/* activation elements per ggml block */
+		int			blk_bytes;	/* ggml activation block size */
+		int			qs_off;		/* offset of the quants in it */
+	}			cases[] = {
+		{LLM_TYPE_Q4_0, "quantize_row_q8_0", "ggml_vec_dot_q4_0_q8_0", 32, 34, 2},
+		{LLM_TYPE_Q4_1, "quantize_row_q8_1", "ggml_vec_dot_q4_1_q8_1", 32, 36, 4},
+		{LLM_TYPE_Q8_0, "quantize_row_q8_0", "ggml_vec_dot_q8_0_q8_0", 32, 34, 2},
+		{LLM_TYPE_Q4_K, "quantize_row_q8_K", "ggml_vec_dot_q4_K_q8_K", 256, 292, 4},
+		{LLM_TYPE_Q6_K, "quantize_row_q8_K", "ggml_vec_dot_q6_K_q8_K", 256, 292, 4},
+	};
+
+	if (dir == NULL)
+	{
+		const char *home = getenv("HOME");
+
+		snprintf(path, sizeof(path), "%s/.cache/pg_llm/llama.cpp-build/bin", home ? home : "/root");
+		dir = path;
+	}
+	{
+		char		lib[1200];
+
+		snprintf(lib, sizeof(lib), "%s/libggml-base.so", dir);
+		base = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+		snprintf(lib, sizeof(lib), "%s/libggml-cpu.so", dir);
+		cpu = base ? dlopen(lib, RTLD_NOW) : NULL;
+	}
+	if (cpu == NULL)
+	{
+		printf("# oracle comparison skipped: no llama.cpp CPU library in %s\n", dir);
+		return;
+	}
+	cpu_init = (void (*) (void)) dlsym(cpu, "ggml_cpu_init");
+	if (cpu_init)
+		cpu_init();
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+	{
+		ggml_quant_fn gq = (ggml_quant_fn) dlsym(cpu, cases[c].quant);
+		ggml_dot_fn gd = (ggml_dot_fn) dlsym(cpu, cases[c].dot);
+		const int64_t n = 1536;
+		const int	rows = 40,
+					toks = 8;
+		size_t		rb = llm_type_row_bytes(cases[c].type, n);
+		char	   *w = malloc(rb * rows);
+		float	   *x = malloc(sizeof(float) * n);
+		char	   *ga = malloc((size_t) (n / cases[c].blk) * cases[c].blk_bytes);
+		int			qdiff = 0,
+					ddiff = 0,
+					total = 0;
+
+		if (gq == NULL || gd == NULL || cpu_init == NULL)
+		{
+			CHECK(0, "oracle library exports %s and %s", cases[c].quant, cases[c].dot);
+			continue;
+		}
+		for (int r = 0; r < rows; r++)
+		{
+			for (int64_t i = 0; i < n; i++)
+				x[i] = rng_normal(0.05f);
+			llm_quantize_row_ref(cases[c].type, x, w + r * rb, n);
+		}
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+		{
+			const llm_qkernel *k = llm_qkernel_get(cases[c].type, impl);
+			char	   *ma;
+
+			if (k == NULL)
+				continue;
+			ma = malloc(k->act_row_bytes(n));
+			for (int t = 0; t < toks; t++)
+			{
+				for (int64_t i = 0; i < n; i++)
+					x[i] = rng_normal(1.0f) * (i % 50 == 0 ? 10.0f : 1.0f);
+				gq(x, ga, n);
+				k->quantize_act(x, ma, n);
+				for (int64_t b = 0; b < n / cases[c].blk; b++)
+					if (memcmp(ga + b * cases[c].blk_bytes + cases[c].qs_off, ma + b * cases[c].blk,
+							   (size_t) cases[c].blk) != 0)
+						qdiff++;
+				for (int r = 0; r < rows; r++)
+				{
+					float		s_ggml,
+								s_ours = k->dot(n, w + r * rb, ma);
+
+					gd((int) n, &s_ggml, 0, w + r * rb, 0, ga, 0, 1);
+					total++;
+					if (memcmp(&s_ggml, &s_ours, sizeof(float)) != 0)
+						ddiff++;
+				}
+			}
+			free(ma);
+		}
+		CHECK(qdiff == 0 && ddiff == 0,
+			  "%s: bit-identical to llama.cpp's %s + %s (%d quant blocks, %d of %d dots differ)",
+			  llm_type_get(cases[c].type)->name, cases[c].quant, cases[c].dot, qdiff, ddiff, total);
+		free(w);
+		free(x);
+		free(ga);
+	}
+	/* cpu library is left loaded: ggml registers atexit state */
+}
+
 /* ---- speed diagnostic ---- */
 
 static void
@@ -961,6 +1086,8 @@ main(void)
 		test_attention();
 	}
 	test_errors();
+	rng_state = seeds[2] ? seeds[2] : 1;
+	test_oracle();
 	if (!getenv("LLM_TEST_NO_BENCH"))
 		bench();
 	return unit_done();
