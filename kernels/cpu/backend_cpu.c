@@ -339,7 +339,9 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	bs = cb->geo.block_size;
 	if (nt > 0 && (d->token_ids == NULL || d->positions == NULL || d->slots == NULL))
 		return fail(cb, "begin_step: missing token arrays");
-	if (d->seq_start == NULL || (ns > 0 && (d->seq_kv_len == NULL || (mb > 0 && d->block_tables == NULL))))
+	if (ns == 0 && nt > 0)
+		return fail(cb, "begin_step: %d tokens but no sequence", nt);
+	if (ns > 0 && (d->seq_start == NULL || d->seq_kv_len == NULL || (mb > 0 && d->block_tables == NULL)))
 		return fail(cb, "begin_step: missing sequence arrays");
 	if (d->n_out > 0 && d->out_rows == NULL)
 		return fail(cb, "begin_step: missing out_rows");
@@ -354,7 +356,7 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		!grow_i32(&cb->out_rows, &cb->cap_out, (size_t) d->n_out))
 		return fail(cb, "begin_step: out of memory");
 
-	if (d->seq_start[0] != 0 || d->seq_start[ns] != nt)
+	if (ns > 0 && (d->seq_start[0] != 0 || d->seq_start[ns] != nt))
 		return fail(cb, "begin_step: seq_start must run from 0 to n_tokens (%d)", nt);
 	for (int s = 0; s < ns; s++)
 	{
@@ -400,7 +402,9 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		memcpy(cb->positions, d->positions, (size_t) nt * sizeof(int32_t));
 		memcpy(cb->slots, d->slots, (size_t) nt * sizeof(int32_t));
 	}
-	memcpy(cb->seq_start, d->seq_start, ((size_t) ns + 1) * sizeof(int32_t));
+	cb->seq_start[0] = 0;
+	if (ns > 0)
+		memcpy(cb->seq_start, d->seq_start, ((size_t) ns + 1) * sizeof(int32_t));
 	if (ns > 0)
 		memcpy(cb->seq_kv_len, d->seq_kv_len, (size_t) ns * sizeof(int32_t));
 	if (nbt > 0)

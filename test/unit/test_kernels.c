@@ -646,9 +646,11 @@ test_attention(void)
 	float	   *out1[A_LAYERS][A_SEQS],
 			   *out2[A_LAYERS][A_SEQS],
 			   *out3[A_LAYERS][A_SEQS],
+			   *out4[A_LAYERS][A_SEQS],
 			   *qr1[A_SEQS],
 			   *qr2[A_SEQS],
-			   *qr3[A_SEQS];
+			   *qr3[A_SEQS],
+			   *qr4[A_SEQS];
 	int32_t		bt1[A_SEQS][A_MAXB],
 				bt2[A_SEQS][A_MAXB];
 	const int	qsz = A_HEADS * A_HD,
@@ -664,15 +666,18 @@ test_attention(void)
 	const int	many_n[] = {2, 3, 1, 1};
 	llm_backend *b1 = make_backend(2, LLM_IMPL_BEST),
 			   *b2 = make_backend(2, LLM_IMPL_BEST),
-			   *b3 = make_backend(1, LLM_IMPL_BEST);
+			   *b3 = make_backend(1, LLM_IMPL_BEST),
+			   *b4 = make_backend(2, LLM_IMPL_SCALAR);
 	double		worst_rope = 0,
 				worst_att = 0,
 				worst_kv = 0;
 	bool		same = true,
-				same_threads = true;
+				same_threads = true,
+				same_impl = true;
 	int			rc1,
 				rc2,
-				rc3;
+				rc3,
+				rc4;
 
 	for (int s = 0; s < A_SEQS; s++)
 	{
@@ -689,11 +694,13 @@ test_attention(void)
 		qr1[s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		qr2[s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		qr3[s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		qr4[s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		for (int l = 0; l < A_LAYERS; l++)
 		{
 			out1[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
 			out2[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
 			out3[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
+			out4[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		}
 	}
 	shuffled_tables(bt1);
@@ -701,8 +708,9 @@ test_attention(void)
 	rc1 = run_attention(b1, &in, bt1, one, one_n, 1, out1, qr1);
 	rc2 = run_attention(b2, &in, bt2, many, many_n, 4, out2, qr2);
 	rc3 = run_attention(b3, &in, bt1, many, many_n, 4, out3, qr3);
-	CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0, "paged attention steps run (one step; 4 chunked steps)");
-	if (rc1 || rc2 || rc3)
+	rc4 = b4 ? run_attention(b4, &in, bt2, one, one_n, 1, out4, qr4) : 0;
+	CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0, "paged attention steps run (one step; 4 chunked steps)");
+	if (rc1 || rc2 || rc3 || rc4)
 		return;
 
 	/* RoPE of q vs double reference (theta per ggml: powf(base, -2/hd) by repeated multiplication) */
@@ -830,13 +838,19 @@ test_attention(void)
 				same = false;
 			if (!same_bits(out2[l][s], out3[l][s], (size_t) seq_len[s] * qsz, NULL))
 				same_threads = false;
+			if (b4 && !same_bits(out1[l][s], out4[l][s], (size_t) seq_len[s] * qsz, NULL))
+				same_impl = false;
 		}
 	CHECK(same, "attention bit-identical: one step vs chunked/interleaved steps with other block tables");
 	CHECK(same_threads, "attention bit-identical with 1 and 2 threads");
+	CHECK(same_impl, "attention bit-identical with scalar and %s kernels",
+		  b4 ? llm_backend_cpu_impl_name(b1) : "(no second implementation)");
 
 	b1->ops->destroy(b1);
 	b2->ops->destroy(b2);
 	b3->ops->destroy(b3);
+	if (b4)
+		b4->ops->destroy(b4);
 	for (int s = 0; s < A_SEQS; s++)
 	{
 		free(in.q[s]);
@@ -845,11 +859,13 @@ test_attention(void)
 		free(qr1[s]);
 		free(qr2[s]);
 		free(qr3[s]);
+		free(qr4[s]);
 		for (int l = 0; l < A_LAYERS; l++)
 		{
 			free(out1[l][s]);
 			free(out2[l][s]);
 			free(out3[l][s]);
+			free(out4[l][s]);
 		}
 	}
 }
