@@ -243,7 +243,6 @@ test_type(uint32_t type, int n_threads_big)
 	float	   *y1 = malloc(sizeof(float) * rows);
 	float	   *y_alt = malloc(sizeof(float) * nt * rows);
 	const llm_qkernel *ks = llm_qkernel_get(type, LLM_IMPL_SCALAR);
-	const llm_qkernel *kv = llm_qkernel_get(type, LLM_IMPL_AVX2);
 	llm_weight	host,
 				w;
 	llm_backend *b;
@@ -271,16 +270,25 @@ test_type(uint32_t type, int n_threads_big)
 		  "%s: reference quantize/dequantize round trip (max err %.3g of max %.3g)",
 		  ti->name, deq_err, deq_scale);
 
-	/* scalar vs AVX2 kernels */
-	if (kv != NULL)
+	/* scalar vs SIMD kernels */
+	for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
 	{
+		const llm_qkernel *kv = llm_qkernel_get(type, impl);
 		size_t		ab = ks->act_row_bytes(cols);
-		char	   *as = calloc(1, ab),
-				   *av = calloc(1, ab);
+		char	   *as,
+				   *av;
 		int			diff = 0;
 		double		maxrel = 0;
 
-		CHECK(ab == kv->act_row_bytes(cols), "%s: activation row sizes agree", ti->name);
+		if (kv == NULL)
+		{
+			printf("# %s: no %s kernels on this CPU\n", ti->name,
+				   impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI");
+			continue;
+		}
+		as = calloc(1, ab);
+		av = calloc(1, ab);
+		CHECK(ab == kv->act_row_bytes(cols), "%s: activation row sizes agree (%s)", ti->name, kv->impl);
 		for (int t = 0; t < nt; t++)
 		{
 			ks->quantize_act(x + t * cols, as, cols);
@@ -296,10 +304,10 @@ test_type(uint32_t type, int n_threads_big)
 					maxrel = fmax(maxrel, fabs(ds - dv) / fmax(fabs(ds), 1e-30));
 			}
 		}
-		CHECK(diff == 0, "%s: scalar and AVX2 activation conversion byte-identical (%d rows differ)",
-			  ti->name, diff);
-		CHECK(maxrel == 0, "%s: scalar and AVX2 dot products bit-identical (max rel diff %.3g, tolerance 0)",
-			  ti->name, maxrel);
+		CHECK(diff == 0, "%s: scalar and %s activation conversion byte-identical (%d rows differ)",
+			  ti->name, kv->impl, diff);
+		CHECK(maxrel == 0, "%s: scalar and %s dot products bit-identical (max rel diff %.3g, tolerance 0)",
+			  ti->name, kv->impl, maxrel);
 		free(as);
 		free(av);
 	}
@@ -351,13 +359,17 @@ test_type(uint32_t type, int n_threads_big)
 
 	/* thread counts and implementations */
 	{
-		int			cfg[][2] = {{1, LLM_IMPL_BEST}, {2, LLM_IMPL_BEST}, {3, LLM_IMPL_BEST}, {2, LLM_IMPL_SCALAR}};
+		int			cfg[][2] = {{1, LLM_IMPL_BEST}, {2, LLM_IMPL_BEST}, {3, LLM_IMPL_BEST},
+		{2, LLM_IMPL_SCALAR}, {2, LLM_IMPL_AVX2}, {2, LLM_IMPL_AVX512VNNI}};
 
 		for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++)
 		{
 			llm_backend *b2 = make_backend(cfg[c][0], cfg[c][1]);
 			size_t		where = 0;
 			bool		same;
+
+			if (b2 == NULL)
+				continue;		/* implementation not available on this CPU */
 
 			b2->ops->load_weight(b2, &host, &w);
 			b2->ops->matmul(b2, &w, x, y_alt, nt);
@@ -989,7 +1001,7 @@ test_oracle(void)
 				x[i] = rng_normal(0.05f);
 			llm_quantize_row_ref(cases[c].type, x, w + r * rb, n);
 		}
-		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI; impl++)
 		{
 			const llm_qkernel *k = llm_qkernel_get(cases[c].type, impl);
 			char	   *ma;
@@ -1089,7 +1101,8 @@ main(void)
 	const char *env = getenv("LLM_TEST_SEED");
 
 	seeds[2] = env ? strtoull(env, NULL, 10) : (uint64_t) time(NULL) ^ ((uint64_t) clock() << 20);
-	printf("# CPU has AVX2/FMA/F16C: %s\n", llm_cpu_has_avx2() ? "yes" : "no");
+	printf("# CPU has AVX2/FMA/F16C: %s, AVX512-VNNI: %s\n", llm_cpu_has_avx2() ? "yes" : "no",
+		   llm_cpu_has_avx512vnni() ? "yes" : "no");
 	for (int si = 0; si < 3; si++)
 	{
 		printf("# seed %llu%s\n", (unsigned long long) seeds[si], si == 2 ? " (fresh)" : "");
