@@ -205,6 +205,17 @@ enum
 
 #define MAXR 4
 #define MAXT 4
+/*
+ * Software prefetch distance in the weight stream: decode (one token) is
+ * bound by DRAM bandwidth, and prefetching a few blocks ahead of each row
+ * measured 1.4x faster for the SmolLM2 shapes than relying on the hardware
+ * prefetcher alone (256..384 bytes best; longer distances worse).
+ */
+#define PREFETCH_BYTES 384
+
+
+
+
 
 #define TILE_TGT TGT
 #define TILE_NAME(x) x##_avx2
