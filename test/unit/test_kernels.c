@@ -1044,6 +1044,19 @@ test_oracle(void)
 
 /* ---- speed diagnostic ---- */
 
+static double
+thread_cpu_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/*
+ * GFLOP/s of Q4_1 matmuls in the model's shapes: one thread timed by its CPU
+ * time (meaningful on a busy machine), and all threads by wall time.
+ */
 static void
 bench(void)
 {
@@ -1058,9 +1071,6 @@ bench(void)
 		float	   *wf = malloc(sizeof(float) * cols);
 		float	   *x = malloc(sizeof(float) * 16 * cols);
 		float	   *y = malloc(sizeof(float) * 16 * rows);
-		llm_backend *b = make_backend(0, LLM_IMPL_BEST);
-		llm_weight	host = {LLM_TYPE_Q4_1, rows, cols, rb, wq, NULL},
-					w;
 
 		for (int64_t r = 0; r < rows; r++)
 		{
@@ -1070,23 +1080,34 @@ bench(void)
 		}
 		for (int64_t i = 0; i < 16 * cols; i++)
 			x[i] = rng_normal(1.0f);
-		b->ops->load_weight(b, &host, &w);
-		for (int n = 1; n <= 16; n += 15)
+		for (int threads = 1; threads >= 0; threads--)
 		{
-			int			iters = n == 1 ? 2000 : 300;
-			double		t0,
-						dt;
+			llm_backend *b = make_backend(threads, LLM_IMPL_BEST);
+			llm_weight	host = {LLM_TYPE_Q4_1, rows, cols, rb, wq, NULL},
+						w;
+			bool		cpu = b->n_threads == 1;
 
-			b->ops->matmul(b, &w, x, y, n);
-			t0 = now_sec();
-			for (int it = 0; it < iters; it++)
+			b->ops->load_weight(b, &host, &w);
+			for (int n = 1; n <= 16; n += 15)
+			{
+				int			iters = n == 1 ? 2000 : 300;
+				double		t0,
+							dt;
+
 				b->ops->matmul(b, &w, x, y, n);
-			dt = (now_sec() - t0) / iters;
-			printf("# bench: Q4_1 %lldx%lld matmul n=%2d, %d threads, %s: %.1f us, %.1f GFLOP/s\n",
-				   (long long) rows, (long long) cols, n, b->n_threads, llm_backend_cpu_impl_name(b),
-				   dt * 1e6, 2.0 * rows * cols * n / dt * 1e-9);
+				t0 = cpu ? thread_cpu_sec() : now_sec();
+				for (int it = 0; it < iters; it++)
+					b->ops->matmul(b, &w, x, y, n);
+				dt = ((cpu ? thread_cpu_sec() : now_sec()) - t0) / iters;
+				printf("# bench: Q4_1 %lldx%lld matmul n=%2d, %d thread%s (%s time), %s: %.1f us, %.1f GFLOP/s\n",
+					   (long long) rows, (long long) cols, n, b->n_threads, b->n_threads > 1 ? "s" : "",
+					   cpu ? "CPU" : "wall", llm_backend_cpu_impl_name(b),
+					   dt * 1e6, 2.0 * rows * cols * n / dt * 1e-9);
+			}
+			b->ops->destroy(b);
+			if (b->n_threads == 1 && threads == 0)
+				break;
 		}
-		b->ops->destroy(b);
 		free(wq);
 		free(wf);
 		free(x);
