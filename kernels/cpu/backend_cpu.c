@@ -36,6 +36,7 @@ typedef struct cpu_backend
 	llm_threadpool *pool;
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
+	llm_swiglu_fn swiglu;
 	char		err[512];
 
 	/* KV cache */
@@ -275,8 +276,8 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
 		g->block_size <= 0 || g->n_blocks <= 0)
 		return fail(cb, "kv_init: invalid geometry");
-	if (g->head_dim % 8 != 0 || g->head_dim > 4096)
-		return fail(cb, "kv_init: head_dim %d must be a multiple of 8 and at most 4096", g->head_dim);
+	if (g->head_dim % 16 != 0 || g->head_dim > 4096)
+		return fail(cb, "kv_init: head_dim %d must be a multiple of 16 and at most 4096", g->head_dim);
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
@@ -535,6 +536,7 @@ cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 
 typedef struct silu_job
 {
+	llm_swiglu_fn fn;
 	const float *gate;
 	const float *up;
 	float	   *out;
@@ -545,18 +547,14 @@ silu_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	silu_job   *j = p;
 
-	for (int64_t i = begin; i < end; i++)
-	{
-		float		g = j->gate[i];
-
-		j->out[i] = (g / (1.0f + expf(-g))) * j->up[i];
-	}
+	j->fn(j->gate + begin, j->up + begin, j->out + begin, end - begin);
 }
 
+/* SiLU as ggml_vec_swiglu_f32 (quant.h llm_swiglu_fn): per element, so chunking is free. */
 static int
 cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
 {
-	silu_job	j = {gate, up, out};
+	silu_job	j = {CPU(b)->swiglu, gate, up, out};
 
 	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
 		return fail(CPU(b), "silu_mul: NULL argument");
@@ -960,6 +958,7 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->base.n_threads = n_threads;
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
+	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->pool = llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
 	{
@@ -982,6 +981,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 		return fail(cb, "kernel implementation %d is not available on this CPU", impl);
 	cb->impl = impl;
 	cb->attn = ak;
+	cb->swiglu = llm_swiglu_get(impl);
 	return 0;
 }
 

@@ -162,15 +162,21 @@ const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
 
 /*
  * Attention of one token for the `group` query heads sharing one KV head
- * (GQA), over keys 0..n_keys-1 of a paged fp16 cache.  The canonical
- * arithmetic, identical in the scalar and AVX2 versions and independent of
- * how tokens are batched:
- *   score_j = tree8(lanes) * scale, lane l = fma chain over c of
- *             q[8c+l] * k_j[8c+l]; tree8(a) = ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))
+ * (GQA), over keys 0..n_keys-1 of a paged fp16 cache.  The arithmetic is
+ * that of llama.cpp's CPU backend without flash attention for batches of
+ * two or more tokens (K.Q and V.P through llamafile's tinyBLAS on AVX512,
+ * softmax by ggml_vec_soft_max_f32), identical in the scalar and AVX2
+ * versions and independent of how tokens are batched:
+ *   reduce16(x) = _mm512_reduce_add_ps order of 16 floats
+ *   score_j = reduce16(lanes) * scale, lane l = fma chain over c of
+ *             k_j[16c+l] * q[16c+l]
  *   m = max_j score_j;  e_j = llm_expf(score_j - m)
- *   sum = tree8 of 8 lane sums, lane l adding e_j for j = l mod 8 in key order
- *   out[d] = (fma chain over j in key order of e_j * v_j[d]) * (1 / sum)
- * head_dim is a multiple of 8.
+ *   sum = double sum over chunks of 16 keys (from key 0, zero padded) of
+ *         reduce16 of the chunk
+ *   p_j = fp16(e_j * (float)(1.0 / sum))
+ *   out[d] = reduce16(lanes), lane l = fma chain over keys j = l mod 16
+ *            (in key order) of v_j[d] * p_j
+ * head_dim is a multiple of 16.
  */
 typedef struct llm_attn_args
 {
@@ -197,8 +203,19 @@ size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
 /* Attention kernel of implementation impl; NULL if unavailable. */
 llm_attn_fn llm_attn_kernel_get(int impl);
 
-/* exp(x) for x <= 0 (Cody-Waite reduction, degree-7 polynomial, ~1 ulp); x < -87 gives ~1e-38. */
+/*
+ * exp(x) exactly as ggml's ggml_v_expf of an AVX512 build (ggml-cpu/vec.h;
+ * max error about 2 ulp): what llama.cpp's softmax and SiLU use.
+ */
 float		llm_expf(float x);
+
+/*
+ * out[i] = silu(gate[i]) * up[i] with silu(x) = x / (1 + llm_expf(-x)),
+ * bit-identical to ggml_vec_swiglu_f32 of an AVX512 build.  out may alias.
+ */
+typedef void (*llm_swiglu_fn) (const float *gate, const float *up, float *out, int64_t n);
+llm_swiglu_fn llm_swiglu_get(int impl);
+llm_swiglu_fn llm_swiglu_avx2_get(void);
 
 /* ---- internals shared by quant.c and quant_avx2.c ---- */
 llm_attn_fn llm_attn_kernel_avx2_get(void);

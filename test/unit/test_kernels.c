@@ -805,7 +805,8 @@ test_attention(void)
 					double		sc[64],
 								mx = -1e300,
 								sum = 0,
-								o[A_HD] = {0};
+								o[A_HD] = {0},
+								oabs[A_HD] = {0};
 					float		qh[A_HD];
 
 					/* roped q of layer l: layer 1 inputs are negated, rope is linear */
@@ -829,19 +830,31 @@ test_attention(void)
 
 						sum += e;
 						for (int d = 0; d < A_HD; d++)
-							o[d] += e * llm_fp16_to_fp32(V[slot * ksz + kvh * A_HD + d]);
+						{
+							double		vv = llm_fp16_to_fp32(V[slot * ksz + kvh * A_HD + d]);
+
+							o[d] += e * vv;
+							oabs[d] += e * fabs(vv);
+						}
 					}
 					for (int d = 0; d < A_HD; d++)
 					{
 						double		ref = o[d] / sum;
 						float		got = out1[l][s][p * qsz + h * A_HD + d];
 
-						worst_att = fmax(worst_att, fabs(got - ref));
+						/*
+						 * the probabilities are rounded to fp16 (relative
+						 * 2^-11) before the V sum, as llama.cpp does; fp32
+						 * arithmetic adds well under 2e-5
+						 */
+						double		bound = 0x1p-11 * oabs[d] / sum + 2e-5;
+
+						worst_att = fmax(worst_att, fabs(got - ref) / bound);
 					}
 				}
 	}
-	CHECK(worst_att < 2e-5, "attention (GQA %d:%d, shuffled paged blocks) vs double reference (max abs err %.2e < 2e-5)",
-		  A_HEADS, A_KV, worst_att);
+	CHECK(worst_att <= 1.0, "attention (GQA %d:%d, shuffled paged blocks) vs double reference "
+		  "(max err / (2^-11 sum p|v| + 2e-5) = %.3f <= 1)", A_HEADS, A_KV, worst_att);
 
 	for (int l = 0; l < A_LAYERS; l++)
 		for (int s = 0; s < A_SEQS; s++)
@@ -891,7 +904,7 @@ test_errors(void)
 	uint8_t		data[1024] = {0};
 	llm_weight	host = {LLM_TYPE_Q5_0, 4, 64, 44, data, NULL},
 				w;
-	llm_kv_geometry g = {1, 1, 8, 4, 4};
+	llm_kv_geometry g = {1, 1, 16, 4, 4};
 	int32_t		tok[1] = {5},
 				pos[1] = {0},
 				slot[1] = {3},
@@ -1038,6 +1051,56 @@ test_oracle(void)
 		free(w);
 		free(x);
 		free(ga);
+	}
+	/* SiLU and softmax exponentials: ggml_vec_swiglu_f32 / ggml_vec_soft_max_f32 */
+	{
+		void		(*g_swiglu) (int, float *, const float *, const float *) =
+			(void (*) (int, float *, const float *, const float *)) dlsym(cpu, "ggml_vec_swiglu_f32");
+		double		(*g_softmax) (int, float *, const float *, float) =
+			(double (*) (int, float *, const float *, float)) dlsym(cpu, "ggml_vec_soft_max_f32");
+		enum
+		{
+			N = 4096
+		};
+		static float x[N],
+					g[N],
+					yg[N],
+					yo[N];
+		int			bad_silu = 0,
+					bad_exp = 0;
+
+		for (int i = 0; i < N; i++)
+		{
+			x[i] = rng_normal(i % 7 == 0 ? 40.0f : 3.0f);	/* reaches the over/underflow paths */
+			g[i] = rng_normal(1.0f);
+		}
+		if (g_swiglu && g_softmax)
+		{
+			for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+			{
+				llm_swiglu_fn f = llm_swiglu_get(impl);
+
+				if (f == NULL)
+					continue;
+				g_swiglu(N, yg, x, g);
+				f(g, x, yo, 0);	/* n = 0 is a no-op */
+				f(x, g, yo, N);
+				for (int i = 0; i < N; i++)
+					if (memcmp(&yg[i], &yo[i], 4) != 0)
+						bad_silu++;
+			}
+			g_softmax(N, yg, x, 0.0f);
+			for (int i = 0; i < N; i++)
+			{
+				float		e = llm_expf(x[i]);
+
+				if (memcmp(&yg[i], &e, 4) != 0)
+					bad_exp++;
+			}
+		}
+		CHECK(g_swiglu && g_softmax && bad_silu == 0 && bad_exp == 0,
+			  "SiLU and softmax exp bit-identical to llama.cpp's ggml_vec_swiglu_f32 / ggml_vec_soft_max_f32 "
+			  "(%d and %d of %d differ)", bad_silu, bad_exp, N);
 	}
 	/* cpu library is left loaded: ggml registers atexit state */
 }
