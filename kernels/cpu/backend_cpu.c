@@ -60,6 +60,9 @@ typedef struct cpu_backend
 	int32_t    *seq_kv_len;
 	int32_t    *block_tables;
 	int32_t    *out_rows;
+	uint8_t    *single_rows;	/* [n_tokens] attention order flags, or unset */
+	bool		have_single;
+	size_t		cap_single;
 	size_t		cap_token_ids,
 				cap_positions,
 				cap_slots,
@@ -156,6 +159,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->seq_kv_len);
 	free(cb->block_tables);
 	free(cb->out_rows);
+	free(cb->single_rows);
 	free(cb->act);
 	free(cb->rope_cs);
 	free(cb->att_scratch);
@@ -418,6 +422,7 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	cb->n_out = d->n_out;
 	cb->max_kv_len = max_len;
 	cb->rope_theta = 0.0f;
+	cb->have_single = false;
 	cb->have_step = true;
 	return 0;
 }
@@ -867,6 +872,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		for (int d = 0; d < per_item * hd; d++)
 			q16[d] = llm_fp16_to_fp32(llm_fp32_to_fp16(qh[d]));
 		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
+		a.single = cb->have_single && cb->single_rows[t] != 0;
 		a.n_keys = cb->positions[t] + 1;
 		a.head_offset = (size_t) (h0 / group) * hd;
 		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
@@ -1001,4 +1007,23 @@ llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v)
 	if (b == NULL || b->ops != &cpu_ops || !cb->kv_ready || layer < 0 || layer >= cb->geo.n_layers)
 		return NULL;
 	return is_v ? cb->v_cache[layer] : cb->k_cache[layer];
+}
+
+int
+llm_backend_cpu_set_single_rows(llm_backend *b, const uint8_t *flags)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (b == NULL || b->ops != &cpu_ops)
+		return -1;
+	if (!cb->have_step)
+		return fail(cb, "set_single_rows: no step");
+	cb->have_single = false;
+	if (flags == NULL || cb->n_tokens == 0)
+		return 0;
+	if (!grow((void **) &cb->single_rows, &cb->cap_single, (size_t) cb->n_tokens))
+		return fail(cb, "set_single_rows: out of memory");
+	memcpy(cb->single_rows, flags, (size_t) cb->n_tokens);
+	cb->have_single = true;
+	return 0;
 }

@@ -1059,9 +1059,23 @@ llm_attn_scratch_floats(int group, int head_dim, int n_keys)
 {
 	size_t		npad = ((size_t) n_keys + 15) & ~(size_t) 15;
 
-	/* scores [group][npad], V sums [group][16][head_dim], rows [8][head_dim], inv [group] */
-	return (size_t) group * npad + (size_t) group * 16 * head_dim + 8 * (size_t) head_dim +
+	/* scores [group][npad], V sums [group][64][head_dim], rows [8][head_dim], inv [group] */
+	return (size_t) group * npad + (size_t) group * 64 * head_dim + 8 * (size_t) head_dim +
 		(size_t) group + 16;
+}
+
+/*
+ * ggml_vec_dot_f16's reduction of its 4 x 16 accumulators (AVX512 build):
+ * v0 += v2, v1 += v3, v0 += v1, then reduce16, as a double.
+ */
+static inline double
+combine64(const float acc[64])
+{
+	float		c[16];
+
+	for (int l = 0; l < 16; l++)
+		c[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+	return (double) reduce16(c);
 }
 
 static void
@@ -1083,12 +1097,28 @@ attend_scalar(const llm_attn_args *a)
 		for (int h = 0; h < G; h++)
 		{
 			const float *q = a->q + (size_t) h * hd;
-			float		acc[16] = {0};
+			float		acc[64] = {0};
 
-			for (int c = 0; c < hd; c += 16)
-				for (int l = 0; l < 16; l++)
-					acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
-			scores[h * npad + j] = reduce16(acc) * a->scale;
+			if (!a->single)
+			{
+				for (int c = 0; c < hd; c += 16)
+					for (int l = 0; l < 16; l++)
+						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+				scores[h * npad + j] = reduce16(acc) * a->scale;
+			}
+			else
+			{
+				int			np = hd & ~63;
+				double		sum;
+
+				for (int c = 0; c < np; c += 64)
+					for (int l = 0; l < 64; l++)
+						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+				sum = combine64(acc);
+				for (int i = np; i < hd; i++)
+					sum += (double) (llm_fp16_to_fp32(k[i]) * q[i]);
+				scores[h * npad + j] = (float) sum * a->scale;
+			}
 		}
 	}
 	for (int h = 0; h < G; h++)
@@ -1110,31 +1140,35 @@ attend_scalar(const llm_attn_args *a)
 		for (int j = 0; j < n; j++)
 			sc[j] = llm_fp16_to_fp32(llm_fp32_to_fp16(sc[j] * inv));
 	}
-	/* V sums: key j accumulates into lane j % 16, then reduce16 per element */
-	memset(vsum, 0, (size_t) G * 16 * hd * sizeof(float));
-	for (int j = 0; j < n; j++)
+	/* V sums: key j accumulates into lane row j % R (R = 16, or 64 when single) */
 	{
-		size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
-		const uint16_t *v = a->v_cache + slot * a->slot_stride + a->head_offset;
+		const int	R = a->single ? 64 : 16;
 
+		memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
+		for (int j = 0; j < n; j++)
+		{
+			size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
+			const uint16_t *v = a->v_cache + slot * a->slot_stride + a->head_offset;
+
+			for (int h = 0; h < G; h++)
+			{
+				float		p = scores[h * npad + j];
+				float	   *acc = vsum + ((size_t) h * R + (j & (R - 1))) * hd;
+
+				for (int d = 0; d < hd; d++)
+					acc[d] = fmaf(llm_fp16_to_fp32(v[d]), p, acc[d]);
+			}
+		}
 		for (int h = 0; h < G; h++)
-		{
-			float		p = scores[h * npad + j];
-			float	   *acc = vsum + ((size_t) h * 16 + (j & 15)) * hd;
-
 			for (int d = 0; d < hd; d++)
-				acc[d] = fmaf(llm_fp16_to_fp32(v[d]), p, acc[d]);
-		}
-	}
-	for (int h = 0; h < G; h++)
-		for (int d = 0; d < hd; d++)
-		{
-			float		lanes[16];
+			{
+				float		lanes[64];
 
-			for (int l = 0; l < 16; l++)
-				lanes[l] = vsum[((size_t) h * 16 + l) * hd + d];
-			a->out[(size_t) h * hd + d] = reduce16(lanes);
-		}
+				for (int l = 0; l < R; l++)
+					lanes[l] = vsum[((size_t) h * R + l) * hd + d];
+				a->out[(size_t) h * hd + d] = a->single ? (float) combine64(lanes) : reduce16(lanes);
+			}
+	}
 }
 
 /* ------------------------------------------------------------------------

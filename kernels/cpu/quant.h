@@ -176,7 +176,11 @@ const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
  *   p_j = fp16(e_j * (float)(1.0 / sum))
  *   out[d] = reduce16(lanes), lane l = fma chain over keys j = l mod 16
  *            (in key order) of v_j[d] * p_j
- * head_dim is a multiple of 16.
+ * With `single` set, K.Q and V.P follow instead ggml_vec_dot_f16, which
+ * llama.cpp uses for a batch of one token (decode): 64 lanes (4 vectors of
+ * 16) with fma chains over steps of 64, combined as (v0+v2)+(v1+v3), then
+ * reduce16; K.Q elements past the last multiple of 64 are added one by one
+ * in double.  head_dim is a multiple of 16.
  */
 typedef struct llm_attn_args
 {
@@ -192,6 +196,7 @@ typedef struct llm_attn_args
 	size_t		head_offset;	/* kv_head * head_dim */
 	const int32_t *block_table; /* the sequence's block ids */
 	int			block_size;
+	int			single;			/* 1: llama.cpp's one-token-batch order (see above) */
 	float	   *scratch;		/* llm_attn_scratch_floats() floats */
 } llm_attn_args;
 

@@ -574,8 +574,8 @@ attend_avx2(const llm_attn_args *a)
 				G = a->group;
 	const size_t npad = ((size_t) n + 15) & ~(size_t) 15;
 	float	   *scores = a->scratch;
-	float	   *vsum = scores + (size_t) G * npad;	/* [G][16][hd] */
-	float	   *kv = vsum + (size_t) G * 16 * hd;	/* [8][hd] converted rows */
+	float	   *vsum = scores + (size_t) G * npad;	/* [G][64][hd] */
+	float	   *kv = vsum + (size_t) G * 64 * hd;	/* [8][hd] converted rows */
 	float	   *inv = kv + 8 * (size_t) hd;	/* [G] */
 	row_walk	kw = {a, 0, 0},
 				vw = {a, 0, 0};
@@ -600,28 +600,61 @@ attend_avx2(const llm_attn_args *a)
 		for (int h = 0; h < G; h++)
 		{
 			const float *q = a->q + (size_t) h * hd;
-			__m256		lo[4],
-						hi[4],
-						t[4];
+			__m256		t[4];
 			float		r[4];
 
-			for (int jj = 0; jj < 4; jj++)
-				lo[jj] = hi[jj] = _mm256_setzero_ps();
-			for (int c = 0; c < hd; c += 16)
+			if (!a->single)
 			{
-				__m256		qlo = _mm256_loadu_ps(q + c),
-							qhi = _mm256_loadu_ps(q + c + 8);
+				__m256		lo[4],
+							hi[4];
+
+				for (int jj = 0; jj < 4; jj++)
+					lo[jj] = hi[jj] = _mm256_setzero_ps();
+				for (int c = 0; c < hd; c += 16)
+				{
+					__m256		qlo = _mm256_loadu_ps(q + c),
+								qhi = _mm256_loadu_ps(q + c + 8);
+
+					for (int jj = 0; jj < 4; jj++)
+					{
+						lo[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), qlo, lo[jj]);
+						hi[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c + 8), qhi, hi[jj]);
+					}
+				}
+				for (int jj = 0; jj < 4; jj++)
+					t[jj] = _mm256_add_ps(hi[jj], lo[jj]);
+				reduce16_4keys(t, r);
+				_mm_storeu_ps(scores + h * npad + j0, _mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(a->scale)));
+			}
+			else
+			{
+				/* ggml_vec_dot_f16: 4 x 16 lanes over steps of 64, (v0+v2)+(v1+v3) */
+				const int	np = hd & ~63;
 
 				for (int jj = 0; jj < 4; jj++)
 				{
-					lo[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), qlo, lo[jj]);
-					hi[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c + 8), qhi, hi[jj]);
+					__m256		v[8];
+					const float *kr = kv + jj * hd;
+
+					for (int i = 0; i < 8; i++)
+						v[i] = _mm256_setzero_ps();
+					for (int c = 0; c < np; c += 64)
+						for (int i = 0; i < 8; i++)
+							v[i] = _mm256_fmadd_ps(_mm256_loadu_ps(kr + c + 8 * i), _mm256_loadu_ps(q + c + 8 * i), v[i]);
+					/* v[2j], v[2j+1] = lanes 0..7, 8..15 of accumulator j */
+					t[jj] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[3], v[7]), _mm256_add_ps(v[1], v[5])),
+										  _mm256_add_ps(_mm256_add_ps(v[2], v[6]), _mm256_add_ps(v[0], v[4])));
+				}
+				reduce16_4keys(t, r);
+				for (int jj = 0; jj < 4; jj++)
+				{
+					double		sum = r[jj];
+
+					for (int i = np; i < hd; i++)
+						sum += (double) (kv[jj * hd + i] * q[i]);
+					scores[h * npad + j0 + jj] = (float) sum * a->scale;
 				}
 			}
-			for (int jj = 0; jj < 4; jj++)
-				t[jj] = _mm256_add_ps(hi[jj], lo[jj]);
-			reduce16_4keys(t, r);
-			_mm_storeu_ps(scores + h * npad + j0, _mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(a->scale)));
 		}
 	}
 	/* softmax per head as ggml_vec_soft_max_f32; padded keys get p = 0 */
@@ -662,8 +695,10 @@ attend_avx2(const llm_attn_args *a)
 																		  _MM_FROUND_TO_NEAREST_INT)));
 		}
 	}
-	/* V sums: key j accumulates into lane row j % 16 (tinyBLAS order), 8 keys at a time */
-	memset(vsum, 0, (size_t) G * 16 * hd * sizeof(float));
+	/* V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64 vec_dot_f16) */
+	const int	R = a->single ? 64 : 16;
+
+	memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
 	for (int j0 = 0; j0 < n; j0 += 8)
 	{
 		int			nk = n - j0 < 8 ? n - j0 : 8;
@@ -679,25 +714,36 @@ attend_avx2(const llm_attn_args *a)
 			for (int jj = 0; jj < nk; jj++)
 			{
 				__m256		p = _mm256_broadcast_ss(scores + h * npad + j0 + jj);
-				float	   *acc = vsum + ((size_t) h * 16 + ((j0 + jj) & 15)) * hd;
+				float	   *acc = vsum + ((size_t) h * R + ((j0 + jj) & (R - 1))) * hd;
 
 				for (int c = 0; c < hd; c += 8)
 					_mm256_storeu_ps(acc + c, _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), p,
 															  _mm256_loadu_ps(acc + c)));
 			}
 	}
-	/* out[d] = reduce16 over the 16 lane rows */
+	/* out[d] = reduce16 over the 16 lane rows (single: rows combined (v0+v2)+(v1+v3) first) */
 	for (int h = 0; h < G; h++)
 	{
-		const float *vs = vsum + (size_t) h * 16 * hd;
+		const float *vs = vsum + (size_t) h * R * hd;
 
 		for (int c = 0; c < hd; c += 8)
 		{
 			__m256		t3[8],
-						t6[4];
+						t6[4],
+						row[16];
 
+			for (int l = 0; l < 16; l++)
+			{
+				if (a->single)
+					row[l] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(vs + l * hd + c),
+														 _mm256_loadu_ps(vs + (32 + l) * hd + c)),
+										   _mm256_add_ps(_mm256_loadu_ps(vs + (16 + l) * hd + c),
+														 _mm256_loadu_ps(vs + (48 + l) * hd + c)));
+				else
+					row[l] = _mm256_loadu_ps(vs + l * hd + c);
+			}
 			for (int l = 0; l < 8; l++)
-				t3[l] = _mm256_add_ps(_mm256_loadu_ps(vs + (l + 8) * hd + c), _mm256_loadu_ps(vs + l * hd + c));
+				t3[l] = _mm256_add_ps(row[l + 8], row[l]);
 			for (int l = 0; l < 4; l++)
 				t6[l] = _mm256_add_ps(t3[l + 4], t3[l]);
 			_mm256_storeu_ps(a->out + (size_t) h * hd + c,
