@@ -4,18 +4,25 @@
  * Activations are host float arrays; weights are used in place (views of the
  * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
  * of shape [n_blocks][block_size][n_kv_heads][head_dim].  Parallel work goes
- * through a persistent thread pool (threadpool.h) with a deterministic
- * partition; every output value is computed by one fixed sequence of
- * operations that does not depend on the batch, the tiling or the thread
- * count (the batch-invariance contract of backend.h).
+ * through a persistent thread pool (threadpool.h); every output value is
+ * computed by one fixed sequence of operations that does not depend on the
+ * batch, the tiling or the thread count (the batch-invariance contract of
+ * backend.h).
  *
- * Numerics follow llama.cpp's CPU backend (ggml-cpu): matmul activation
- * quantization as in quant.h; RMS norm with a double sum of float squares
- * (ops.cpp ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with
- * theta_scale = powf(base, -2/head_dim) applied by repeated multiplication
- * (ops.cpp ggml_rope_cache_init); attention with the query rounded to fp16
- * (llama.cpp converts Q to the K cache type before K.Q), fp32 scores,
- * softmax with max subtraction and fp32 weighted V sums.
+ * Numerics reproduce llama.cpp's CPU backend (ggml-cpu of an AVX512 build,
+ * as the oracle is built) bit for bit wherever it is itself deterministic:
+ * matmul activation quantization and dot products (quant.h); RMS norm with a
+ * double sum of float squares then (x * scale) * w (ops.cpp
+ * ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with cos/sin from
+ * theta *= powf(base, -2/head_dim) (ops.cpp ggml_rope_cache_init) and the
+ * rotation in the fused form GCC gives ggml's expressions; SiLU and softmax
+ * exponentials as ggml_v_expf; attention (quant.h llm_attn_args) with Q
+ * rounded to fp16, the softmax of ggml_vec_soft_max_f32, probabilities
+ * rounded to fp16 and the K.Q / V.P reduction orders of llama.cpp's
+ * multi-token path (tinyBLAS) or, for rows marked with
+ * llm_backend_cpu_set_single_rows, of its one-token path (ggml_vec_dot_f16).
+ * Prompt logits equal the oracle's exactly; with decode rows marked, so do
+ * single-stream greedy generations.
  */
 #define _GNU_SOURCE
 #include "backend.h"

@@ -4,21 +4,28 @@
  *
  * Block layouts are those of GGUF / ggml (ggml/src/ggml-common.h).  The
  * numerics mirror llama.cpp's x86 CPU backend (ggml/src/ggml-cpu/arch/x86/
- * quants.c built with AVX2/FMA) so that greedy decoding agrees with it:
+ * quants.c, AVX2/AVX512 branches, which compute the same integers and the
+ * same float operations) so that greedy decoding agrees with it:
  *
  *   weight type   activations converted to   dot product
- *   F32           F32                         fp32 FMA, 8 lanes
- *   F16           F16 (round-nearest-even)    f16*f16 in fp32 FMA, 8 lanes
- *   BF16          BF16 (round-nearest-even)   bf16*bf16 in fp32 FMA, 8 lanes
+ *   F32           F32                         fp32 FMA, 4 x 8 lanes
+ *   F16           F16 (round-nearest-even)    f16*f16 in fp32 FMA, 4 x 8 lanes
+ *   BF16          BF16 (round-nearest-even)   bf16*bf16 in fp32 FMA, 4 x 8 lanes
  *   Q4_0, Q8_0    Q8_0                        per block 8 int32 lanes, fp32 FMA
  *   Q4_1          Q8_1 (d and s = d*sum(q))   same, plus sum of m*s
  *   Q4_K, Q6_K    Q8_K                        per super-block 8 int32 lanes
  *
+ * The integer types are bit-identical to ggml's quantize_row_q8_* and
+ * ggml_vec_dot_*_q8_* (checked against the oracle library by
+ * test/unit/test_kernels.c).  F16 weights follow llama.cpp in converting the
+ * activations to fp16 (BF16 likewise to bf16) but accumulate in our own
+ * fixed order, not ggml's; the SmolLM2 model has no such matrices.
+ *
  * Activation rounding is round-half-to-even of x * (127 / amax) with
  * d = amax / 127 (what ggml's AVX quantize_row_q8_0/q8_1 do; Q8_K follows
- * quantize_row_q8_K_ref).  The scalar code reproduces the AVX2 code's lane
- * decomposition and float operation order exactly, so both give
- * bit-identical results (checked by test/unit/test_kernels.c).
+ * quantize_row_q8_K_ref).  The scalar code reproduces the SIMD code's lane
+ * decomposition and float operation order exactly, so scalar, AVX2 and
+ * AVX512-VNNI kernels give bit-identical results.
  *
  * Activation rows are kept in an internal layout (llm_act_*), not ggml's
  * block structs: quants contiguous, scales as floats holding the exact fp16

@@ -15,12 +15,15 @@
  *  - RoPE and the KV store vs a double reference; attention over a paged
  *    cache with shuffled block tables and GQA vs a double reference, and
  *    bit-identical whether prompts run in one step or in chunks mixed with
- *    other sequences, with 1 or 2 threads;
- *  - rmsnorm, add_rmsnorm, add, silu_mul vs references; error paths.
+ *    other sequences, with 1 or 2 threads, scalar or SIMD, in both
+ *    reduction orders (multi-token and one-token llama.cpp paths);
+ *  - rmsnorm, add_rmsnorm, add, silu_mul vs references; error paths;
  *  - when llama.cpp's CPU library (the oracle build) is present: our
- *    activation quantization and dot products are bit-identical to its
- *    exported quantize_row_q8_* / ggml_vec_dot_* (LLM_ORACLE_LIB_DIR, default
- *    ~/.cache/pg_llm/llama.cpp-build/bin; skipped with a note if absent).
+ *    activation quantization, dot products, SiLU and softmax exponentials
+ *    are bit-identical to its exported quantize_row_q8_*, ggml_vec_dot_*,
+ *    ggml_vec_swiglu_f32 and ggml_vec_soft_max_f32 (LLM_ORACLE_LIB_DIR,
+ *    default ~/.cache/pg_llm/llama.cpp-build/bin; skipped with a note if
+ *    absent).
  * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
  */
 #include "unit.h"
