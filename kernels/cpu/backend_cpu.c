@@ -4,18 +4,25 @@
  * Activations are host float arrays; weights are used in place (views of the
  * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
  * of shape [n_blocks][block_size][n_kv_heads][head_dim].  Parallel work goes
- * through a persistent thread pool (threadpool.h) with a deterministic
- * partition; every output value is computed by one fixed sequence of
- * operations that does not depend on the batch, the tiling or the thread
- * count (the batch-invariance contract of backend.h).
+ * through a persistent thread pool (threadpool.h); every output value is
+ * computed by one fixed sequence of operations that does not depend on the
+ * batch, the tiling or the thread count (the batch-invariance contract of
+ * backend.h).
  *
- * Numerics follow llama.cpp's CPU backend (ggml-cpu): matmul activation
- * quantization as in quant.h; RMS norm with a double sum of float squares
- * (ops.cpp ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with
- * theta_scale = powf(base, -2/head_dim) applied by repeated multiplication
- * (ops.cpp ggml_rope_cache_init); attention with the query rounded to fp16
- * (llama.cpp converts Q to the K cache type before K.Q), fp32 scores,
- * softmax with max subtraction and fp32 weighted V sums.
+ * Numerics reproduce llama.cpp's CPU backend (ggml-cpu of an AVX512 build,
+ * as the oracle is built) bit for bit wherever it is itself deterministic:
+ * matmul activation quantization and dot products (quant.h); RMS norm with a
+ * double sum of float squares then (x * scale) * w (ops.cpp
+ * ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with cos/sin from
+ * theta *= powf(base, -2/head_dim) (ops.cpp ggml_rope_cache_init) and the
+ * rotation in the fused form GCC gives ggml's expressions; SiLU and softmax
+ * exponentials as ggml_v_expf; attention (quant.h llm_attn_args) with Q
+ * rounded to fp16, the softmax of ggml_vec_soft_max_f32, probabilities
+ * rounded to fp16 and the K.Q / V.P reduction orders of llama.cpp's
+ * multi-token path (tinyBLAS) or, for rows marked with
+ * llm_backend_cpu_set_single_rows, of its one-token path (ggml_vec_dot_f16).
+ * Prompt logits equal the oracle's exactly; with decode rows marked, so do
+ * single-stream greedy generations.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -36,6 +43,7 @@ typedef struct cpu_backend
 	llm_threadpool *pool;
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
+	llm_swiglu_fn swiglu;
 	char		err[512];
 
 	/* KV cache */
@@ -59,6 +67,9 @@ typedef struct cpu_backend
 	int32_t    *seq_kv_len;
 	int32_t    *block_tables;
 	int32_t    *out_rows;
+	uint8_t    *single_rows;	/* [n_tokens] attention order flags, or unset */
+	bool		have_single;
+	size_t		cap_single;
 	size_t		cap_token_ids,
 				cap_positions,
 				cap_slots,
@@ -155,6 +166,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->seq_kv_len);
 	free(cb->block_tables);
 	free(cb->out_rows);
+	free(cb->single_rows);
 	free(cb->act);
 	free(cb->rope_cs);
 	free(cb->att_scratch);
@@ -275,8 +287,8 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
 		g->block_size <= 0 || g->n_blocks <= 0)
 		return fail(cb, "kv_init: invalid geometry");
-	if (g->head_dim % 8 != 0 || g->head_dim > 4096)
-		return fail(cb, "kv_init: head_dim %d must be a multiple of 8 and at most 4096", g->head_dim);
+	if (g->head_dim % 16 != 0 || g->head_dim > 4096)
+		return fail(cb, "kv_init: head_dim %d must be a multiple of 16 and at most 4096", g->head_dim);
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
@@ -417,6 +429,7 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	cb->n_out = d->n_out;
 	cb->max_kv_len = max_len;
 	cb->rope_theta = 0.0f;
+	cb->have_single = false;
 	cb->have_step = true;
 	return 0;
 }
@@ -535,6 +548,7 @@ cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 
 typedef struct silu_job
 {
+	llm_swiglu_fn fn;
 	const float *gate;
 	const float *up;
 	float	   *out;
@@ -545,18 +559,14 @@ silu_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	silu_job   *j = p;
 
-	for (int64_t i = begin; i < end; i++)
-	{
-		float		g = j->gate[i];
-
-		j->out[i] = (g / (1.0f + expf(-g))) * j->up[i];
-	}
+	j->fn(j->gate + begin, j->up + begin, j->out + begin, end - begin);
 }
 
+/* SiLU as ggml_vec_swiglu_f32 (quant.h llm_swiglu_fn): per element, so chunking is free. */
 static int
 cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
 {
-	silu_job	j = {gate, up, out};
+	silu_job	j = {CPU(b)->swiglu, gate, up, out};
 
 	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
 		return fail(CPU(b), "silu_mul: NULL argument");
@@ -869,6 +879,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		for (int d = 0; d < per_item * hd; d++)
 			q16[d] = llm_fp16_to_fp32(llm_fp32_to_fp16(qh[d]));
 		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
+		a.single = cb->have_single && cb->single_rows[t] != 0;
 		a.n_keys = cb->positions[t] + 1;
 		a.head_offset = (size_t) (h0 / group) * hd;
 		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
@@ -960,6 +971,7 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->base.n_threads = n_threads;
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
+	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->pool = llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
 	{
@@ -982,6 +994,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 		return fail(cb, "kernel implementation %d is not available on this CPU", impl);
 	cb->impl = impl;
 	cb->attn = ak;
+	cb->swiglu = llm_swiglu_get(impl);
 	return 0;
 }
 
@@ -1001,4 +1014,23 @@ llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v)
 	if (b == NULL || b->ops != &cpu_ops || !cb->kv_ready || layer < 0 || layer >= cb->geo.n_layers)
 		return NULL;
 	return is_v ? cb->v_cache[layer] : cb->k_cache[layer];
+}
+
+int
+llm_backend_cpu_set_single_rows(llm_backend *b, const uint8_t *flags)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (b == NULL || b->ops != &cpu_ops)
+		return -1;
+	if (!cb->have_step)
+		return fail(cb, "set_single_rows: no step");
+	cb->have_single = false;
+	if (flags == NULL || cb->n_tokens == 0)
+		return 0;
+	if (!grow((void **) &cb->single_rows, &cb->cap_single, (size_t) cb->n_tokens))
+		return fail(cb, "set_single_rows: out of memory");
+	memcpy(cb->single_rows, flags, (size_t) cb->n_tokens);
+	cb->have_single = true;
+	return 0;
 }

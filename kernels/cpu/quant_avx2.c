@@ -435,52 +435,91 @@ static const llm_qkernel avx2_kernels[] = {
 
 /* ---- attention (twin of quant.c attend_scalar; canonical order in quant.h) ---- */
 
-/* 8 vectors of 8 lanes -> vector of their tree8 sums (lane j = tree8(v[j])). */
+/* 2^e for integer lanes -126 <= e <= 127 */
 INL __m256
-tree8_transpose(const __m256 v[8])
+pow2i8(__m256i e)
 {
-	__m256		h01 = _mm256_hadd_ps(v[0], v[1]);
-	__m256		h23 = _mm256_hadd_ps(v[2], v[3]);
-	__m256		h45 = _mm256_hadd_ps(v[4], v[5]);
-	__m256		h67 = _mm256_hadd_ps(v[6], v[7]);
-	__m256		a = _mm256_hadd_ps(h01, h23);	/* [lo0..lo3 | hi0..hi3] */
-	__m256		b = _mm256_hadd_ps(h45, h67);	/* [lo4..lo7 | hi4..hi7] */
-
-	return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
 }
 
-INL float
-tree8_one(__m256 v)
-{
-	float		a[8];
-
-	_mm256_storeu_ps(a, v);
-	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
+/* llm_expf (quant.c) on 8 lanes: ggml_v_expf of an AVX512 build, with scalef emulated. */
 INL __m256
 expf8(__m256 x)
 {
-	__m256		n,
-				r,
-				p;
-	__m256i		e;
+	const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+	__m256		z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+	__m256		n = _mm256_sub_ps(z, shift);
+	__m256		b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+									 _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+	__m256		u = _mm256_mul_ps(b, b);
+	__m256		j = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
+																 _mm256_set1_ps(0x1.573e2ep-5f)), u,
+										_mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
+														_mm256_set1_ps(0x1.fffdb6p-2f))),
+									u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+	__m256		absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+	__m256		res;
 
-	x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-	n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-						_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), x);
-	r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-	p = _mm256_set1_ps(1.0f / 5040);
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-	e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+	/* common case: -126 <= n <= 127, one exact-or-once-rounded multiply */
+	if (_mm256_movemask_ps(_mm256_cmp_ps(absn, _mm256_set1_ps(126.0f), _CMP_GT_OQ)) == 0 &&
+		_mm256_movemask_ps(_mm256_cmp_ps(n, n, _CMP_UNORD_Q)) == 0)
+		return _mm256_mul_ps(j, pow2i8(_mm256_cvtps_epi32(n)));
+	{
+		/* (j * 2^e1) * 2^e2 with e1, e2 chosen as in quant.c scale_pow2 */
+		__m256		nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192.0f)), _mm256_set1_ps(192.0f));
+		__m256i		ni = _mm256_cvtps_epi32(nc);
+		__m256i		lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), ni);	/* n < -126 */
+		__m256i		hi = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));	/* n > 127 */
+		__m256i		e1 = _mm256_blendv_epi8(_mm256_blendv_epi8(ni, _mm256_set1_epi32(127), hi),
+											_mm256_add_epi32(ni, _mm256_set1_epi32(100)), lo);
+		__m256i		e2 = _mm256_blendv_epi8(_mm256_blendv_epi8(_mm256_setzero_si256(),
+															   _mm256_sub_epi32(ni, _mm256_set1_epi32(127)), hi),
+											_mm256_set1_epi32(-100), lo);
+		__m256		big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_NLE_UQ);	/* |n| > 192 or NaN */
+		__m256		alt = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_NLE_UQ),
+										_mm256_set1_ps(INFINITY));
+
+		res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i8(e1)), pow2i8(e2));
+		return _mm256_blendv_ps(res, alt, big);
+	}
+}
+
+static TGT void
+swiglu_avx2(const float *gate, const float *up, float *out, int64_t n)
+{
+	int64_t		i = 0;
+
+	for (; i + 8 <= n; i += 8)
+	{
+		__m256		x = _mm256_loadu_ps(gate + i);
+		__m256		e = expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
+												_mm256_loadu_ps(up + i)));
+	}
+	for (; i < n; i++)
+	{
+		float		x = gate[i];
+
+		out[i] = (x / (1.0f + llm_expf(0.0f - x))) * up[i];
+	}
+}
+
+llm_swiglu_fn
+llm_swiglu_avx2_get(void)
+{
+	return swiglu_avx2;
+}
+
+/* _mm512_reduce_add_ps order of 16 floats (see quant.c reduce16) */
+INL float
+reduce16_8x2(__m256 lo, __m256 hi)
+{
+	__m256		t3 = _mm256_add_ps(hi, lo);
+	__m128		t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+	__m128		t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
+
+	return _mm_cvtss_f32(_mm_add_ss(t8, _mm_movehdup_ps(t8)));
 }
 
 /* Walks the cache rows of keys 0, 1, 2, ... without a division per key. */
@@ -504,26 +543,49 @@ walk_next(row_walk *w)
 	return slot * w->a->slot_stride + w->a->head_offset;
 }
 
+/*
+ * reduce16 of 4 keys: t[jj] holds lanes 0..7 + lanes 8..15 of key jj's
+ * accumulator (the first step of the 16-lane reduction); finish each as
+ * ((x0+x2)+(x1+x3)) with x_i = t[i] + t[i+4].
+ */
+INL void
+reduce16_4keys(const __m256 t[4], float out[4])
+{
+	__m256		s01 = _mm256_add_ps(_mm256_permute2f128_ps(t[0], t[1], 0x31),
+									_mm256_permute2f128_ps(t[0], t[1], 0x20));
+	__m256		s23 = _mm256_add_ps(_mm256_permute2f128_ps(t[2], t[3], 0x31),
+									_mm256_permute2f128_ps(t[2], t[3], 0x20));
+	__m256		q01 = _mm256_add_ps(s01, _mm256_shuffle_ps(s01, s01, _MM_SHUFFLE(1, 0, 3, 2)));
+	__m256		q23 = _mm256_add_ps(s23, _mm256_shuffle_ps(s23, s23, _MM_SHUFFLE(1, 0, 3, 2)));
+	__m256		r01 = _mm256_add_ps(q01, _mm256_movehdup_ps(q01));
+	__m256		r23 = _mm256_add_ps(q23, _mm256_movehdup_ps(q23));
+
+	out[0] = _mm256_cvtss_f32(r01);
+	out[1] = _mm_cvtss_f32(_mm256_extractf128_ps(r01, 1));
+	out[2] = _mm256_cvtss_f32(r23);
+	out[3] = _mm_cvtss_f32(_mm256_extractf128_ps(r23, 1));
+}
+
 static TGT void
 attend_avx2(const llm_attn_args *a)
 {
 	const int	hd = a->head_dim,
 				n = a->n_keys,
 				G = a->group;
-	const size_t npad = ((size_t) n + 7) & ~(size_t) 7;
+	const size_t npad = ((size_t) n + 15) & ~(size_t) 15;
 	float	   *scores = a->scratch;
-	float	   *kv = scores + (size_t) G * npad;	/* [8][hd] converted rows */
+	float	   *vsum = scores + (size_t) G * npad;	/* [G][64][hd] */
+	float	   *kv = vsum + (size_t) G * 64 * hd;	/* [8][hd] converted rows */
 	float	   *inv = kv + 8 * (size_t) hd;	/* [G] */
-	const __m256 scale = _mm256_set1_ps(a->scale);
 	row_walk	kw = {a, 0, 0},
 				vw = {a, 0, 0};
 
-	/* scores, 8 keys at a time; rows past n are zero and masked below */
-	for (int j0 = 0; j0 < n; j0 += 8)
+	/* scores, 4 keys at a time (rows past n are zero; masked below) */
+	for (int j0 = 0; j0 < n; j0 += 4)
 	{
-		int			nk = n - j0 < 8 ? n - j0 : 8;
+		int			nk = n - j0 < 4 ? n - j0 : 4;
 
-		for (int jj = 0; jj < 8; jj++)
+		for (int jj = 0; jj < 4; jj++)
 		{
 			if (jj < nk)
 			{
@@ -538,26 +600,68 @@ attend_avx2(const llm_attn_args *a)
 		for (int h = 0; h < G; h++)
 		{
 			const float *q = a->q + (size_t) h * hd;
-			__m256		acc[8];
+			__m256		t[4];
+			float		r[4];
 
-			for (int jj = 0; jj < 8; jj++)
-				acc[jj] = _mm256_setzero_ps();
-			for (int c = 0; c < hd; c += 8)
+			if (!a->single)
 			{
-				__m256		qv = _mm256_loadu_ps(q + c);
+				__m256		lo[4],
+							hi[4];
 
-				for (int jj = 0; jj < 8; jj++)
-					acc[jj] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kv + jj * hd + c), acc[jj]);
+				for (int jj = 0; jj < 4; jj++)
+					lo[jj] = hi[jj] = _mm256_setzero_ps();
+				for (int c = 0; c < hd; c += 16)
+				{
+					__m256		qlo = _mm256_loadu_ps(q + c),
+								qhi = _mm256_loadu_ps(q + c + 8);
+
+					for (int jj = 0; jj < 4; jj++)
+					{
+						lo[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), qlo, lo[jj]);
+						hi[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c + 8), qhi, hi[jj]);
+					}
+				}
+				for (int jj = 0; jj < 4; jj++)
+					t[jj] = _mm256_add_ps(hi[jj], lo[jj]);
+				reduce16_4keys(t, r);
+				_mm_storeu_ps(scores + h * npad + j0, _mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(a->scale)));
 			}
-			_mm256_storeu_ps(scores + h * npad + j0, _mm256_mul_ps(tree8_transpose(acc), scale));
+			else
+			{
+				/* ggml_vec_dot_f16: 4 x 16 lanes over steps of 64, (v0+v2)+(v1+v3) */
+				const int	np = hd & ~63;
+
+				for (int jj = 0; jj < 4; jj++)
+				{
+					__m256		v[8];
+					const float *kr = kv + jj * hd;
+
+					for (int i = 0; i < 8; i++)
+						v[i] = _mm256_setzero_ps();
+					for (int c = 0; c < np; c += 64)
+						for (int i = 0; i < 8; i++)
+							v[i] = _mm256_fmadd_ps(_mm256_loadu_ps(kr + c + 8 * i), _mm256_loadu_ps(q + c + 8 * i), v[i]);
+					/* v[2j], v[2j+1] = lanes 0..7, 8..15 of accumulator j */
+					t[jj] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[3], v[7]), _mm256_add_ps(v[1], v[5])),
+										  _mm256_add_ps(_mm256_add_ps(v[2], v[6]), _mm256_add_ps(v[0], v[4])));
+				}
+				reduce16_4keys(t, r);
+				for (int jj = 0; jj < 4; jj++)
+				{
+					double		sum = r[jj];
+
+					for (int i = np; i < hd; i++)
+						sum += (double) (kv[jj * hd + i] * q[i]);
+					scores[h * npad + j0 + jj] = (float) sum * a->scale;
+				}
+			}
 		}
 	}
-	/* softmax per head: padded keys get e = 0 */
+	/* softmax per head as ggml_vec_soft_max_f32; padded keys get p = 0 */
 	for (int h = 0; h < G; h++)
 	{
 		float	   *sc = scores + h * npad;
-		__m256		mx = _mm256_set1_ps(-INFINITY),
-					lanes = _mm256_setzero_ps();
+		__m256		mx = _mm256_set1_ps(-INFINITY);
 		float		m;
 
 		for (int j = n; j < (int) npad; j++)
@@ -572,19 +676,29 @@ attend_avx2(const llm_attn_args *a)
 			m = _mm_cvtss_f32(m4);
 		}
 		for (size_t j = 0; j < npad; j += 8)
-		{
-			__m256		e = expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m)));
-
-			_mm256_storeu_ps(sc + j, e);
-		}
+			_mm256_storeu_ps(sc + j, expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m))));
 		for (int j = n; j < (int) npad; j++)
 			sc[j] = 0.0f;
-		for (size_t j = 0; j < npad; j += 8)
-			lanes = _mm256_add_ps(lanes, _mm256_loadu_ps(sc + j));
-		inv[h] = 1.0f / tree8_one(lanes);
-		memset(a->out + (size_t) h * hd, 0, (size_t) hd * sizeof(float));
+		{
+			double		sum = 0.0;
+
+			for (size_t j = 0; j < npad; j += 16)
+				sum += (double) reduce16_8x2(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sc + j + 8));
+			inv[h] = (float) (1.0 / sum);
+		}
+		/* probabilities rounded to fp16, as llama.cpp feeds them to the fp16 V product */
+		{
+			__m256		iv = _mm256_set1_ps(inv[h]);
+
+			for (size_t j = 0; j < npad; j += 8)
+				_mm256_storeu_ps(sc + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(sc + j), iv),
+																		  _MM_FROUND_TO_NEAREST_INT)));
+		}
 	}
-	/* weighted V sums, 8 keys at a time, each V row converted once for the group */
+	/* V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64 vec_dot_f16) */
+	const int	R = a->single ? 64 : 16;
+
+	memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
 	for (int j0 = 0; j0 < n; j0 += 8)
 	{
 		int			nk = n - j0 < 8 ? n - j0 : 8;
@@ -597,27 +711,44 @@ attend_avx2(const llm_attn_args *a)
 				_mm256_storeu_ps(kv + jj * hd + c, load_f16(v, c));
 		}
 		for (int h = 0; h < G; h++)
-		{
-			const float *p = scores + h * npad + j0;
-			float	   *out = a->out + (size_t) h * hd;
-
-			for (int c = 0; c < hd; c += 8)
+			for (int jj = 0; jj < nk; jj++)
 			{
-				__m256		acc = _mm256_loadu_ps(out + c);
+				__m256		p = _mm256_broadcast_ss(scores + h * npad + j0 + jj);
+				float	   *acc = vsum + ((size_t) h * R + ((j0 + jj) & (R - 1))) * hd;
 
-				for (int jj = 0; jj < nk; jj++)
-					acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + jj), _mm256_loadu_ps(kv + jj * hd + c), acc);
-				_mm256_storeu_ps(out + c, acc);
+				for (int c = 0; c < hd; c += 8)
+					_mm256_storeu_ps(acc + c, _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), p,
+															  _mm256_loadu_ps(acc + c)));
 			}
-		}
 	}
+	/* out[d] = reduce16 over the 16 lane rows (single: rows combined (v0+v2)+(v1+v3) first) */
 	for (int h = 0; h < G; h++)
 	{
-		__m256		iv = _mm256_set1_ps(inv[h]);
-		float	   *out = a->out + (size_t) h * hd;
+		const float *vs = vsum + (size_t) h * R * hd;
 
 		for (int c = 0; c < hd; c += 8)
-			_mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_loadu_ps(out + c), iv));
+		{
+			__m256		t3[8],
+						t6[4],
+						row[16];
+
+			for (int l = 0; l < 16; l++)
+			{
+				if (a->single)
+					row[l] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(vs + l * hd + c),
+														 _mm256_loadu_ps(vs + (32 + l) * hd + c)),
+										   _mm256_add_ps(_mm256_loadu_ps(vs + (16 + l) * hd + c),
+														 _mm256_loadu_ps(vs + (48 + l) * hd + c)));
+				else
+					row[l] = _mm256_loadu_ps(vs + l * hd + c);
+			}
+			for (int l = 0; l < 8; l++)
+				t3[l] = _mm256_add_ps(row[l + 8], row[l]);
+			for (int l = 0; l < 4; l++)
+				t6[l] = _mm256_add_ps(t3[l + 4], t3[l]);
+			_mm256_storeu_ps(a->out + (size_t) h * hd + c,
+							 _mm256_add_ps(_mm256_add_ps(t6[0], t6[2]), _mm256_add_ps(t6[1], t6[3])));
+		}
 	}
 }
 
@@ -665,6 +796,12 @@ llm_qkernel_avx2_get(uint32_t t, bool vnni)
 
 llm_attn_fn
 llm_attn_kernel_avx2_get(void)
+{
+	return NULL;
+}
+
+llm_swiglu_fn
+llm_swiglu_avx2_get(void)
 {
 	return NULL;
 }

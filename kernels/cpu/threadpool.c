@@ -11,6 +11,11 @@
  * (2 cores shared with PostgreSQL backends) never stalls the job: the caller
  * does its chunks.  Which thread runs a chunk never changes any result.
  *
+ * If the workers keep contributing nothing, or their chunks keep finishing
+ * long after the caller's own (workers preempted on an oversubscribed
+ * machine), the caller runs the next jobs alone for a while (the workers go
+ * to sleep instead of spinning) and then tries the workers again.
+ *
  * The claim word packs (generation, chunk count, next chunk) so that a late
  * worker still holding an old generation can never claim a chunk of a newer
  * job.  A sleeping worker registers in n_sleeping under the mutex before
@@ -29,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -54,6 +60,14 @@ struct llm_threadpool
 	atomic_int	n_chunks_done;
 	atomic_bool stop;
 
+	/*
+	 * Oversubscription guard (caller-only state): when other threads' chunks
+	 * keep finishing long after the caller's own (workers preempted on a busy
+	 * machine), the caller runs the next jobs alone, then tries again.
+	 */
+	int			strikes;
+	int			solo_jobs_left;
+
 	/* the current job; written before claim and generation are published */
 	llm_task_fn fn;
 	void	   *ctx;
@@ -67,11 +81,24 @@ struct llm_threadpool
 #define CLAIM_NEXT(c) ((c) & 0xfffff)
 #define MAX_CHUNKS 4096
 
+/* guard tuning: strikes before going solo, and how many jobs to stay solo */
+#define STRIKES_TO_SOLO 8
+#define SOLO_JOBS 512
+
 typedef struct worker_arg
 {
 	llm_threadpool *pool;
 	int			idx;
 } worker_arg;
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 /*
  * Claim and run chunks of generation gen until none is left; returns the
@@ -242,15 +269,21 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 	int64_t		units,
 				units_per_chunk,
 				n_chunks;
-	uint64_t	gen;
-	int			spins = 0;
+	uint64_t	gen,
+				t0,
+				t1,
+				t2;
+	int			spins = 0,
+				ran;
 
 	if (n_items <= 0)
 		return;
 	if (grain < 1)
 		grain = 1;
-	if (pool->n_threads == 1 || n_items <= grain)
+	if (pool->n_threads == 1 || n_items <= grain || pool->solo_jobs_left > 0)
 	{
+		if (pool->solo_jobs_left > 0 && n_items > grain)
+			pool->solo_jobs_left--;
 		fn(ctx, 0, n_items, 0);
 		return;
 	}
@@ -274,7 +307,9 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 		pthread_cond_broadcast(&pool->cond);
 		pthread_mutex_unlock(&pool->mutex);
 	}
-	run_chunks(pool, gen, 0);
+	t0 = now_ns();
+	ran = run_chunks(pool, gen, 0);
+	t1 = now_ns();
 	/* wait for chunks other threads claimed */
 	while (atomic_load(&pool->n_chunks_done) < n_chunks)
 	{
@@ -283,4 +318,21 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 		else
 			sched_yield();
 	}
+	/*
+	 * No help at all with a job long enough (20 us) for any running worker
+	 * to join, or a straggler wait longer than our own share of the work
+	 * plus scheduling noise: the machine is oversubscribed, and spinning
+	 * helpers only take CPU from the caller.
+	 */
+	t2 = now_ns();
+	if ((ran == n_chunks && t1 - t0 > 20000) || t2 - t1 > (t1 - t0) + 20000)
+	{
+		if (++pool->strikes >= STRIKES_TO_SOLO)
+		{
+			pool->strikes = 0;
+			pool->solo_jobs_left = SOLO_JOBS;
+		}
+	}
+	else if (pool->strikes > 0 && ran < n_chunks)
+		pool->strikes--;
 }
