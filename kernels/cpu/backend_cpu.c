@@ -431,6 +431,8 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	cb->rope_theta = 0.0f;
 	cb->have_single = false;
 	cb->have_step = true;
+	if (d->decode_rows != NULL)
+		return llm_backend_cpu_set_single_rows(b, d->decode_rows);
 	return 0;
 }
 

@@ -58,6 +58,7 @@ struct llm_engine
 	int32_t		cap_out;
 	/* step description arrays */
 	int32_t    *d_tokens, *d_pos, *d_slots, *d_seq_start, *d_seq_kv_len, *d_block_tables, *d_out_rows;
+	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
 	int32_t		cap_d_tokens, cap_d_seqs, cap_d_tables;
 	/* live requests by id: open addressing, NULL empty, TOMB deleted */
 	llm_request **table;
@@ -463,6 +464,7 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_seq_kv_len);
 	free(e->d_block_tables);
 	free(e->d_out_rows);
+	free(e->d_decode);
 	free(e->model_path);
 	free(e);
 }
@@ -856,6 +858,13 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 		c = e->cap_d_tokens;
 		if (grow_i32(&e->d_slots, &c, p->n_tokens))
 			return -1;
+		{
+			uint8_t    *f = realloc(e->d_decode, (size_t) c);
+
+			if (f == NULL)
+				return -1;
+			e->d_decode = f;
+		}
 		e->cap_d_tokens = c;
 	}
 	if (p->n_entries + 1 > e->cap_d_seqs)
@@ -890,6 +899,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 			e->d_tokens[t] = s->tokens[pos];
 			e->d_pos[t] = pos;
 			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
+			e->d_decode[t] = pos >= s->n_prompt;
 		}
 		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
 		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
@@ -909,6 +919,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 	d->max_blocks_per_seq = p->max_blocks;
 	d->out_rows = e->d_out_rows;
 	d->n_out = n_out;
+	d->decode_rows = e->d_decode;
 	if (n_out > e->cap_out)
 	{
 		float	   *l = realloc(e->logits, (size_t) n_out * e->mc->n_vocab * sizeof(float));
@@ -1048,6 +1059,7 @@ llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n, flo
 	memset(&seq, 0, sizeof(seq));
 	seq.tokens = (int32_t *) ids;
 	seq.n_tokens = n;
+	seq.n_prompt = n;
 	seq.blocks = malloc((size_t) nb * sizeof(int32_t));
 	if (seq.blocks == NULL)
 		return LLM_ERR_OUT_OF_MEMORY;

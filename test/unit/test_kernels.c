@@ -981,7 +981,7 @@ test_errors(void)
 				ss[2] = {0, 1},
 				kvl[1] = {1},
 				bt[2] = {1, 2};
-	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0};
+	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0, NULL};
 	float		out[64];
 
 	CHECK(b->ops->load_weight(b, &host, &w) == -1 && strstr(b->ops->last_error(b), "Q5_0"),
