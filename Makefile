@@ -70,3 +70,12 @@ unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
 	test/run-unit
 
 .PHONY: model unit-test
+
+# `make install` also puts the default model where llm.model's default points:
+# $(datadir)/extension/llm/ (the share directory of pg_config).
+install: install-model
+install-model: $(MODEL_FILE)
+	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
+	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
+
+.PHONY: install-model
