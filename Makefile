@@ -19,7 +19,7 @@ OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
 override with_llvm = no
 
 PG_CONFIG  ?= pg_config
-PGXS       := $(shell $(PG_CONFIG) --pgxs)
+PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 ENGINE_SRCS := $(wildcard src/engine/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
 ENGINE_OBJS := $(patsubst %.c,build/%.o,$(ENGINE_SRCS))
@@ -36,6 +36,15 @@ UNIT_BINS  := $(patsubst test/unit/%.c,build/test/%,$(UNIT_SRCS))
 
 EXTRA_CLEAN = build
 
+ifeq ($(wildcard $(PGXS)),)
+# Fresh machine: no PostgreSQL server headers yet.  Install the dependencies,
+# then run the same goal again with PGXS available.
+all install test demo bench model unit-test: bootstrap
+	$(MAKE) $@
+bootstrap:
+	scripts/install-deps.sh
+.PHONY: bootstrap
+else
 include $(PGXS)
 
 all: build/llm-cli $(UNIT_BINS)
@@ -69,7 +78,12 @@ $(MODEL_FILE):
 unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
 	test/run-unit
 
-.PHONY: model unit-test
+# README's test command: dependencies, model, build, install, every suite.
+test:
+	scripts/install-deps.sh
+	$(MAKE) all
+	$(MAKE) model
+	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
 # $(datadir)/extension/llm/ (the share directory of pg_config).
@@ -78,4 +92,5 @@ install-model: $(MODEL_FILE)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
 	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
 
-.PHONY: install-model
+.PHONY: model unit-test test install-model
+endif

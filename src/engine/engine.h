@@ -71,6 +71,7 @@ typedef struct llm_sampling_params
 	const char *const *stop;	/* stop strings (copied by add_request); matched on
 								 * output text across token boundaries, not included */
 	bool		ignore_eos;		/* benchmarks: do not stop at end-of-generation tokens */
+	uint64_t	cache_salt;		/* prefix-cache isolation key (0 = shared by all) */
 } llm_sampling_params;
 
 void		llm_sampling_params_defaults(llm_sampling_params *p);
@@ -180,5 +181,15 @@ void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
 
 /* Test hook: force the next n logits rows to NaN (non-finite logits path). */
 void		llm_engine_debug_poison_logits(llm_engine *e, int n);
+
+/*
+ * Test hook: prefill ids (n >= 1) alone in one step on fresh blocks and copy
+ * the last position's n_vocab logits to out.  Requires no live requests.
+ */
+llm_status	llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n,
+										   float *out, char *err, size_t errlen);
+
+/* Vocabulary size (length of a logits row). */
+int32_t		llm_engine_n_vocab(const llm_engine *e);
 
 #endif

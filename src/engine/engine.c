@@ -1,0 +1,1086 @@
+/*
+ * engine.c — requests, steps and events on top of the model, scheduler,
+ * block pool and sampler (see engine.h).
+ */
+#define _GNU_SOURCE
+#include "engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "gguf.h"
+#include "kv_block_pool.h"
+#include "model.h"
+#include "quant_types.h"
+#include "sampler.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+
+typedef struct llm_request
+{
+	uint64_t	id;
+	void	   *user_data;
+	llm_seq		seq;
+	llm_sampling_params params;
+	char	  **stop;			/* owned copies of params.stop */
+	size_t		max_stop_len;
+	llm_rng		rng;
+	llm_detok	detok;
+	char	   *text;			/* generated text so far (NUL-terminated) */
+	size_t		text_len;
+	size_t		text_cap;
+	size_t		emitted;		/* bytes of text already sent as TEXT events */
+	int64_t		max_len;		/* finish at this many tokens (prompt + output) */
+	int32_t		n_generated;
+	double		t_add;
+	double		t_first;
+} llm_request;
+
+struct llm_engine
+{
+	llm_engine_config cfg;
+	char	   *model_path;
+	gguf_file  *gguf;
+	llm_tokenizer *tok;
+	llm_chat_template chat;
+	llm_backend *backend;
+	llm_model  *model;
+	const llm_model_config *mc;
+	llm_block_pool *pool;
+	llm_sched  *sched;
+	llm_sampler_scratch sampler;
+	int32_t		n_ctx;
+	float	   *logits;			/* [cap_out][n_vocab] host */
+	int32_t		cap_out;
+	/* step description arrays */
+	int32_t    *d_tokens, *d_pos, *d_slots, *d_seq_start, *d_seq_kv_len, *d_block_tables, *d_out_rows;
+	int32_t		cap_d_tokens, cap_d_seqs, cap_d_tables;
+	/* live requests by id: open addressing, NULL empty, TOMB deleted */
+	llm_request **table;
+	uint32_t	table_mask;
+	int32_t		n_live;
+	int32_t		n_tomb;
+	int			poison_logits;
+	llm_engine_stats stats;
+};
+
+#define TOMB ((llm_request *) (uintptr_t) 1)
+
+static double
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int
+grow_i32(int32_t **arr, int32_t *cap, int64_t need)
+{
+	int64_t		c = *cap ? *cap : 64;
+	void	   *p;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	if (c > INT32_MAX)
+		return -1;
+	p = realloc(*arr, (size_t) c * sizeof(int32_t));
+	if (p == NULL)
+		return -1;
+	*arr = p;
+	*cap = (int32_t) c;
+	return 0;
+}
+
+const char *
+llm_status_name(llm_status s)
+{
+	switch (s)
+	{
+		case LLM_OK:
+			return "ok";
+		case LLM_ERR_INVALID_PARAM:
+			return "invalid parameter";
+		case LLM_ERR_PROMPT_TOO_LONG:
+			return "prompt too long";
+		case LLM_ERR_EMPTY_PROMPT:
+			return "empty prompt";
+		case LLM_ERR_INVALID_TEXT:
+			return "invalid text";
+		case LLM_ERR_NONFINITE:
+			return "non-finite logits";
+		case LLM_ERR_OUT_OF_MEMORY:
+			return "out of memory";
+		case LLM_ERR_DUPLICATE_ID:
+			return "duplicate request id";
+		case LLM_ERR_BACKEND:
+			return "compute backend error";
+		case LLM_ERR_MODEL:
+			return "model error";
+	}
+	return "unknown";
+}
+
+const char *
+llm_finish_reason_name(llm_finish_reason r)
+{
+	switch (r)
+	{
+		case LLM_FINISH_STOP:
+			return "stop";
+		case LLM_FINISH_LENGTH:
+			return "length";
+		case LLM_FINISH_ABORT:
+			return "abort";
+		default:
+			return "none";
+	}
+}
+
+void
+llm_engine_config_defaults(llm_engine_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->device = "auto";
+	c->n_threads = 0;
+	c->n_ctx = 0;
+	c->block_size = 16;
+	c->kv_cache_bytes = 0;
+	c->max_batched_tokens = 512;
+	c->max_running = 64;
+	c->prefix_caching = true;
+}
+
+void
+llm_sampling_params_defaults(llm_sampling_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->max_tokens = 256;
+	p->temperature = 0.0;
+	p->top_p = 1.0;
+	p->top_k = 0;
+	p->min_p = 0.0;
+	p->repetition_penalty = 1.0;
+}
+
+llm_status
+llm_sampling_params_validate(const llm_sampling_params *p, char *err, size_t errlen)
+{
+	if (p->max_tokens < 1)
+		snprintf(err, errlen, "max_tokens must be at least 1 (got %d)", p->max_tokens);
+	else if (!(p->temperature >= 0.0) || !isfinite(p->temperature))
+		snprintf(err, errlen, "temperature must be a finite value >= 0 (got %g)", p->temperature);
+	else if (!(p->top_p > 0.0 && p->top_p <= 1.0))
+		snprintf(err, errlen, "top_p must be in (0, 1] (got %g)", p->top_p);
+	else if (p->top_k < 0)
+		snprintf(err, errlen, "top_k must be >= 0 (got %d)", p->top_k);
+	else if (!(p->min_p >= 0.0 && p->min_p <= 1.0))
+		snprintf(err, errlen, "min_p must be in [0, 1] (got %g)", p->min_p);
+	else if (!(p->repetition_penalty > 0.0) || !isfinite(p->repetition_penalty))
+		snprintf(err, errlen, "repetition_penalty must be a finite value > 0 (got %g)",
+				 p->repetition_penalty);
+	else if (p->n_stop < 0 || (p->n_stop > 0 && p->stop == NULL))
+		snprintf(err, errlen, "invalid stop list");
+	else
+	{
+		for (int i = 0; i < p->n_stop; i++)
+			if (p->stop[i] == NULL || p->stop[i][0] == '\0')
+			{
+				snprintf(err, errlen, "stop strings must not be empty or NULL");
+				return LLM_ERR_INVALID_PARAM;
+			}
+		return LLM_OK;
+	}
+	return LLM_ERR_INVALID_PARAM;
+}
+
+/* ---------- request table ---------- */
+
+static uint32_t
+id_hash(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdULL;
+	id ^= id >> 33;
+	return (uint32_t) id;
+}
+
+static llm_request *
+table_get(const llm_engine *e, uint64_t id)
+{
+	for (uint32_t i = id_hash(id) & e->table_mask;; i = (i + 1) & e->table_mask)
+	{
+		llm_request *r = e->table[i];
+
+		if (r == NULL)
+			return NULL;
+		if (r != TOMB && r->id == id)
+			return r;
+	}
+}
+
+static int
+table_rehash(llm_engine *e, uint32_t size)
+{
+	llm_request **old = e->table;
+	uint32_t	old_size = e->table ? e->table_mask + 1 : 0;
+	llm_request **t = calloc(size, sizeof(llm_request *));
+
+	if (t == NULL)
+		return -1;
+	e->table = t;
+	e->table_mask = size - 1;
+	e->n_tomb = 0;
+	for (uint32_t i = 0; i < old_size; i++)
+		if (old[i] != NULL && old[i] != TOMB)
+		{
+			uint32_t	j = id_hash(old[i]->id) & e->table_mask;
+
+			while (t[j] != NULL)
+				j = (j + 1) & e->table_mask;
+			t[j] = old[i];
+		}
+	free(old);
+	return 0;
+}
+
+static int
+table_put(llm_engine *e, llm_request *r)
+{
+	uint32_t	size = e->table_mask + 1;
+	uint32_t	i;
+
+	if ((uint32_t) (e->n_live + e->n_tomb + 1) * 2 > size)
+	{
+		uint32_t	ns = size;
+
+		while ((uint32_t) (e->n_live + 1) * 4 > ns)
+			ns *= 2;
+		if (table_rehash(e, ns))
+			return -1;
+	}
+	for (i = id_hash(r->id) & e->table_mask; e->table[i] != NULL && e->table[i] != TOMB;
+		 i = (i + 1) & e->table_mask)
+		;
+	if (e->table[i] == TOMB)
+		e->n_tomb--;
+	e->table[i] = r;
+	e->n_live++;
+	return 0;
+}
+
+static void
+table_del(llm_engine *e, uint64_t id)
+{
+	for (uint32_t i = id_hash(id) & e->table_mask;; i = (i + 1) & e->table_mask)
+	{
+		llm_request *r = e->table[i];
+
+		if (r == NULL)
+			return;
+		if (r != TOMB && r->id == id)
+		{
+			e->table[i] = TOMB;
+			e->n_tomb++;
+			e->n_live--;
+			return;
+		}
+	}
+}
+
+/* ---------- lifecycle ---------- */
+
+llm_engine *
+llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
+{
+	llm_engine *e;
+	llm_kv_geometry g;
+	size_t		block_bytes;
+	int64_t		kv_bytes;
+	const char *device;
+
+	if (c == NULL || c->model_path == NULL || c->model_path[0] == '\0')
+	{
+		snprintf(err, errlen, "no model file given");
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	e->cfg = *c;
+	e->model_path = strdup(c->model_path);
+	e->cfg.model_path = e->model_path;
+	if (e->cfg.block_size <= 0)
+		e->cfg.block_size = 16;
+	if (e->cfg.max_batched_tokens <= 0)
+		e->cfg.max_batched_tokens = 512;
+	if (e->cfg.max_running <= 0)
+		e->cfg.max_running = 64;
+	if (table_rehash(e, 64))
+		goto oom;
+
+	e->gguf = gguf_open(c->model_path, err, errlen);
+	if (e->gguf == NULL)
+		goto fail;
+	e->tok = llm_tokenizer_create(e->gguf, err, errlen);
+	if (e->tok == NULL)
+		goto fail;
+	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
+		goto fail;
+
+	device = c->device ? c->device : "auto";
+	if (strcmp(device, "cpu") != 0 && strcmp(device, "auto") != 0)
+	{
+		snprintf(err, errlen, "device \"%s\" is not available in this build (cpu only)", device);
+		goto fail;
+	}
+	e->backend = llm_backend_cpu_create(c->n_threads, err, errlen);
+	if (e->backend == NULL)
+		goto fail;
+	e->model = llm_model_load(e->gguf, e->backend, err, errlen);
+	if (e->model == NULL)
+		goto fail;
+	e->mc = llm_model_get_config(e->model);
+	if (llm_tokenizer_n_vocab(e->tok) != e->mc->n_vocab)
+	{
+		snprintf(err, errlen, "tokenizer vocabulary (%d) does not match the model (%d)",
+				 llm_tokenizer_n_vocab(e->tok), e->mc->n_vocab);
+		goto fail;
+	}
+	e->n_ctx = c->n_ctx > 0 ? c->n_ctx : e->mc->n_ctx_train;
+	if (e->n_ctx < 2)
+	{
+		snprintf(err, errlen, "context length %d too small", e->n_ctx);
+		goto fail;
+	}
+
+	g.n_layers = e->mc->n_layers;
+	g.n_kv_heads = e->mc->n_kv_heads;
+	g.head_dim = e->mc->head_dim;
+	g.block_size = e->cfg.block_size;
+	g.n_blocks = 1;
+	block_bytes = llm_kv_block_bytes(&g);
+	kv_bytes = c->kv_cache_bytes;
+	if (kv_bytes <= 0)
+	{
+		int64_t		want = (int64_t) e->cfg.max_running * e->n_ctx / e->cfg.block_size * (int64_t) block_bytes;
+
+		kv_bytes = want < ((int64_t) 1 << 30) ? want : ((int64_t) 1 << 30);
+	}
+	g.n_blocks = (int) (kv_bytes / (int64_t) block_bytes);
+	if (g.n_blocks < 2)
+	{
+		snprintf(err, errlen, "KV cache budget of %lld bytes holds fewer than 2 blocks of %zu bytes",
+				 (long long) kv_bytes, block_bytes);
+		goto fail;
+	}
+	if (e->backend->ops->kv_init(e->backend, &g) != 0)
+	{
+		snprintf(err, errlen, "KV cache: %s", e->backend->ops->last_error(e->backend));
+		goto fail;
+	}
+	e->pool = llm_block_pool_create(g.n_blocks, g.block_size);
+	if (e->pool == NULL)
+		goto oom;
+	{
+		llm_sched_config sc = {
+			.max_batched_tokens = e->cfg.max_batched_tokens,
+			.max_running = e->cfg.max_running,
+			.prefix_caching = e->cfg.prefix_caching,
+		};
+
+		e->sched = llm_sched_create(e->pool, &sc);
+		if (e->sched == NULL)
+			goto oom;
+	}
+	if (llm_sampler_scratch_init(&e->sampler, e->mc->n_vocab))
+		goto oom;
+	e->stats.kv_blocks_total = g.n_blocks;
+	return e;
+
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	llm_engine_destroy(e);
+	return NULL;
+}
+
+static void
+request_free(llm_request *r)
+{
+	if (r == NULL)
+		return;
+	llm_seq_free(&r->seq);
+	if (r->stop)
+		for (int i = 0; i < r->params.n_stop; i++)
+			free(r->stop[i]);
+	free(r->stop);
+	free(r->text);
+	free(r);
+}
+
+void
+llm_engine_destroy(llm_engine *e)
+{
+	if (e == NULL)
+		return;
+	if (e->table)
+	{
+		for (uint32_t i = 0; i <= e->table_mask; i++)
+			if (e->table[i] != NULL && e->table[i] != TOMB)
+			{
+				if (e->sched)
+					llm_sched_remove(e->sched, &e->table[i]->seq);
+				request_free(e->table[i]);
+			}
+		free(e->table);
+	}
+	llm_sched_destroy(e->sched);
+	llm_block_pool_destroy(e->pool);
+	llm_sampler_scratch_free(&e->sampler);
+	llm_model_free(e->model);
+	if (e->backend)
+		e->backend->ops->destroy(e->backend);
+	llm_chat_template_free(&e->chat);
+	llm_tokenizer_destroy(e->tok);
+	if (e->gguf)
+		gguf_close(e->gguf);
+	free(e->logits);
+	free(e->d_tokens);
+	free(e->d_pos);
+	free(e->d_slots);
+	free(e->d_seq_start);
+	free(e->d_seq_kv_len);
+	free(e->d_block_tables);
+	free(e->d_out_rows);
+	free(e->model_path);
+	free(e);
+}
+
+const llm_tokenizer *
+llm_engine_tokenizer(const llm_engine *e)
+{
+	return e->tok;
+}
+
+const llm_chat_template *
+llm_engine_chat_template(const llm_engine *e)
+{
+	return &e->chat;
+}
+
+int32_t
+llm_engine_n_ctx(const llm_engine *e)
+{
+	return e->n_ctx;
+}
+
+int32_t
+llm_engine_n_vocab(const llm_engine *e)
+{
+	return e->mc->n_vocab;
+}
+
+size_t
+llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
+{
+	const llm_model_config *m = e->mc;
+	const char *fam = e->chat.family == LLM_CHAT_CHATML ? "chatml" :
+		e->chat.family == LLM_CHAT_GEMMA ? "gemma" : "none";
+	const char *wt = llm_type_get(m->weight_type) ? llm_type_get(m->weight_type)->name : "?";
+	char		name[256];
+	size_t		j = 0;
+
+	/* JSON-escape the model name (from the file: untrusted) */
+	for (const char *p = m->name; *p && j + 7 < sizeof(name); p++)
+	{
+		unsigned char ch = (unsigned char) *p;
+
+		if (ch == '"' || ch == '\\')
+		{
+			name[j++] = '\\';
+			name[j++] = (char) ch;
+		}
+		else if (ch < 0x20)
+			j += snprintf(name + j, sizeof(name) - j, "\\u%04x", ch);
+		else
+			name[j++] = (char) ch;
+	}
+	name[j] = '\0';
+	return (size_t) snprintf(out, cap,
+							 "{\"architecture\": \"%s\", \"name\": \"%s\", \"n_layers\": %d, "
+							 "\"embedding_length\": %d, \"n_heads\": %d, \"n_kv_heads\": %d, "
+							 "\"head_dim\": %d, \"feed_forward_length\": %d, \"n_vocab\": %d, "
+							 "\"context_length_trained\": %d, \"context_length\": %d, "
+							 "\"rope_theta\": %g, \"rms_eps\": %g, \"weight_type\": \"%s\", "
+							 "\"tied_output\": %s, \"chat_template\": \"%s\", \"device\": \"%s\", "
+							 "\"threads\": %d, \"block_size\": %d, \"kv_blocks\": %d, "
+							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s}",
+							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
+							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->n_ctx,
+							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
+							 fam, e->backend->ops->name, e->backend->n_threads, e->cfg.block_size,
+							 llm_block_pool_n_blocks(e->pool), e->cfg.max_batched_tokens,
+							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false");
+}
+
+/* ---------- requests ---------- */
+
+llm_status
+llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
+					   const llm_sampling_params *p, void *user_data, char *err, size_t errlen)
+{
+	llm_request *r;
+	llm_status	st;
+
+	if (n <= 0 || prompt == NULL)
+	{
+		snprintf(err, errlen, "prompt is empty");
+		return LLM_ERR_EMPTY_PROMPT;
+	}
+	if ((st = llm_sampling_params_validate(p, err, errlen)) != LLM_OK)
+		return st;
+	if (n >= e->n_ctx)
+	{
+		snprintf(err, errlen, "prompt of %d tokens does not fit the context length of %d tokens "
+				 "(at most %d prompt tokens)", n, e->n_ctx, e->n_ctx - 1);
+		return LLM_ERR_PROMPT_TOO_LONG;
+	}
+	for (int32_t i = 0; i < n; i++)
+		if (prompt[i] < 0 || prompt[i] >= e->mc->n_vocab)
+		{
+			snprintf(err, errlen, "token id %d out of range [0, %d)", prompt[i], e->mc->n_vocab);
+			return LLM_ERR_INVALID_PARAM;
+		}
+	if (table_get(e, id) != NULL)
+	{
+		snprintf(err, errlen, "request id %llu is already live", (unsigned long long) id);
+		return LLM_ERR_DUPLICATE_ID;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		goto oom;
+	r->id = id;
+	r->user_data = user_data;
+	r->params = *p;
+	r->params.stop = NULL;
+	if (p->n_stop > 0)
+	{
+		r->stop = calloc(p->n_stop, sizeof(char *));
+		if (r->stop == NULL)
+			goto oom;
+		for (int i = 0; i < p->n_stop; i++)
+		{
+			size_t		len = strlen(p->stop[i]);
+
+			if ((r->stop[i] = strdup(p->stop[i])) == NULL)
+				goto oom;
+			if (len > r->max_stop_len)
+				r->max_stop_len = len;
+		}
+	}
+	r->seq.tokens = malloc((size_t) (n + 16) * sizeof(int32_t));
+	if (r->seq.tokens == NULL)
+		goto oom;
+	memcpy(r->seq.tokens, prompt, (size_t) n * sizeof(int32_t));
+	r->seq.n_tokens = n;
+	r->seq.cap_tokens = n + 16;
+	r->seq.n_prompt = n;
+	r->seq.cache_salt = p->cache_salt;
+	r->seq.owner = r;
+	r->max_len = (int64_t) n + p->max_tokens;
+	if (r->max_len > e->n_ctx)
+		r->max_len = e->n_ctx;
+	llm_rng_seed(&r->rng, p->has_seed ? p->seed : ((uint64_t) id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t) (now_ms() * 1e3));
+	llm_detok_init(&r->detok);
+	r->text_cap = 256;
+	r->text = malloc(r->text_cap);
+	if (r->text == NULL)
+		goto oom;
+	r->text[0] = '\0';
+	r->t_add = now_ms();
+	if (table_put(e, r) != 0)
+		goto oom;
+	if (llm_sched_add(e->sched, &r->seq) != 0)
+	{
+		table_del(e, id);
+		goto oom;
+	}
+	e->stats.prompt_tokens += n;
+	return LLM_OK;
+
+oom:
+	request_free(r);
+	snprintf(err, errlen, "out of memory queueing request");
+	return LLM_ERR_OUT_OF_MEMORY;
+}
+
+static void
+drop_request(llm_engine *e, llm_request *r)
+{
+	llm_sched_remove(e->sched, &r->seq);
+	table_del(e, r->id);
+	request_free(r);
+}
+
+bool
+llm_engine_abort(llm_engine *e, uint64_t id)
+{
+	llm_request *r = table_get(e, id);
+
+	if (r == NULL)
+		return false;
+	drop_request(e, r);
+	return true;
+}
+
+bool
+llm_engine_has_work(const llm_engine *e)
+{
+	return e->n_live > 0;
+}
+
+static void
+fill_usage(const llm_request *r, llm_usage *u, double t_now)
+{
+	u->prompt_tokens = r->seq.n_prompt;
+	u->cached_tokens = r->seq.n_cached_tokens;
+	u->completion_tokens = r->n_generated;
+	u->ttft_ms = r->n_generated > 0 ? r->t_first - r->t_add : 0.0;
+	u->total_ms = t_now - r->t_add;
+	u->n_preemptions = r->seq.n_preemptions;
+}
+
+static void
+emit_error(llm_engine *e, llm_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg)
+{
+	llm_event	ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = LLM_EVENT_ERROR;
+	ev.request_id = r->id;
+	ev.user_data = r->user_data;
+	ev.status = st;
+	ev.text = msg;
+	ev.text_len = strlen(msg);
+	ev.token_id = -1;
+	fill_usage(r, &ev.usage, now_ms());
+	cb(&ev, arg);
+	drop_request(e, r);
+}
+
+static void
+emit_finish(llm_engine *e, llm_request *r, llm_finish_reason why, llm_event_cb cb, void *arg)
+{
+	llm_event	ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = LLM_EVENT_FINISHED;
+	ev.request_id = r->id;
+	ev.user_data = r->user_data;
+	ev.finish_reason = why;
+	ev.token_id = -1;
+	fill_usage(r, &ev.usage, now_ms());
+	cb(&ev, arg);
+	drop_request(e, r);
+}
+
+static int
+text_append(llm_request *r, const char *s, size_t n)
+{
+	if (r->text_len + n + 1 > r->text_cap)
+	{
+		size_t		c = r->text_cap * 2;
+		char	   *p;
+
+		while (c < r->text_len + n + 1)
+			c *= 2;
+		p = realloc(r->text, c);
+		if (p == NULL)
+			return -1;
+		r->text = p;
+		r->text_cap = c;
+	}
+	memcpy(r->text + r->text_len, s, n);
+	r->text_len += n;
+	r->text[r->text_len] = '\0';
+	return 0;
+}
+
+/*
+ * Stop-string handling on the text: returns the offset of the earliest match
+ * starting in the newly added region, or -1; *safe gets how many bytes can
+ * be emitted now (all but a tail that may still grow into a stop string).
+ */
+static int64_t
+find_stop(const llm_request *r, size_t old_len, size_t *safe)
+{
+	int64_t		best = -1;
+	size_t		hold = 0;
+
+	*safe = r->text_len;
+	if (r->params.n_stop == 0)
+		return -1;
+	for (int i = 0; i < r->params.n_stop; i++)
+	{
+		const char *st = r->stop[i];
+		size_t		sl = strlen(st);
+		size_t		from = old_len >= sl - 1 ? old_len - (sl - 1) : 0;
+		const char *hit;
+
+		if (sl <= r->text_len)
+		{
+			hit = memmem(r->text + from, r->text_len - from, st, sl);
+			if (hit && (best < 0 || hit - r->text < best))
+				best = hit - r->text;
+		}
+		/* longest suffix of text that is a proper prefix of st */
+		for (size_t k = (sl - 1 < r->text_len ? sl - 1 : r->text_len); k > hold; k--)
+			if (memcmp(r->text + r->text_len - k, st, k) == 0)
+			{
+				hold = k;
+				break;
+			}
+	}
+	*safe = r->text_len - hold;
+	return best;
+}
+
+static void
+emit_text(llm_request *r, size_t upto, int32_t token, llm_event_cb cb, void *arg)
+{
+	llm_event	ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = LLM_EVENT_TEXT;
+	ev.request_id = r->id;
+	ev.user_data = r->user_data;
+	ev.token_id = token;
+	if (upto > r->emitted)
+	{
+		ev.text = r->text + r->emitted;
+		ev.text_len = upto - r->emitted;
+		r->emitted = upto;
+	}
+	else
+		ev.text = "";
+	cb(&ev, arg);
+}
+
+/* Handle one sampled token; may finish (and free) the request. */
+static void
+accept_token(llm_engine *e, llm_request *r, int32_t tok, llm_event_cb cb, void *arg)
+{
+	char		buf[256];
+	int			nb;
+	size_t		old_len = r->text_len;
+	size_t		safe;
+	int64_t		stop_at;
+	double		t = now_ms();
+
+	if (r->n_generated == 0)
+		r->t_first = t;
+	r->n_generated++;
+	e->stats.completion_tokens++;
+	if (llm_seq_append(&r->seq, tok) != 0)
+	{
+		emit_error(e, r, LLM_ERR_OUT_OF_MEMORY, "out of memory", cb, arg);
+		return;
+	}
+	if (!r->params.ignore_eos && llm_tokenizer_is_eog(e->tok, tok))
+	{
+		nb = llm_detok_flush(&r->detok, buf, sizeof(buf));
+		if (nb > 0)
+			text_append(r, buf, (size_t) nb);
+		stop_at = find_stop(r, old_len, &safe);
+		emit_text(r, stop_at >= 0 ? (size_t) stop_at : r->text_len, tok, cb, arg);
+		emit_finish(e, r, LLM_FINISH_STOP, cb, arg);
+		return;
+	}
+	nb = llm_detok_push(e->tok, &r->detok, tok, buf, sizeof(buf));
+	if (nb > 0 && text_append(r, buf, (size_t) nb) != 0)
+	{
+		emit_error(e, r, LLM_ERR_OUT_OF_MEMORY, "out of memory", cb, arg);
+		return;
+	}
+	stop_at = find_stop(r, old_len, &safe);
+	if (stop_at >= 0)
+	{
+		r->text_len = (size_t) stop_at;
+		r->text[r->text_len] = '\0';
+		emit_text(r, r->text_len, tok, cb, arg);
+		emit_finish(e, r, LLM_FINISH_STOP, cb, arg);
+		return;
+	}
+	if (r->seq.n_tokens >= r->max_len)
+	{
+		nb = llm_detok_flush(&r->detok, buf, sizeof(buf));
+		if (nb > 0)
+			text_append(r, buf, (size_t) nb);
+		emit_text(r, r->text_len, tok, cb, arg);
+		emit_finish(e, r, LLM_FINISH_LENGTH, cb, arg);
+		return;
+	}
+	emit_text(r, safe, tok, cb, arg);
+}
+
+/* ---------- the step ---------- */
+
+static int
+build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
+{
+	int32_t		bs = e->cfg.block_size;
+	int32_t		t = 0,
+				n_out = 0;
+
+	if (p->n_tokens > e->cap_d_tokens)
+	{
+		int32_t		c;
+
+		c = e->cap_d_tokens;
+		if (grow_i32(&e->d_tokens, &c, p->n_tokens))
+			return -1;
+		c = e->cap_d_tokens;
+		if (grow_i32(&e->d_pos, &c, p->n_tokens))
+			return -1;
+		c = e->cap_d_tokens;
+		if (grow_i32(&e->d_slots, &c, p->n_tokens))
+			return -1;
+		e->cap_d_tokens = c;
+	}
+	if (p->n_entries + 1 > e->cap_d_seqs)
+	{
+		int32_t		c;
+
+		c = e->cap_d_seqs;
+		if (grow_i32(&e->d_seq_start, &c, p->n_entries + 1))
+			return -1;
+		c = e->cap_d_seqs;
+		if (grow_i32(&e->d_seq_kv_len, &c, p->n_entries + 1))
+			return -1;
+		c = e->cap_d_seqs;
+		if (grow_i32(&e->d_out_rows, &c, p->n_entries + 1))
+			return -1;
+		e->cap_d_seqs = c;
+	}
+	if (grow_i32(&e->d_block_tables, &e->cap_d_tables,
+				 (int64_t) p->n_entries * (p->max_blocks > 0 ? p->max_blocks : 1)))
+		return -1;
+	for (int32_t i = 0; i < p->n_entries; i++)
+	{
+		const llm_sched_entry *en = &p->entries[i];
+		const llm_seq *s = en->seq;
+
+		e->d_seq_start[i] = t;
+		e->d_seq_kv_len[i] = en->start + en->n;
+		for (int32_t k = 0; k < en->n; k++, t++)
+		{
+			int32_t		pos = en->start + k;
+
+			e->d_tokens[t] = s->tokens[pos];
+			e->d_pos[t] = pos;
+			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
+		}
+		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
+		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
+			e->d_block_tables[(size_t) i * p->max_blocks + k] = 0;
+		if (en->sample)
+			e->d_out_rows[n_out++] = t - 1;
+	}
+	e->d_seq_start[p->n_entries] = t;
+	d->n_tokens = t;
+	d->n_seqs = p->n_entries;
+	d->token_ids = e->d_tokens;
+	d->positions = e->d_pos;
+	d->slots = e->d_slots;
+	d->seq_start = e->d_seq_start;
+	d->seq_kv_len = e->d_seq_kv_len;
+	d->block_tables = e->d_block_tables;
+	d->max_blocks_per_seq = p->max_blocks;
+	d->out_rows = e->d_out_rows;
+	d->n_out = n_out;
+	if (n_out > e->cap_out)
+	{
+		float	   *l = realloc(e->logits, (size_t) n_out * e->mc->n_vocab * sizeof(float));
+
+		if (l == NULL)
+			return -1;
+		e->logits = l;
+		e->cap_out = n_out;
+	}
+	return 0;
+}
+
+static void
+fail_all(llm_engine *e, llm_status st, const char *msg, llm_event_cb cb, void *arg)
+{
+	for (uint32_t i = 0; i <= e->table_mask; i++)
+	{
+		llm_request *r = e->table[i];
+
+		if (r != NULL && r != TOMB)
+			emit_error(e, r, st, msg, cb, arg);
+	}
+}
+
+llm_status
+llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
+{
+	llm_sched_plan *p;
+	llm_step_desc d;
+	char		err[512];
+	int32_t		row = 0;
+
+	if (llm_sched_plan_step(e->sched, &p) != 0)
+	{
+		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory while scheduling", cb, cb_arg);
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	for (int32_t i = 0; i < p->n_unfittable; i++)
+	{
+		llm_request *r = p->unfittable[i]->owner;
+
+		snprintf(err, sizeof(err), "sequence of %d tokens does not fit the KV cache (%d blocks of %d tokens); "
+				 "raise llm.kv_cache_size", r->seq.n_tokens + 1,
+				 llm_block_pool_n_blocks(e->pool), e->cfg.block_size);
+		emit_error(e, r, LLM_ERR_OUT_OF_MEMORY, err, cb, cb_arg);
+	}
+	e->stats.n_preemptions = llm_sched_n_preemptions(e->sched);
+	if (p->n_entries == 0)
+		return LLM_OK;
+	if (build_step(e, p, &d) != 0)
+	{
+		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory building a step", cb, cb_arg);
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	if (llm_model_forward(e->model, &d, e->logits, err, sizeof(err)) != 0)
+	{
+		fail_all(e, LLM_ERR_BACKEND, err, cb, cb_arg);
+		return LLM_ERR_BACKEND;
+	}
+	llm_sched_commit(e->sched, p);
+
+	e->stats.n_steps++;
+	e->stats.last_batch_seqs = p->n_entries;
+	e->stats.last_batch_tokens = p->n_tokens;
+	if (p->n_entries > e->stats.max_batch_seqs)
+		e->stats.max_batch_seqs = p->n_entries;
+
+	for (int32_t i = 0; i < p->n_entries; i++)
+	{
+		llm_sched_entry *en = &p->entries[i];
+		llm_request *r = en->seq->owner;
+		float	   *lg;
+		int32_t		tok;
+
+		if (!en->sample)
+			continue;
+		lg = e->logits + (size_t) row++ * e->mc->n_vocab;
+		if (e->poison_logits > 0)
+		{
+			e->poison_logits--;
+			lg[0] = NAN;
+		}
+		if (!llm_logits_all_finite(lg, e->mc->n_vocab))
+		{
+			emit_error(e, r, LLM_ERR_NONFINITE, "non-finite logits produced by the model", cb, cb_arg);
+			continue;
+		}
+		tok = llm_sample(&e->sampler, lg, r->params.temperature, r->params.top_k, r->params.top_p,
+						 r->params.min_p, r->params.repetition_penalty,
+						 r->seq.tokens, r->seq.n_tokens, &r->rng);
+		accept_token(e, r, tok, cb, cb_arg);
+	}
+	return LLM_OK;
+}
+
+void
+llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
+{
+	*out = e->stats;
+	out->n_waiting = llm_sched_n_waiting(e->sched);
+	out->n_running = llm_sched_n_running(e->sched);
+	out->kv_blocks_total = llm_block_pool_n_blocks(e->pool);
+	out->kv_blocks_used = out->kv_blocks_total - llm_block_pool_n_free(e->pool);
+	out->kv_blocks_cached = llm_block_pool_n_cached_free(e->pool);
+	out->n_preemptions = llm_sched_n_preemptions(e->sched);
+	llm_sched_prefix_stats(e->sched, &out->prefix_queries, &out->cached_prompt_tokens);
+}
+
+void
+llm_engine_debug_poison_logits(llm_engine *e, int n)
+{
+	e->poison_logits = n;
+}
+
+llm_status
+llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n, float *out,
+							   char *err, size_t errlen)
+{
+	llm_seq		seq;
+	llm_sched_plan plan;
+	llm_sched_entry en;
+	llm_step_desc d;
+	int32_t		bs = e->cfg.block_size;
+	int32_t		nb = (n + bs - 1) / bs;
+	llm_status	st = LLM_OK;
+
+	if (e->n_live > 0)
+	{
+		snprintf(err, errlen, "engine busy");
+		return LLM_ERR_INVALID_PARAM;
+	}
+	if (n <= 0 || n >= e->n_ctx)
+	{
+		snprintf(err, errlen, "prompt length %d out of range", n);
+		return LLM_ERR_PROMPT_TOO_LONG;
+	}
+	memset(&seq, 0, sizeof(seq));
+	seq.tokens = (int32_t *) ids;
+	seq.n_tokens = n;
+	seq.blocks = malloc((size_t) nb * sizeof(int32_t));
+	if (seq.blocks == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
+	for (; seq.n_blocks < nb; seq.n_blocks++)
+		if ((seq.blocks[seq.n_blocks] = llm_block_alloc(e->pool)) < 0)
+		{
+			snprintf(err, errlen, "KV cache too small");
+			st = LLM_ERR_OUT_OF_MEMORY;
+			goto done;
+		}
+	memset(&plan, 0, sizeof(plan));
+	en.seq = &seq;
+	en.start = 0;
+	en.n = n;
+	en.sample = true;
+	plan.entries = &en;
+	plan.n_entries = 1;
+	plan.n_tokens = n;
+	plan.max_blocks = nb;
+	if (build_step(e, &plan, &d) != 0)
+	{
+		st = LLM_ERR_OUT_OF_MEMORY;
+		goto done;
+	}
+	if (llm_model_forward(e->model, &d, e->logits, err, errlen) != 0)
+	{
+		st = LLM_ERR_BACKEND;
+		goto done;
+	}
+	memcpy(out, e->logits, (size_t) e->mc->n_vocab * sizeof(float));
+done:
+	for (int32_t i = seq.n_blocks - 1; i >= 0; i--)
+		llm_block_release(e->pool, seq.blocks[i]);
+	free(seq.blocks);
+	return st;
+}

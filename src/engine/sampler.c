@@ -1,0 +1,244 @@
+/* sampler.c — see sampler.h. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline uint64_t
+rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+void
+llm_rng_seed(llm_rng *r, uint64_t seed)
+{
+	uint64_t	z = seed;
+
+	for (int i = 0; i < 4; i++)
+	{
+		/* splitmix64 (Vigna), the recommended seeding of xoshiro */
+		uint64_t	x = (z += 0x9e3779b97f4a7c15ULL);
+
+		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+		x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+		r->s[i] = x ^ (x >> 31);
+	}
+}
+
+double
+llm_rng_uniform(llm_rng *r)
+{
+	/* xoshiro256** (Blackman & Vigna 2018) */
+	uint64_t   *s = r->s;
+	uint64_t	result = rotl(s[1] * 5, 7) * 9;
+	uint64_t	t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return (double) (result >> 11) * 0x1.0p-53;
+}
+
+int
+llm_sampler_scratch_init(llm_sampler_scratch *s, int32_t n_vocab)
+{
+	s->n_vocab = n_vocab;
+	s->idx = malloc((size_t) n_vocab * sizeof(int32_t));
+	s->prob = malloc((size_t) n_vocab * sizeof(float));
+	if (!s->idx || !s->prob)
+	{
+		llm_sampler_scratch_free(s);
+		return -1;
+	}
+	return 0;
+}
+
+void
+llm_sampler_scratch_free(llm_sampler_scratch *s)
+{
+	free(s->idx);
+	free(s->prob);
+	s->idx = NULL;
+	s->prob = NULL;
+}
+
+bool
+llm_logits_all_finite(const float *logits, int32_t n)
+{
+	for (int32_t i = 0; i < n; i++)
+		if (!isfinite(logits[i]))
+			return false;
+	return true;
+}
+
+int32_t
+llm_argmax(const float *logits, int32_t n)
+{
+	int32_t		best = 0;
+
+	for (int32_t i = 1; i < n; i++)
+		if (logits[i] > logits[best])
+			best = i;
+	return best;
+}
+
+/* Sort candidates by probability, descending; ties by id for determinism. */
+static const float *sort_prob;
+
+static int
+cmp_prob_desc(const void *a, const void *b)
+{
+	int32_t		ia = *(const int32_t *) a,
+				ib = *(const int32_t *) b;
+
+	if (sort_prob[ia] > sort_prob[ib])
+		return -1;
+	if (sort_prob[ia] < sort_prob[ib])
+		return 1;
+	return (ia > ib) - (ia < ib);
+}
+
+int32_t
+llm_sample(llm_sampler_scratch *s, float *logits, double temperature, int32_t top_k,
+		   double top_p, double min_p, double repetition_penalty,
+		   const int32_t *penalty_tokens, int32_t n_penalty, llm_rng *rng)
+{
+	int32_t		n = s->n_vocab;
+	int32_t		n_cand = 0;
+	float		max_logit = -INFINITY;
+	float		p_max;
+	double		sum = 0.0,
+				u,
+				acc;
+	float	   *prob = s->prob;
+	int32_t    *idx = s->idx;
+
+	if (repetition_penalty != 1.0 && penalty_tokens != NULL && n_penalty > 0)
+	{
+		float		pen = (float) repetition_penalty;
+
+		/* prob[] doubles as a "seen" marker so each id is penalised once */
+		for (int32_t i = 0; i < n_penalty; i++)
+			if (penalty_tokens[i] >= 0 && penalty_tokens[i] < n)
+				prob[penalty_tokens[i]] = 0.0f;
+		for (int32_t i = 0; i < n_penalty; i++)
+		{
+			int32_t		t = penalty_tokens[i];
+
+			if (t < 0 || t >= n || prob[t] != 0.0f)
+				continue;
+			prob[t] = 1.0f;
+			logits[t] = logits[t] > 0 ? logits[t] / pen : logits[t] * pen;
+		}
+	}
+	if (temperature <= 0.0)
+		return llm_argmax(logits, n);
+
+	for (int32_t i = 0; i < n; i++)
+	{
+		float		l = (float) (logits[i] / temperature);
+
+		logits[i] = l;
+		if (l > max_logit)
+			max_logit = l;
+	}
+	for (int32_t i = 0; i < n; i++)
+	{
+		prob[i] = expf(logits[i] - max_logit);
+		sum += prob[i];
+	}
+	for (int32_t i = 0; i < n; i++)
+		prob[i] = (float) (prob[i] / sum);
+	p_max = prob[llm_argmax(logits, n)];
+
+	if (top_k <= 0 && top_p >= 1.0 && min_p <= 0.0)
+	{
+		/* no filter: draw over the whole vocabulary in id order */
+		u = llm_rng_uniform(rng);
+		acc = 0.0;
+		for (int32_t i = 0; i < n; i++)
+		{
+			acc += prob[i];
+			if (u < acc)
+				return i;
+		}
+		return llm_argmax(logits, n);
+	}
+
+	/*
+	 * Filters need the candidates in probability order.  Sorting 50k ids per
+	 * token is slow, so collect those above a threshold that is lowered until
+	 * the set provably contains everything the filters can keep.
+	 */
+	{
+		float		thresh = min_p > 0.0 ? (float) (min_p * p_max) : p_max * 1e-4f;
+
+		for (;;)
+		{
+			double		mass = 0.0;
+			bool		enough;
+
+			n_cand = 0;
+			for (int32_t i = 0; i < n; i++)
+				if (prob[i] >= thresh)
+				{
+					idx[n_cand++] = i;
+					mass += prob[i];
+				}
+			enough = (top_k <= 0 || n_cand >= top_k) && (top_p >= 1.0 || mass >= top_p);
+			if (min_p > 0.0 && top_k <= 0)
+				enough = true;	/* min-p alone defines the set exactly */
+			if (enough || thresh == 0.0f)
+				break;
+			thresh = thresh > 1e-30f ? thresh * 1e-4f : 0.0f;
+		}
+	}
+	sort_prob = prob;
+	qsort(idx, n_cand, sizeof(int32_t), cmp_prob_desc);
+
+	if (top_k > 0 && top_k < n_cand)
+		n_cand = top_k;
+	if (top_p < 1.0)
+	{
+		double		mass = 0.0,
+					cum = 0.0;
+
+		for (int32_t i = 0; i < n_cand; i++)
+			mass += prob[idx[i]];
+		for (int32_t i = 0; i < n_cand; i++)
+		{
+			cum += prob[idx[i]] / mass;
+			if (cum >= top_p)
+			{
+				n_cand = i + 1;
+				break;
+			}
+		}
+	}
+	if (min_p > 0.0)
+	{
+		float		thresh = (float) (min_p * prob[idx[0]]);
+		int32_t		keep = 1;
+
+		while (keep < n_cand && prob[idx[keep]] >= thresh)
+			keep++;
+		n_cand = keep;
+	}
+	sum = 0.0;
+	for (int32_t i = 0; i < n_cand; i++)
+		sum += prob[idx[i]];
+	u = llm_rng_uniform(rng) * sum;
+	acc = 0.0;
+	for (int32_t i = 0; i < n_cand; i++)
+	{
+		acc += prob[idx[i]];
+		if (u < acc)
+			return idx[i];
+	}
+	return idx[n_cand - 1];
+}

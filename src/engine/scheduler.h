@@ -1,0 +1,105 @@
+/*
+ * scheduler.h — iteration-level scheduling of sequences over the paged KV cache.
+ *
+ * Each step: running sequences first, in arrival order (a decode token, or the
+ * next prefill chunk), then waiting ones are admitted FIFO with chunked
+ * prefill while the token budget (max_batched_tokens) and max_running allow.
+ * When a running sequence needs a block and none is free, the latest-arrived
+ * running sequence is preempted by recompute: its blocks are released (full
+ * ones stay in the prefix cache) and it goes back to the head of the waiting
+ * queue with all its tokens (prompt + generated) to prefill again.
+ * Admission attaches the longest verified cached prefix, capped so at least
+ * the last token is recomputed (its logits are needed).
+ *
+ * Follows Orca (Yu et al., OSDI 2022), vLLM's v1 scheduler
+ * (vllm/v1/core/sched/scheduler.py) and Sarathi-Serve's chunked prefill
+ * (Agrawal et al., OSDI 2024).  Plain C, not thread-safe.
+ */
+#ifndef LLM_SCHEDULER_H
+#define LLM_SCHEDULER_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include "kv_block_pool.h"
+
+typedef enum llm_seq_state
+{
+	LLM_SEQ_WAITING = 0,
+	LLM_SEQ_RUNNING,
+	LLM_SEQ_DETACHED			/* removed from the scheduler */
+} llm_seq_state;
+
+typedef struct llm_seq
+{
+	uint64_t	arrival;		/* admission order key (lower = earlier) */
+	llm_seq_state state;
+	int32_t    *tokens;			/* prompt followed by generated tokens */
+	int32_t		n_tokens;
+	int32_t		cap_tokens;
+	int32_t		n_prompt;
+	int32_t		n_computed;		/* leading tokens whose K/V are in the cache */
+	int32_t    *blocks;			/* block table */
+	int32_t		n_blocks;
+	int32_t		cap_blocks;
+	int32_t		n_registered;	/* leading blocks already in the prefix cache */
+	uint64_t	last_hash;		/* chained hash of block n_registered - 1 (or salt) */
+	uint64_t	cache_salt;		/* first block's parent hash */
+	int32_t		n_cached_tokens; /* prompt tokens served from the prefix cache (first admission) */
+	int32_t		n_preemptions;
+	bool		admitted_once;
+	void	   *owner;			/* the engine's request */
+} llm_seq;
+
+typedef struct llm_sched_entry
+{
+	llm_seq    *seq;
+	int32_t		start;			/* first token index computed this step */
+	int32_t		n;				/* tokens computed this step */
+	bool		sample;			/* the step completes the sequence's known tokens */
+} llm_sched_entry;
+
+typedef struct llm_sched_plan
+{
+	llm_sched_entry *entries;
+	int32_t		n_entries;
+	int32_t		n_tokens;
+	int32_t		max_blocks;		/* largest block table among entries */
+	/* sequences that can never fit the KV pool: the engine fails them */
+	llm_seq   **unfittable;
+	int32_t		n_unfittable;
+	int32_t		n_preempted;
+} llm_sched_plan;
+
+typedef struct llm_sched llm_sched;
+
+typedef struct llm_sched_config
+{
+	int32_t		max_batched_tokens;
+	int32_t		max_running;
+	bool		prefix_caching;
+} llm_sched_config;
+
+llm_sched  *llm_sched_create(llm_block_pool *pool, const llm_sched_config *c);
+void		llm_sched_destroy(llm_sched *s);
+
+/* Queue seq (tokens filled in, n_computed 0, no blocks) at the tail of waiting. */
+int			llm_sched_add(llm_sched *s, llm_seq *seq);
+/* Remove seq wherever it is and release its blocks. */
+void		llm_sched_remove(llm_sched *s, llm_seq *seq);
+
+/* Plan one step; the plan stays valid until the next call. Returns 0 or -1 (OOM). */
+int			llm_sched_plan_step(llm_sched *s, llm_sched_plan **plan);
+/* After the forward succeeded: advance n_computed, register full blocks. */
+void		llm_sched_commit(llm_sched *s, llm_sched_plan *plan);
+
+int32_t		llm_sched_n_waiting(const llm_sched *s);
+int32_t		llm_sched_n_running(const llm_sched *s);
+int64_t		llm_sched_n_preemptions(const llm_sched *s);
+/* Cumulative prompt tokens looked up in the prefix cache, and those that hit. */
+void		llm_sched_prefix_stats(const llm_sched *s, int64_t *queried, int64_t *hit);
+
+/* Append a token to seq (grows the array); -1 on OOM. */
+int			llm_seq_append(llm_seq *seq, int32_t token);
+void		llm_seq_free(llm_seq *seq);
+
+#endif

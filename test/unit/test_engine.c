@@ -1,0 +1,395 @@
+/*
+ * test_engine.c — the engine end to end on the real model (CPU backend):
+ * batch invariance (alone vs in a batch of 16, under several prefill chunk
+ * sizes, after preemption in a tiny KV pool, with prefix caching on/off),
+ * seeded sampling independent of batch company, stop strings across token
+ * boundaries, length limits at max_tokens and at the context, request
+ * errors, aborts and KV-block leaks, non-finite logits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "unit.h"
+
+#define MAXTOK 512
+
+typedef struct result
+{
+	int32_t		ids[MAXTOK];
+	int			n;
+	char		text[8192];
+	size_t		len;
+	bool		done;
+	llm_event_kind kind;
+	llm_status	status;
+	llm_finish_reason why;
+	llm_usage	usage;
+	char		error[512];
+} result;
+
+static void
+on_event(const llm_event *ev, void *arg)
+{
+	result	   *r = ev->user_data;
+
+	if (ev->kind == LLM_EVENT_TEXT)
+	{
+		if (r->n < MAXTOK)
+			r->ids[r->n++] = ev->token_id;
+		if (r->len + ev->text_len < sizeof(r->text))
+		{
+			memcpy(r->text + r->len, ev->text, ev->text_len);
+			r->len += ev->text_len;
+			r->text[r->len] = '\0';
+		}
+		return;
+	}
+	r->done = true;
+	r->kind = ev->kind;
+	r->status = ev->status;
+	r->why = ev->finish_reason;
+	r->usage = ev->usage;
+	if (ev->kind == LLM_EVENT_ERROR)
+		snprintf(r->error, sizeof(r->error), "%s", ev->text);
+}
+
+static const char *prompts[16] = {
+	"What is the capital of France?",
+	"Write a haiku about databases.",
+	"Explain what a B-tree index is in two sentences.",
+	"My invoice was charged twice this month, order #44812. Please help.",
+	"List three prime numbers greater than 100.",
+	"Translate 'good morning' into Spanish and German.",
+	"Why is the sky blue?",
+	"Summarize: The router drops the Wi-Fi connection every evening around 8pm and only a reboot fixes it.",
+	"Give me a SQL query that counts rows per day in a table called events.",
+	"Hi!",
+	"What does HTTP status 503 mean?",
+	"Describe a cat to someone who has never seen one, in one paragraph of about sixty words, mentioning its whiskers, its tail and the way it sleeps in the sun.",
+	"Is 17 a prime number? Answer yes or no.",
+	"Name the planets of the solar system in order.",
+	"How do I reset my password if I no longer have access to my email?",
+	"Tell me a fun fact about octopuses.",
+};
+
+static const char *model_path;
+
+static llm_engine *
+make_engine(int max_batched, int64_t kv_bytes, bool prefix, int n_ctx)
+{
+	llm_engine_config c;
+	char		err[512];
+	llm_engine *e;
+
+	llm_engine_config_defaults(&c);
+	c.model_path = model_path;
+	c.n_threads = 2;
+	c.max_batched_tokens = max_batched;
+	c.kv_cache_bytes = kv_bytes;
+	c.prefix_caching = prefix;
+	c.n_ctx = n_ctx;
+	e = llm_engine_create(&c, err, sizeof(err));
+	if (e == NULL)
+		printf("# engine: %s\n", err);
+	return e;
+}
+
+static int32_t *
+chat_ids(llm_engine *e, const char *text, int32_t *n)
+{
+	static int32_t buf[4096];
+	char		err[256];
+	llm_chat_message m = {"user", text, strlen(text)};
+	int64_t		got = llm_chat_apply(llm_engine_chat_template(e), llm_engine_tokenizer(e), &m, 1,
+									 buf, 4096, err, sizeof(err));
+
+	*n = (int32_t) got;
+	return buf;
+}
+
+static void
+run_all(llm_engine *e)
+{
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+			break;
+}
+
+/* Generate greedy for prompts[idx[0..n)] all queued at once. */
+static void
+generate(llm_engine *e, const int *idx, int n, result *out, int max_tokens, double temp, uint64_t seed)
+{
+	char		err[256];
+
+	for (int i = 0; i < n; i++)
+	{
+		llm_sampling_params p;
+		int32_t		np;
+		int32_t    *ids = chat_ids(e, prompts[idx[i]], &np);
+
+		llm_sampling_params_defaults(&p);
+		p.max_tokens = max_tokens;
+		p.temperature = temp;
+		p.top_p = temp > 0 ? 0.95 : 1.0;
+		p.has_seed = true;
+		p.seed = seed;
+		memset(&out[i], 0, sizeof(result));
+		if (llm_engine_add_request(e, 1000 + i, ids, np, &p, &out[i], err, sizeof(err)) != LLM_OK)
+			printf("# add_request: %s\n", err);
+	}
+	run_all(e);
+}
+
+static bool
+same(const result *a, const result *b)
+{
+	return a->n == b->n && memcmp(a->ids, b->ids, a->n * sizeof(int32_t)) == 0;
+}
+
+static void
+test_batch_invariance(void)
+{
+	llm_engine *e = make_engine(512, 0, false, 0);
+	result	   *alone = calloc(16, sizeof(result));
+	result	   *batch = calloc(16, sizeof(result));
+	int			all[16];
+	int			ok;
+	llm_engine_stats st;
+
+	if (!CHECK(e != NULL, "engine loads the model"))
+		return;
+	for (int i = 0; i < 16; i++)
+	{
+		all[i] = i;
+		generate(e, &i, 1, &alone[i], 24, 0.0, 0);
+	}
+	CHECK(alone[0].done && alone[0].kind == LLM_EVENT_FINISHED && alone[0].n > 0,
+		  "greedy generation finishes: \"%s\"", alone[0].text);
+	CHECK(strstr(alone[0].text, "Paris") != NULL, "the real model knows the capital of France");
+	generate(e, all, 16, batch, 24, 0.0, 0);
+	ok = 1;
+	for (int i = 0; i < 16; i++)
+		ok &= same(&alone[i], &batch[i]);
+	llm_engine_get_stats(e, &st);
+	CHECK(ok, "16 prompts in one continuous batch: tokens bit-identical to each alone");
+	CHECK(st.max_batch_seqs >= 16, "the batch really held 16 sequences (max %d)", st.max_batch_seqs);
+	CHECK(st.kv_blocks_used == 0, "KV blocks back to 0 after the batch (%d)", st.kv_blocks_used);
+	llm_engine_destroy(e);
+
+	/* chunked prefill at several chunk sizes */
+	{
+		int			chunks[] = {7, 33, 96};
+
+		for (int c = 0; c < 3; c++)
+		{
+			e = make_engine(chunks[c], 0, false, 0);
+			generate(e, all, 16, batch, 24, 0.0, 0);
+			ok = 1;
+			for (int i = 0; i < 16; i++)
+				ok &= same(&alone[i], &batch[i]);
+			CHECK(ok, "max_batched_tokens %d (chunked prefill): identical tokens", chunks[c]);
+			llm_engine_destroy(e);
+		}
+	}
+	/* tiny KV pool forces preemption by recompute */
+	{
+		/* 30 layers * 2 * 16 tokens * 3 heads * 64 * 2 bytes = 368640 bytes per block */
+		e = make_engine(512, (int64_t) 368640 * 40, false, 0);
+		generate(e, all, 16, batch, 24, 0.0, 0);
+		llm_engine_get_stats(e, &st);
+		ok = 1;
+		for (int i = 0; i < 16; i++)
+			ok &= same(&alone[i], &batch[i]) && batch[i].kind == LLM_EVENT_FINISHED;
+		CHECK(st.n_preemptions > 0, "tiny KV pool (40 blocks) preempted %lld times", (long long) st.n_preemptions);
+		CHECK(ok, "after preemption: identical tokens");
+		CHECK(st.kv_blocks_used == 0, "KV blocks back to 0");
+		llm_engine_destroy(e);
+	}
+	/* prefix caching: identical output, cached tokens reported on repeat */
+	{
+		int			idx = 11;
+
+		e = make_engine(512, 0, true, 0);
+		generate(e, &idx, 1, &batch[0], 24, 0.0, 0);
+		generate(e, &idx, 1, &batch[1], 24, 0.0, 0);
+		CHECK(same(&alone[11], &batch[0]) && same(&alone[11], &batch[1]),
+			  "prefix caching on: identical tokens, cold and warm");
+		CHECK(batch[1].usage.cached_tokens > 0 && batch[1].usage.cached_tokens < batch[1].usage.prompt_tokens,
+			  "warm repeat served %d of %d prompt tokens from the prefix cache",
+			  batch[1].usage.cached_tokens, batch[1].usage.prompt_tokens);
+		generate(e, all, 16, batch, 24, 0.0, 0);
+		ok = 1;
+		for (int i = 0; i < 16; i++)
+			ok &= same(&alone[i], &batch[i]);
+		CHECK(ok, "16-prompt batch sharing the system-prompt prefix: identical tokens");
+		llm_engine_destroy(e);
+	}
+	/* seeded sampling does not depend on the batch company */
+	{
+		int			i3 = 3;
+
+		e = make_engine(512, 0, false, 0);
+		generate(e, &i3, 1, &alone[0], 24, 0.8, 42);
+		generate(e, all, 16, batch, 24, 0.8, 42);
+		CHECK(same(&alone[0], &batch[3]), "temperature 0.8 seed 42: same tokens alone and among 16");
+		llm_engine_destroy(e);
+	}
+	free(alone);
+	free(batch);
+}
+
+static void
+test_limits_and_errors(void)
+{
+	llm_engine *e = make_engine(512, 0, true, 256);
+	result		r;
+	char		err[256];
+	llm_sampling_params p;
+	int32_t		np;
+	int32_t    *ids;
+	int32_t		big[300];
+	llm_engine_stats st;
+
+	if (!CHECK(e != NULL, "engine with context 256"))
+		return;
+	llm_sampling_params_defaults(&p);
+	ids = chat_ids(e, prompts[11], &np);
+
+	/* max_tokens */
+	p.max_tokens = 5;
+	p.ignore_eos = true;
+	memset(&r, 0, sizeof(r));
+	llm_engine_add_request(e, 1, ids, np, &p, &r, err, sizeof(err));
+	run_all(e);
+	CHECK(r.why == LLM_FINISH_LENGTH && r.usage.completion_tokens == 5, "max_tokens 5: finish 'length' after 5 tokens");
+
+	/* huge max_tokens stops at the context */
+	p.max_tokens = 2147483647;
+	memset(&r, 0, sizeof(r));
+	CHECK(llm_engine_add_request(e, 2, ids, np, &p, &r, err, sizeof(err)) == LLM_OK, "max_tokens INT_MAX accepted");
+	run_all(e);
+	CHECK(r.why == LLM_FINISH_LENGTH && r.usage.prompt_tokens + r.usage.completion_tokens == 256,
+		  "stops at the context: %d + %d tokens", r.usage.prompt_tokens, r.usage.completion_tokens);
+
+	/* prompt over the context */
+	for (int i = 0; i < 300; i++)
+		big[i] = 1000 + i;
+	CHECK(llm_engine_add_request(e, 3, big, 256, &p, &r, err, sizeof(err)) == LLM_ERR_PROMPT_TOO_LONG,
+		  "prompt of n_ctx tokens rejected: %s", err);
+	p.max_tokens = 100;
+	memset(&r, 0, sizeof(r));
+	CHECK(llm_engine_add_request(e, 4, big, 255, &p, &r, err, sizeof(err)) == LLM_OK,
+		  "prompt of n_ctx-1 tokens accepted");
+	run_all(e);
+	CHECK(r.why == LLM_FINISH_LENGTH && r.usage.completion_tokens == 1, "n_ctx-1 prompt: one token, then 'length'");
+	CHECK(llm_engine_add_request(e, 5, big, 0, &p, &r, err, sizeof(err)) == LLM_ERR_EMPTY_PROMPT, "empty prompt rejected");
+	big[0] = -1;
+	CHECK(llm_engine_add_request(e, 6, big, 3, &p, &r, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "bad token id rejected");
+	big[0] = 1000;
+
+	/* stop strings: take a piece of the greedy output as the stop string */
+	{
+		result		full,
+					cut;
+		llm_sampling_params q;
+		const char *stop[1];
+		char		piece[16];
+		char	   *at;
+
+		llm_sampling_params_defaults(&q);
+		q.max_tokens = 40;
+		memset(&full, 0, sizeof(full));
+		llm_engine_add_request(e, 7, ids, np, &q, &full, err, sizeof(err));
+		run_all(e);
+		/* a 5-byte piece from the middle, likely spanning a token boundary */
+		if (CHECK(full.len > 30, "reference output long enough (%zu bytes)", full.len))
+		{
+			memcpy(piece, full.text + 20, 5);
+			piece[5] = '\0';
+			at = strstr(full.text, piece);
+			stop[0] = piece;
+			q.stop = stop;
+			q.n_stop = 1;
+			memset(&cut, 0, sizeof(cut));
+			llm_engine_add_request(e, 8, ids, np, &q, &cut, err, sizeof(err));
+			run_all(e);
+			CHECK(cut.why == LLM_FINISH_STOP && cut.len == (size_t) (at - full.text) &&
+				  memcmp(cut.text, full.text, cut.len) == 0,
+				  "stop string \"%s\" ends the text before it (%zu bytes), stop not included", piece, cut.len);
+		}
+	}
+
+	/* abort while running: blocks return */
+	{
+		result		a;
+
+		p.max_tokens = 50;
+		memset(&a, 0, sizeof(a));
+		llm_engine_add_request(e, 9, ids, np, &p, &a, err, sizeof(err));
+		for (int i = 0; i < 3; i++)
+			llm_engine_step(e, on_event, NULL);
+		llm_engine_get_stats(e, &st);
+		CHECK(st.kv_blocks_used > 0, "running request holds KV blocks (%d)", st.kv_blocks_used);
+		CHECK(llm_engine_abort(e, 9), "abort a running request");
+		CHECK(!llm_engine_abort(e, 9), "second abort: unknown id");
+		llm_engine_get_stats(e, &st);
+		CHECK(st.kv_blocks_used == 0 && !llm_engine_has_work(e), "after abort: no work, KV blocks used 0");
+	}
+	/* many add/abort cycles: no leak */
+	{
+		int			ok = 1;
+		result		a;
+
+		for (int i = 0; i < 200; i++)
+		{
+			memset(&a, 0, sizeof(a));
+			llm_engine_add_request(e, 100 + i, ids, np, &p, &a, err, sizeof(err));
+			if (i % 3 == 0)
+				llm_engine_step(e, on_event, NULL);
+			ok &= llm_engine_abort(e, 100 + i);
+		}
+		llm_engine_get_stats(e, &st);
+		CHECK(ok && st.kv_blocks_used == 0 && st.n_waiting == 0 && st.n_running == 0,
+			  "200 add/abort cycles: nothing left behind");
+	}
+	/* duplicate ids */
+	{
+		result		a,
+					b;
+
+		memset(&a, 0, sizeof(a));
+		llm_engine_add_request(e, 77, ids, np, &p, &a, err, sizeof(err));
+		CHECK(llm_engine_add_request(e, 77, ids, np, &p, &b, err, sizeof(err)) == LLM_ERR_DUPLICATE_ID,
+			  "duplicate live id rejected");
+		llm_engine_abort(e, 77);
+	}
+	/* non-finite logits: per-request error, other requests unaffected */
+	{
+		result		a,
+					b;
+
+		memset(&a, 0, sizeof(a));
+		memset(&b, 0, sizeof(b));
+		p.max_tokens = 4;
+		llm_engine_add_request(e, 200, ids, np, &p, &a, err, sizeof(err));
+		llm_engine_add_request(e, 201, ids, np, &p, &b, err, sizeof(err));
+		llm_engine_debug_poison_logits(e, 1);
+		run_all(e);
+		CHECK(a.kind == LLM_EVENT_ERROR && a.status == LLM_ERR_NONFINITE && a.n == 0,
+			  "poisoned logits: ERROR \"%s\", no token emitted", a.error);
+		CHECK(b.kind == LLM_EVENT_FINISHED && b.usage.completion_tokens == 4, "the other request completes");
+	}
+	llm_engine_destroy(e);
+}
+
+int
+main(void)
+{
+	model_path = getenv("LLM_TEST_MODEL");
+	if (model_path == NULL)
+		model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+	test_batch_invariance();
+	test_limits_and_errors();
+	return unit_done();
+}

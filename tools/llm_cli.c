@@ -1,0 +1,579 @@
+/*
+ * llm-cli — command-line driver of the pg_llm engine (no PostgreSQL).
+ *
+ *   llm-cli tokenize -m MODEL [--chat] TEXT       token ids, space separated
+ *   llm-cli generate -m MODEL [options] PROMPT    generated text on stdout
+ *   llm-cli generate -m MODEL --batch FILE        one prompt per line (\n, \t, \\ escapes),
+ *                                                  all in one continuous batch
+ *   llm-cli bench -m MODEL [-b B] [-p P] [-n N]    prefill and decode tokens/s
+ *
+ * Options: --chat (apply the model's chat template), --system TEXT, -n N
+ * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
+ * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
+ * --kv-mb MB, --max-batched-tokens N, --max-running N, --no-prefix-cache,
+ * --ids (print generated token ids instead of text), --ignore-eos.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+
+#define MAX_STOP 16
+
+typedef struct cli_opts
+{
+	const char *cmd;
+	llm_engine_config ec;
+	llm_sampling_params sp;
+	const char *stop[MAX_STOP];
+	bool		chat;
+	const char *system;
+	const char *batch_file;
+	const char *prompt;
+	bool		print_ids;
+	int			bench_batch;
+	int			bench_prompt;
+	int			bench_gen;
+} cli_opts;
+
+static void
+usage(void)
+{
+	fprintf(stderr,
+			"usage: llm-cli tokenize -m MODEL [--chat] TEXT\n"
+			"       llm-cli generate -m MODEL [--chat] [--system S] [-n N] [--temp T] [--top-p P]\n"
+			"               [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...\n"
+			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB]\n"
+			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
+			"               [--ids] [--ignore-eos] (PROMPT | --batch FILE)\n"
+			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n");
+	exit(2);
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static long
+parse_long(const char *s, const char *what)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s)
+	{
+		fprintf(stderr, "llm-cli: invalid %s: %s\n", what, s);
+		exit(2);
+	}
+	return v;
+}
+
+static double
+parse_double(const char *s, const char *what)
+{
+	char	   *end;
+	double		v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || end == s)
+	{
+		fprintf(stderr, "llm-cli: invalid %s: %s\n", what, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void
+parse_args(int argc, char **argv, cli_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	llm_engine_config_defaults(&o->ec);
+	llm_sampling_params_defaults(&o->sp);
+	o->bench_batch = 1;
+	o->bench_prompt = 128;
+	o->bench_gen = 128;
+	if (argc < 2)
+		usage();
+	o->cmd = argv[1];
+	for (int i = 2; i < argc; i++)
+	{
+		const char *a = argv[i];
+		const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+
+#define NEEDV() do { if (v == NULL) usage(); i++; } while (0)
+		if (!strcmp(a, "-m"))
+		{
+			NEEDV();
+			o->ec.model_path = v;
+		}
+		else if (!strcmp(a, "--chat"))
+			o->chat = true;
+		else if (!strcmp(a, "--system"))
+		{
+			NEEDV();
+			o->system = v;
+			o->chat = true;
+		}
+		else if (!strcmp(a, "-n"))
+		{
+			NEEDV();
+			o->sp.max_tokens = (int32_t) parse_long(v, "-n");
+			o->bench_gen = o->sp.max_tokens;
+		}
+		else if (!strcmp(a, "-b"))
+		{
+			NEEDV();
+			o->bench_batch = (int) parse_long(v, "-b");
+		}
+		else if (!strcmp(a, "-p"))
+		{
+			NEEDV();
+			o->bench_prompt = (int) parse_long(v, "-p");
+		}
+		else if (!strcmp(a, "--temp"))
+		{
+			NEEDV();
+			o->sp.temperature = parse_double(v, "--temp");
+		}
+		else if (!strcmp(a, "--top-p"))
+		{
+			NEEDV();
+			o->sp.top_p = parse_double(v, "--top-p");
+		}
+		else if (!strcmp(a, "--top-k"))
+		{
+			NEEDV();
+			o->sp.top_k = (int32_t) parse_long(v, "--top-k");
+		}
+		else if (!strcmp(a, "--min-p"))
+		{
+			NEEDV();
+			o->sp.min_p = parse_double(v, "--min-p");
+		}
+		else if (!strcmp(a, "--repeat-penalty"))
+		{
+			NEEDV();
+			o->sp.repetition_penalty = parse_double(v, "--repeat-penalty");
+		}
+		else if (!strcmp(a, "--seed"))
+		{
+			NEEDV();
+			o->sp.seed = (uint64_t) parse_long(v, "--seed");
+			o->sp.has_seed = true;
+		}
+		else if (!strcmp(a, "--stop"))
+		{
+			NEEDV();
+			if (o->sp.n_stop >= MAX_STOP)
+				usage();
+			o->stop[o->sp.n_stop++] = v;
+		}
+		else if (!strcmp(a, "-t"))
+		{
+			NEEDV();
+			o->ec.n_threads = (int) parse_long(v, "-t");
+		}
+		else if (!strcmp(a, "--ctx"))
+		{
+			NEEDV();
+			o->ec.n_ctx = (int) parse_long(v, "--ctx");
+		}
+		else if (!strcmp(a, "--block-size"))
+		{
+			NEEDV();
+			o->ec.block_size = (int) parse_long(v, "--block-size");
+		}
+		else if (!strcmp(a, "--kv-mb"))
+		{
+			NEEDV();
+			o->ec.kv_cache_bytes = (int64_t) parse_long(v, "--kv-mb") << 20;
+		}
+		else if (!strcmp(a, "--max-batched-tokens"))
+		{
+			NEEDV();
+			o->ec.max_batched_tokens = (int) parse_long(v, "--max-batched-tokens");
+		}
+		else if (!strcmp(a, "--max-running"))
+		{
+			NEEDV();
+			o->ec.max_running = (int) parse_long(v, "--max-running");
+		}
+		else if (!strcmp(a, "--no-prefix-cache"))
+			o->ec.prefix_caching = false;
+		else if (!strcmp(a, "--ids"))
+			o->print_ids = true;
+		else if (!strcmp(a, "--ignore-eos"))
+			o->sp.ignore_eos = true;
+		else if (!strcmp(a, "--batch"))
+		{
+			NEEDV();
+			o->batch_file = v;
+		}
+		else if (a[0] == '-' && a[1] != '\0')
+		{
+			fprintf(stderr, "llm-cli: unknown option %s\n", a);
+			usage();
+		}
+		else if (o->prompt == NULL)
+			o->prompt = a;
+		else
+			usage();
+#undef NEEDV
+	}
+	o->sp.stop = o->stop;
+	if (o->ec.model_path == NULL)
+	{
+		fprintf(stderr, "llm-cli: -m MODEL is required\n");
+		usage();
+	}
+}
+
+/* Tokenize prompt (chat template or raw); returns malloc'd ids, count in *n. */
+static int32_t *
+encode_prompt(llm_engine *e, const cli_opts *o, const char *text, int32_t *n)
+{
+	char		err[512];
+	int64_t		cap = (int64_t) strlen(text) + 64;
+	int32_t    *ids = NULL;
+
+	for (;;)
+	{
+		int64_t		got;
+
+		ids = realloc(ids, (size_t) cap * sizeof(int32_t));
+		if (o->chat)
+		{
+			llm_chat_message msgs[2];
+			int			nm = 0;
+
+			if (o->system)
+			{
+				msgs[nm].role = "system";
+				msgs[nm].content = o->system;
+				msgs[nm].content_len = strlen(o->system);
+				nm++;
+			}
+			msgs[nm].role = "user";
+			msgs[nm].content = text;
+			msgs[nm].content_len = strlen(text);
+			nm++;
+			got = llm_chat_apply(llm_engine_chat_template(e), llm_engine_tokenizer(e), msgs, nm,
+								 ids, cap, err, sizeof(err));
+		}
+		else
+			got = llm_tokenize(llm_engine_tokenizer(e), text, strlen(text), ids, cap, err, sizeof(err));
+		if (got < 0)
+		{
+			fprintf(stderr, "llm-cli: %s\n", err);
+			exit(1);
+		}
+		if (got <= cap)
+		{
+			*n = (int32_t) got;
+			return ids;
+		}
+		cap = got;
+	}
+}
+
+typedef struct gen_slot
+{
+	char	   *text;
+	size_t		len;
+	size_t		cap;
+	bool		done;
+	bool		stream;
+	bool		print_ids;
+	llm_finish_reason why;
+	llm_usage	usage;
+	char	   *error;
+} gen_slot;
+
+static void
+on_event(const llm_event *ev, void *arg)
+{
+	gen_slot   *s = ev->user_data;
+
+	(void) arg;
+	if (ev->kind == LLM_EVENT_TEXT)
+	{
+		if (s->print_ids)
+		{
+			char		buf[16];
+			int			n = snprintf(buf, sizeof(buf), "%s%d", s->len ? " " : "", ev->token_id);
+
+			if (s->stream)
+			{
+				fwrite(buf, 1, n, stdout);
+				fflush(stdout);
+			}
+			if (s->len + n + 1 > s->cap)
+			{
+				s->cap = (s->len + n + 1) * 2;
+				s->text = realloc(s->text, s->cap);
+			}
+			memcpy(s->text + s->len, buf, n);
+			s->len += n;
+			return;
+		}
+		if (ev->text_len == 0)
+			return;
+		if (s->stream)
+		{
+			fwrite(ev->text, 1, ev->text_len, stdout);
+			fflush(stdout);
+		}
+		if (s->len + ev->text_len + 1 > s->cap)
+		{
+			s->cap = (s->len + ev->text_len + 1) * 2;
+			s->text = realloc(s->text, s->cap);
+		}
+		memcpy(s->text + s->len, ev->text, ev->text_len);
+		s->len += ev->text_len;
+	}
+	else
+	{
+		s->done = true;
+		s->why = ev->finish_reason;
+		s->usage = ev->usage;
+		if (ev->kind == LLM_EVENT_ERROR)
+			s->error = strdup(ev->text);
+	}
+}
+
+static char *
+unescape_line(const char *in)
+{
+	char	   *out = malloc(strlen(in) + 1);
+	char	   *w = out;
+
+	for (const char *p = in; *p; p++)
+	{
+		if (*p == '\\' && p[1])
+		{
+			p++;
+			*w++ = *p == 'n' ? '\n' : *p == 't' ? '\t' : *p == 'r' ? '\r' : *p;
+		}
+		else
+			*w++ = *p;
+	}
+	*w = '\0';
+	return out;
+}
+
+static int
+run_until_done(llm_engine *e)
+{
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+			return -1;
+	return 0;
+}
+
+static int
+cmd_generate(llm_engine *e, cli_opts *o)
+{
+	char		err[512];
+
+	if (o->batch_file)
+	{
+		FILE	   *f = strcmp(o->batch_file, "-") ? fopen(o->batch_file, "r") : stdin;
+		char	   *line = NULL;
+		size_t		lcap = 0;
+		ssize_t		len;
+		gen_slot   *slots = NULL;
+		int			n = 0;
+		double		t0;
+		long		total_tokens = 0;
+
+		if (f == NULL)
+		{
+			fprintf(stderr, "llm-cli: cannot open %s: %s\n", o->batch_file, strerror(errno));
+			return 1;
+		}
+		char	  **prompts = NULL;
+
+		while ((len = getline(&line, &lcap, f)) > 0)
+		{
+			if (line[len - 1] == '\n')
+				line[--len] = '\0';
+			prompts = realloc(prompts, (size_t) (n + 1) * sizeof(char *));
+			prompts[n++] = unescape_line(line);
+		}
+		free(line);
+		if (f != stdin)
+			fclose(f);
+		/* slots are allocated once: their addresses are the requests' user_data */
+		slots = calloc(n > 0 ? n : 1, sizeof(gen_slot));
+		for (int i = 0; i < n; i++)
+		{
+			int32_t    *ids,
+						nids;
+
+			ids = encode_prompt(e, o, prompts[i], &nids);
+			slots[i].print_ids = o->print_ids;
+			if (llm_engine_add_request(e, (uint64_t) i + 1, ids, nids, &o->sp, &slots[i], err, sizeof(err)) != LLM_OK)
+			{
+				slots[i].done = true;
+				slots[i].error = strdup(err);
+			}
+			free(ids);
+			free(prompts[i]);
+		}
+		free(prompts);
+		t0 = now_s();
+		if (run_until_done(e) != 0)
+			fprintf(stderr, "llm-cli: engine step failed\n");
+		for (int i = 0; i < n; i++)
+		{
+			printf("### %d %s\n%.*s\n", i + 1,
+				   slots[i].error ? slots[i].error : llm_finish_reason_name(slots[i].why),
+				   (int) slots[i].len, slots[i].text ? slots[i].text : "");
+			total_tokens += slots[i].usage.completion_tokens;
+		}
+		fprintf(stderr, "%d prompts, %ld tokens generated in %.2f s (%.1f tokens/s)\n",
+				n, total_tokens, now_s() - t0, total_tokens / (now_s() - t0));
+		return 0;
+	}
+	else
+	{
+		gen_slot	s;
+		int32_t    *ids,
+					nids;
+		llm_status	st;
+
+		if (o->prompt == NULL)
+			usage();
+		memset(&s, 0, sizeof(s));
+		s.stream = true;
+		s.print_ids = o->print_ids;
+		ids = encode_prompt(e, o, o->prompt, &nids);
+		st = llm_engine_add_request(e, 1, ids, nids, &o->sp, &s, err, sizeof(err));
+		free(ids);
+		if (st != LLM_OK)
+		{
+			fprintf(stderr, "llm-cli: %s: %s\n", llm_status_name(st), err);
+			return 1;
+		}
+		if (run_until_done(e) != 0 || s.error)
+		{
+			fprintf(stderr, "\nllm-cli: %s\n", s.error ? s.error : "engine failure");
+			return 1;
+		}
+		printf("\n");
+		fprintf(stderr, "[%s: %d prompt tokens, %d generated, TTFT %.1f ms, total %.1f ms]\n",
+				llm_finish_reason_name(s.why), s.usage.prompt_tokens, s.usage.completion_tokens,
+				s.usage.ttft_ms, s.usage.total_ms);
+		return 0;
+	}
+}
+
+static int
+cmd_bench(llm_engine *e, cli_opts *o)
+{
+	char		err[512];
+	int			B = o->bench_batch;
+	gen_slot   *slots = calloc(B, sizeof(gen_slot));
+	int32_t    *ids = malloc((size_t) o->bench_prompt * sizeof(int32_t));
+	llm_sampling_params sp = o->sp;
+	double		t0,
+				t_prefill_end = 0,
+				t_end;
+	long		gen = 0;
+
+	sp.max_tokens = o->bench_gen;
+	sp.ignore_eos = true;
+	sp.temperature = 0;
+	for (int b = 0; b < B; b++)
+	{
+		/* distinct prompts (no prefix sharing): a fixed pseudo-random token stream per request */
+		uint64_t	x = 0x12345678u + (uint64_t) b * 7919;
+
+		for (int i = 0; i < o->bench_prompt; i++)
+		{
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			ids[i] = 1000 + (int32_t) ((x >> 33) % 20000);
+		}
+		if (llm_engine_add_request(e, (uint64_t) b + 1, ids, o->bench_prompt, &sp, &slots[b], err, sizeof(err)) != LLM_OK)
+		{
+			fprintf(stderr, "llm-cli: %s\n", err);
+			return 1;
+		}
+	}
+	t0 = now_s();
+	while (llm_engine_has_work(e))
+	{
+		llm_engine_stats st;
+
+		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+			return 1;
+		llm_engine_get_stats(e, &st);
+		if (t_prefill_end == 0 && st.completion_tokens >= B)
+			t_prefill_end = now_s();
+	}
+	t_end = now_s();
+	for (int b = 0; b < B; b++)
+		gen += slots[b].usage.completion_tokens;
+	printf("batch %d, prompt %d tokens, %d new tokens, %d threads\n", B, o->bench_prompt, o->bench_gen,
+		   o->ec.n_threads);
+	printf("prefill: %.1f tokens/s (%.3f s)\n", (double) B * o->bench_prompt / (t_prefill_end - t0), t_prefill_end - t0);
+	printf("decode:  %.1f tokens/s aggregate, %.2f ms/step (%ld tokens after the first, %.3f s)\n",
+		   (gen - B) / (t_end - t_prefill_end), 1e3 * (t_end - t_prefill_end) / (o->bench_gen - 1),
+		   gen - B, t_end - t_prefill_end);
+	free(ids);
+	free(slots);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	cli_opts	o;
+	llm_engine *e;
+	char		err[1024];
+	int			rc;
+
+	parse_args(argc, argv, &o);
+	if (strcmp(o.cmd, "bench") == 0 && o.ec.max_running < o.bench_batch)
+		o.ec.max_running = o.bench_batch;
+	e = llm_engine_create(&o.ec, err, sizeof(err));
+	if (e == NULL)
+	{
+		fprintf(stderr, "llm-cli: %s\n", err);
+		return 1;
+	}
+	if (strcmp(o.cmd, "tokenize") == 0)
+	{
+		int32_t    *ids,
+					n;
+
+		if (o.prompt == NULL)
+			usage();
+		ids = encode_prompt(e, &o, o.prompt, &n);
+		for (int32_t i = 0; i < n; i++)
+			printf("%s%d", i ? " " : "", ids[i]);
+		printf("\n");
+		free(ids);
+		rc = 0;
+	}
+	else if (strcmp(o.cmd, "generate") == 0)
+		rc = cmd_generate(e, &o);
+	else if (strcmp(o.cmd, "bench") == 0)
+		rc = cmd_bench(e, &o);
+	else
+		usage();
+	llm_engine_destroy(e);
+	return rc;
+}
