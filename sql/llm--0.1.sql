@@ -26,7 +26,7 @@ CREATE FUNCTION llm_generate(
 	raw boolean DEFAULT false,
 	on_error text DEFAULT 'raise')
 RETURNS text
-AS 'MODULE_PATHNAME', 'llm_generate'
+AS 'MODULE_PATHNAME', 'pg_llm_generate'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) IS
@@ -46,7 +46,7 @@ CREATE FUNCTION llm_generate(
 	raw boolean DEFAULT false,
 	on_error text DEFAULT 'raise')
 RETURNS text[]
-AS 'MODULE_PATHNAME', 'llm_generate_array'
+AS 'MODULE_PATHNAME', 'pg_llm_generate_array'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION llm_generate(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) IS
@@ -73,7 +73,7 @@ CREATE FUNCTION llm_complete(
 	OUT ttft_ms float8,
 	OUT total_ms float8)
 RETURNS record
-AS 'MODULE_PATHNAME', 'llm_complete'
+AS 'MODULE_PATHNAME', 'pg_llm_complete'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION llm_complete(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) IS
@@ -92,7 +92,7 @@ CREATE FUNCTION llm_chat(
 	system text DEFAULT NULL,
 	on_error text DEFAULT 'raise')
 RETURNS text
-AS 'MODULE_PATHNAME', 'llm_chat'
+AS 'MODULE_PATHNAME', 'pg_llm_chat'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION llm_chat(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text) IS
@@ -100,7 +100,7 @@ COMMENT ON FUNCTION llm_chat(jsonb, int, float8, float8, int, float8, float8, bi
 
 CREATE FUNCTION llm_tokenize(text)
 RETURNS int[]
-AS 'MODULE_PATHNAME', 'llm_tokenize'
+AS 'MODULE_PATHNAME', 'pg_llm_tokenize'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION llm_tokenize(text) IS
@@ -108,7 +108,7 @@ COMMENT ON FUNCTION llm_tokenize(text) IS
 
 CREATE FUNCTION llm_detokenize(int[])
 RETURNS text
-AS 'MODULE_PATHNAME', 'llm_detokenize'
+AS 'MODULE_PATHNAME', 'pg_llm_detokenize'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION llm_detokenize(int[]) IS
@@ -116,7 +116,7 @@ COMMENT ON FUNCTION llm_detokenize(int[]) IS
 
 CREATE FUNCTION llm_model_info()
 RETURNS jsonb
-AS 'MODULE_PATHNAME', 'llm_model_info'
+AS 'MODULE_PATHNAME', 'pg_llm_model_info'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION llm_model_info() IS
@@ -146,7 +146,7 @@ CREATE FUNCTION llm_stat(
 	OUT tpot_p99_ms float8,
 	OUT stats_reset timestamptz)
 RETURNS record
-AS 'MODULE_PATHNAME', 'llm_stat'
+AS 'MODULE_PATHNAME', 'pg_llm_stat'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION llm_stat() IS
@@ -158,7 +158,7 @@ COMMENT ON VIEW llm_stat IS 'One row of llm worker statistics (see llm_stat()).'
 
 CREATE FUNCTION llm_stat_reset()
 RETURNS void
-AS 'MODULE_PATHNAME', 'llm_stat_reset'
+AS 'MODULE_PATHNAME', 'pg_llm_stat_reset'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION llm_stat_reset() IS

@@ -22,12 +22,12 @@
 #include "channel.h"
 #include "llm.h"
 
-PG_FUNCTION_INFO_V1(llm_generate);
-PG_FUNCTION_INFO_V1(llm_generate_array);
-PG_FUNCTION_INFO_V1(llm_complete);
-PG_FUNCTION_INFO_V1(llm_chat);
-PG_FUNCTION_INFO_V1(llm_tokenize);
-PG_FUNCTION_INFO_V1(llm_detokenize);
+PG_FUNCTION_INFO_V1(pg_llm_generate);
+PG_FUNCTION_INFO_V1(pg_llm_generate_array);
+PG_FUNCTION_INFO_V1(pg_llm_complete);
+PG_FUNCTION_INFO_V1(pg_llm_chat);
+PG_FUNCTION_INFO_V1(pg_llm_tokenize);
+PG_FUNCTION_INFO_V1(pg_llm_detokenize);
 
 /* Generation options shared by every generating function. */
 typedef struct GenOptions
@@ -219,7 +219,7 @@ check_result(const GenOptions *o, const LlmResult *res)
  *              repetition_penalty, seed, stop, system, raw, on_error) -> text
  */
 Datum
-llm_generate(PG_FUNCTION_ARGS)
+pg_llm_generate(PG_FUNCTION_ARGS)
 {
 	GenOptions	o;
 	LlmResult  *res;
@@ -239,7 +239,7 @@ llm_generate(PG_FUNCTION_ARGS)
  * 'null' a failure gives text NULL and finish_reason 'error'.
  */
 Datum
-llm_complete(PG_FUNCTION_ARGS)
+pg_llm_complete(PG_FUNCTION_ARGS)
 {
 	GenOptions	o;
 	LlmResult  *res;
@@ -282,7 +282,7 @@ llm_complete(PG_FUNCTION_ARGS)
  * elements give NULL; the result has the input's shape.
  */
 Datum
-llm_generate_array(PG_FUNCTION_ARGS)
+pg_llm_generate_array(PG_FUNCTION_ARGS)
 {
 	GenOptions	o;
 	ArrayType  *arr;
@@ -366,7 +366,7 @@ jsonb_object_string(JsonbContainer *obj, const char *key)
  * (OpenAI style); system, if given, is put before them.
  */
 Datum
-llm_chat(PG_FUNCTION_ARGS)
+pg_llm_chat(PG_FUNCTION_ARGS)
 {
 	GenOptions	o;
 	Jsonb	   *jb;
@@ -438,7 +438,7 @@ llm_chat(PG_FUNCTION_ARGS)
 
 /* llm_tokenize(text) -> int[]: the model's token ids of text as plain text (no template, no BOS). */
 Datum
-llm_tokenize(PG_FUNCTION_ARGS)
+pg_llm_tokenize(PG_FUNCTION_ARGS)
 {
 	char	   *s = text_to_utf8(PG_GETARG_TEXT_PP(0));
 	uint64		id;
@@ -458,7 +458,7 @@ llm_tokenize(PG_FUNCTION_ARGS)
 
 /* llm_detokenize(int[]) -> text: the text of token ids (special tokens as their text). */
 Datum
-llm_detokenize(PG_FUNCTION_ARGS)
+pg_llm_detokenize(PG_FUNCTION_ARGS)
 {
 	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
 	Datum	   *elems;

@@ -18,9 +18,9 @@
 
 #include "llm.h"
 
-PG_FUNCTION_INFO_V1(llm_stat);
-PG_FUNCTION_INFO_V1(llm_stat_reset);
-PG_FUNCTION_INFO_V1(llm_model_info);
+PG_FUNCTION_INFO_V1(pg_llm_stat);
+PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
+PG_FUNCTION_INFO_V1(pg_llm_model_info);
 
 #define LLM_STAT_COLS 22
 
@@ -67,7 +67,7 @@ ring_summary(LlmLatencyRing *r, double *mean, double *p99)
  * LLM_LATENCY_RING requests (ms).
  */
 Datum
-llm_stat(PG_FUNCTION_ARGS)
+pg_llm_stat(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	Datum		values[LLM_STAT_COLS];
@@ -136,7 +136,7 @@ llm_stat(PG_FUNCTION_ARGS)
 
 /* llm_stat_reset(): zero the cumulative counters, max batch size and latency samples. */
 Datum
-llm_stat_reset(PG_FUNCTION_ARGS)
+pg_llm_stat_reset(PG_FUNCTION_ARGS)
 {
 	LlmStats   *s;
 
@@ -164,7 +164,7 @@ llm_stat_reset(PG_FUNCTION_ARGS)
  * "context_length", "error", "model": <the engine's description>}.
  */
 Datum
-llm_model_info(PG_FUNCTION_ARGS)
+pg_llm_model_info(PG_FUNCTION_ARGS)
 {
 	StringInfoData buf;
 	LlmModelState state;
