@@ -1,0 +1,954 @@
+/*
+ * backend_cpu.c — the CPU compute backend (kernels/backend.h).
+ *
+ * Activations are host float arrays; weights are used in place (views of the
+ * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
+ * of shape [n_blocks][block_size][n_kv_heads][head_dim].  Parallel work goes
+ * through a persistent thread pool (threadpool.h) with a deterministic
+ * partition; every output value is computed by one fixed sequence of
+ * operations that does not depend on the batch, the tiling or the thread
+ * count (the batch-invariance contract of backend.h).
+ *
+ * Numerics follow llama.cpp's CPU backend (ggml-cpu): matmul activation
+ * quantization as in quant.h; RMS norm with a double sum of float squares
+ * (ops.cpp ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with
+ * theta_scale = powf(base, -2/head_dim) applied by repeated multiplication
+ * (ops.cpp ggml_rope_cache_init); attention with the query rounded to fp16
+ * (llama.cpp converts Q to the K cache type before K.Q), fp32 scores,
+ * softmax with max subtraction and fp32 weighted V sums.
+ */
+#define _GNU_SOURCE
+#include "backend.h"
+#include "backend_cpu.h"
+#include "quant.h"
+#include "threadpool.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct cpu_backend
+{
+	llm_backend base;			/* first: llm_backend * <-> cpu_backend * */
+	llm_threadpool *pool;
+	int			impl;			/* LLM_IMPL_* */
+	const llm_attn_kernel *attn;
+	char		err[512];
+
+	/* KV cache */
+	bool		kv_ready;
+	llm_kv_geometry geo;
+	uint16_t  **k_cache;		/* [n_layers] */
+	uint16_t  **v_cache;
+
+	/* current step (copied from llm_step_desc) */
+	bool		have_step;
+	int			n_tokens;
+	int			n_seqs;
+	int			max_blocks;
+	int			n_out;
+	int			max_kv_len;
+	int32_t    *token_ids;
+	int32_t    *positions;
+	int32_t    *slots;
+	int32_t    *tok_seq;		/* sequence of each token */
+	int32_t    *seq_start;
+	int32_t    *seq_kv_len;
+	int32_t    *block_tables;
+	int32_t    *out_rows;
+	size_t		cap_token_ids,
+				cap_positions,
+				cap_slots,
+				cap_tok_seq,
+				cap_seq_start,
+				cap_seq_kv_len,
+				cap_bt,
+				cap_out;
+
+	/* scratch */
+	void	   *act;			/* quantized activation rows */
+	size_t		act_cap;
+	float	   *att_scratch;	/* per thread: scores[max_kv_len] + acc + q */
+	size_t		att_stride;		/* floats per thread */
+	size_t		att_cap;
+} cpu_backend;
+
+#define CPU(b) ((cpu_backend *) (b))
+
+static const llm_backend_ops cpu_ops;
+
+static int
+fail(cpu_backend *cb, const char *fmt,...) __attribute__((format(printf, 2, 3)));
+
+static int
+fail(cpu_backend *cb, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cb->err, sizeof(cb->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Grow *buf to hold at least need bytes (64-byte aligned); false on OOM. */
+static bool
+grow(void **buf, size_t *cap, size_t need)
+{
+	void	   *p;
+
+	if (need <= *cap)
+		return true;
+	need = need + need / 2 + 64;
+	if (posix_memalign(&p, 64, need) != 0)
+		return false;
+	free(*buf);
+	*buf = p;
+	*cap = need;
+	return true;
+}
+
+/* Grow an int32 array to n elements (contents are not preserved). */
+static bool
+grow_i32(int32_t **buf, size_t *cap, size_t n)
+{
+	size_t		c = *cap * sizeof(int32_t);
+	bool		ok = grow((void **) buf, &c, (n ? n : 1) * sizeof(int32_t));
+
+	*cap = c / sizeof(int32_t);
+	return ok;
+}
+
+/* ------------------------------------------------------------------------
+ * lifetime, memory
+ * ------------------------------------------------------------------------ */
+
+static void
+cpu_destroy(llm_backend *b)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (cb == NULL)
+		return;
+	llm_threadpool_destroy(cb->pool);
+	if (cb->k_cache)
+		for (int l = 0; l < cb->geo.n_layers; l++)
+		{
+			free(cb->k_cache[l]);
+			free(cb->v_cache[l]);
+		}
+	free(cb->k_cache);
+	free(cb->v_cache);
+	free(cb->token_ids);
+	free(cb->positions);
+	free(cb->slots);
+	free(cb->tok_seq);
+	free(cb->seq_start);
+	free(cb->seq_kv_len);
+	free(cb->block_tables);
+	free(cb->out_rows);
+	free(cb->act);
+	free(cb->att_scratch);
+	free(cb);
+}
+
+static const char *
+cpu_last_error(llm_backend *b)
+{
+	return CPU(b)->err;
+}
+
+static float *
+cpu_alloc_f32(llm_backend *b, size_t n)
+{
+	void	   *p = NULL;
+
+	if (n > SIZE_MAX / sizeof(float) - 64 ||
+		posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0)
+	{
+		fail(CPU(b), "out of memory allocating %zu floats", n);
+		return NULL;
+	}
+	return p;
+}
+
+static void
+cpu_free_f32(llm_backend *b, float *p)
+{
+	free(p);
+}
+
+static int
+cpu_download(llm_backend *b, float *host_dst, const float *dev_src, size_t n)
+{
+	if (n > 0 && (host_dst == NULL || dev_src == NULL))
+		return fail(CPU(b), "download: NULL pointer");
+	if (n > 0 && host_dst != dev_src)
+		memmove(host_dst, dev_src, n * sizeof(float));
+	return 0;
+}
+
+/* Weights are used in place: the GGUF mapping outlives the backend. */
+static int
+cpu_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
+{
+	cpu_backend *cb = CPU(b);
+	const llm_type_info *ti;
+	const llm_qkernel *k;
+
+	if (host == NULL || out == NULL || host->data == NULL)
+		return fail(cb, "load_weight: NULL weight");
+	ti = llm_type_get(host->type);
+	if (ti == NULL)
+		return fail(cb, "load_weight: unknown tensor type %u", host->type);
+	k = llm_qkernel_get(host->type, cb->impl);
+	if (k == NULL)
+		return fail(cb, "load_weight: the CPU backend cannot compute with %s weights", ti->name);
+	if (host->n_rows <= 0 || host->n_cols <= 0 || host->n_cols > INT32_MAX || host->n_rows > INT32_MAX)
+		return fail(cb, "load_weight: bad shape %lld x %lld",
+					(long long) host->n_rows, (long long) host->n_cols);
+	if (host->n_cols % k->block_elems != 0)
+		return fail(cb, "load_weight: %s row length %lld is not a multiple of %d",
+					ti->name, (long long) host->n_cols, k->block_elems);
+	if (host->row_bytes != llm_type_row_bytes(host->type, host->n_cols))
+		return fail(cb, "load_weight: row_bytes %zu does not match %s x %lld",
+					host->row_bytes, ti->name, (long long) host->n_cols);
+	*out = *host;
+	out->backend_priv = NULL;
+	return 0;
+}
+
+static void
+cpu_free_weight(llm_backend *b, llm_weight *w)
+{
+	if (w)
+		w->backend_priv = NULL;
+}
+
+/* A copy of an fp32 vector; free it with free_f32. */
+static float *
+cpu_load_vector(llm_backend *b, const float *host, size_t n)
+{
+	float	   *p;
+
+	if (host == NULL)
+	{
+		fail(CPU(b), "load_vector: NULL source");
+		return NULL;
+	}
+	p = cpu_alloc_f32(b, n);
+	if (p)
+		memcpy(p, host, n * sizeof(float));
+	return p;
+}
+
+/* ------------------------------------------------------------------------
+ * KV cache and step description
+ * ------------------------------------------------------------------------ */
+
+size_t
+llm_kv_block_bytes(const llm_kv_geometry *g)
+{
+	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->block_size <= 0)
+		return 0;
+	return (size_t) g->n_layers * 2 * (size_t) g->block_size * (size_t) g->n_kv_heads *
+		(size_t) g->head_dim * sizeof(uint16_t);
+}
+
+static int
+cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
+{
+	cpu_backend *cb = CPU(b);
+	size_t		per_layer;
+
+	if (cb->kv_ready)
+		return fail(cb, "kv_init: KV cache already initialised");
+	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
+		g->block_size <= 0 || g->n_blocks <= 0)
+		return fail(cb, "kv_init: invalid geometry");
+	if (g->head_dim % 8 != 0 || g->head_dim > 4096)
+		return fail(cb, "kv_init: head_dim %d must be a multiple of 8 and at most 4096", g->head_dim);
+	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
+		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
+					g->n_blocks, g->block_size);
+	per_layer = (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads *
+		(size_t) g->head_dim;
+	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
+	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
+	if (cb->k_cache == NULL || cb->v_cache == NULL)
+		goto oom;
+	cb->geo = *g;
+	for (int l = 0; l < g->n_layers; l++)
+	{
+		cb->k_cache[l] = calloc(per_layer, sizeof(uint16_t));
+		cb->v_cache[l] = calloc(per_layer, sizeof(uint16_t));
+		if (cb->k_cache[l] == NULL || cb->v_cache[l] == NULL)
+			goto oom;
+	}
+	cb->kv_ready = true;
+	return 0;
+
+oom:
+	if (cb->k_cache)
+		for (int l = 0; l < g->n_layers; l++)
+		{
+			free(cb->k_cache[l]);
+			free(cb->v_cache[l]);
+		}
+	free(cb->k_cache);
+	free(cb->v_cache);
+	cb->k_cache = cb->v_cache = NULL;
+	return fail(cb, "kv_init: out of memory for %zu MiB of KV cache",
+				llm_kv_block_bytes(g) * (size_t) g->n_blocks >> 20);
+}
+
+/*
+ * Copy and validate the step: sequences tile the token rows in order, each
+ * token's position is inside its sequence's KV length, its slot is the
+ * block-table slot of that position, the block ids attention will read are
+ * valid, out_rows are token rows.
+ */
+static int
+cpu_begin_step(llm_backend *b, const llm_step_desc *d)
+{
+	cpu_backend *cb = CPU(b);
+	int			nt,
+				ns,
+				mb,
+				bs;
+	int			max_len = 0;
+	size_t		nbt;
+
+	cb->have_step = false;
+	if (!cb->kv_ready)
+		return fail(cb, "begin_step: kv_init has not been called");
+	if (d == NULL || d->n_tokens < 0 || d->n_seqs < 0 || d->n_out < 0 || d->max_blocks_per_seq < 0)
+		return fail(cb, "begin_step: invalid step description");
+	nt = d->n_tokens;
+	ns = d->n_seqs;
+	mb = d->max_blocks_per_seq;
+	bs = cb->geo.block_size;
+	if (nt > 0 && (d->token_ids == NULL || d->positions == NULL || d->slots == NULL))
+		return fail(cb, "begin_step: missing token arrays");
+	if (d->seq_start == NULL || (ns > 0 && (d->seq_kv_len == NULL || (mb > 0 && d->block_tables == NULL))))
+		return fail(cb, "begin_step: missing sequence arrays");
+	if (d->n_out > 0 && d->out_rows == NULL)
+		return fail(cb, "begin_step: missing out_rows");
+	nbt = (size_t) ns * (size_t) mb;
+	if (!grow_i32(&cb->token_ids, &cb->cap_token_ids, (size_t) nt) ||
+		!grow_i32(&cb->positions, &cb->cap_positions, (size_t) nt) ||
+		!grow_i32(&cb->slots, &cb->cap_slots, (size_t) nt) ||
+		!grow_i32(&cb->tok_seq, &cb->cap_tok_seq, (size_t) nt) ||
+		!grow_i32(&cb->seq_start, &cb->cap_seq_start, (size_t) ns + 1) ||
+		!grow_i32(&cb->seq_kv_len, &cb->cap_seq_kv_len, (size_t) ns) ||
+		!grow_i32(&cb->block_tables, &cb->cap_bt, nbt) ||
+		!grow_i32(&cb->out_rows, &cb->cap_out, (size_t) d->n_out))
+		return fail(cb, "begin_step: out of memory");
+
+	if (d->seq_start[0] != 0 || d->seq_start[ns] != nt)
+		return fail(cb, "begin_step: seq_start must run from 0 to n_tokens (%d)", nt);
+	for (int s = 0; s < ns; s++)
+	{
+		int			len = d->seq_kv_len[s];
+		int			used_blocks;
+
+		if (d->seq_start[s + 1] < d->seq_start[s])
+			return fail(cb, "begin_step: seq_start not ascending at sequence %d", s);
+		if (len < 0 || (int64_t) len > (int64_t) mb * bs)
+			return fail(cb, "begin_step: sequence %d KV length %d exceeds its %d blocks", s, len, mb);
+		used_blocks = (len + bs - 1) / bs;
+		for (int j = 0; j < used_blocks; j++)
+		{
+			int32_t		blk = d->block_tables[(size_t) s * mb + j];
+
+			if (blk < 0 || blk >= cb->geo.n_blocks)
+				return fail(cb, "begin_step: sequence %d block %d has invalid id %d", s, j, blk);
+		}
+		if (len > max_len)
+			max_len = len;
+		for (int t = d->seq_start[s]; t < d->seq_start[s + 1]; t++)
+		{
+			int			p = d->positions[t];
+			int64_t		want;
+
+			if (p < 0 || p >= len)
+				return fail(cb, "begin_step: token %d position %d outside sequence %d KV length %d",
+							t, p, s, len);
+			want = (int64_t) d->block_tables[(size_t) s * mb + p / bs] * bs + p % bs;
+			if (d->slots[t] != want)
+				return fail(cb, "begin_step: token %d slot %d differs from block-table slot %lld of position %d",
+							t, d->slots[t], (long long) want, p);
+			cb->tok_seq[t] = s;
+		}
+	}
+	for (int j = 0; j < d->n_out; j++)
+		if (d->out_rows[j] < 0 || d->out_rows[j] >= nt)
+			return fail(cb, "begin_step: out_rows[%d] = %d is not a token row", j, d->out_rows[j]);
+
+	/* attention scratch: scores[max_len] + acc[head_dim] + q[head_dim] per thread */
+	{
+		size_t		stride = (((size_t) max_len + 2 * (size_t) cb->geo.head_dim) + 15) & ~(size_t) 15;
+		size_t		need = stride * (size_t) cb->base.n_threads * sizeof(float);
+		size_t		cap = cb->att_cap * sizeof(float);
+
+		if (!grow((void **) &cb->att_scratch, &cap, need))
+			return fail(cb, "begin_step: out of memory for attention scratch");
+		cb->att_cap = cap / sizeof(float);
+		cb->att_stride = stride;
+	}
+
+	if (nt > 0)
+	{
+		memcpy(cb->token_ids, d->token_ids, (size_t) nt * sizeof(int32_t));
+		memcpy(cb->positions, d->positions, (size_t) nt * sizeof(int32_t));
+		memcpy(cb->slots, d->slots, (size_t) nt * sizeof(int32_t));
+	}
+	memcpy(cb->seq_start, d->seq_start, ((size_t) ns + 1) * sizeof(int32_t));
+	if (ns > 0)
+		memcpy(cb->seq_kv_len, d->seq_kv_len, (size_t) ns * sizeof(int32_t));
+	if (nbt > 0)
+		memcpy(cb->block_tables, d->block_tables, nbt * sizeof(int32_t));
+	if (d->n_out > 0)
+		memcpy(cb->out_rows, d->out_rows, (size_t) d->n_out * sizeof(int32_t));
+	cb->n_tokens = nt;
+	cb->n_seqs = ns;
+	cb->max_blocks = mb;
+	cb->n_out = d->n_out;
+	cb->max_kv_len = max_len;
+	cb->have_step = true;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * element-wise ops
+ * ------------------------------------------------------------------------ */
+
+static int
+cpu_embed(llm_backend *b, const llm_weight *emb, float *out)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (!cb->have_step)
+		return fail(cb, "embed: no step (begin_step failed or was not called)");
+	if (emb == NULL || emb->data == NULL || out == NULL)
+		return fail(cb, "embed: NULL argument");
+	for (int t = 0; t < cb->n_tokens; t++)
+	{
+		int32_t		id = cb->token_ids[t];
+
+		if (id < 0 || id >= emb->n_rows)
+			return fail(cb, "embed: token id %d outside vocabulary of %lld", id, (long long) emb->n_rows);
+		if (!llm_dequantize_row(emb->type, (const char *) emb->data + (size_t) id * emb->row_bytes,
+								out + (size_t) t * emb->n_cols, emb->n_cols))
+			return fail(cb, "embed: cannot dequantize type %u", emb->type);
+	}
+	return 0;
+}
+
+/* One row of ggml's rms_norm followed by the weight multiply. */
+static void
+rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps)
+{
+	double		sum = 0.0;
+	float		mean,
+				scale;
+
+	for (int i = 0; i < dim; i++)
+		sum += (double) (x[i] * x[i]);
+	mean = (float) (sum / dim);
+	scale = 1.0f / sqrtf(mean + eps);
+	for (int i = 0; i < dim; i++)
+		out[i] = (x[i] * scale) * w[i];
+}
+
+typedef struct norm_job
+{
+	float	   *residual;
+	const float *delta;
+	const float *x;
+	const float *w;
+	float	   *out;
+	int			dim;
+	float		eps;
+} norm_job;
+
+static void
+norm_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	norm_job   *j = p;
+
+	for (int64_t r = begin; r < end; r++)
+	{
+		const float *x;
+
+		if (j->residual)
+		{
+			float	   *res = j->residual + r * j->dim;
+			const float *del = j->delta + r * j->dim;
+
+			for (int i = 0; i < j->dim; i++)
+				res[i] = res[i] + del[i];
+			x = res;
+		}
+		else
+			x = j->x + r * j->dim;
+		if (j->out)
+			rmsnorm_row(x, j->w, j->out + r * j->dim, j->dim, j->eps);
+	}
+}
+
+static int
+cpu_rmsnorm(llm_backend *b, const float *x, const float *w, float *out, int n, int dim, float eps)
+{
+	norm_job	j = {NULL, NULL, x, w, out, dim, eps};
+
+	if (n < 0 || dim <= 0 || (n > 0 && (x == NULL || w == NULL || out == NULL)))
+		return fail(CPU(b), "rmsnorm: invalid arguments");
+	llm_threadpool_run(CPU(b)->pool, n, 4, norm_task, &j);
+	return 0;
+}
+
+static int
+cpu_add_rmsnorm(llm_backend *b, float *residual, const float *delta, const float *w, float *out,
+				int n, int dim, float eps)
+{
+	norm_job	j = {residual, delta, NULL, w, out, dim, eps};
+
+	if (n < 0 || dim <= 0 || (n > 0 && (residual == NULL || delta == NULL || w == NULL || out == NULL)))
+		return fail(CPU(b), "add_rmsnorm: invalid arguments");
+	llm_threadpool_run(CPU(b)->pool, n, 4, norm_task, &j);
+	return 0;
+}
+
+static int
+cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
+{
+	norm_job	j = {residual, delta, NULL, NULL, NULL, dim, 0};
+
+	if (n < 0 || dim <= 0 || (n > 0 && (residual == NULL || delta == NULL)))
+		return fail(CPU(b), "add: invalid arguments");
+	llm_threadpool_run(CPU(b)->pool, n, 8, norm_task, &j);
+	return 0;
+}
+
+typedef struct silu_job
+{
+	const float *gate;
+	const float *up;
+	float	   *out;
+} silu_job;
+
+static void
+silu_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	silu_job   *j = p;
+
+	for (int64_t i = begin; i < end; i++)
+	{
+		float		g = j->gate[i];
+
+		j->out[i] = (g / (1.0f + expf(-g))) * j->up[i];
+	}
+}
+
+static int
+cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
+{
+	silu_job	j = {gate, up, out};
+
+	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
+		return fail(CPU(b), "silu_mul: NULL argument");
+	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 2048, silu_task, &j);
+	return 0;
+}
+
+static int
+cpu_gather_rows(llm_backend *b, const float *x, float *out, int dim)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (!cb->have_step)
+		return fail(cb, "gather_rows: no step");
+	if (dim <= 0 || (cb->n_out > 0 && (x == NULL || out == NULL)))
+		return fail(cb, "gather_rows: invalid arguments");
+	for (int j = 0; j < cb->n_out; j++)
+		memmove(out + (size_t) j * dim, x + (size_t) cb->out_rows[j] * dim, (size_t) dim * sizeof(float));
+	return 0;
+}
+
+static int
+cpu_sync(llm_backend *b)
+{
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * matmul
+ * ------------------------------------------------------------------------ */
+
+typedef struct matmul_job
+{
+	const llm_qkernel *k;
+	const llm_weight *w;
+	const float *x;
+	float	   *y;
+	int			n;
+	void	   *act;
+	size_t		act_row;
+} matmul_job;
+
+static void
+quantize_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	matmul_job *j = p;
+
+	for (int64_t t = begin; t < end; t++)
+		j->k->quantize_act(j->x + t * j->w->n_cols, (char *) j->act + t * j->act_row, j->w->n_cols);
+}
+
+/* Rows per cache block: the weight rows reused for every token tile. */
+#define MM_ROW_BLOCK 16
+
+static void
+matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	matmul_job *j = p;
+	const llm_qkernel *k = j->k;
+	const int	R = k->tile_rows,
+				T = k->tile_tokens;
+	const size_t ws = j->w->row_bytes;
+	const int64_t nc = j->w->n_cols;
+	const size_t os = (size_t) j->w->n_rows;
+
+	for (int64_t r0 = begin; r0 < end; r0 += MM_ROW_BLOCK)
+	{
+		int64_t		r1 = r0 + MM_ROW_BLOCK < end ? r0 + MM_ROW_BLOCK : end;
+
+		for (int t = 0; t < j->n; t += T)
+		{
+			int			nt = j->n - t < T ? j->n - t : T;
+
+			for (int64_t r = r0; r < r1; r += R)
+			{
+				int			nr = r1 - r < R ? (int) (r1 - r) : R;
+
+				k->dot_tile(nc, (const char *) j->w->data + r * ws, ws, nr,
+							(const char *) j->act + (size_t) t * j->act_row, j->act_row, nt,
+							j->y + (size_t) t * os + r, os);
+			}
+		}
+	}
+}
+
+static int
+cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
+{
+	cpu_backend *cb = CPU(b);
+	matmul_job	j;
+
+	if (w == NULL || w->data == NULL || n < 0 || (n > 0 && (x == NULL || y == NULL)))
+		return fail(cb, "matmul: invalid arguments");
+	j.k = llm_qkernel_get(w->type, cb->impl);
+	if (j.k == NULL || w->n_cols % j.k->block_elems != 0)
+		return fail(cb, "matmul: unsupported weight type %u or shape", w->type);
+	if (n == 0)
+		return 0;
+	j.w = w;
+	j.x = x;
+	j.y = y;
+	j.n = n;
+	j.act_row = j.k->act_row_bytes(w->n_cols);
+	if (!grow(&cb->act, &cb->act_cap, j.act_row * (size_t) n))
+		return fail(cb, "matmul: out of memory for %d activation rows", n);
+	j.act = cb->act;
+	/* all of x is read before y is written, so x and y may alias */
+	llm_threadpool_run(cb->pool, n, 4, quantize_task, &j);
+	llm_threadpool_run(cb->pool, w->n_rows, MM_ROW_BLOCK, matmul_task, &j);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * RoPE + KV store, attention
+ * ------------------------------------------------------------------------ */
+
+typedef struct rope_job
+{
+	cpu_backend *cb;
+	int			layer;
+	float	   *q;
+	float	   *k;
+	const float *v;
+	int			n_heads;
+	float		theta_scale;
+} rope_job;
+
+/*
+ * Rotate adjacent pairs of every head of one token by pos * theta_scale^i
+ * (ggml "normal" rope; cos/sin built as in ggml_rope_cache_init, the
+ * rotation written with the fused multiply-adds GCC produces for ggml's
+ * x0*c - x1*s and x0*s + x1*c under -ffp-contract=fast).
+ */
+static void
+rope_heads(float *x, int n_heads, int hd, const float *cs)
+{
+	for (int h = 0; h < n_heads; h++)
+	{
+		float	   *v = x + (size_t) h * hd;
+
+		for (int i = 0; i < hd; i += 2)
+		{
+			float		c = cs[i],
+						s = cs[i + 1];
+			float		x0 = v[i],
+						x1 = v[i + 1];
+
+			v[i] = fmaf(x0, c, -(x1 * s));
+			v[i + 1] = fmaf(x0, s, x1 * c);
+		}
+	}
+}
+
+static void
+rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	rope_job   *j = p;
+	cpu_backend *cb = j->cb;
+	const int	hd = cb->geo.head_dim,
+				nkv = cb->geo.n_kv_heads;
+	float		cs[4096 * 2];
+
+	for (int64_t t = begin; t < end; t++)
+	{
+		float		theta = (float) cb->positions[t];
+		size_t		slot = (size_t) cb->slots[t];
+		float	   *kt = j->k + (size_t) t * nkv * hd;
+
+		for (int i = 0; i < hd; i += 2)
+		{
+			cs[i] = cosf(theta);
+			cs[i + 1] = sinf(theta);
+			theta *= j->theta_scale;
+		}
+		rope_heads(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, cs);
+		rope_heads(kt, nkv, hd, cs);
+		llm_fp32_to_fp16_row(kt, cb->k_cache[j->layer] + slot * nkv * hd, (int64_t) nkv * hd);
+		llm_fp32_to_fp16_row(j->v + (size_t) t * nkv * hd, cb->v_cache[j->layer] + slot * nkv * hd,
+							 (int64_t) nkv * hd);
+	}
+}
+
+static int
+cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
+				  int n_heads, float rope_theta)
+{
+	cpu_backend *cb = CPU(b);
+	rope_job	j;
+
+	if (!cb->have_step)
+		return fail(cb, "rope_store_kv: no step");
+	if (layer < 0 || layer >= cb->geo.n_layers)
+		return fail(cb, "rope_store_kv: layer %d out of range", layer);
+	if (n_heads <= 0 || !(rope_theta > 0) ||
+		(cb->n_tokens > 0 && (q == NULL || k == NULL || v == NULL)))
+		return fail(cb, "rope_store_kv: invalid arguments");
+	j.cb = cb;
+	j.layer = layer;
+	j.q = q;
+	j.k = k;
+	j.v = v;
+	j.n_heads = n_heads;
+	j.theta_scale = powf(rope_theta, -2.0f / (float) cb->geo.head_dim);
+	llm_threadpool_run(cb->pool, cb->n_tokens, 4, rope_task, &j);
+	return 0;
+}
+
+typedef struct attn_job
+{
+	cpu_backend *cb;
+	int			layer;
+	const float *q;
+	float	   *out;
+	int			n_heads;
+	float		scale;
+} attn_job;
+
+/*
+ * Items are (token, head) pairs.  Token order is folded (0, n-1, 1, n-2, ...)
+ * so that the contiguous slices of the pool get similar causal work; the
+ * order does not affect any result.
+ */
+static void
+attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	attn_job   *j = p;
+	cpu_backend *cb = j->cb;
+	const llm_attn_kernel *ak = cb->attn;
+	const int	hd = cb->geo.head_dim,
+				nkv = cb->geo.n_kv_heads,
+				bs = cb->geo.block_size;
+	const int	group = j->n_heads / nkv;
+	float	   *scores = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
+	float	   *acc = scores + cb->max_kv_len;
+	float	   *q16 = acc + hd;
+	const uint16_t *K = cb->k_cache[j->layer];
+	const uint16_t *V = cb->v_cache[j->layer];
+
+	for (int64_t it = begin; it < end; it++)
+	{
+		int			g = (int) (it / j->n_heads);
+		int			t = (g % 2 == 0) ? g / 2 : cb->n_tokens - 1 - g / 2;
+		int			h = (int) (it % j->n_heads);
+		int			s = cb->tok_seq[t];
+		int			pos = cb->positions[t];
+		int			kvh = h / group;
+		const int32_t *bt = cb->block_tables + (size_t) s * cb->max_blocks;
+		const float *qh = j->q + ((size_t) t * j->n_heads + h) * hd;
+		float	   *oh = j->out + ((size_t) t * j->n_heads + h) * hd;
+		float		maxs = -INFINITY,
+					sum = 0.0f,
+					inv;
+
+		/* llama.cpp converts Q to fp16 (the K cache type) before K.Q */
+		for (int d = 0; d < hd; d++)
+			q16[d] = llm_fp16_to_fp32(llm_fp32_to_fp16(qh[d]));
+		for (int i = 0; i <= pos; i++)
+		{
+			size_t		slot = (size_t) bt[i / bs] * bs + i % bs;
+			float		sc = ak->dot(q16, K + (slot * nkv + kvh) * hd, hd) * j->scale;
+
+			scores[i] = sc;
+			if (sc > maxs)
+				maxs = sc;
+		}
+		for (int i = 0; i <= pos; i++)
+		{
+			float		e = expf(scores[i] - maxs);
+
+			scores[i] = e;
+			sum += e;
+		}
+		memset(acc, 0, (size_t) hd * sizeof(float));
+		for (int i = 0; i <= pos; i++)
+		{
+			size_t		slot = (size_t) bt[i / bs] * bs + i % bs;
+
+			ak->axpy(acc, V + (slot * nkv + kvh) * hd, scores[i], hd);
+		}
+		inv = 1.0f / sum;
+		for (int d = 0; d < hd; d++)
+			oh[d] = acc[d] * inv;
+	}
+}
+
+static int
+cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale)
+{
+	cpu_backend *cb = CPU(b);
+	attn_job	j = {cb, layer, q, out, n_heads, scale};
+
+	if (!cb->have_step)
+		return fail(cb, "attention: no step");
+	if (layer < 0 || layer >= cb->geo.n_layers)
+		return fail(cb, "attention: layer %d out of range", layer);
+	if (n_heads <= 0 || n_heads % cb->geo.n_kv_heads != 0)
+		return fail(cb, "attention: %d heads is not a multiple of %d KV heads", n_heads, cb->geo.n_kv_heads);
+	if (cb->n_tokens > 0 && (q == NULL || out == NULL))
+		return fail(cb, "attention: NULL argument");
+	llm_threadpool_run(cb->pool, (int64_t) cb->n_tokens * n_heads, 1, attn_task, &j);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * construction
+ * ------------------------------------------------------------------------ */
+
+static const llm_backend_ops cpu_ops = {
+	.name = "cpu",
+	.destroy = cpu_destroy,
+	.last_error = cpu_last_error,
+	.alloc_f32 = cpu_alloc_f32,
+	.free_f32 = cpu_free_f32,
+	.download = cpu_download,
+	.load_weight = cpu_load_weight,
+	.free_weight = cpu_free_weight,
+	.load_vector = cpu_load_vector,
+	.kv_init = cpu_kv_init,
+	.begin_step = cpu_begin_step,
+	.embed = cpu_embed,
+	.rmsnorm = cpu_rmsnorm,
+	.add_rmsnorm = cpu_add_rmsnorm,
+	.add = cpu_add,
+	.matmul = cpu_matmul,
+	.rope_store_kv = cpu_rope_store_kv,
+	.attention = cpu_attention,
+	.silu_mul = cpu_silu_mul,
+	.gather_rows = cpu_gather_rows,
+	.sync = cpu_sync,
+};
+
+llm_backend *
+llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
+{
+	cpu_backend *cb;
+
+	if (n_threads <= 0)
+	{
+		long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		n_threads = n > 0 ? (int) (n > 256 ? 256 : n) : 1;
+	}
+	cb = calloc(1, sizeof(*cb));
+	if (cb == NULL)
+	{
+		snprintf(err, errlen, "out of memory creating the CPU backend");
+		return NULL;
+	}
+	cb->base.ops = &cpu_ops;
+	cb->base.n_threads = n_threads;
+	cb->impl = LLM_IMPL_BEST;
+	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
+	cb->pool = llm_threadpool_create(n_threads, err, errlen);
+	if (cb->pool == NULL)
+	{
+		free(cb);
+		return NULL;
+	}
+	return &cb->base;
+}
+
+int
+llm_backend_cpu_set_impl(llm_backend *b, int impl)
+{
+	cpu_backend *cb = CPU(b);
+	const llm_attn_kernel *ak;
+
+	if (b == NULL || b->ops != &cpu_ops)
+		return -1;
+	ak = llm_attn_kernel_get(impl);
+	if (ak == NULL)
+		return fail(cb, "kernel implementation %d is not available on this CPU", impl);
+	cb->impl = impl;
+	cb->attn = ak;
+	return 0;
+}
+
+const char *
+llm_backend_cpu_impl_name(llm_backend *b)
+{
+	const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_1, CPU(b)->impl);
+
+	return k ? k->impl : "none";
+}
+
+const uint16_t *
+llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (b == NULL || b->ops != &cpu_ops || !cb->kv_ready || layer < 0 || layer >= cb->geo.n_layers)
+		return NULL;
+	return is_v ? cb->v_cache[layer] : cb->k_cache[layer];
+}

@@ -1,0 +1,26 @@
+/*
+ * backend_cpu.h — CPU-backend extras beyond backend.h (tests, diagnostics).
+ */
+#ifndef LLM_BACKEND_CPU_H
+#define LLM_BACKEND_CPU_H
+
+#include "backend.h"
+
+/*
+ * Choose the kernel implementation of a CPU backend: LLM_IMPL_BEST (default),
+ * LLM_IMPL_SCALAR or LLM_IMPL_AVX2 (quant.h).  Returns -1 with last_error
+ * set when b is not a CPU backend or the CPU lacks AVX2/FMA/F16C.
+ */
+int			llm_backend_cpu_set_impl(llm_backend *b, int impl);
+
+/* Name of the kernel implementation in use: "scalar" or "avx2". */
+const char *llm_backend_cpu_impl_name(llm_backend *b);
+
+/*
+ * The fp16 K (is_v false) or V cache array of a layer, shape
+ * [n_blocks][block_size][n_kv_heads][head_dim]; NULL before kv_init or for a
+ * bad layer.  For tests and debugging.
+ */
+const uint16_t *llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v);
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * quant.h — block formats, fp16/bf16 conversion, activation quantizers and
+ * weight-row x activation dot products of the CPU backend.
+ *
+ * Block layouts are those of GGUF / ggml (ggml/src/ggml-common.h).  The
+ * numerics mirror llama.cpp's x86 CPU backend (ggml/src/ggml-cpu/arch/x86/
+ * quants.c built with AVX2/FMA) so that greedy decoding agrees with it:
+ *
+ *   weight type   activations converted to   dot product
+ *   F32           F32                         fp32 FMA, 8 lanes
+ *   F16           F16 (round-nearest-even)    f16*f16 in fp32 FMA, 8 lanes
+ *   BF16          BF16 (round-nearest-even)   bf16*bf16 in fp32 FMA, 8 lanes
+ *   Q4_0, Q8_0    Q8_0                        per block 8 int32 lanes, fp32 FMA
+ *   Q4_1          Q8_1 (d and s = d*sum(q))   same, plus sum of m*s
+ *   Q4_K, Q6_K    Q8_K                        per super-block 8 int32 lanes
+ *
+ * Activation rounding is round-half-to-even of x * (127 / amax) with
+ * d = amax / 127 (what ggml's AVX quantize_row_q8_0/q8_1 do; Q8_K follows
+ * quantize_row_q8_K_ref).  The scalar code reproduces the AVX2 code's lane
+ * decomposition and float operation order exactly, so both give
+ * bit-identical results (checked by test/unit/test_kernels.c).
+ *
+ * Activation rows are kept in an internal layout (llm_act_*), not ggml's
+ * block structs: quants contiguous, scales as floats holding the exact fp16
+ * values ggml would store.  Only the values matter for the numerics.
+ */
+#ifndef LLM_CPU_QUANT_H
+#define LLM_CPU_QUANT_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#include "quant_types.h"
+
+#define LLM_QK 32				/* elements of a Q4_0/Q4_1/Q8_0/Q8_1 block */
+#define LLM_QK_K 256			/* elements of a k-quant super-block */
+
+/* ggml block structs (ggml-common.h); fp16 fields hold IEEE half bits. */
+typedef struct
+{
+	uint16_t	d;
+	uint8_t		qs[LLM_QK / 2];
+} llm_block_q4_0;
+
+typedef struct
+{
+	uint16_t	d;
+	uint16_t	m;
+	uint8_t		qs[LLM_QK / 2];
+} llm_block_q4_1;
+
+typedef struct
+{
+	uint16_t	d;
+	int8_t		qs[LLM_QK];
+} llm_block_q8_0;
+
+typedef struct
+{
+	uint16_t	d;
+	uint16_t	dmin;
+	uint8_t		scales[12];		/* 8 scales and 8 mins, 6 bits each */
+	uint8_t		qs[LLM_QK_K / 2];
+} llm_block_q4_K;
+
+typedef struct
+{
+	uint8_t		ql[LLM_QK_K / 2];	/* low 4 bits */
+	uint8_t		qh[LLM_QK_K / 4];	/* high 2 bits */
+	int8_t		scales[LLM_QK_K / 16];
+	uint16_t	d;
+} llm_block_q6_K;
+
+/* ---- fp16 / bf16 ---- */
+
+/* IEEE binary16 bits -> float (exact). */
+float		llm_fp16_to_fp32(uint16_t h);
+
+/* float -> binary16 bits, round-to-nearest-even, overflow to inf, NaN kept quiet. */
+uint16_t	llm_fp32_to_fp16(float f);
+
+/* bfloat16 bits -> float (exact). */
+float		llm_bf16_to_fp32(uint16_t h);
+
+/* float -> bfloat16, round-to-nearest-even; NaN stays NaN (as ggml_compute_fp32_to_bf16). */
+uint16_t	llm_fp32_to_bf16(float f);
+
+/* Row conversions; use F16C when the CPU has it (bit-identical to the scalar code). */
+void		llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void		llm_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+
+/* ---- whole rows, any supported type ---- */
+
+/*
+ * dst[0..n) = dequantized row of type t (ggml dequantize_row_* formulas).
+ * n must be a multiple of the type's block size.  Returns false for an
+ * unsupported type.
+ */
+bool		llm_dequantize_row(uint32_t t, const void *src, float *dst, int64_t n);
+
+/*
+ * Reference quantizer for building test weights: src[0..n) -> one row of
+ * type t.  Simple round-to-nearest schemes (not llama.cpp's error-minimising
+ * searches); produce valid blocks of every supported type.
+ */
+bool		llm_quantize_row_ref(uint32_t t, const float *src, void *dst, int64_t n);
+
+/* ---- matmul kernels ---- */
+
+/*
+ * Activation layout for integer types, one row of n elements:
+ *   int8_t  qs[n]
+ *   float   d[n / blk]        scale per block (exact fp16 value for Q8_0/Q8_1)
+ *   float   s[n / blk]        Q8_1 only: fp16(d * sum(q)) per block
+ *   int16_t bsums[n / 16]     Q8_K only: sums of 16 consecutive quants
+ * For F32/F16/BF16 weights the activation row is float / fp16 / bf16 values.
+ * Rows are padded to 64 bytes (llm_qkernel.act_row_bytes).
+ */
+
+/* Computes out[t * out_stride + r] = dot(weight row r, activation row t), r < nr, t < nt. */
+typedef void (*llm_dot_tile_fn) (int64_t n, const void *w, size_t w_stride, int nr,
+								 const void *a, size_t a_stride, int nt,
+								 float *out, size_t out_stride);
+
+typedef struct llm_qkernel
+{
+	uint32_t	weight_type;
+	uint32_t	act_type;		/* LLM_TYPE_{F32,F16,BF16,Q8_0,Q8_1,Q8_K} */
+	int			block_elems;	/* n_cols must be a multiple of this */
+	const char *impl;			/* "scalar" or "avx2" */
+	size_t		(*act_row_bytes) (int64_t n);
+	void		(*quantize_act) (const float *x, void *dst, int64_t n);
+	/* one weight row x one activation row */
+	float		(*dot) (int64_t n, const void *w, const void *a);
+	/* a tile; same per-(row, token) arithmetic as dot (bit-identical) */
+	llm_dot_tile_fn dot_tile;
+	int			tile_rows;		/* preferred tile shape of dot_tile */
+	int			tile_tokens;
+} llm_qkernel;
+
+enum
+{
+	LLM_IMPL_BEST = -1,
+	LLM_IMPL_SCALAR = 0,
+	LLM_IMPL_AVX2 = 1
+};
+
+/* True when the CPU has AVX2, FMA and F16C (the AVX2 kernels need all three). */
+bool		llm_cpu_has_avx2(void);
+
+/*
+ * Kernel for weight type t with implementation impl (LLM_IMPL_*); NULL when
+ * the type is unsupported or impl is AVX2 and the CPU lacks it.
+ */
+const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
+
+/*
+ * Attention inner loops over fp16 K/V rows (n a multiple of 8):
+ *   dot:  sum_i q[i] * k[i]; lane i%8 accumulates with FMA, then hsum8.
+ *   axpy: acc[i] = fma(w, v[i], acc[i]).
+ * Scalar and AVX2 versions are bit-identical.
+ */
+typedef struct llm_attn_kernel
+{
+	float		(*dot) (const float *q, const uint16_t *k, int n);
+	void		(*axpy) (float *acc, const uint16_t *v, float w, int n);
+} llm_attn_kernel;
+
+const llm_attn_kernel *llm_attn_kernel_get(int impl);
+
+/* ---- internals shared by quant.c and quant_avx2.c ---- */
+const llm_attn_kernel *llm_attn_kernel_avx2_get(void);
+size_t		llm_act_bytes_q8_0(int64_t n);
+size_t		llm_act_bytes_q8_1(int64_t n);
+size_t		llm_act_bytes_q8_K(int64_t n);
+void		llm_quantize_act_q8_K(const float *x, void *dst, int64_t n);
+void		llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+const llm_qkernel *llm_qkernel_avx2_get(uint32_t t);
+void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
+void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
+
+/* Pointers into an activation row of n elements (layout above). */
+static inline const float *
+llm_act_d(const void *a, int64_t n)
+{
+	return (const float *) ((const char *) a + ((n + 3) & ~(int64_t) 3));
+}
+
+static inline const float *
+llm_act_s(const void *a, int64_t n, int blk)
+{
+	return llm_act_d(a, n) + n / blk;
+}
+
+#endif

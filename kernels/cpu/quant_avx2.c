@@ -1,0 +1,628 @@
+/*
+ * quant_avx2.c — AVX2/FMA/F16C kernels of the CPU backend, compiled with
+ * per-function target attributes and selected at run time
+ * (llm_qkernel_get checks __builtin_cpu_supports), so the library still runs
+ * on CPUs without AVX2 using the scalar code of quant.c.
+ *
+ * Each function performs exactly the operations of its scalar twin in
+ * quant.c (same integer lanes, same fused multiply-adds, same reduction
+ * order), which in turn mirror ggml-cpu/arch/x86/quants.c; results are
+ * bit-identical.  The tile kernels compute several weight rows x several
+ * activation rows at once so that a weight block, once unpacked, is reused
+ * for every token of a batch; the per-(row, token) arithmetic is the same as
+ * the single dot product, which keeps matmul batch invariant.
+ *
+ * No expression here may be of the form a*b+c in plain C: GCC would contract
+ * it into an FMA in these FMA-enabled functions and break bit-identity with
+ * the scalar code.  Fused operations are written explicitly.
+ */
+#include "quant.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+/* ---- helpers ---- */
+
+INL float
+h2f(uint16_t h)
+{
+	return _cvtsh_ss(h);
+}
+
+/* ggml hsum_float_8 order: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) */
+INL float
+hsum8(__m256 x)
+{
+	__m128		r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+
+	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+	r = _mm_add_ss(r, _mm_movehdup_ps(r));
+	return _mm_cvtss_f32(r);
+}
+
+INL int
+hsum_i32_8(__m256i a)
+{
+	__m128i		s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+
+	s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+	s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+	return _mm_cvtsi128_si32(s);
+}
+
+/* 16 bytes of nibbles -> 32 bytes: low nibbles (elements 0..15), then high (16..31). */
+INL __m256i
+unpack_nibbles(const uint8_t *qs)
+{
+	__m128i		t = _mm_loadu_si128((const __m128i *) qs);
+	__m256i		b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+
+	return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* unsigned x signed bytes: 8 int32 lanes, lane k = sum of bytes 4k..4k+3 products, as float */
+INL __m256
+mul_sum_us8(__m256i ux, __m256i sy)
+{
+	__m256i		p = _mm256_maddubs_epi16(ux, sy);
+
+	return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+
+/* ---- activation quantizers ---- */
+
+/* One block of 32 floats -> 32 int8 (round half even of x*127/amax); returns d. */
+INL float
+quantize_block_q8(const float *x, int8_t *q, int *sum_out)
+{
+	__m256		v0 = _mm256_loadu_ps(x),
+				v1 = _mm256_loadu_ps(x + 8),
+				v2 = _mm256_loadu_ps(x + 16),
+				v3 = _mm256_loadu_ps(x + 24);
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	__m256		m = _mm256_andnot_ps(sign, v0);
+	__m128		m4;
+	float		amax,
+				id;
+	__m256		mul;
+	__m256i		i0,
+				i1,
+				i2,
+				i3;
+
+	m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v1));
+	m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v2));
+	m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v3));
+	m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+	amax = _mm_cvtss_f32(m4);
+	id = amax != 0.0f ? 127.0f / amax : 0.0f;
+	mul = _mm256_set1_ps(id);
+	i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+	if (sum_out)
+		*sum_out = hsum_i32_8(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+	i0 = _mm256_packs_epi32(i0, i1);
+	i2 = _mm256_packs_epi32(i2, i3);
+	i0 = _mm256_packs_epi16(i0, i2);
+	/* packs work per 128-bit half; restore element order */
+	i0 = _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	_mm256_storeu_si256((__m256i *) q, i0);
+	return amax / 127.0f;
+}
+
+static TGT void
+quantize_act_q8_0(const float *x, void *dst, int64_t n)
+{
+	int8_t	   *qs = dst;
+	float	   *d_out = (float *) llm_act_d(dst, n);
+
+	for (int64_t b = 0; b < n / LLM_QK; b++)
+	{
+		float		d = quantize_block_q8(x + b * LLM_QK, qs + b * LLM_QK, NULL);
+
+		d_out[b] = _cvtsh_ss(_cvtss_sh(d, 0));
+	}
+}
+
+static TGT void
+quantize_act_q8_1(const float *x, void *dst, int64_t n)
+{
+	int8_t	   *qs = dst;
+	float	   *d_out = (float *) llm_act_d(dst, n);
+	float	   *s_out = d_out + n / LLM_QK;
+
+	for (int64_t b = 0; b < n / LLM_QK; b++)
+	{
+		int			sum;
+		float		d = quantize_block_q8(x + b * LLM_QK, qs + b * LLM_QK, &sum);
+
+		d_out[b] = _cvtsh_ss(_cvtss_sh(d, 0));
+		s_out[b] = _cvtsh_ss(_cvtss_sh(d * (float) sum, 0));
+	}
+}
+
+static TGT void
+convert_act_f32(const float *x, void *dst, int64_t n)
+{
+	memcpy(dst, x, (size_t) n * sizeof(float));
+}
+
+void		TGT
+llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n)
+{
+	int64_t		i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *) (dst + i),
+						 _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+	for (; i < n; i++)
+		dst[i] = _cvtss_sh(src[i], 0);
+}
+
+void		TGT
+llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n)
+{
+	int64_t		i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (src + i))));
+	for (; i < n; i++)
+		dst[i] = _cvtsh_ss(src[i]);
+}
+
+static TGT void
+convert_act_f16(const float *x, void *dst, int64_t n)
+{
+	llm_fp32_to_fp16_row_f16c(x, dst, n);
+}
+
+static TGT void
+convert_act_bf16(const float *x, void *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		((uint16_t *) dst)[i] = llm_fp32_to_bf16(x[i]);
+}
+
+/* ---- Q4_0 / Q4_1 / Q8_0 tile kernels ---- */
+
+enum
+{
+	W_Q4_0,
+	W_Q4_1,
+	W_Q8_0
+};
+
+#define MAXR 4
+#define MAXT 4
+
+/*
+ * R weight rows x T activation rows; R, T, kind are compile-time constants
+ * after inlining.  Per (r, t) and block: acc = fma(dw*da, lanesum, acc);
+ * Q4_1 additionally summs = fma(m, s, summs); then hsum8 (+ summs).
+ */
+INL void
+tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t as,
+			float *out, size_t os, const int R, const int T)
+{
+	const int64_t nb = n / LLM_QK;
+	__m256		acc[MAXR][MAXT];
+	float		summs[MAXR][MAXT];
+	const int8_t *aq[MAXT];
+	const float *ad[MAXT];
+	const float *asum[MAXT];
+
+	for (int t = 0; t < T; t++)
+	{
+		const char *at = (const char *) a + t * as;
+
+		aq[t] = (const int8_t *) at;
+		ad[t] = llm_act_d(at, n);
+		asum[t] = ad[t] + nb;
+		for (int r = 0; r < R; r++)
+		{
+			acc[r][t] = _mm256_setzero_ps();
+			summs[r][t] = 0.0f;
+		}
+	}
+	for (int64_t ib = 0; ib < nb; ib++)
+	{
+		__m256i		qx[MAXR];
+		__m256i		ax[MAXR];
+		__m256		dx[MAXR];
+		float		mx[MAXR];
+
+		for (int r = 0; r < R; r++)
+		{
+			const char *wr = (const char *) w + r * ws;
+
+			if (kind == W_Q4_0)
+			{
+				const llm_block_q4_0 *x = (const llm_block_q4_0 *) wr + ib;
+
+				dx[r] = _mm256_set1_ps(h2f(x->d));
+				qx[r] = _mm256_sub_epi8(unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+				ax[r] = _mm256_sign_epi8(qx[r], qx[r]);
+			}
+			else if (kind == W_Q4_1)
+			{
+				const llm_block_q4_1 *x = (const llm_block_q4_1 *) wr + ib;
+
+				dx[r] = _mm256_set1_ps(h2f(x->d));
+				mx[r] = h2f(x->m);
+				qx[r] = unpack_nibbles(x->qs);
+			}
+			else
+			{
+				const llm_block_q8_0 *x = (const llm_block_q8_0 *) wr + ib;
+
+				dx[r] = _mm256_set1_ps(h2f(x->d));
+				qx[r] = _mm256_loadu_si256((const __m256i *) x->qs);
+				ax[r] = _mm256_sign_epi8(qx[r], qx[r]);
+			}
+		}
+		for (int t = 0; t < T; t++)
+		{
+			__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + ib * LLM_QK));
+			__m256		dy = _mm256_broadcast_ss(ad[t] + ib);
+
+			for (int r = 0; r < R; r++)
+			{
+				__m256		q;
+
+				if (kind == W_Q4_1)
+				{
+					q = mul_sum_us8(qx[r], qy);
+					summs[r][t] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(mx[r]), _mm_set_ss(asum[t][ib]),
+															 _mm_set_ss(summs[r][t])));
+				}
+				else
+					q = mul_sum_us8(ax[r], _mm256_sign_epi8(qy, qx[r]));
+				acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), q, acc[r][t]);
+			}
+		}
+	}
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < R; r++)
+		{
+			float		v = hsum8(acc[r][t]);
+
+			if (kind == W_Q4_1)
+				v = v + summs[r][t];
+			out[t * os + r] = v;
+		}
+}
+
+#define TILE_DISPATCH(kind) \
+	switch (nr * 8 + nt) \
+	{ \
+		case 1 * 8 + 1: tile_kernel(kind, n, w, ws, a, as, out, os, 1, 1); break; \
+		case 1 * 8 + 2: tile_kernel(kind, n, w, ws, a, as, out, os, 1, 2); break; \
+		case 1 * 8 + 3: tile_kernel(kind, n, w, ws, a, as, out, os, 1, 3); break; \
+		case 1 * 8 + 4: tile_kernel(kind, n, w, ws, a, as, out, os, 1, 4); break; \
+		case 2 * 8 + 1: tile_kernel(kind, n, w, ws, a, as, out, os, 2, 1); break; \
+		case 2 * 8 + 2: tile_kernel(kind, n, w, ws, a, as, out, os, 2, 2); break; \
+		case 2 * 8 + 3: tile_kernel(kind, n, w, ws, a, as, out, os, 2, 3); break; \
+		case 2 * 8 + 4: tile_kernel(kind, n, w, ws, a, as, out, os, 2, 4); break; \
+		case 3 * 8 + 1: tile_kernel(kind, n, w, ws, a, as, out, os, 3, 1); break; \
+		case 4 * 8 + 1: tile_kernel(kind, n, w, ws, a, as, out, os, 4, 1); break; \
+		default: \
+			for (int t0 = 0; t0 < nt; t0++) \
+				for (int r0 = 0; r0 < nr; r0++) \
+					tile_kernel(kind, n, (const char *) w + r0 * ws, ws, \
+								(const char *) a + t0 * as, as, out + t0 * os + r0, os, 1, 1); \
+	}
+
+static TGT void
+tile_q4_0(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
+		  float *out, size_t os)
+{
+	TILE_DISPATCH(W_Q4_0);
+}
+
+static TGT void
+tile_q4_1(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
+		  float *out, size_t os)
+{
+	TILE_DISPATCH(W_Q4_1);
+}
+
+static TGT void
+tile_q8_0(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
+		  float *out, size_t os)
+{
+	TILE_DISPATCH(W_Q8_0);
+}
+
+static TGT float
+dot_q4_0(int64_t n, const void *w, const void *a)
+{
+	float		r;
+
+	tile_kernel(W_Q4_0, n, w, 0, a, 0, &r, 0, 1, 1);
+	return r;
+}
+
+static TGT float
+dot_q4_1(int64_t n, const void *w, const void *a)
+{
+	float		r;
+
+	tile_kernel(W_Q4_1, n, w, 0, a, 0, &r, 0, 1, 1);
+	return r;
+}
+
+static TGT float
+dot_q8_0(int64_t n, const void *w, const void *a)
+{
+	float		r;
+
+	tile_kernel(W_Q8_0, n, w, 0, a, 0, &r, 0, 1, 1);
+	return r;
+}
+
+/* ---- k-quants (one row x one activation row) ---- */
+
+static TGT float
+dot_q4_K(int64_t n, const void *w, const void *a)
+{
+	const llm_block_q4_K *x = w;
+	const int8_t *aq = a;
+	const float *ad = llm_act_d(a, n);
+	const int16_t *bsums = (const int16_t *) (ad + n / LLM_QK_K);
+	const __m256i m4 = _mm256_set1_epi8(0xF);
+	__m256		acc = _mm256_setzero_ps();
+	__m128		acc_m = _mm_setzero_ps();
+
+	for (int64_t b = 0; b < n / LLM_QK_K; b++)
+	{
+		const float d = ad[b] * h2f(x[b].d);
+		const float dmin = -ad[b] * h2f(x[b].dmin);
+		uint8_t		sc[8],
+					mn[8];
+		__m128i		q8s,
+					prod;
+		__m256i		sumi = _mm256_setzero_si256();
+		const uint8_t *q4 = x[b].qs;
+		const int8_t *q8 = aq + b * LLM_QK_K;
+
+		for (int j = 0; j < 8; j++)
+			llm_get_scale_min_k4(j, x[b].scales, &sc[j], &mn[j]);
+		{
+			__m256i		bs = _mm256_loadu_si256((const __m256i *) (bsums + b * 16));
+			__m128i		mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) mn));
+
+			q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+			prod = _mm_madd_epi16(mins, q8s);
+			acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m);
+		}
+		for (int c = 0; c < 4; c++)
+		{
+			__m256i		bits = _mm256_loadu_si256((const __m256i *) (q4 + 32 * c));
+			__m256i		lo = _mm256_and_si256(bits, m4);
+			__m256i		hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+			__m256i		yl = _mm256_loadu_si256((const __m256i *) (q8 + 64 * c));
+			__m256i		yh = _mm256_loadu_si256((const __m256i *) (q8 + 64 * c + 32));
+			__m256i		pl = _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(lo, yl));
+			__m256i		ph = _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(hi, yh));
+
+			sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+		}
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+	acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+	return hsum8(acc) + _mm_cvtss_f32(acc_m);
+}
+
+static TGT float
+dot_q6_K(int64_t n, const void *w, const void *a)
+{
+	const llm_block_q6_K *x = w;
+	const int8_t *aq = a;
+	const float *ad = llm_act_d(a, n);
+	const int16_t *bsums = (const int16_t *) (ad + n / LLM_QK_K);
+	const __m256i m3 = _mm256_set1_epi8(3);
+	const __m256i m15 = _mm256_set1_epi8(15);
+	__m256		acc = _mm256_setzero_ps();
+
+	for (int64_t b = 0; b < n / LLM_QK_K; b++)
+	{
+		const float d = ad[b] * h2f(x[b].d);
+		const int8_t *q8 = aq + b * LLM_QK_K;
+		const __m128i scales = _mm_loadu_si128((const __m128i *) x[b].scales);
+		const __m256i sc16 = _mm256_cvtepi8_epi16(scales);
+		const __m256i bs = _mm256_loadu_si256((const __m256i *) (bsums + b * 16));
+		const __m256i sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+		__m256i		sumi = _mm256_setzero_si256();
+
+		for (int h = 0; h < 2; h++)
+		{
+			const uint8_t *ql = x[b].ql + 64 * h;
+			const uint8_t *qh = x[b].qh + 32 * h;
+			const int8_t *y = q8 + 128 * h;
+			__m256i		b1 = _mm256_loadu_si256((const __m256i *) ql);
+			__m256i		b2 = _mm256_loadu_si256((const __m256i *) (ql + 32));
+			__m256i		bh = _mm256_loadu_si256((const __m256i *) qh);
+			__m256i		q[4];
+
+			q[0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
+								   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
+								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
+								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+			for (int c = 0; c < 4; c++)
+			{
+				int			s0 = x[b].scales[8 * h + 2 * c];
+				int			s1 = x[b].scales[8 * h + 2 * c + 1];
+				/* int16 lanes 0..7 (elements 0..15) use s0, 8..15 use s1 */
+				__m256i		scv = _mm256_set_m128i(_mm_set1_epi16((short) s1), _mm_set1_epi16((short) s0));
+				__m256i		p = _mm256_maddubs_epi16(q[c], _mm256_loadu_si256((const __m256i *) (y + 32 * c)));
+
+				sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv, p));
+			}
+		}
+		sumi = _mm256_sub_epi32(sumi, sub);
+		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+	}
+	return hsum8(acc);
+}
+
+/* ---- float weights: 4 accumulators x 8 lanes, as the scalar code ---- */
+
+INL __m256
+load_f32(const void *p, int64_t i)
+{
+	return _mm256_loadu_ps((const float *) p + i);
+}
+
+INL __m256
+load_f16(const void *p, int64_t i)
+{
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) ((const uint16_t *) p + i)));
+}
+
+INL __m256
+load_bf16(const void *p, int64_t i)
+{
+	__m128i		h = _mm_loadu_si128((const __m128i *) ((const uint16_t *) p + i));
+
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+#define DEFINE_DOT_FLOAT(name, loader) \
+static TGT float \
+name(int64_t n, const void *w, const void *a) \
+{ \
+	__m256		acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0; \
+	for (int64_t i = 0; i < n; i += 32) \
+	{ \
+		acc0 = _mm256_fmadd_ps(loader(w, i), loader(a, i), acc0); \
+		acc1 = _mm256_fmadd_ps(loader(w, i + 8), loader(a, i + 8), acc1); \
+		acc2 = _mm256_fmadd_ps(loader(w, i + 16), loader(a, i + 16), acc2); \
+		acc3 = _mm256_fmadd_ps(loader(w, i + 24), loader(a, i + 24), acc3); \
+	} \
+	return hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3))); \
+}
+
+DEFINE_DOT_FLOAT(dot_f32, load_f32)
+DEFINE_DOT_FLOAT(dot_f16, load_f16)
+DEFINE_DOT_FLOAT(dot_bf16, load_bf16)
+
+#define DEFINE_TILE_LOOP(name, dotfn) \
+static TGT void \
+name(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride, \
+	 int nt, float *out, size_t out_stride) \
+{ \
+	for (int t = 0; t < nt; t++) \
+		for (int r = 0; r < nr; r++) \
+			out[t * out_stride + r] = dotfn(n, (const char *) w + r * w_stride, \
+											(const char *) a + t * a_stride); \
+}
+
+DEFINE_TILE_LOOP(tile_q4_K, dot_q4_K)
+DEFINE_TILE_LOOP(tile_q6_K, dot_q6_K)
+DEFINE_TILE_LOOP(tile_f32, dot_f32)
+DEFINE_TILE_LOOP(tile_f16, dot_f16)
+DEFINE_TILE_LOOP(tile_bf16, dot_bf16)
+
+static size_t
+act_bytes_f32(int64_t n)
+{
+	return ((size_t) n * 4 + 63) & ~(size_t) 63;
+}
+
+static size_t
+act_bytes_16(int64_t n)
+{
+	return ((size_t) n * 2 + 63) & ~(size_t) 63;
+}
+
+static const llm_qkernel avx2_kernels[] = {
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0, tile_q4_0, 2, 4},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1, tile_q4_1, 2, 4},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0, tile_q8_0, 2, 4},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, 1},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, 1},
+};
+
+static TGT float
+attn_dot(const float *q, const uint16_t *k, int n)
+{
+	__m256		acc = _mm256_setzero_ps();
+
+	for (int i = 0; i < n; i += 8)
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16(k, i), acc);
+	return hsum8(acc);
+}
+
+static TGT void
+attn_axpy(float *acc, const uint16_t *v, float w, int n)
+{
+	__m256		wv = _mm256_set1_ps(w);
+
+	for (int i = 0; i < n; i += 8)
+		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, load_f16(v, i), _mm256_loadu_ps(acc + i)));
+}
+
+static const llm_attn_kernel attn_avx2 = {attn_dot, attn_axpy};
+
+const llm_attn_kernel *
+llm_attn_kernel_avx2_get(void)
+{
+	return &attn_avx2;
+}
+
+const llm_qkernel *
+llm_qkernel_avx2_get(uint32_t t)
+{
+	for (size_t i = 0; i < sizeof(avx2_kernels) / sizeof(avx2_kernels[0]); i++)
+		if (avx2_kernels[i].weight_type == t)
+			return &avx2_kernels[i];
+	return NULL;
+}
+
+#else							/* not x86: scalar only */
+
+const llm_attn_kernel *
+llm_attn_kernel_avx2_get(void)
+{
+	return NULL;
+}
+
+const llm_qkernel *
+llm_qkernel_avx2_get(uint32_t t)
+{
+	return NULL;
+}
+
+void
+llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = llm_fp32_to_fp16(src[i]);
+}
+
+void
+llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = llm_fp16_to_fp32(src[i]);
+}
+
+#endif

@@ -1,0 +1,967 @@
+/*
+ * test_kernels.c — unit tests of the CPU compute backend (kernels/cpu).
+ *
+ * Every check runs for two fixed seeds and one fresh seed (printed; rerun a
+ * failure with LLM_TEST_SEED=<seed>).  What is checked:
+ *  - fp16 conversion: scalar == F16C for all halves and random floats;
+ *  - per weight type: activation quantization and dot products of the
+ *    scalar and AVX2 kernels are bit-identical (tolerance 0: both perform the
+ *    same operations in the same order by design);
+ *  - matmul vs a double-precision product of the dequantized weights and the
+ *    unquantized activations, within a bound derived from the activation
+ *    quantization error (see matmul_error_bound);
+ *  - batch invariance: a token's matmul row is bit-identical for n = 1 and
+ *    n = 17, for thread counts 1 and 2, and for the scalar and AVX2 kernels;
+ *  - RoPE and the KV store vs a double reference; attention over a paged
+ *    cache with shuffled block tables and GQA vs a double reference, and
+ *    bit-identical whether prompts run in one step or in chunks mixed with
+ *    other sequences, with 1 or 2 threads;
+ *  - rmsnorm, add_rmsnorm, add, silu_mul vs references; error paths.
+ * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
+ */
+#include "unit.h"
+#include "backend.h"
+#include "quant_types.h"
+#include "cpu/quant.h"
+#include "cpu/backend_cpu.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state;
+
+static uint64_t
+rng_next(void)
+{
+	uint64_t	x = rng_state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	rng_state = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+static double
+rng_unit(void)
+{
+	return (double) (rng_next() >> 11) * 0x1p-53;
+}
+
+/* roughly normal, scale s */
+static float
+rng_normal(float s)
+{
+	double		u = 0;
+
+	for (int i = 0; i < 4; i++)
+		u += rng_unit();
+	return (float) ((u - 2.0) * 1.7320508 * s);
+}
+
+static double
+now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static bool
+same_bits(const float *a, const float *b, size_t n, size_t *where)
+{
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
+		{
+			if (where)
+				*where = i;
+			return false;
+		}
+	return true;
+}
+
+static const uint32_t all_types[] = {
+	LLM_TYPE_F32, LLM_TYPE_F16, LLM_TYPE_BF16, LLM_TYPE_Q4_0,
+	LLM_TYPE_Q4_1, LLM_TYPE_Q8_0, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K
+};
+#define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+static llm_backend *
+make_backend(int threads, int impl)
+{
+	char		err[256];
+	llm_backend *b = llm_backend_cpu_create(threads, err, sizeof(err));
+
+	if (b == NULL)
+	{
+		printf("# backend creation failed: %s\n", err);
+		exit(2);
+	}
+	if (impl != LLM_IMPL_BEST && llm_backend_cpu_set_impl(b, impl) != 0)
+	{
+		b->ops->destroy(b);
+		return NULL;
+	}
+	return b;
+}
+
+/* ---- fp16 ---- */
+
+static void
+test_fp16(void)
+{
+	int			bad = 0;
+
+	for (uint32_t h = 0; h < 65536; h++)
+	{
+		float		f = llm_fp16_to_fp32((uint16_t) h);
+		uint16_t	back = llm_fp32_to_fp16(f);
+		bool		nan = ((h >> 10) & 0x1f) == 0x1f && (h & 0x3ff);
+
+		if (!nan && back != h)
+			bad++;
+		if (nan && !isnan(f))
+			bad++;
+	}
+	CHECK(bad == 0, "fp16 -> fp32 -> fp16 round trip of all 65536 halves (%d bad)", bad);
+
+	if (llm_cpu_has_avx2())
+	{
+		enum
+		{
+			N = 1 << 16
+		};
+		static float src[N],
+					back_s[N],
+					back_v[N];
+		static uint16_t hs[N],
+					hv[N];
+
+		for (int i = 0; i < N; i++)
+		{
+			uint32_t	u = (uint32_t) rng_next();
+
+			if (i % 4 == 1)		/* concentrate on the half range incl. subnormals */
+				u = (u & 0x80000000u) | (0x33000000u + (u % 0x14800000u));
+			if (i % 4 == 2)		/* exact ties */
+				u = (u & 0xffffe000u) | 0x1000u;
+			memcpy(&src[i], &u, 4);
+		}
+		for (int i = 0; i < N; i++)
+			hs[i] = llm_fp32_to_fp16(src[i]);
+		llm_fp32_to_fp16_row_f16c(src, hv, N);
+		bad = 0;
+		for (int i = 0; i < N; i++)
+			if (hs[i] != hv[i])
+				bad++;
+		CHECK(bad == 0, "scalar fp32->fp16 == F16C on %d random floats (%d differ)", N, bad);
+		for (int i = 0; i < N; i++)
+			back_s[i] = llm_fp16_to_fp32(hs[i]);
+		llm_fp16_to_fp32_row_f16c(hs, back_v, N);
+		bad = 0;
+		for (int i = 0; i < N; i++)
+			if (memcmp(&back_s[i], &back_v[i], 4) != 0 && !(isnan(back_s[i]) && isnan(back_v[i])))
+				bad++;
+		CHECK(bad == 0, "scalar fp16->fp32 == F16C (%d differ)", bad);
+	}
+	CHECK(llm_bf16_to_fp32(llm_fp32_to_bf16(1.00390625f)) == 1.0f &&
+		  llm_bf16_to_fp32(llm_fp32_to_bf16(1.01171875f)) == 1.015625f,
+		  "bf16 rounds to nearest even");
+}
+
+/* ---- per-type kernels ---- */
+
+/*
+ * Bound on |matmul - exact| for one (row, token): activation quantization
+ * moves x_i by at most half a step d/2 = amax/254 (amax of x_i's block), and
+ * the stored fp16 scale adds a relative 2^-11 on |q d| <= amax; Q8_1's
+ * fp16 s adds 2^-11 |s| per block times |m|; F16/BF16 activations round by
+ * 2^-11 / 2^-8 relative; fp32 accumulation adds ~1e-5 of sum |w x|.
+ */
+static double
+matmul_error_bound(uint32_t type, const float *w, const float *x, int64_t n, const void *wrow)
+{
+	double		bound = 0,
+				absprod = 0;
+	int			blk = (type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K) ? 256 : 32;
+
+	for (int64_t i = 0; i < n; i++)
+		absprod += fabs((double) w[i] * x[i]);
+	if (type == LLM_TYPE_F32)
+		return 1e-5 * absprod + 1e-6;
+	if (type == LLM_TYPE_F16)
+		return (0x1p-11 + 1e-5) * absprod + 1e-6;
+	if (type == LLM_TYPE_BF16)
+		return (0x1p-8 + 1e-5) * absprod + 1e-6;
+	for (int64_t b = 0; b < n / blk; b++)
+	{
+		double		amax = 0,
+					wsum = 0,
+					sum = 0;
+
+		for (int i = 0; i < blk; i++)
+		{
+			amax = fmax(amax, fabs(x[b * blk + i]));
+			wsum += fabs(w[b * blk + i]);
+			sum += x[b * blk + i];
+		}
+		bound += wsum * amax * (1.0 / 254 + (blk == 32 ? 0x1p-11 : 0));
+		if (type == LLM_TYPE_Q4_1)
+		{
+			const llm_block_q4_1 *q = (const llm_block_q4_1 *) wrow + b;
+
+			bound += fabs(llm_fp16_to_fp32(q->m)) * (fabs(sum) + amax) * 0x1p-10;
+		}
+	}
+	return bound * 1.01 + 1e-5 * absprod + 1e-6;
+}
+
+static void
+test_type(uint32_t type, int n_threads_big)
+{
+	const llm_type_info *ti = llm_type_get(type);
+	const int64_t cols = 512,
+				rows = 37;
+	const int	nt = 17;
+	size_t		rb = llm_type_row_bytes(type, cols);
+	float	   *wf = malloc(sizeof(float) * rows * cols);
+	float	   *wd = malloc(sizeof(float) * rows * cols);
+	void	   *wq = malloc(rb * rows);
+	float	   *x = malloc(sizeof(float) * nt * cols);
+	float	   *y = malloc(sizeof(float) * nt * rows);
+	float	   *y1 = malloc(sizeof(float) * rows);
+	float	   *y_alt = malloc(sizeof(float) * nt * rows);
+	const llm_qkernel *ks = llm_qkernel_get(type, LLM_IMPL_SCALAR);
+	const llm_qkernel *kv = llm_qkernel_get(type, LLM_IMPL_AVX2);
+	llm_weight	host,
+				w;
+	llm_backend *b;
+	double		worst = 0,
+				worst_norm = 0;
+	bool		ok;
+	double		deq_err = 0,
+				deq_scale = 0;
+
+	for (int64_t i = 0; i < rows * cols; i++)
+		wf[i] = rng_normal(0.05f) + (i % 97 == 0 ? 0.3f : 0.0f);
+	for (int64_t i = 0; i < nt * cols; i++)
+		x[i] = rng_normal(1.0f) * (i % 61 == 0 ? 8.0f : 1.0f);
+	for (int64_t r = 0; r < rows; r++)
+	{
+		llm_quantize_row_ref(type, wf + r * cols, (char *) wq + r * rb, cols);
+		llm_dequantize_row(type, (char *) wq + r * rb, wd + r * cols, cols);
+	}
+	for (int64_t i = 0; i < rows * cols; i++)
+	{
+		deq_err = fmax(deq_err, fabs(wd[i] - wf[i]));
+		deq_scale = fmax(deq_scale, fabs(wf[i]));
+	}
+	CHECK(ks != NULL && deq_err <= deq_scale * (type == LLM_TYPE_F32 ? 0 : 0.1),
+		  "%s: reference quantize/dequantize round trip (max err %.3g of max %.3g)",
+		  ti->name, deq_err, deq_scale);
+
+	/* scalar vs AVX2 kernels */
+	if (kv != NULL)
+	{
+		size_t		ab = ks->act_row_bytes(cols);
+		char	   *as = calloc(1, ab),
+				   *av = calloc(1, ab);
+		int			diff = 0;
+		double		maxrel = 0;
+
+		CHECK(ab == kv->act_row_bytes(cols), "%s: activation row sizes agree", ti->name);
+		for (int t = 0; t < nt; t++)
+		{
+			ks->quantize_act(x + t * cols, as, cols);
+			kv->quantize_act(x + t * cols, av, cols);
+			if (memcmp(as, av, ab) != 0)
+				diff++;
+			for (int64_t r = 0; r < rows; r++)
+			{
+				float		ds = ks->dot(cols, (char *) wq + r * rb, as);
+				float		dv = kv->dot(cols, (char *) wq + r * rb, as);
+
+				if (memcmp(&ds, &dv, 4) != 0)
+					maxrel = fmax(maxrel, fabs(ds - dv) / fmax(fabs(ds), 1e-30));
+			}
+		}
+		CHECK(diff == 0, "%s: scalar and AVX2 activation conversion byte-identical (%d rows differ)",
+			  ti->name, diff);
+		CHECK(maxrel == 0, "%s: scalar and AVX2 dot products bit-identical (max rel diff %.3g, tolerance 0)",
+			  ti->name, maxrel);
+		free(as);
+		free(av);
+	}
+
+	/* backend matmul vs double reference */
+	host.type = type;
+	host.n_rows = rows;
+	host.n_cols = cols;
+	host.row_bytes = rb;
+	host.data = wq;
+	host.backend_priv = NULL;
+	b = make_backend(n_threads_big, LLM_IMPL_BEST);
+	CHECK(b->ops->load_weight(b, &host, &w) == 0, "%s: load_weight", ti->name);
+	CHECK(b->ops->matmul(b, &w, x, y, nt) == 0, "%s: matmul n=%d", ti->name, nt);
+	ok = true;
+	for (int t = 0; t < nt; t++)
+		for (int64_t r = 0; r < rows; r++)
+		{
+			double		ref = 0,
+						absprod = 0,
+						bound,
+						err;
+
+			for (int64_t i = 0; i < cols; i++)
+			{
+				ref += (double) wd[r * cols + i] * x[t * cols + i];
+				absprod += fabs((double) wd[r * cols + i] * x[t * cols + i]);
+			}
+			bound = matmul_error_bound(type, wd + r * cols, x + t * cols, cols, (char *) wq + r * rb);
+			err = fabs(y[t * rows + r] - ref);
+			worst = fmax(worst, err / bound);
+			worst_norm = fmax(worst_norm, err / absprod);
+			if (!(err <= bound))
+				ok = false;
+		}
+	CHECK(ok, "%s: matmul within the activation-quantization bound of the double reference "
+		  "(worst err/bound %.3f, worst err/sum|wx| %.2e)", ti->name, worst, worst_norm);
+
+	/* batch invariance: n = 1 vs n = 17 */
+	ok = true;
+	for (int t = 0; t < nt; t += 4)
+	{
+		b->ops->matmul(b, &w, x + t * cols, y1, 1);
+		if (!same_bits(y1, y + t * rows, rows, NULL))
+			ok = false;
+	}
+	CHECK(ok, "%s: matmul row of a token bit-identical for n=1 and n=%d", ti->name, nt);
+	b->ops->destroy(b);
+
+	/* thread counts and implementations */
+	{
+		int			cfg[][2] = {{1, LLM_IMPL_BEST}, {2, LLM_IMPL_BEST}, {3, LLM_IMPL_BEST}, {2, LLM_IMPL_SCALAR}};
+
+		for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++)
+		{
+			llm_backend *b2 = make_backend(cfg[c][0], cfg[c][1]);
+			size_t		where = 0;
+			bool		same;
+
+			b2->ops->load_weight(b2, &host, &w);
+			b2->ops->matmul(b2, &w, x, y_alt, nt);
+			same = same_bits(y, y_alt, (size_t) nt * rows, &where);
+			CHECK(same, "%s: matmul bit-identical with %d threads, %s kernels%s",
+				  ti->name, cfg[c][0], llm_backend_cpu_impl_name(b2),
+				  same ? "" : " (differs)");
+			if (!same)
+				printf("# first difference at element %zu\n", where);
+			b2->ops->destroy(b2);
+		}
+	}
+	free(wf);
+	free(wd);
+	free(wq);
+	free(x);
+	free(y);
+	free(y1);
+	free(y_alt);
+}
+
+/* ---- norms and element-wise ops ---- */
+
+static void
+test_elementwise(void)
+{
+	const int	n = 5,
+				dim = 576;
+	float	   *x = malloc(sizeof(float) * n * dim),
+			   *d = malloc(sizeof(float) * n * dim),
+			   *w = malloc(sizeof(float) * dim),
+			   *out = malloc(sizeof(float) * n * dim),
+			   *res = malloc(sizeof(float) * n * dim);
+	llm_backend *b = make_backend(2, LLM_IMPL_BEST);
+	double		maxrel = 0;
+	const float eps = 1e-5f;
+
+	for (int i = 0; i < n * dim; i++)
+	{
+		x[i] = rng_normal(2.0f);
+		d[i] = rng_normal(0.5f);
+	}
+	for (int i = 0; i < dim; i++)
+		w[i] = 1.0f + rng_normal(0.2f);
+
+	CHECK(b->ops->rmsnorm(b, x, w, out, n, dim, eps) == 0, "rmsnorm runs");
+	for (int t = 0; t < n; t++)
+	{
+		double		ss = 0;
+
+		for (int i = 0; i < dim; i++)
+			ss += (double) x[t * dim + i] * x[t * dim + i];
+		for (int i = 0; i < dim; i++)
+		{
+			double		ref = x[t * dim + i] / sqrt(ss / dim + eps) * w[i];
+
+			maxrel = fmax(maxrel, fabs(out[t * dim + i] - ref) / (fabs(ref) + 1e-6));
+		}
+	}
+	CHECK(maxrel < 1e-5, "rmsnorm vs double reference (max rel err %.2e < 1e-5)", maxrel);
+
+	memcpy(res, x, sizeof(float) * n * dim);
+	CHECK(b->ops->add_rmsnorm(b, res, d, w, out, n, dim, eps) == 0, "add_rmsnorm runs");
+	maxrel = 0;
+	for (int t = 0; t < n; t++)
+	{
+		double		ss = 0;
+
+		for (int i = 0; i < dim; i++)
+		{
+			float		s = x[t * dim + i] + d[t * dim + i];
+
+			if (res[t * dim + i] != s)
+				maxrel = 1;
+			ss += (double) s * s;
+		}
+		for (int i = 0; i < dim; i++)
+		{
+			double		ref = res[t * dim + i] / sqrt(ss / dim + eps) * w[i];
+
+			maxrel = fmax(maxrel, fabs(out[t * dim + i] - ref) / (fabs(ref) + 1e-6));
+		}
+	}
+	CHECK(maxrel < 1e-5, "add_rmsnorm: residual updated exactly, output vs reference (%.2e)", maxrel);
+
+	memcpy(res, x, sizeof(float) * n * dim);
+	b->ops->add(b, res, d, n, dim);
+	maxrel = 0;
+	for (int i = 0; i < n * dim; i++)
+		if (res[i] != x[i] + d[i])
+			maxrel = 1;
+	CHECK(maxrel == 0, "add is exact float addition");
+
+	CHECK(b->ops->silu_mul(b, x, d, out, (size_t) n * dim) == 0, "silu_mul runs");
+	maxrel = 0;
+	for (int i = 0; i < n * dim; i++)
+	{
+		double		ref = x[i] / (1.0 + exp(-(double) x[i])) * d[i];
+
+		maxrel = fmax(maxrel, fabs(out[i] - ref) / (fabs(ref) + 1e-6));
+	}
+	CHECK(maxrel < 1e-5, "silu_mul vs double reference (max rel err %.2e)", maxrel);
+	memcpy(res, x, sizeof(float) * n * dim);
+	b->ops->silu_mul(b, res, d, res, (size_t) n * dim);
+	CHECK(same_bits(res, out, (size_t) n * dim, NULL), "silu_mul in place (out aliases gate)");
+
+	b->ops->destroy(b);
+	free(x);
+	free(d);
+	free(w);
+	free(out);
+	free(res);
+}
+
+/* ---- RoPE, KV store, attention ---- */
+
+enum
+{
+	A_LAYERS = 2,
+	A_HEADS = 6,
+	A_KV = 2,
+	A_HD = 64,
+	A_BS = 4,
+	A_BLOCKS = 48,
+	A_SEQS = 3,
+	A_MAXB = 12
+};
+
+static const int seq_len[A_SEQS] = {13, 7, 30};
+
+typedef struct attn_inputs
+{
+	float	   *q[A_SEQS];		/* [len][A_HEADS][A_HD] per sequence, before RoPE */
+	float	   *k[A_SEQS];
+	float	   *v[A_SEQS];
+} attn_inputs;
+
+typedef struct chunk
+{
+	int			seq,
+				from,
+				to;
+} chunk;
+
+/*
+ * Run the prompts through rope_store_kv + attention for both layers in the
+ * given steps (each step a list of chunks); collect attention outputs per
+ * (layer, seq, pos) into out[layer][seq] and roped q into qr[seq].
+ */
+static int
+run_attention(llm_backend *b, const attn_inputs *in, const int32_t (*bt)[A_MAXB],
+			  const chunk *steps, const int *steps_n, int n_steps,
+			  float *out[A_LAYERS][A_SEQS], float *qr[A_SEQS])
+{
+	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS};
+	const int	qsz = A_HEADS * A_HD,
+				ksz = A_KV * A_HD;
+	int			ci = 0;
+
+	if (b->ops->kv_init(b, &g) != 0)
+		return -1;
+	for (int st = 0; st < n_steps; st++)
+	{
+		int			nt = 0,
+					ns = steps_n[st];
+		int32_t		tok[128],
+					pos[128],
+					slot[128],
+					sstart[A_SEQS + 1],
+					kvlen[A_SEQS],
+					btab[A_SEQS][A_MAXB];
+		float	   *q,
+				   *k,
+				   *v,
+				   *o;
+		llm_step_desc d;
+
+		for (int c = 0; c < ns; c++)
+		{
+			const chunk *ch = &steps[ci + c];
+
+			sstart[c] = nt;
+			kvlen[c] = ch->to;
+			memcpy(btab[c], bt[ch->seq], sizeof(btab[c]));
+			for (int p = ch->from; p < ch->to; p++, nt++)
+			{
+				tok[nt] = 0;
+				pos[nt] = p;
+				slot[nt] = bt[ch->seq][p / A_BS] * A_BS + p % A_BS;
+			}
+		}
+		sstart[ns] = nt;
+		memset(&d, 0, sizeof(d));
+		d.n_tokens = nt;
+		d.n_seqs = ns;
+		d.token_ids = tok;
+		d.positions = pos;
+		d.slots = slot;
+		d.seq_start = sstart;
+		d.seq_kv_len = kvlen;
+		d.block_tables = &btab[0][0];
+		d.max_blocks_per_seq = A_MAXB;
+		if (b->ops->begin_step(b, &d) != 0)
+		{
+			printf("# begin_step: %s\n", b->ops->last_error(b));
+			return -1;
+		}
+		q = malloc(sizeof(float) * nt * qsz);
+		k = malloc(sizeof(float) * nt * ksz);
+		v = malloc(sizeof(float) * nt * ksz);
+		o = malloc(sizeof(float) * nt * qsz);
+		for (int layer = 0; layer < A_LAYERS; layer++)
+		{
+			int			t = 0;
+
+			for (int c = 0; c < ns; c++)
+			{
+				const chunk *ch = &steps[ci + c];
+
+				for (int p = ch->from; p < ch->to; p++, t++)
+				{
+					/* layer 1 uses negated inputs: distinct but reproducible */
+					float		sg = layer ? -1.0f : 1.0f;
+
+					for (int i = 0; i < qsz; i++)
+						q[t * qsz + i] = sg * in->q[ch->seq][p * qsz + i];
+					for (int i = 0; i < ksz; i++)
+					{
+						k[t * ksz + i] = sg * in->k[ch->seq][p * ksz + i];
+						v[t * ksz + i] = sg * in->v[ch->seq][p * ksz + i];
+					}
+				}
+			}
+			if (b->ops->rope_store_kv(b, layer, q, k, v, A_HEADS, 10000.0f) != 0 ||
+				b->ops->attention(b, layer, q, o, A_HEADS, 1.0f / sqrtf(A_HD)) != 0)
+			{
+				printf("# %s\n", b->ops->last_error(b));
+				return -1;
+			}
+			t = 0;
+			for (int c = 0; c < ns; c++)
+			{
+				const chunk *ch = &steps[ci + c];
+
+				for (int p = ch->from; p < ch->to; p++, t++)
+				{
+					memcpy(out[layer][ch->seq] + p * qsz, o + t * qsz, sizeof(float) * qsz);
+					if (layer == 0)
+						memcpy(qr[ch->seq] + p * qsz, q + t * qsz, sizeof(float) * qsz);
+				}
+			}
+		}
+		free(q);
+		free(k);
+		free(v);
+		free(o);
+		ci += ns;
+	}
+	return 0;
+}
+
+static void
+shuffled_tables(int32_t (*bt)[A_MAXB])
+{
+	int32_t		perm[A_BLOCKS];
+
+	for (int i = 0; i < A_BLOCKS; i++)
+		perm[i] = i;
+	for (int i = A_BLOCKS - 1; i > 0; i--)
+	{
+		int			j = (int) (rng_next() % (uint64_t) (i + 1));
+		int32_t		tmp = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = tmp;
+	}
+	for (int s = 0; s < A_SEQS; s++)
+		for (int j = 0; j < A_MAXB; j++)
+			bt[s][j] = perm[s * A_MAXB + j];
+}
+
+static void
+test_attention(void)
+{
+	attn_inputs in;
+	float	   *out1[A_LAYERS][A_SEQS],
+			   *out2[A_LAYERS][A_SEQS],
+			   *out3[A_LAYERS][A_SEQS],
+			   *qr1[A_SEQS],
+			   *qr2[A_SEQS],
+			   *qr3[A_SEQS];
+	int32_t		bt1[A_SEQS][A_MAXB],
+				bt2[A_SEQS][A_MAXB];
+	const int	qsz = A_HEADS * A_HD,
+				ksz = A_KV * A_HD;
+	/* one step with all three prompts */
+	const chunk one[] = {{0, 0, 13}, {1, 0, 7}, {2, 0, 30}};
+	const int	one_n[] = {3};
+	/* chunked and interleaved differently */
+	const chunk many[] = {{2, 0, 1}, {0, 0, 5},
+	{1, 0, 7}, {0, 5, 13}, {2, 1, 11},
+	{2, 11, 12},
+	{2, 12, 30}};
+	const int	many_n[] = {2, 3, 1, 1};
+	llm_backend *b1 = make_backend(2, LLM_IMPL_BEST),
+			   *b2 = make_backend(2, LLM_IMPL_BEST),
+			   *b3 = make_backend(1, LLM_IMPL_BEST);
+	double		worst_rope = 0,
+				worst_att = 0,
+				worst_kv = 0;
+	bool		same = true,
+				same_threads = true;
+	int			rc1,
+				rc2,
+				rc3;
+
+	for (int s = 0; s < A_SEQS; s++)
+	{
+		in.q[s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		in.k[s] = malloc(sizeof(float) * seq_len[s] * ksz);
+		in.v[s] = malloc(sizeof(float) * seq_len[s] * ksz);
+		for (int i = 0; i < seq_len[s] * qsz; i++)
+			in.q[s][i] = rng_normal(1.0f);
+		for (int i = 0; i < seq_len[s] * ksz; i++)
+		{
+			in.k[s][i] = rng_normal(1.0f);
+			in.v[s][i] = rng_normal(1.0f);
+		}
+		qr1[s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		qr2[s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		qr3[s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		for (int l = 0; l < A_LAYERS; l++)
+		{
+			out1[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
+			out2[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
+			out3[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		}
+	}
+	shuffled_tables(bt1);
+	shuffled_tables(bt2);
+	rc1 = run_attention(b1, &in, bt1, one, one_n, 1, out1, qr1);
+	rc2 = run_attention(b2, &in, bt2, many, many_n, 4, out2, qr2);
+	rc3 = run_attention(b3, &in, bt1, many, many_n, 4, out3, qr3);
+	CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0, "paged attention steps run (one step; 4 chunked steps)");
+	if (rc1 || rc2 || rc3)
+		return;
+
+	/* RoPE of q vs double reference (theta per ggml: powf(base, -2/hd) by repeated multiplication) */
+	for (int s = 0; s < A_SEQS; s++)
+		for (int p = 0; p < seq_len[s]; p++)
+		{
+			float		ts = powf(10000.0f, -2.0f / A_HD);
+			float		theta = (float) p;
+
+			for (int i = 0; i < A_HD; i += 2)
+			{
+				double		exact = p * pow(10000.0, -(double) i / A_HD);
+
+				/* the float recurrence stays close to the exact angle */
+				worst_rope = fmax(worst_rope, fabs(theta - exact) > 1e-5 * (p + 1) ? 1 : 0);
+				for (int h = 0; h < A_HEADS; h++)
+				{
+					const float *x = in.q[s] + p * qsz + h * A_HD;
+					const float *got = qr1[s] + p * qsz + h * A_HD;
+					double		r0 = x[i] * cos((double) theta) - x[i + 1] * sin((double) theta);
+					double		r1 = x[i] * sin((double) theta) + x[i + 1] * cos((double) theta);
+					double		e = fmax(fabs(got[i] - r0), fabs(got[i + 1] - r1)) /
+						(fabs(x[i]) + fabs(x[i + 1]) + 1e-6);
+
+					worst_rope = fmax(worst_rope, e);
+				}
+				theta *= ts;
+			}
+		}
+	CHECK(worst_rope < 2e-6, "rope vs double reference (max err / (|x0|+|x1|) = %.2e < 2e-6)", worst_rope);
+
+	/* K/V cache contents: fp16 of roped k (checked via the reference rope) and of v */
+	{
+		const uint16_t *K = llm_backend_cpu_kv(b1, 0, false);
+		const uint16_t *V = llm_backend_cpu_kv(b1, 0, true);
+		bool		vok = true;
+
+		for (int s = 0; s < A_SEQS; s++)
+			for (int p = 0; p < seq_len[s]; p++)
+			{
+				size_t		slot = (size_t) bt1[s][p / A_BS] * A_BS + p % A_BS;
+				float		ts = powf(10000.0f, -2.0f / A_HD);
+
+				for (int i = 0; i < ksz; i++)
+					if (V[slot * ksz + i] != llm_fp32_to_fp16(in.v[s][p * ksz + i]))
+						vok = false;
+				for (int h = 0; h < A_KV; h++)
+				{
+					float		theta = (float) p;
+
+					for (int i = 0; i < A_HD; i += 2)
+					{
+						const float *x = in.k[s] + p * ksz + h * A_HD;
+						double		r0 = x[i] * cos((double) theta) - x[i + 1] * sin((double) theta);
+						double		r1 = x[i] * sin((double) theta) + x[i + 1] * cos((double) theta);
+						double		g0 = llm_fp16_to_fp32(K[slot * ksz + h * A_HD + i]);
+						double		g1 = llm_fp16_to_fp32(K[slot * ksz + h * A_HD + i + 1]);
+
+						worst_kv = fmax(worst_kv, fmax(fabs(g0 - r0) / (fabs(r0) + 1e-3),
+													   fabs(g1 - r1) / (fabs(r1) + 1e-3)));
+						theta *= ts;
+					}
+				}
+			}
+		CHECK(vok, "V stored as fp16 (round-nearest-even) at the block-table slots");
+		CHECK(worst_kv < 0x1p-10, "K stored roped as fp16 at the slots (max rel err %.2e < 2^-10)", worst_kv);
+	}
+
+	/* attention vs double reference from the cache contents (q rounded to fp16 as the backend does) */
+	for (int l = 0; l < A_LAYERS; l++)
+	{
+		const uint16_t *K = llm_backend_cpu_kv(b1, l, false);
+		const uint16_t *V = llm_backend_cpu_kv(b1, l, true);
+
+		for (int s = 0; s < A_SEQS; s++)
+			for (int p = 0; p < seq_len[s]; p++)
+				for (int h = 0; h < A_HEADS; h++)
+				{
+					int			kvh = h / (A_HEADS / A_KV);
+					double		sc[64],
+								mx = -1e300,
+								sum = 0,
+								o[A_HD] = {0};
+					float		qh[A_HD];
+
+					/* roped q of layer l: layer 1 inputs are negated, rope is linear */
+					for (int d = 0; d < A_HD; d++)
+						qh[d] = llm_fp16_to_fp32(llm_fp32_to_fp16((l ? -1.0f : 1.0f) *
+																  qr1[s][p * qsz + h * A_HD + d]));
+					for (int j = 0; j <= p; j++)
+					{
+						size_t		slot = (size_t) bt1[s][j / A_BS] * A_BS + j % A_BS;
+						double		dot = 0;
+
+						for (int d = 0; d < A_HD; d++)
+							dot += (double) qh[d] * llm_fp16_to_fp32(K[slot * ksz + kvh * A_HD + d]);
+						sc[j] = dot / sqrt((double) A_HD);
+						mx = fmax(mx, sc[j]);
+					}
+					for (int j = 0; j <= p; j++)
+					{
+						size_t		slot = (size_t) bt1[s][j / A_BS] * A_BS + j % A_BS;
+						double		e = exp(sc[j] - mx);
+
+						sum += e;
+						for (int d = 0; d < A_HD; d++)
+							o[d] += e * llm_fp16_to_fp32(V[slot * ksz + kvh * A_HD + d]);
+					}
+					for (int d = 0; d < A_HD; d++)
+					{
+						double		ref = o[d] / sum;
+						float		got = out1[l][s][p * qsz + h * A_HD + d];
+
+						worst_att = fmax(worst_att, fabs(got - ref));
+					}
+				}
+	}
+	CHECK(worst_att < 2e-5, "attention (GQA %d:%d, shuffled paged blocks) vs double reference (max abs err %.2e < 2e-5)",
+		  A_HEADS, A_KV, worst_att);
+
+	for (int l = 0; l < A_LAYERS; l++)
+		for (int s = 0; s < A_SEQS; s++)
+		{
+			if (!same_bits(out1[l][s], out2[l][s], (size_t) seq_len[s] * qsz, NULL))
+				same = false;
+			if (!same_bits(out2[l][s], out3[l][s], (size_t) seq_len[s] * qsz, NULL))
+				same_threads = false;
+		}
+	CHECK(same, "attention bit-identical: one step vs chunked/interleaved steps with other block tables");
+	CHECK(same_threads, "attention bit-identical with 1 and 2 threads");
+
+	b1->ops->destroy(b1);
+	b2->ops->destroy(b2);
+	b3->ops->destroy(b3);
+	for (int s = 0; s < A_SEQS; s++)
+	{
+		free(in.q[s]);
+		free(in.k[s]);
+		free(in.v[s]);
+		free(qr1[s]);
+		free(qr2[s]);
+		free(qr3[s]);
+		for (int l = 0; l < A_LAYERS; l++)
+		{
+			free(out1[l][s]);
+			free(out2[l][s]);
+			free(out3[l][s]);
+		}
+	}
+}
+
+/* ---- error paths ---- */
+
+static void
+test_errors(void)
+{
+	llm_backend *b = make_backend(1, LLM_IMPL_BEST);
+	uint8_t		data[1024] = {0};
+	llm_weight	host = {LLM_TYPE_Q5_0, 4, 64, 44, data, NULL},
+				w;
+	llm_kv_geometry g = {1, 1, 8, 4, 4};
+	int32_t		tok[1] = {5},
+				pos[1] = {0},
+				slot[1] = {3},
+				ss[2] = {0, 1},
+				kvl[1] = {1},
+				bt[2] = {1, 2};
+	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0};
+	float		out[64];
+
+	CHECK(b->ops->load_weight(b, &host, &w) == -1 && strstr(b->ops->last_error(b), "Q5_0"),
+		  "load_weight rejects Q5_0: %s", b->ops->last_error(b));
+	host.type = LLM_TYPE_Q8_0;
+	host.row_bytes = 99;
+	CHECK(b->ops->load_weight(b, &host, &w) == -1, "load_weight rejects a wrong row size: %s",
+		  b->ops->last_error(b));
+	CHECK(b->ops->begin_step(b, &d) == -1, "begin_step before kv_init fails: %s", b->ops->last_error(b));
+	CHECK(b->ops->kv_init(b, &g) == 0, "kv_init");
+	CHECK(b->ops->begin_step(b, &d) == -1, "begin_step rejects a slot off the block table: %s",
+		  b->ops->last_error(b));
+	slot[0] = 4;
+	CHECK(b->ops->begin_step(b, &d) == 0, "begin_step accepts a consistent step");
+	host.row_bytes = 68;
+	CHECK(b->ops->load_weight(b, &host, &w) == 0, "load_weight Q8_0");
+	CHECK(b->ops->embed(b, &w, out) == -1, "embed rejects token id 5 of a 4-row table: %s",
+		  b->ops->last_error(b));
+	bt[0] = 7;
+	CHECK(b->ops->begin_step(b, &d) == -1, "begin_step rejects block id 7 of 4: %s", b->ops->last_error(b));
+	b->ops->destroy(b);
+}
+
+/* ---- speed diagnostic ---- */
+
+static void
+bench(void)
+{
+	const int	shapes[][2] = {{1536, 576}, {576, 1536}};
+
+	for (size_t s = 0; s < 2; s++)
+	{
+		int64_t		rows = shapes[s][0],
+					cols = shapes[s][1];
+		size_t		rb = llm_type_row_bytes(LLM_TYPE_Q4_1, cols);
+		void	   *wq = malloc(rb * rows);
+		float	   *wf = malloc(sizeof(float) * cols);
+		float	   *x = malloc(sizeof(float) * 16 * cols);
+		float	   *y = malloc(sizeof(float) * 16 * rows);
+		llm_backend *b = make_backend(0, LLM_IMPL_BEST);
+		llm_weight	host = {LLM_TYPE_Q4_1, rows, cols, rb, wq, NULL},
+					w;
+
+		for (int64_t r = 0; r < rows; r++)
+		{
+			for (int64_t i = 0; i < cols; i++)
+				wf[i] = rng_normal(0.05f);
+			llm_quantize_row_ref(LLM_TYPE_Q4_1, wf, (char *) wq + r * rb, cols);
+		}
+		for (int64_t i = 0; i < 16 * cols; i++)
+			x[i] = rng_normal(1.0f);
+		b->ops->load_weight(b, &host, &w);
+		for (int n = 1; n <= 16; n += 15)
+		{
+			int			iters = n == 1 ? 2000 : 300;
+			double		t0,
+						dt;
+
+			b->ops->matmul(b, &w, x, y, n);
+			t0 = now_sec();
+			for (int it = 0; it < iters; it++)
+				b->ops->matmul(b, &w, x, y, n);
+			dt = (now_sec() - t0) / iters;
+			printf("# bench: Q4_1 %lldx%lld matmul n=%2d, %d threads, %s: %.1f us, %.1f GFLOP/s\n",
+				   (long long) rows, (long long) cols, n, b->n_threads, llm_backend_cpu_impl_name(b),
+				   dt * 1e6, 2.0 * rows * cols * n / dt * 1e-9);
+		}
+		b->ops->destroy(b);
+		free(wq);
+		free(wf);
+		free(x);
+		free(y);
+	}
+}
+
+int
+main(void)
+{
+	uint64_t	seeds[3] = {12345, 987654321, 0};
+	const char *env = getenv("LLM_TEST_SEED");
+
+	seeds[2] = env ? strtoull(env, NULL, 10) : (uint64_t) time(NULL) ^ ((uint64_t) clock() << 20);
+	printf("# CPU has AVX2/FMA/F16C: %s\n", llm_cpu_has_avx2() ? "yes" : "no");
+	for (int si = 0; si < 3; si++)
+	{
+		printf("# seed %llu%s\n", (unsigned long long) seeds[si], si == 2 ? " (fresh)" : "");
+		rng_state = seeds[si] ? seeds[si] : 1;
+		if (si == 0)
+			test_fp16();
+		for (size_t i = 0; i < N_TYPES; i++)
+			test_type(all_types[i], 2);
+		test_elementwise();
+		test_attention();
+	}
+	test_errors();
+	if (!getenv("LLM_TEST_NO_BENCH"))
+		bench();
+	return unit_done();
+}
