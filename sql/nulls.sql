@@ -7,8 +7,8 @@ SELECT llm_complete(NULL) IS NULL AS null_complete;
 SELECT llm_chat(NULL) IS NULL AS null_chat;
 SELECT llm_tokenize(NULL) IS NULL AS null_tokenize;
 SELECT llm_detokenize(NULL) IS NULL AS null_detokenize;
-SELECT llm_generate('Name a color.', max_tokens => NULL, temperature => NULL, top_p => NULL,
+SELECT llm_generate('Reply with just the word yes.', max_tokens => NULL, temperature => NULL, top_p => NULL,
                     top_k => NULL, min_p => NULL, repetition_penalty => NULL, seed => NULL,
                     stop => NULL, system => NULL, raw => NULL, on_error => NULL)
-     = llm_generate('Name a color.') AS null_means_default;
-SELECT (llm_complete('Name a color.', max_tokens => NULL)).completion_tokens <= 256 AS default_max_tokens;
+     = llm_generate('Reply with just the word yes.') AS null_means_default;
+SELECT (llm_complete('Reply with just the word yes.', max_tokens => NULL)).completion_tokens <= 256 AS default_max_tokens;
