@@ -1110,6 +1110,7 @@ llm_worker_main(Datum arg)
 
 		scan_channels();
 		drain_requests();
+		publish_stats();		/* show new/aborted requests before a long step */
 
 		busy = engine != NULL && llm_engine_has_work(engine);
 		if (busy)
