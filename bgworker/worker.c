@@ -840,6 +840,9 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 		return;
 	}
 
+	if (h->debug_poison > 0)
+		llm_engine_debug_poison_logits(engine, h->debug_poison);
+
 	r = MemoryContextAlloc(worker_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = h->id;
@@ -1045,6 +1048,7 @@ worker_exit(int code, Datum arg)
 
 	if (llm_shared == NULL)
 		return;
+	LWLockReleaseAll();			/* exiting on FATAL: never while holding the registry lock */
 	latches = malloc(sizeof(Latch *) * Max(llm_shared->n_slots, 1));
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	if (llm_shared->worker_pid == MyProcPid)

@@ -50,3 +50,11 @@ SELECT text IS NULL AS text_null, finish_reason FROM llm_complete('', on_error =
 SELECT try_sql($$SELECT llm_generate('hi', max_tokens => 0, on_error => 'null')$$);
 SELECT llm_generate('Say yes.', max_tokens => 4) IS NOT NULL AS next_call_works;
 SELECT wait_idle();
+-- non-finite logits (developer hook): a per-request ERROR, never a run of garbage tokens
+SET llm.debug_poison_logits = 1;
+SELECT try_sql($$SELECT llm_generate('Say yes.', max_tokens => 4)$$);
+SET llm.debug_poison_logits = 1;
+SELECT llm_generate('Say yes.', max_tokens => 4, on_error => 'null') IS NULL AS poisoned_is_null;
+RESET llm.debug_poison_logits;
+SELECT llm_generate('Say yes.', max_tokens => 4) IS NOT NULL AS next_call_works;
+SELECT wait_idle();

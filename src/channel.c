@@ -511,6 +511,7 @@ llm_submit_generate(const LlmGenRequest *req)
 	hdr.repetition_penalty = req->repetition_penalty;
 	hdr.seed = req->seed;
 	hdr.n_stop = req->n_stop;
+	hdr.debug_poison = llm_debug_poison_logits;
 	if (req->has_seed)
 		hdr.flags |= LLM_REQ_FLAG_SEED;
 	if (req->raw)

@@ -33,6 +33,7 @@ int			llm_max_batched_tokens = 512;
 int			llm_max_running_requests = 64;
 bool		llm_prefix_caching = true;
 int			llm_worker_wait_timeout_ms = 30000;
+int			llm_debug_poison_logits = 0;
 
 LlmShared  *llm_shared = NULL;
 
@@ -228,6 +229,14 @@ llm_define_gucs(void)
 							&llm_worker_wait_timeout_ms,
 							30000, 0, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("llm.debug_poison_logits",
+							"Developer option: make the logits of the next N rows non-finite after this session's next generation request.",
+							"Exercises the non-finite-logits error path in tests; superuser only.",
+							&llm_debug_poison_logits,
+							0, 0, 1000,
+							PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("llm");

@@ -28,6 +28,7 @@ extern int	llm_max_batched_tokens;
 extern int	llm_max_running_requests;
 extern bool llm_prefix_caching;
 extern int	llm_worker_wait_timeout_ms;
+extern int	llm_debug_poison_logits;
 
 typedef enum LlmDevice
 {

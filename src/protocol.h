@@ -76,6 +76,7 @@ typedef struct LlmRequestMsg
 	uint64		seed;
 	int32		n_stop;
 	int32		n_messages;
+	int32		debug_poison;	/* test hook: poison this many logits rows (llm.debug_poison_logits) */
 	uint32		payload_len;	/* bytes following this header */
 } LlmRequestMsg;
 

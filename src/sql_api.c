@@ -10,6 +10,7 @@
 
 #include <math.h>
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -45,13 +46,51 @@ text_to_utf8(text *t)
 	return pg_server_to_any(s, strlen(s), PG_UTF8);
 }
 
-/* A text datum in the database encoding from UTF-8 bytes. */
+/*
+ * A text datum in the database encoding from (valid) UTF-8 bytes.  Characters
+ * the database encoding cannot represent become '?' rather than failing the
+ * whole generation: model output is not under the caller's control.
+ */
 static text *
 utf8_to_text(const char *s, int len)
 {
-	char	   *conv = pg_any_to_server(s, len, PG_UTF8);
+	int			db_encoding = GetDatabaseEncoding();
+	Oid			proc;
+	StringInfoData out;
 
-	return cstring_to_text_with_len(conv, conv == s ? len : (int) strlen(conv));
+	if (db_encoding == PG_UTF8 || db_encoding == PG_SQL_ASCII)
+	{
+		(void) pg_verify_mbstr(PG_UTF8, s, len, false);
+		return cstring_to_text_with_len(s, len);
+	}
+	proc = FindDefaultConversionProc(PG_UTF8, db_encoding);
+	if (!OidIsValid(proc))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("no conversion from UTF8 to %s", GetDatabaseEncodingName())));
+	initStringInfo(&out);
+	while (len > 0)
+	{
+		int			converted;
+		int			char_len;
+
+		enlargeStringInfo(&out, len * MAX_CONVERSION_GROWTH + 1);
+		converted = pg_do_encoding_conversion_buf(proc, PG_UTF8, db_encoding,
+												  (unsigned char *) s, len,
+												  (unsigned char *) out.data + out.len,
+												  out.maxlen - out.len, true);
+		out.len += strlen(out.data + out.len);
+		s += converted;
+		len -= converted;
+		if (len <= 0)
+			break;
+		/* s starts with a character the database encoding lacks */
+		appendStringInfoChar(&out, '?');
+		char_len = Min(pg_utf_mblen((const unsigned char *) s), len);
+		s += char_len;
+		len -= char_len;
+	}
+	return cstring_to_text_with_len(out.data, out.len);
 }
 
 #define ARG_OR(i, getter, dflt) (PG_ARGISNULL(i) ? (dflt) : getter(i))
@@ -157,7 +196,7 @@ raise_result(const LlmResult *res)
 {
 	ereport(ERROR,
 			(errcode(res->sqlstate),
-			 errmsg("%s", pg_any_to_server(res->message, strlen(res->message), PG_UTF8))));
+			 errmsg("%s", text_to_cstring(utf8_to_text(res->message, strlen(res->message))))));
 }
 
 /* on_error => 'null': a per-row failure becomes NULL and a WARNING. */
@@ -167,7 +206,7 @@ warn_result(const LlmResult *res)
 	ereport(WARNING,
 			(errcode(res->sqlstate),
 			 errmsg("llm request failed, returning NULL: %s",
-					pg_any_to_server(res->message, strlen(res->message), PG_UTF8))));
+					text_to_cstring(utf8_to_text(res->message, strlen(res->message))))));
 }
 
 /* A failed result for a prompt rejected before sending. */
