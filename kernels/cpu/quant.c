@@ -974,25 +974,109 @@ static const llm_qkernel scalar_kernels[] = {
 	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1},
 };
 
-/* Attention loops (see quant.h). */
-static float
-attn_dot_scalar(const float *q, const uint16_t *k, int n)
-{
-	float		acc[8] = {0};
+/* ------------------------------------------------------------------------
+ * Attention (scalar twin of quant_avx2.c attend_avx2; see quant.h)
+ * ------------------------------------------------------------------------ */
 
-	for (int i = 0; i < n; i++)
-		acc[i & 7] = fmaf(q[i], llm_fp16_to_fp32(k[i]), acc[i & 7]);
-	return hsum8(acc);
+/* Constants of llm_expf (Cephes expf: ln2 split in two, Taylor degree 7). */
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_C1 0.693359375f
+#define EXP_C2 -2.12194440e-4f
+#define EXP_MIN -87.0f
+
+float
+llm_expf(float x)
+{
+	float		n,
+				r,
+				p;
+	int			ni;
+
+	x = x > EXP_MIN ? x : EXP_MIN;	/* also maps -inf and NaN-free inputs */
+	n = (float) round_even(x * EXP_LOG2E);
+	ni = (int) n;
+	r = fmaf(n, -EXP_C1, x);
+	r = fmaf(n, -EXP_C2, r);
+	p = 1.0f / 5040;
+	p = fmaf(p, r, 1.0f / 720);
+	p = fmaf(p, r, 1.0f / 120);
+	p = fmaf(p, r, 1.0f / 24);
+	p = fmaf(p, r, 1.0f / 6);
+	p = fmaf(p, r, 0.5f);
+	p = fmaf(p, r, 1.0f);
+	p = fmaf(p, r, 1.0f);
+	return p * bits_f32((uint32_t) (ni + 127) << 23);
+}
+
+static inline float
+tree8(const float a[8])
+{
+	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+size_t
+llm_attn_scratch_floats(int group, int head_dim, int n_keys)
+{
+	size_t		npad = ((size_t) n_keys + 7) & ~(size_t) 7;
+
+	return (size_t) group * npad + 8 * (size_t) head_dim + (size_t) group + 16;
 }
 
 static void
-attn_axpy_scalar(float *acc, const uint16_t *v, float w, int n)
+attend_scalar(const llm_attn_args *a)
 {
-	for (int i = 0; i < n; i++)
-		acc[i] = fmaf(w, llm_fp16_to_fp32(v[i]), acc[i]);
-}
+	const int	hd = a->head_dim,
+				n = a->n_keys,
+				G = a->group;
+	const size_t npad = ((size_t) n + 7) & ~(size_t) 7;
+	float	   *scores = a->scratch;
 
-static const llm_attn_kernel attn_scalar = {attn_dot_scalar, attn_axpy_scalar};
+	for (int j = 0; j < n; j++)
+	{
+		size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
+		const uint16_t *k = a->k_cache + slot * a->slot_stride + a->head_offset;
+
+		for (int h = 0; h < G; h++)
+		{
+			const float *q = a->q + (size_t) h * hd;
+			float		acc[8] = {0};
+
+			for (int c = 0; c < hd; c += 8)
+				for (int l = 0; l < 8; l++)
+					acc[l] = fmaf(q[c + l], llm_fp16_to_fp32(k[c + l]), acc[l]);
+			scores[h * npad + j] = tree8(acc) * a->scale;
+		}
+	}
+	for (int h = 0; h < G; h++)
+	{
+		float	   *sc = scores + h * npad;
+		float	   *out = a->out + (size_t) h * hd;
+		float		mx = -INFINITY,
+					lanes[8] = {0},
+					inv;
+
+		for (int j = 0; j < n; j++)
+			mx = sc[j] > mx ? sc[j] : mx;
+		for (int j = 0; j < n; j++)
+		{
+			sc[j] = llm_expf(sc[j] - mx);
+			lanes[j & 7] += sc[j];
+		}
+		inv = 1.0f / tree8(lanes);
+		for (int d = 0; d < hd; d++)
+			out[d] = 0.0f;
+		for (int j = 0; j < n; j++)
+		{
+			size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
+			const uint16_t *v = a->v_cache + slot * a->slot_stride + a->head_offset;
+
+			for (int d = 0; d < hd; d++)
+				out[d] = fmaf(sc[j], llm_fp16_to_fp32(v[d]), out[d]);
+		}
+		for (int d = 0; d < hd; d++)
+			out[d] = out[d] * inv;
+	}
+}
 
 /* ------------------------------------------------------------------------
  * CPU detection and kernel lookup
@@ -1036,12 +1120,12 @@ llm_qkernel_get(uint32_t t, int impl)
 	return NULL;
 }
 
-const llm_attn_kernel *
+llm_attn_fn
 llm_attn_kernel_get(int impl)
 {
 	if (impl != LLM_IMPL_SCALAR && llm_cpu_has_avx2())
 		return llm_attn_kernel_avx2_get();
 	if (impl == LLM_IMPL_AVX2)
 		return NULL;
-	return &attn_scalar;
+	return attend_scalar;
 }

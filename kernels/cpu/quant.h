@@ -156,21 +156,47 @@ bool		llm_cpu_has_avx2(void);
 const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
 
 /*
- * Attention inner loops over fp16 K/V rows (n a multiple of 8):
- *   dot:  sum_i q[i] * k[i]; lane i%8 accumulates with FMA, then hsum8.
- *   axpy: acc[i] = fma(w, v[i], acc[i]).
- * Scalar and AVX2 versions are bit-identical.
+ * Attention of one token for the `group` query heads sharing one KV head
+ * (GQA), over keys 0..n_keys-1 of a paged fp16 cache.  The canonical
+ * arithmetic, identical in the scalar and AVX2 versions and independent of
+ * how tokens are batched:
+ *   score_j = tree8(lanes) * scale, lane l = fma chain over c of
+ *             q[8c+l] * k_j[8c+l]; tree8(a) = ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))
+ *   m = max_j score_j;  e_j = llm_expf(score_j - m)
+ *   sum = tree8 of 8 lane sums, lane l adding e_j for j = l mod 8 in key order
+ *   out[d] = (fma chain over j in key order of e_j * v_j[d]) * (1 / sum)
+ * head_dim is a multiple of 8.
  */
-typedef struct llm_attn_kernel
+typedef struct llm_attn_args
 {
-	float		(*dot) (const float *q, const uint16_t *k, int n);
-	void		(*axpy) (float *acc, const uint16_t *v, float w, int n);
-} llm_attn_kernel;
+	const float *q;				/* [group][head_dim], values already rounded to fp16 */
+	float	   *out;			/* [group][head_dim] */
+	int			group;
+	int			head_dim;
+	int			n_keys;
+	float		scale;
+	const uint16_t *k_cache;	/* layer K / V arrays [slot][n_kv_heads][head_dim] */
+	const uint16_t *v_cache;
+	size_t		slot_stride;	/* n_kv_heads * head_dim */
+	size_t		head_offset;	/* kv_head * head_dim */
+	const int32_t *block_table; /* the sequence's block ids */
+	int			block_size;
+	float	   *scratch;		/* llm_attn_scratch_floats() floats */
+} llm_attn_args;
 
-const llm_attn_kernel *llm_attn_kernel_get(int impl);
+typedef void (*llm_attn_fn) (const llm_attn_args *a);
+
+/* Scratch floats llm_attn_fn needs. */
+size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
+
+/* Attention kernel of implementation impl; NULL if unavailable. */
+llm_attn_fn llm_attn_kernel_get(int impl);
+
+/* exp(x) for x <= 0 (Cody-Waite reduction, degree-7 polynomial, ~1 ulp); x < -87 gives ~1e-38. */
+float		llm_expf(float x);
 
 /* ---- internals shared by quant.c and quant_avx2.c ---- */
-const llm_attn_kernel *llm_attn_kernel_avx2_get(void);
+llm_attn_fn llm_attn_kernel_avx2_get(void);
 size_t		llm_act_bytes_q8_0(int64_t n);
 size_t		llm_act_bytes_q8_1(int64_t n);
 size_t		llm_act_bytes_q8_K(int64_t n);

@@ -18,6 +18,7 @@
  */
 #include "quant.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -216,7 +217,7 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 {
 	const int64_t nb = n / LLM_QK;
 	__m256		acc[MAXR][MAXT];
-	float		summs[MAXR][MAXT];
+	__m128		summs[MAXR];	/* Q4_1: lane t = running sum of m*s of token t */
 	const int8_t *aq[MAXT];
 	const float *ad[MAXT];
 	const float *asum[MAXT];
@@ -229,11 +230,10 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 		ad[t] = llm_act_d(at, n);
 		asum[t] = ad[t] + nb;
 		for (int r = 0; r < R; r++)
-		{
 			acc[r][t] = _mm256_setzero_ps();
-			summs[r][t] = 0.0f;
-		}
 	}
+	for (int r = 0; r < R; r++)
+		summs[r] = _mm_setzero_ps();
 	for (int64_t ib = 0; ib < nb; ib++)
 	{
 		__m256i		qx[MAXR];
@@ -270,6 +270,15 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 				ax[r] = _mm256_sign_epi8(qx[r], qx[r]);
 			}
 		}
+		if (kind == W_Q4_1)
+		{
+			/* per-lane fma == the scalar fmaf(m, s, summs) of each (row, token) */
+			__m128		s4 = _mm_setr_ps(asum[0][ib], T > 1 ? asum[1][ib] : 0.0f,
+										 T > 2 ? asum[2][ib] : 0.0f, T > 3 ? asum[3][ib] : 0.0f);
+
+			for (int r = 0; r < R; r++)
+				summs[r] = _mm_fmadd_ps(_mm_set1_ps(mx[r]), s4, summs[r]);
+		}
 		for (int t = 0; t < T; t++)
 		{
 			__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + ib * LLM_QK));
@@ -280,26 +289,27 @@ tile_kernel(int kind, int64_t n, const void *w, size_t ws, const void *a, size_t
 				__m256		q;
 
 				if (kind == W_Q4_1)
-				{
 					q = mul_sum_us8(qx[r], qy);
-					summs[r][t] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(mx[r]), _mm_set_ss(asum[t][ib]),
-															 _mm_set_ss(summs[r][t])));
-				}
 				else
 					q = mul_sum_us8(ax[r], _mm256_sign_epi8(qy, qx[r]));
 				acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), q, acc[r][t]);
 			}
 		}
 	}
-	for (int t = 0; t < T; t++)
-		for (int r = 0; r < R; r++)
+	for (int r = 0; r < R; r++)
+	{
+		float		sm[4];
+
+		_mm_storeu_ps(sm, summs[r]);
+		for (int t = 0; t < T; t++)
 		{
 			float		v = hsum8(acc[r][t]);
 
 			if (kind == W_Q4_1)
-				v = v + summs[r][t];
+				v = v + sm[t];
 			out[t * os + r] = v;
 		}
+	}
 }
 
 #define TILE_DISPATCH(kind) \
@@ -561,31 +571,198 @@ static const llm_qkernel avx2_kernels[] = {
 	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, 1},
 };
 
-static TGT float
-attn_dot(const float *q, const uint16_t *k, int n)
-{
-	__m256		acc = _mm256_setzero_ps();
+/* ---- attention (twin of quant.c attend_scalar; canonical order in quant.h) ---- */
 
-	for (int i = 0; i < n; i += 8)
-		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16(k, i), acc);
-	return hsum8(acc);
+/* 8 vectors of 8 lanes -> vector of their tree8 sums (lane j = tree8(v[j])). */
+INL __m256
+tree8_transpose(const __m256 v[8])
+{
+	__m256		h01 = _mm256_hadd_ps(v[0], v[1]);
+	__m256		h23 = _mm256_hadd_ps(v[2], v[3]);
+	__m256		h45 = _mm256_hadd_ps(v[4], v[5]);
+	__m256		h67 = _mm256_hadd_ps(v[6], v[7]);
+	__m256		a = _mm256_hadd_ps(h01, h23);	/* [lo0..lo3 | hi0..hi3] */
+	__m256		b = _mm256_hadd_ps(h45, h67);	/* [lo4..lo7 | hi4..hi7] */
+
+	return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+INL float
+tree8_one(__m256 v)
+{
+	float		a[8];
+
+	_mm256_storeu_ps(a, v);
+	return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+INL __m256
+expf8(__m256 x)
+{
+	__m256		n,
+				r,
+				p;
+	__m256i		e;
+
+	x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+	n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+						_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), x);
+	r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+	p = _mm256_set1_ps(1.0f / 5040);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* Walks the cache rows of keys 0, 1, 2, ... without a division per key. */
+typedef struct row_walk
+{
+	const llm_attn_args *a;
+	int			block,
+				off;
+} row_walk;
+
+static inline size_t
+walk_next(row_walk *w)
+{
+	size_t		slot = (size_t) w->a->block_table[w->block] * w->a->block_size + w->off;
+
+	if (++w->off == w->a->block_size)
+	{
+		w->off = 0;
+		w->block++;
+	}
+	return slot * w->a->slot_stride + w->a->head_offset;
 }
 
 static TGT void
-attn_axpy(float *acc, const uint16_t *v, float w, int n)
+attend_avx2(const llm_attn_args *a)
 {
-	__m256		wv = _mm256_set1_ps(w);
+	const int	hd = a->head_dim,
+				n = a->n_keys,
+				G = a->group;
+	const size_t npad = ((size_t) n + 7) & ~(size_t) 7;
+	float	   *scores = a->scratch;
+	float	   *kv = scores + (size_t) G * npad;	/* [8][hd] converted rows */
+	float	   *inv = kv + 8 * (size_t) hd;	/* [G] */
+	const __m256 scale = _mm256_set1_ps(a->scale);
+	row_walk	kw = {a, 0, 0},
+				vw = {a, 0, 0};
 
-	for (int i = 0; i < n; i += 8)
-		_mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, load_f16(v, i), _mm256_loadu_ps(acc + i)));
+	/* scores, 8 keys at a time; rows past n are zero and masked below */
+	for (int j0 = 0; j0 < n; j0 += 8)
+	{
+		int			nk = n - j0 < 8 ? n - j0 : 8;
+
+		for (int jj = 0; jj < 8; jj++)
+		{
+			if (jj < nk)
+			{
+				const uint16_t *k = a->k_cache + walk_next(&kw);
+
+				for (int c = 0; c < hd; c += 8)
+					_mm256_storeu_ps(kv + jj * hd + c, load_f16(k, c));
+			}
+			else
+				memset(kv + jj * hd, 0, (size_t) hd * sizeof(float));
+		}
+		for (int h = 0; h < G; h++)
+		{
+			const float *q = a->q + (size_t) h * hd;
+			__m256		acc[8];
+
+			for (int jj = 0; jj < 8; jj++)
+				acc[jj] = _mm256_setzero_ps();
+			for (int c = 0; c < hd; c += 8)
+			{
+				__m256		qv = _mm256_loadu_ps(q + c);
+
+				for (int jj = 0; jj < 8; jj++)
+					acc[jj] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kv + jj * hd + c), acc[jj]);
+			}
+			_mm256_storeu_ps(scores + h * npad + j0, _mm256_mul_ps(tree8_transpose(acc), scale));
+		}
+	}
+	/* softmax per head: padded keys get e = 0 */
+	for (int h = 0; h < G; h++)
+	{
+		float	   *sc = scores + h * npad;
+		__m256		mx = _mm256_set1_ps(-INFINITY),
+					lanes = _mm256_setzero_ps();
+		float		m;
+
+		for (int j = n; j < (int) npad; j++)
+			sc[j] = -INFINITY;
+		for (size_t j = 0; j < npad; j += 8)
+			mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + j));
+		{
+			__m128		m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
+
+			m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+			m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+			m = _mm_cvtss_f32(m4);
+		}
+		for (size_t j = 0; j < npad; j += 8)
+		{
+			__m256		e = expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m)));
+
+			_mm256_storeu_ps(sc + j, e);
+		}
+		for (int j = n; j < (int) npad; j++)
+			sc[j] = 0.0f;
+		for (size_t j = 0; j < npad; j += 8)
+			lanes = _mm256_add_ps(lanes, _mm256_loadu_ps(sc + j));
+		inv[h] = 1.0f / tree8_one(lanes);
+		memset(a->out + (size_t) h * hd, 0, (size_t) hd * sizeof(float));
+	}
+	/* weighted V sums, 8 keys at a time, each V row converted once for the group */
+	for (int j0 = 0; j0 < n; j0 += 8)
+	{
+		int			nk = n - j0 < 8 ? n - j0 : 8;
+
+		for (int jj = 0; jj < nk; jj++)
+		{
+			const uint16_t *v = a->v_cache + walk_next(&vw);
+
+			for (int c = 0; c < hd; c += 8)
+				_mm256_storeu_ps(kv + jj * hd + c, load_f16(v, c));
+		}
+		for (int h = 0; h < G; h++)
+		{
+			const float *p = scores + h * npad + j0;
+			float	   *out = a->out + (size_t) h * hd;
+
+			for (int c = 0; c < hd; c += 8)
+			{
+				__m256		acc = _mm256_loadu_ps(out + c);
+
+				for (int jj = 0; jj < nk; jj++)
+					acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + jj), _mm256_loadu_ps(kv + jj * hd + c), acc);
+				_mm256_storeu_ps(out + c, acc);
+			}
+		}
+	}
+	for (int h = 0; h < G; h++)
+	{
+		__m256		iv = _mm256_set1_ps(inv[h]);
+		float	   *out = a->out + (size_t) h * hd;
+
+		for (int c = 0; c < hd; c += 8)
+			_mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_loadu_ps(out + c), iv));
+	}
 }
 
-static const llm_attn_kernel attn_avx2 = {attn_dot, attn_axpy};
-
-const llm_attn_kernel *
+llm_attn_fn
 llm_attn_kernel_avx2_get(void)
 {
-	return &attn_avx2;
+	return attend_avx2;
 }
 
 const llm_qkernel *
@@ -599,7 +776,7 @@ llm_qkernel_avx2_get(uint32_t t)
 
 #else							/* not x86: scalar only */
 
-const llm_attn_kernel *
+llm_attn_fn
 llm_attn_kernel_avx2_get(void)
 {
 	return NULL;

@@ -17,6 +17,10 @@
  *    bit-identical whether prompts run in one step or in chunks mixed with
  *    other sequences, with 1 or 2 threads;
  *  - rmsnorm, add_rmsnorm, add, silu_mul vs references; error paths.
+ *  - when llama.cpp's CPU library (the oracle build) is present: our
+ *    activation quantization and dot products are bit-identical to its
+ *    exported quantize_row_q8_* / ggml_vec_dot_* (LLM_ORACLE_LIB_DIR, default
+ *    ~/.cache/pg_llm/llama.cpp-build/bin; skipped with a note if absent).
  * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
  */
 #include "unit.h"
@@ -25,6 +29,7 @@
 #include "cpu/quant.h"
 #include "cpu/backend_cpu.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -641,9 +646,11 @@ test_attention(void)
 	float	   *out1[A_LAYERS][A_SEQS],
 			   *out2[A_LAYERS][A_SEQS],
 			   *out3[A_LAYERS][A_SEQS],
+			   *out4[A_LAYERS][A_SEQS],
 			   *qr1[A_SEQS],
 			   *qr2[A_SEQS],
-			   *qr3[A_SEQS];
+			   *qr3[A_SEQS],
+			   *qr4[A_SEQS];
 	int32_t		bt1[A_SEQS][A_MAXB],
 				bt2[A_SEQS][A_MAXB];
 	const int	qsz = A_HEADS * A_HD,
@@ -659,15 +666,18 @@ test_attention(void)
 	const int	many_n[] = {2, 3, 1, 1};
 	llm_backend *b1 = make_backend(2, LLM_IMPL_BEST),
 			   *b2 = make_backend(2, LLM_IMPL_BEST),
-			   *b3 = make_backend(1, LLM_IMPL_BEST);
+			   *b3 = make_backend(1, LLM_IMPL_BEST),
+			   *b4 = make_backend(2, LLM_IMPL_SCALAR);
 	double		worst_rope = 0,
 				worst_att = 0,
 				worst_kv = 0;
 	bool		same = true,
-				same_threads = true;
+				same_threads = true,
+				same_impl = true;
 	int			rc1,
 				rc2,
-				rc3;
+				rc3,
+				rc4;
 
 	for (int s = 0; s < A_SEQS; s++)
 	{
@@ -684,11 +694,13 @@ test_attention(void)
 		qr1[s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		qr2[s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		qr3[s] = malloc(sizeof(float) * seq_len[s] * qsz);
+		qr4[s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		for (int l = 0; l < A_LAYERS; l++)
 		{
 			out1[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
 			out2[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
 			out3[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
+			out4[l][s] = malloc(sizeof(float) * seq_len[s] * qsz);
 		}
 	}
 	shuffled_tables(bt1);
@@ -696,8 +708,9 @@ test_attention(void)
 	rc1 = run_attention(b1, &in, bt1, one, one_n, 1, out1, qr1);
 	rc2 = run_attention(b2, &in, bt2, many, many_n, 4, out2, qr2);
 	rc3 = run_attention(b3, &in, bt1, many, many_n, 4, out3, qr3);
-	CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0, "paged attention steps run (one step; 4 chunked steps)");
-	if (rc1 || rc2 || rc3)
+	rc4 = b4 ? run_attention(b4, &in, bt2, one, one_n, 1, out4, qr4) : 0;
+	CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0, "paged attention steps run (one step; 4 chunked steps)");
+	if (rc1 || rc2 || rc3 || rc4)
 		return;
 
 	/* RoPE of q vs double reference (theta per ggml: powf(base, -2/hd) by repeated multiplication) */
@@ -825,13 +838,19 @@ test_attention(void)
 				same = false;
 			if (!same_bits(out2[l][s], out3[l][s], (size_t) seq_len[s] * qsz, NULL))
 				same_threads = false;
+			if (b4 && !same_bits(out1[l][s], out4[l][s], (size_t) seq_len[s] * qsz, NULL))
+				same_impl = false;
 		}
 	CHECK(same, "attention bit-identical: one step vs chunked/interleaved steps with other block tables");
 	CHECK(same_threads, "attention bit-identical with 1 and 2 threads");
+	CHECK(same_impl, "attention bit-identical with scalar and %s kernels",
+		  b4 ? llm_backend_cpu_impl_name(b1) : "(no second implementation)");
 
 	b1->ops->destroy(b1);
 	b2->ops->destroy(b2);
 	b3->ops->destroy(b3);
+	if (b4)
+		b4->ops->destroy(b4);
 	for (int s = 0; s < A_SEQS; s++)
 	{
 		free(in.q[s]);
@@ -840,11 +859,13 @@ test_attention(void)
 		free(qr1[s]);
 		free(qr2[s]);
 		free(qr3[s]);
+		free(qr4[s]);
 		for (int l = 0; l < A_LAYERS; l++)
 		{
 			free(out1[l][s]);
 			free(out2[l][s]);
 			free(out3[l][s]);
+			free(out4[l][s]);
 		}
 	}
 }
@@ -887,6 +908,126 @@ test_errors(void)
 	bt[0] = 7;
 	CHECK(b->ops->begin_step(b, &d) == -1, "begin_step rejects block id 7 of 4: %s", b->ops->last_error(b));
 	b->ops->destroy(b);
+}
+
+/* ---- bit-exactness against llama.cpp's own CPU kernels (optional) ---- */
+
+typedef void (*ggml_quant_fn) (const float *x, void *y, int64_t k);
+typedef void (*ggml_dot_fn) (int n, float *s, size_t bs, const void *vx, size_t bx,
+							 const void *vy, size_t by, int nrc);
+
+static void
+test_oracle(void)
+{
+	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
+	char		path[1024];
+	void	   *base,
+			   *cpu;
+	void		(*cpu_init) (void);
+	struct
+	{
+		uint32_t	type;
+		const char *quant;
+		const char *dot;
+		int			blk;		/* activation elements per ggml block */
+		int			blk_bytes;	/* ggml activation block size */
+		int			qs_off;		/* offset of the quants in it */
+	}			cases[] = {
+		{LLM_TYPE_Q4_0, "quantize_row_q8_0", "ggml_vec_dot_q4_0_q8_0", 32, 34, 2},
+		{LLM_TYPE_Q4_1, "quantize_row_q8_1", "ggml_vec_dot_q4_1_q8_1", 32, 36, 4},
+		{LLM_TYPE_Q8_0, "quantize_row_q8_0", "ggml_vec_dot_q8_0_q8_0", 32, 34, 2},
+		{LLM_TYPE_Q4_K, "quantize_row_q8_K", "ggml_vec_dot_q4_K_q8_K", 256, 292, 4},
+		{LLM_TYPE_Q6_K, "quantize_row_q8_K", "ggml_vec_dot_q6_K_q8_K", 256, 292, 4},
+	};
+
+	if (dir == NULL)
+	{
+		const char *home = getenv("HOME");
+
+		snprintf(path, sizeof(path), "%s/.cache/pg_llm/llama.cpp-build/bin", home ? home : "/root");
+		dir = path;
+	}
+	{
+		char		lib[1200];
+
+		snprintf(lib, sizeof(lib), "%s/libggml-base.so", dir);
+		base = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
+		snprintf(lib, sizeof(lib), "%s/libggml-cpu.so", dir);
+		cpu = base ? dlopen(lib, RTLD_NOW) : NULL;
+	}
+	if (cpu == NULL)
+	{
+		printf("# oracle comparison skipped: no llama.cpp CPU library in %s\n", dir);
+		return;
+	}
+	cpu_init = (void (*) (void)) dlsym(cpu, "ggml_cpu_init");
+	if (cpu_init)
+		cpu_init();
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+	{
+		ggml_quant_fn gq = (ggml_quant_fn) dlsym(cpu, cases[c].quant);
+		ggml_dot_fn gd = (ggml_dot_fn) dlsym(cpu, cases[c].dot);
+		const int64_t n = 1536;
+		const int	rows = 40,
+					toks = 8;
+		size_t		rb = llm_type_row_bytes(cases[c].type, n);
+		char	   *w = malloc(rb * rows);
+		float	   *x = malloc(sizeof(float) * n);
+		char	   *ga = malloc((size_t) (n / cases[c].blk) * cases[c].blk_bytes);
+		int			qdiff = 0,
+					ddiff = 0,
+					total = 0;
+
+		if (gq == NULL || gd == NULL || cpu_init == NULL)
+		{
+			CHECK(0, "oracle library exports %s and %s", cases[c].quant, cases[c].dot);
+			continue;
+		}
+		for (int r = 0; r < rows; r++)
+		{
+			for (int64_t i = 0; i < n; i++)
+				x[i] = rng_normal(0.05f);
+			llm_quantize_row_ref(cases[c].type, x, w + r * rb, n);
+		}
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+		{
+			const llm_qkernel *k = llm_qkernel_get(cases[c].type, impl);
+			char	   *ma;
+
+			if (k == NULL)
+				continue;
+			ma = malloc(k->act_row_bytes(n));
+			for (int t = 0; t < toks; t++)
+			{
+				for (int64_t i = 0; i < n; i++)
+					x[i] = rng_normal(1.0f) * (i % 50 == 0 ? 10.0f : 1.0f);
+				gq(x, ga, n);
+				k->quantize_act(x, ma, n);
+				for (int64_t b = 0; b < n / cases[c].blk; b++)
+					if (memcmp(ga + b * cases[c].blk_bytes + cases[c].qs_off, ma + b * cases[c].blk,
+							   (size_t) cases[c].blk) != 0)
+						qdiff++;
+				for (int r = 0; r < rows; r++)
+				{
+					float		s_ggml,
+								s_ours = k->dot(n, w + r * rb, ma);
+
+					gd((int) n, &s_ggml, 0, w + r * rb, 0, ga, 0, 1);
+					total++;
+					if (memcmp(&s_ggml, &s_ours, sizeof(float)) != 0)
+						ddiff++;
+				}
+			}
+			free(ma);
+		}
+		CHECK(qdiff == 0 && ddiff == 0,
+			  "%s: bit-identical to llama.cpp's %s + %s (%d quant blocks, %d of %d dots differ)",
+			  llm_type_get(cases[c].type)->name, cases[c].quant, cases[c].dot, qdiff, ddiff, total);
+		free(w);
+		free(x);
+		free(ga);
+	}
+	/* cpu library is left loaded: ggml registers atexit state */
 }
 
 /* ---- speed diagnostic ---- */
@@ -961,6 +1102,8 @@ main(void)
 		test_attention();
 	}
 	test_errors();
+	rng_state = seeds[2] ? seeds[2] : 1;
+	test_oracle();
 	if (!getenv("LLM_TEST_NO_BENCH"))
 		bench();
 	return unit_done();
