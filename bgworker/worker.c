@@ -1029,8 +1029,14 @@ drain_requests(void)
 				ch->gone = true;	/* backend exited or dropped the channel */
 				break;
 			}
-			handle_message(i, data, nbytes);
-			MemoryContextReset(msg_cxt);
+			{
+				/* everything a request needs only while it is parsed lives in msg_cxt */
+				MemoryContext old = MemoryContextSwitchTo(msg_cxt);
+
+				handle_message(i, data, nbytes);
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(msg_cxt);
+			}
 		}
 		if (ch->in_use && ch->gone)
 			drop_channel(i);

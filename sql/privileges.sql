@@ -24,6 +24,9 @@ SELECT llm_tokenize('hi') IS NOT NULL AS member_can_tokenize;
 SELECT worker_pid IS NOT NULL AS member_can_read_stats FROM llm_stat;
 SELECT llm_stat_reset();
 SET llm.kv_cache_size = '1GB';
+SET llm.debug_poison_logits = 1;
+SET llm.worker_wait_timeout = '5s';
+RESET llm.worker_wait_timeout;
 RESET ROLE;
 -- even a superuser cannot SET a reload-time setting in a session
 SET llm.model = '/tmp/other.gguf';

@@ -8,7 +8,8 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = LlmTest::new_node('leaks');
+# a small KV pool, so warm-up touches all of it (its pages are allocated lazily)
+my $node = LlmTest::new_node('leaks', "llm.kv_cache_size = 16MB\n");
 my $pid = LlmTest::worker_pid($node);
 
 # anonymous resident memory of the worker, kB (the mmap'd model is file-backed)
