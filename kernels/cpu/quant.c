@@ -1103,16 +1103,15 @@ llm_cpu_has_avx2(void)
 const llm_qkernel *
 llm_qkernel_get(uint32_t t, int impl)
 {
-	if (impl != LLM_IMPL_SCALAR && llm_cpu_has_avx2())
-	{
-		const llm_qkernel *k = llm_qkernel_avx2_get(t);
+	bool		vnni = llm_cpu_has_avx512vnni();
 
-		if (k != NULL)
-			return k;
-		if (impl == LLM_IMPL_AVX2)
-			return NULL;
-	}
-	else if (impl == LLM_IMPL_AVX2)
+	if (impl == LLM_IMPL_BEST)
+		impl = vnni ? LLM_IMPL_AVX512VNNI : llm_cpu_has_avx2() ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
+	if (impl == LLM_IMPL_AVX512VNNI)
+		return vnni ? llm_qkernel_avx2_get(t, true) : NULL;
+	if (impl == LLM_IMPL_AVX2)
+		return llm_cpu_has_avx2() ? llm_qkernel_avx2_get(t, false) : NULL;
+	if (impl != LLM_IMPL_SCALAR)
 		return NULL;
 	for (size_t i = 0; i < sizeof(scalar_kernels) / sizeof(scalar_kernels[0]); i++)
 		if (scalar_kernels[i].weight_type == t)
@@ -1123,9 +1122,9 @@ llm_qkernel_get(uint32_t t, int impl)
 llm_attn_fn
 llm_attn_kernel_get(int impl)
 {
-	if (impl != LLM_IMPL_SCALAR && llm_cpu_has_avx2())
-		return llm_attn_kernel_avx2_get();
-	if (impl == LLM_IMPL_AVX2)
+	if (impl == LLM_IMPL_SCALAR || (impl == LLM_IMPL_BEST && !llm_cpu_has_avx2()))
+		return attend_scalar;
+	if (impl == LLM_IMPL_AVX512VNNI && !llm_cpu_has_avx512vnni())
 		return NULL;
-	return attend_scalar;
+	return llm_cpu_has_avx2() ? llm_attn_kernel_avx2_get() : NULL;
 }

@@ -143,15 +143,20 @@ enum
 {
 	LLM_IMPL_BEST = -1,
 	LLM_IMPL_SCALAR = 0,
-	LLM_IMPL_AVX2 = 1
+	LLM_IMPL_AVX2 = 1,			/* AVX2 + FMA + F16C */
+	LLM_IMPL_AVX512VNNI = 2		/* AVX2 kernels, integer tiles with 256-bit vpdpbusd */
 };
 
 /* True when the CPU has AVX2, FMA and F16C (the AVX2 kernels need all three). */
 bool		llm_cpu_has_avx2(void);
 
+/* True when it also has AVX512F/VL/VNNI. */
+bool		llm_cpu_has_avx512vnni(void);
+
 /*
  * Kernel for weight type t with implementation impl (LLM_IMPL_*); NULL when
- * the type is unsupported or impl is AVX2 and the CPU lacks it.
+ * the type is unsupported or the CPU lacks the instructions.  All
+ * implementations give bit-identical results.
  */
 const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
 
@@ -202,7 +207,7 @@ size_t		llm_act_bytes_q8_1(int64_t n);
 size_t		llm_act_bytes_q8_K(int64_t n);
 void		llm_quantize_act_q8_K(const float *x, void *dst, int64_t n);
 void		llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
-const llm_qkernel *llm_qkernel_avx2_get(uint32_t t);
+const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
 void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
 void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
 

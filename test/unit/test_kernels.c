@@ -243,7 +243,6 @@ test_type(uint32_t type, int n_threads_big)
 	float	   *y1 = malloc(sizeof(float) * rows);
 	float	   *y_alt = malloc(sizeof(float) * nt * rows);
 	const llm_qkernel *ks = llm_qkernel_get(type, LLM_IMPL_SCALAR);
-	const llm_qkernel *kv = llm_qkernel_get(type, LLM_IMPL_AVX2);
 	llm_weight	host,
 				w;
 	llm_backend *b;
@@ -271,16 +270,25 @@ test_type(uint32_t type, int n_threads_big)
 		  "%s: reference quantize/dequantize round trip (max err %.3g of max %.3g)",
 		  ti->name, deq_err, deq_scale);
 
-	/* scalar vs AVX2 kernels */
-	if (kv != NULL)
+	/* scalar vs SIMD kernels */
+	for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
 	{
+		const llm_qkernel *kv = llm_qkernel_get(type, impl);
 		size_t		ab = ks->act_row_bytes(cols);
-		char	   *as = calloc(1, ab),
-				   *av = calloc(1, ab);
+		char	   *as,
+				   *av;
 		int			diff = 0;
 		double		maxrel = 0;
 
-		CHECK(ab == kv->act_row_bytes(cols), "%s: activation row sizes agree", ti->name);
+		if (kv == NULL)
+		{
+			printf("# %s: no %s kernels on this CPU\n", ti->name,
+				   impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI");
+			continue;
+		}
+		as = calloc(1, ab);
+		av = calloc(1, ab);
+		CHECK(ab == kv->act_row_bytes(cols), "%s: activation row sizes agree (%s)", ti->name, kv->impl);
 		for (int t = 0; t < nt; t++)
 		{
 			ks->quantize_act(x + t * cols, as, cols);
@@ -296,10 +304,10 @@ test_type(uint32_t type, int n_threads_big)
 					maxrel = fmax(maxrel, fabs(ds - dv) / fmax(fabs(ds), 1e-30));
 			}
 		}
-		CHECK(diff == 0, "%s: scalar and AVX2 activation conversion byte-identical (%d rows differ)",
-			  ti->name, diff);
-		CHECK(maxrel == 0, "%s: scalar and AVX2 dot products bit-identical (max rel diff %.3g, tolerance 0)",
-			  ti->name, maxrel);
+		CHECK(diff == 0, "%s: scalar and %s activation conversion byte-identical (%d rows differ)",
+			  ti->name, kv->impl, diff);
+		CHECK(maxrel == 0, "%s: scalar and %s dot products bit-identical (max rel diff %.3g, tolerance 0)",
+			  ti->name, kv->impl, maxrel);
 		free(as);
 		free(av);
 	}
@@ -351,13 +359,17 @@ test_type(uint32_t type, int n_threads_big)
 
 	/* thread counts and implementations */
 	{
-		int			cfg[][2] = {{1, LLM_IMPL_BEST}, {2, LLM_IMPL_BEST}, {3, LLM_IMPL_BEST}, {2, LLM_IMPL_SCALAR}};
+		int			cfg[][2] = {{1, LLM_IMPL_BEST}, {2, LLM_IMPL_BEST}, {3, LLM_IMPL_BEST},
+		{2, LLM_IMPL_SCALAR}, {2, LLM_IMPL_AVX2}, {2, LLM_IMPL_AVX512VNNI}};
 
 		for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++)
 		{
 			llm_backend *b2 = make_backend(cfg[c][0], cfg[c][1]);
 			size_t		where = 0;
 			bool		same;
+
+			if (b2 == NULL)
+				continue;		/* implementation not available on this CPU */
 
 			b2->ops->load_weight(b2, &host, &w);
 			b2->ops->matmul(b2, &w, x, y_alt, nt);
@@ -989,7 +1001,7 @@ test_oracle(void)
 				x[i] = rng_normal(0.05f);
 			llm_quantize_row_ref(cases[c].type, x, w + r * rb, n);
 		}
-		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI; impl++)
 		{
 			const llm_qkernel *k = llm_qkernel_get(cases[c].type, impl);
 			char	   *ma;
@@ -1032,6 +1044,19 @@ test_oracle(void)
 
 /* ---- speed diagnostic ---- */
 
+static double
+thread_cpu_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/*
+ * GFLOP/s of Q4_1 matmuls in the model's shapes: one thread timed by its CPU
+ * time (meaningful on a busy machine), and all threads by wall time.
+ */
 static void
 bench(void)
 {
@@ -1046,9 +1071,6 @@ bench(void)
 		float	   *wf = malloc(sizeof(float) * cols);
 		float	   *x = malloc(sizeof(float) * 16 * cols);
 		float	   *y = malloc(sizeof(float) * 16 * rows);
-		llm_backend *b = make_backend(0, LLM_IMPL_BEST);
-		llm_weight	host = {LLM_TYPE_Q4_1, rows, cols, rb, wq, NULL},
-					w;
 
 		for (int64_t r = 0; r < rows; r++)
 		{
@@ -1058,23 +1080,34 @@ bench(void)
 		}
 		for (int64_t i = 0; i < 16 * cols; i++)
 			x[i] = rng_normal(1.0f);
-		b->ops->load_weight(b, &host, &w);
-		for (int n = 1; n <= 16; n += 15)
+		for (int threads = 1; threads >= 0; threads--)
 		{
-			int			iters = n == 1 ? 2000 : 300;
-			double		t0,
-						dt;
+			llm_backend *b = make_backend(threads, LLM_IMPL_BEST);
+			llm_weight	host = {LLM_TYPE_Q4_1, rows, cols, rb, wq, NULL},
+						w;
+			bool		cpu = b->n_threads == 1;
 
-			b->ops->matmul(b, &w, x, y, n);
-			t0 = now_sec();
-			for (int it = 0; it < iters; it++)
+			b->ops->load_weight(b, &host, &w);
+			for (int n = 1; n <= 16; n += 15)
+			{
+				int			iters = n == 1 ? 2000 : 300;
+				double		t0,
+							dt;
+
 				b->ops->matmul(b, &w, x, y, n);
-			dt = (now_sec() - t0) / iters;
-			printf("# bench: Q4_1 %lldx%lld matmul n=%2d, %d threads, %s: %.1f us, %.1f GFLOP/s\n",
-				   (long long) rows, (long long) cols, n, b->n_threads, llm_backend_cpu_impl_name(b),
-				   dt * 1e6, 2.0 * rows * cols * n / dt * 1e-9);
+				t0 = cpu ? thread_cpu_sec() : now_sec();
+				for (int it = 0; it < iters; it++)
+					b->ops->matmul(b, &w, x, y, n);
+				dt = ((cpu ? thread_cpu_sec() : now_sec()) - t0) / iters;
+				printf("# bench: Q4_1 %lldx%lld matmul n=%2d, %d thread%s (%s time), %s: %.1f us, %.1f GFLOP/s\n",
+					   (long long) rows, (long long) cols, n, b->n_threads, b->n_threads > 1 ? "s" : "",
+					   cpu ? "CPU" : "wall", llm_backend_cpu_impl_name(b),
+					   dt * 1e6, 2.0 * rows * cols * n / dt * 1e-9);
+			}
+			b->ops->destroy(b);
+			if (b->n_threads == 1 && threads == 0)
+				break;
 		}
-		b->ops->destroy(b);
 		free(wq);
 		free(wf);
 		free(x);
@@ -1089,7 +1122,8 @@ main(void)
 	const char *env = getenv("LLM_TEST_SEED");
 
 	seeds[2] = env ? strtoull(env, NULL, 10) : (uint64_t) time(NULL) ^ ((uint64_t) clock() << 20);
-	printf("# CPU has AVX2/FMA/F16C: %s\n", llm_cpu_has_avx2() ? "yes" : "no");
+	printf("# CPU has AVX2/FMA/F16C: %s, AVX512-VNNI: %s\n", llm_cpu_has_avx2() ? "yes" : "no",
+		   llm_cpu_has_avx512vnni() ? "yes" : "no");
 	for (int si = 0; si < 3; si++)
 	{
 		printf("# seed %llu%s\n", (unsigned long long) seeds[si], si == 2 ? " (fresh)" : "");
