@@ -85,5 +85,12 @@ test:
 	$(MAKE) model
 	test/run-all
 
-.PHONY: model unit-test test
+# `make install` also puts the default model where llm.model's default points:
+# $(datadir)/extension/llm/ (the share directory of pg_config).
+install: install-model
+install-model: $(MODEL_FILE)
+	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
+	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
+
+.PHONY: model unit-test test install-model
 endif
