@@ -1,7 +1,7 @@
 --
 -- chat: OpenAI-style messages through the model's chat template.
 --
-SELECT llm_chat('[{"role": "user", "content": "What is the capital of France?"}]', max_tokens => 24);
+SELECT llm_chat('[{"role": "user", "content": "What is the capital of Australia?"}]', max_tokens => 24);
 -- one user message is what llm_generate sends
 SELECT llm_chat('[{"role": "user", "content": "Say hi."}]', max_tokens => 12)
      = llm_generate('Say hi.', max_tokens => 12) AS chat_equals_generate;

@@ -2,7 +2,7 @@
 -- generate: greedy generation through the worker (expected text is the real
 -- model's output: greedy decoding is deterministic), usage, array form.
 --
-SELECT llm_generate('What is the capital of France?', max_tokens => 24);
+SELECT llm_generate('What is the capital of Australia?', max_tokens => 24);
 SELECT llm_generate('Say hello.', max_tokens => 16) = llm_generate('Say hello.', max_tokens => 16) AS deterministic;
 -- raw: the prompt is continued as is, no chat template
 SELECT llm_generate('The first three prime numbers are', max_tokens => 12, raw => true);
