@@ -92,5 +92,9 @@ install-model: $(MODEL_FILE)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
 	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
 
-.PHONY: model unit-test test install-model
+# README's demo command: a throwaway server summarising 20 support tickets.
+demo:
+	scripts/demo.sh
+
+.PHONY: model unit-test test install-model demo
 endif
