@@ -361,7 +361,12 @@ cuda_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
 #define CKW(call, what) \
 	do { e = (call); if (e != cudaSuccess) { free_cuda_weight(cw); return fail_cuda(cb, (what), e); } } while (0)
 	CKW(cudaMalloc((void **) &cw->raw, raw_bytes), "load_weight: device memory for the raw weight");
-	CKW(cudaMemcpy(cw->raw, host->data, raw_bytes, cudaMemcpyHostToDevice), "load_weight: upload");
+	/*
+	 * On the backend's stream: the stream is non-blocking, so a legacy-stream
+	 * cudaMemcpy would not be ordered before the conversion kernels.
+	 */
+	CKW(cudaMemcpyAsync(cw->raw, host->data, raw_bytes, cudaMemcpyHostToDevice, cb->stream),
+		"load_weight: upload");
 	CKW(cudaMalloc((void **) &cw->f16, (size_t) cw->n_rows * cw->n_cols * sizeof(__half)),
 		"load_weight: device memory for the fp16 copy");
 	CKW(cu_dequant_to_f16(cb->stream, cw->type, cw->raw, cw->row_bytes, cw->n_rows, cw->n_cols, cw->f16),
@@ -420,7 +425,9 @@ cuda_load_vector(llm_backend *b, const float *host, size_t n)
 	p = cuda_alloc_f32(b, n);
 	if (p == NULL)
 		return NULL;
-	e = cudaMemcpy(p, host, n * sizeof(float), cudaMemcpyHostToDevice);
+	e = cudaMemcpyAsync(p, host, n * sizeof(float), cudaMemcpyHostToDevice, cb->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(cb->stream);
 	if (e != cudaSuccess)
 	{
 		cudaFree(p);
