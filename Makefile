@@ -114,5 +114,14 @@ install-model: $(MODEL_FILE)
 demo:
 	scripts/demo.sh
 
+# The CUDA backend goes next to llm.so, where the worker's loader looks for it.
+ifneq ($(CUDA_TARGETS),)
+install: install-cuda
+install-cuda: build/llm_cuda.so
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
+	$(INSTALL_SHLIB) build/llm_cuda.so '$(DESTDIR)$(pkglibdir)/'
+.PHONY: install-cuda
+endif
+
 .PHONY: model unit-test test install-model demo
 endif
