@@ -70,6 +70,13 @@ typedef struct llm_step_desc
 	int			max_blocks_per_seq;
 	const int32_t *out_rows;	/* [n_out] token rows whose logits are wanted */
 	int			n_out;
+	/*
+	 * [n_tokens] or NULL: 1 for generated (not prompt) tokens.  A backend may
+	 * use it to pick the reduction order llama.cpp uses for one-token decode
+	 * steps, so greedy output matches the oracle; a property of the token,
+	 * not of the batch, so batch invariance holds.
+	 */
+	const uint8_t *decode_rows;
 } llm_step_desc;
 
 typedef struct llm_backend llm_backend;

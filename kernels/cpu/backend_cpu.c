@@ -4,18 +4,25 @@
  * Activations are host float arrays; weights are used in place (views of the
  * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
  * of shape [n_blocks][block_size][n_kv_heads][head_dim].  Parallel work goes
- * through a persistent thread pool (threadpool.h) with a deterministic
- * partition; every output value is computed by one fixed sequence of
- * operations that does not depend on the batch, the tiling or the thread
- * count (the batch-invariance contract of backend.h).
+ * through a persistent thread pool (threadpool.h); every output value is
+ * computed by one fixed sequence of operations that does not depend on the
+ * batch, the tiling or the thread count (the batch-invariance contract of
+ * backend.h).
  *
- * Numerics follow llama.cpp's CPU backend (ggml-cpu): matmul activation
- * quantization as in quant.h; RMS norm with a double sum of float squares
- * (ops.cpp ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with
- * theta_scale = powf(base, -2/head_dim) applied by repeated multiplication
- * (ops.cpp ggml_rope_cache_init); attention with the query rounded to fp16
- * (llama.cpp converts Q to the K cache type before K.Q), fp32 scores,
- * softmax with max subtraction and fp32 weighted V sums.
+ * Numerics reproduce llama.cpp's CPU backend (ggml-cpu of an AVX512 build,
+ * as the oracle is built) bit for bit wherever it is itself deterministic:
+ * matmul activation quantization and dot products (quant.h); RMS norm with a
+ * double sum of float squares then (x * scale) * w (ops.cpp
+ * ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with cos/sin from
+ * theta *= powf(base, -2/head_dim) (ops.cpp ggml_rope_cache_init) and the
+ * rotation in the fused form GCC gives ggml's expressions; SiLU and softmax
+ * exponentials as ggml_v_expf; attention (quant.h llm_attn_args) with Q
+ * rounded to fp16, the softmax of ggml_vec_soft_max_f32, probabilities
+ * rounded to fp16 and the K.Q / V.P reduction orders of llama.cpp's
+ * multi-token path (tinyBLAS) or, for rows marked with
+ * llm_backend_cpu_set_single_rows, of its one-token path (ggml_vec_dot_f16).
+ * Prompt logits equal the oracle's exactly; with decode rows marked, so do
+ * single-stream greedy generations.
  */
 #define _GNU_SOURCE
 #include "backend.h"
@@ -35,7 +42,8 @@ typedef struct cpu_backend
 	llm_backend base;			/* first: llm_backend * <-> cpu_backend * */
 	llm_threadpool *pool;
 	int			impl;			/* LLM_IMPL_* */
-	const llm_attn_kernel *attn;
+	llm_attn_fn attn;
+	llm_swiglu_fn swiglu;
 	char		err[512];
 
 	/* KV cache */
@@ -59,6 +67,9 @@ typedef struct cpu_backend
 	int32_t    *seq_kv_len;
 	int32_t    *block_tables;
 	int32_t    *out_rows;
+	uint8_t    *single_rows;	/* [n_tokens] attention order flags, or unset */
+	bool		have_single;
+	size_t		cap_single;
 	size_t		cap_token_ids,
 				cap_positions,
 				cap_slots,
@@ -67,6 +78,11 @@ typedef struct cpu_backend
 				cap_seq_kv_len,
 				cap_bt,
 				cap_out;
+
+	/* RoPE cos/sin of the step's tokens [n_tokens][head_dim], filled by the first rope call */
+	float	   *rope_cs;
+	size_t		rope_cap;
+	float		rope_theta;		/* base the table was built for; 0 = none */
 
 	/* scratch */
 	void	   *act;			/* quantized activation rows */
@@ -150,7 +166,9 @@ cpu_destroy(llm_backend *b)
 	free(cb->seq_kv_len);
 	free(cb->block_tables);
 	free(cb->out_rows);
+	free(cb->single_rows);
 	free(cb->act);
+	free(cb->rope_cs);
 	free(cb->att_scratch);
 	free(cb);
 }
@@ -269,8 +287,8 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
 		g->block_size <= 0 || g->n_blocks <= 0)
 		return fail(cb, "kv_init: invalid geometry");
-	if (g->head_dim % 8 != 0 || g->head_dim > 4096)
-		return fail(cb, "kv_init: head_dim %d must be a multiple of 8 and at most 4096", g->head_dim);
+	if (g->head_dim % 16 != 0 || g->head_dim > 4096)
+		return fail(cb, "kv_init: head_dim %d must be a multiple of 16 and at most 4096", g->head_dim);
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
@@ -333,7 +351,9 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	bs = cb->geo.block_size;
 	if (nt > 0 && (d->token_ids == NULL || d->positions == NULL || d->slots == NULL))
 		return fail(cb, "begin_step: missing token arrays");
-	if (d->seq_start == NULL || (ns > 0 && (d->seq_kv_len == NULL || (mb > 0 && d->block_tables == NULL))))
+	if (ns == 0 && nt > 0)
+		return fail(cb, "begin_step: %d tokens but no sequence", nt);
+	if (ns > 0 && (d->seq_start == NULL || d->seq_kv_len == NULL || (mb > 0 && d->block_tables == NULL)))
 		return fail(cb, "begin_step: missing sequence arrays");
 	if (d->n_out > 0 && d->out_rows == NULL)
 		return fail(cb, "begin_step: missing out_rows");
@@ -348,7 +368,7 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		!grow_i32(&cb->out_rows, &cb->cap_out, (size_t) d->n_out))
 		return fail(cb, "begin_step: out of memory");
 
-	if (d->seq_start[0] != 0 || d->seq_start[ns] != nt)
+	if (ns > 0 && (d->seq_start[0] != 0 || d->seq_start[ns] != nt))
 		return fail(cb, "begin_step: seq_start must run from 0 to n_tokens (%d)", nt);
 	for (int s = 0; s < ns; s++)
 	{
@@ -388,25 +408,15 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		if (d->out_rows[j] < 0 || d->out_rows[j] >= nt)
 			return fail(cb, "begin_step: out_rows[%d] = %d is not a token row", j, d->out_rows[j]);
 
-	/* attention scratch: scores[max_len] + acc[head_dim] + q[head_dim] per thread */
-	{
-		size_t		stride = (((size_t) max_len + 2 * (size_t) cb->geo.head_dim) + 15) & ~(size_t) 15;
-		size_t		need = stride * (size_t) cb->base.n_threads * sizeof(float);
-		size_t		cap = cb->att_cap * sizeof(float);
-
-		if (!grow((void **) &cb->att_scratch, &cap, need))
-			return fail(cb, "begin_step: out of memory for attention scratch");
-		cb->att_cap = cap / sizeof(float);
-		cb->att_stride = stride;
-	}
-
 	if (nt > 0)
 	{
 		memcpy(cb->token_ids, d->token_ids, (size_t) nt * sizeof(int32_t));
 		memcpy(cb->positions, d->positions, (size_t) nt * sizeof(int32_t));
 		memcpy(cb->slots, d->slots, (size_t) nt * sizeof(int32_t));
 	}
-	memcpy(cb->seq_start, d->seq_start, ((size_t) ns + 1) * sizeof(int32_t));
+	cb->seq_start[0] = 0;
+	if (ns > 0)
+		memcpy(cb->seq_start, d->seq_start, ((size_t) ns + 1) * sizeof(int32_t));
 	if (ns > 0)
 		memcpy(cb->seq_kv_len, d->seq_kv_len, (size_t) ns * sizeof(int32_t));
 	if (nbt > 0)
@@ -418,7 +428,11 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	cb->max_blocks = mb;
 	cb->n_out = d->n_out;
 	cb->max_kv_len = max_len;
+	cb->rope_theta = 0.0f;
+	cb->have_single = false;
 	cb->have_step = true;
+	if (d->decode_rows != NULL)
+		return llm_backend_cpu_set_single_rows(b, d->decode_rows);
 	return 0;
 }
 
@@ -536,6 +550,7 @@ cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 
 typedef struct silu_job
 {
+	llm_swiglu_fn fn;
 	const float *gate;
 	const float *up;
 	float	   *out;
@@ -546,18 +561,14 @@ silu_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	silu_job   *j = p;
 
-	for (int64_t i = begin; i < end; i++)
-	{
-		float		g = j->gate[i];
-
-		j->out[i] = (g / (1.0f + expf(-g))) * j->up[i];
-	}
+	j->fn(j->gate + begin, j->up + begin, j->out + begin, end - begin);
 }
 
+/* SiLU as ggml_vec_swiglu_f32 (quant.h llm_swiglu_fn): per element, so chunking is free. */
 static int
 cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
 {
-	silu_job	j = {gate, up, out};
+	silu_job	j = {CPU(b)->swiglu, gate, up, out};
 
 	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
 		return fail(CPU(b), "silu_mul: NULL argument");
@@ -711,20 +722,41 @@ rope_heads(float *x, int n_heads, int hd, const float *cs)
 	}
 }
 
+/* The same with fmaf as an instruction rather than a libm call (same results). */
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("fma")))
 static void
-rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
+rope_heads_fma(float *x, int n_heads, int hd, const float *cs)
+{
+	for (int h = 0; h < n_heads; h++)
+	{
+		float	   *v = x + (size_t) h * hd;
+
+		for (int i = 0; i < hd; i += 2)
+		{
+			float		c = cs[i],
+						s = cs[i + 1];
+			float		x0 = v[i],
+						x1 = v[i + 1];
+
+			v[i] = __builtin_fmaf(x0, c, -(x1 * s));
+			v[i + 1] = __builtin_fmaf(x0, s, x1 * c);
+		}
+	}
+}
+#endif
+
+static void
+rope_table_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	rope_job   *j = p;
 	cpu_backend *cb = j->cb;
-	const int	hd = cb->geo.head_dim,
-				nkv = cb->geo.n_kv_heads;
-	float		cs[4096 * 2];
+	const int	hd = cb->geo.head_dim;
 
 	for (int64_t t = begin; t < end; t++)
 	{
+		float	   *cs = cb->rope_cs + (size_t) t * hd;
 		float		theta = (float) cb->positions[t];
-		size_t		slot = (size_t) cb->slots[t];
-		float	   *kt = j->k + (size_t) t * nkv * hd;
 
 		for (int i = 0; i < hd; i += 2)
 		{
@@ -732,8 +764,30 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			cs[i + 1] = sinf(theta);
 			theta *= j->theta_scale;
 		}
-		rope_heads(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, cs);
-		rope_heads(kt, nkv, hd, cs);
+	}
+}
+
+static void
+rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	rope_job   *j = p;
+	cpu_backend *cb = j->cb;
+	const int	hd = cb->geo.head_dim,
+				nkv = cb->geo.n_kv_heads;
+	void		(*rot) (float *, int, int, const float *) = rope_heads;
+
+#if defined(__x86_64__) || defined(__i386__)
+	if (llm_cpu_has_avx2())
+		rot = rope_heads_fma;
+#endif
+	for (int64_t t = begin; t < end; t++)
+	{
+		size_t		slot = (size_t) cb->slots[t];
+		float	   *kt = j->k + (size_t) t * nkv * hd;
+		const float *cs = cb->rope_cs + (size_t) t * hd;
+
+		rot(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, cs);
+		rot(kt, nkv, hd, cs);
 		llm_fp32_to_fp16_row(kt, cb->k_cache[j->layer] + slot * nkv * hd, (int64_t) nkv * hd);
 		llm_fp32_to_fp16_row(j->v + (size_t) t * nkv * hd, cb->v_cache[j->layer] + slot * nkv * hd,
 							 (int64_t) nkv * hd);
@@ -761,6 +815,18 @@ cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 	j.v = v;
 	j.n_heads = n_heads;
 	j.theta_scale = powf(rope_theta, -2.0f / (float) cb->geo.head_dim);
+	if (cb->rope_theta != rope_theta)
+	{
+		/* positions are the same for every layer of the step: build the table once */
+		size_t		cap = cb->rope_cap * sizeof(float);
+
+		if (!grow((void **) &cb->rope_cs, &cap,
+				  (size_t) (cb->n_tokens ? cb->n_tokens : 1) * cb->geo.head_dim * sizeof(float)))
+			return fail(cb, "rope_store_kv: out of memory");
+		cb->rope_cap = cap / sizeof(float);
+		llm_threadpool_run(cb->pool, cb->n_tokens, 16, rope_table_task, &j);
+		cb->rope_theta = rope_theta;
+	}
 	llm_threadpool_run(cb->pool, cb->n_tokens, 4, rope_task, &j);
 	return 0;
 }
@@ -772,74 +838,54 @@ typedef struct attn_job
 	const float *q;
 	float	   *out;
 	int			n_heads;
+	int			heads_per_item; /* the GQA group, or 1 to spread few tokens over threads */
 	float		scale;
 } attn_job;
 
 /*
- * Items are (token, head) pairs.  Token order is folded (0, n-1, 1, n-2, ...)
- * so that the contiguous slices of the pool get similar causal work; the
- * order does not affect any result.
+ * Items are (token, head-range) pairs; a range is a whole GQA group (its
+ * K/V rows converted once) or a single head.  Token order is folded
+ * (0, n-1, 1, n-2, ...) so that chunks get similar causal work.  Neither
+ * choice affects any result: each head's arithmetic is fixed (quant.h).
  */
 static void
 attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	attn_job   *j = p;
 	cpu_backend *cb = j->cb;
-	const llm_attn_kernel *ak = cb->attn;
 	const int	hd = cb->geo.head_dim,
-				nkv = cb->geo.n_kv_heads,
-				bs = cb->geo.block_size;
+				nkv = cb->geo.n_kv_heads;
 	const int	group = j->n_heads / nkv;
-	float	   *scores = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
-	float	   *acc = scores + cb->max_kv_len;
-	float	   *q16 = acc + hd;
-	const uint16_t *K = cb->k_cache[j->layer];
-	const uint16_t *V = cb->v_cache[j->layer];
+	const int	per_item = j->heads_per_item;
+	const int	items_per_token = j->n_heads / per_item;
+	float	   *q16 = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
+	llm_attn_args a;
 
+	a.group = per_item;
+	a.head_dim = hd;
+	a.scale = j->scale;
+	a.k_cache = cb->k_cache[j->layer];
+	a.v_cache = cb->v_cache[j->layer];
+	a.slot_stride = (size_t) nkv * hd;
+	a.block_size = cb->geo.block_size;
+	a.q = q16;
+	a.scratch = q16 + (size_t) per_item * hd;
 	for (int64_t it = begin; it < end; it++)
 	{
-		int			g = (int) (it / j->n_heads);
+		int			g = (int) (it / items_per_token);
 		int			t = (g % 2 == 0) ? g / 2 : cb->n_tokens - 1 - g / 2;
-		int			h = (int) (it % j->n_heads);
-		int			s = cb->tok_seq[t];
-		int			pos = cb->positions[t];
-		int			kvh = h / group;
-		const int32_t *bt = cb->block_tables + (size_t) s * cb->max_blocks;
-		const float *qh = j->q + ((size_t) t * j->n_heads + h) * hd;
-		float	   *oh = j->out + ((size_t) t * j->n_heads + h) * hd;
-		float		maxs = -INFINITY,
-					sum = 0.0f,
-					inv;
+		int			h0 = (int) (it % items_per_token) * per_item;
+		const float *qh = j->q + ((size_t) t * j->n_heads + h0) * hd;
 
 		/* llama.cpp converts Q to fp16 (the K cache type) before K.Q */
-		for (int d = 0; d < hd; d++)
+		for (int d = 0; d < per_item * hd; d++)
 			q16[d] = llm_fp16_to_fp32(llm_fp32_to_fp16(qh[d]));
-		for (int i = 0; i <= pos; i++)
-		{
-			size_t		slot = (size_t) bt[i / bs] * bs + i % bs;
-			float		sc = ak->dot(q16, K + (slot * nkv + kvh) * hd, hd) * j->scale;
-
-			scores[i] = sc;
-			if (sc > maxs)
-				maxs = sc;
-		}
-		for (int i = 0; i <= pos; i++)
-		{
-			float		e = expf(scores[i] - maxs);
-
-			scores[i] = e;
-			sum += e;
-		}
-		memset(acc, 0, (size_t) hd * sizeof(float));
-		for (int i = 0; i <= pos; i++)
-		{
-			size_t		slot = (size_t) bt[i / bs] * bs + i % bs;
-
-			ak->axpy(acc, V + (slot * nkv + kvh) * hd, scores[i], hd);
-		}
-		inv = 1.0f / sum;
-		for (int d = 0; d < hd; d++)
-			oh[d] = acc[d] * inv;
+		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
+		a.single = cb->have_single && cb->single_rows[t] != 0;
+		a.n_keys = cb->positions[t] + 1;
+		a.head_offset = (size_t) (h0 / group) * hd;
+		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+		cb->attn(&a);
 	}
 }
 
@@ -847,7 +893,10 @@ static int
 cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale)
 {
 	cpu_backend *cb = CPU(b);
-	attn_job	j = {cb, layer, q, out, n_heads, scale};
+	attn_job	j = {cb, layer, q, out, n_heads, 1, scale};
+	int			group;
+	size_t		stride,
+				cap;
 
 	if (!cb->have_step)
 		return fail(cb, "attention: no step");
@@ -855,9 +904,23 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 		return fail(cb, "attention: layer %d out of range", layer);
 	if (n_heads <= 0 || n_heads % cb->geo.n_kv_heads != 0)
 		return fail(cb, "attention: %d heads is not a multiple of %d KV heads", n_heads, cb->geo.n_kv_heads);
-	if (cb->n_tokens > 0 && (q == NULL || out == NULL))
+	if (cb->n_tokens == 0)
+		return 0;
+	if (q == NULL || out == NULL)
 		return fail(cb, "attention: NULL argument");
-	llm_threadpool_run(cb->pool, (int64_t) cb->n_tokens * n_heads, 1, attn_task, &j);
+	group = n_heads / cb->geo.n_kv_heads;
+	/* whole groups when there are enough of them to keep every thread busy */
+	if ((int64_t) cb->n_tokens * cb->geo.n_kv_heads >= 4 * (int64_t) cb->base.n_threads)
+		j.heads_per_item = group;
+	/* per thread: q16 [heads_per_item][head_dim] + kernel scratch */
+	stride = ((size_t) j.heads_per_item * cb->geo.head_dim +
+			  llm_attn_scratch_floats(j.heads_per_item, cb->geo.head_dim, cb->max_kv_len) + 15) & ~(size_t) 15;
+	cap = cb->att_cap * sizeof(float);
+	if (!grow((void **) &cb->att_scratch, &cap, stride * (size_t) cb->base.n_threads * sizeof(float)))
+		return fail(cb, "attention: out of memory for scratch");
+	cb->att_cap = cap / sizeof(float);
+	cb->att_stride = stride;
+	llm_threadpool_run(cb->pool, (int64_t) cb->n_tokens * (n_heads / j.heads_per_item), 1, attn_task, &j);
 	return 0;
 }
 
@@ -910,6 +973,7 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->base.n_threads = n_threads;
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
+	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->pool = llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
 	{
@@ -923,7 +987,7 @@ int
 llm_backend_cpu_set_impl(llm_backend *b, int impl)
 {
 	cpu_backend *cb = CPU(b);
-	const llm_attn_kernel *ak;
+	llm_attn_fn ak;
 
 	if (b == NULL || b->ops != &cpu_ops)
 		return -1;
@@ -932,6 +996,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 		return fail(cb, "kernel implementation %d is not available on this CPU", impl);
 	cb->impl = impl;
 	cb->attn = ak;
+	cb->swiglu = llm_swiglu_get(impl);
 	return 0;
 }
 
@@ -951,4 +1016,23 @@ llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v)
 	if (b == NULL || b->ops != &cpu_ops || !cb->kv_ready || layer < 0 || layer >= cb->geo.n_layers)
 		return NULL;
 	return is_v ? cb->v_cache[layer] : cb->k_cache[layer];
+}
+
+int
+llm_backend_cpu_set_single_rows(llm_backend *b, const uint8_t *flags)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (b == NULL || b->ops != &cpu_ops)
+		return -1;
+	if (!cb->have_step)
+		return fail(cb, "set_single_rows: no step");
+	cb->have_single = false;
+	if (flags == NULL || cb->n_tokens == 0)
+		return 0;
+	if (!grow((void **) &cb->single_rows, &cb->cap_single, (size_t) cb->n_tokens))
+		return fail(cb, "set_single_rows: out of memory");
+	memcpy(cb->single_rows, flags, (size_t) cb->n_tokens);
+	cb->have_single = true;
+	return 0;
 }

@@ -17,6 +17,18 @@ int			llm_backend_cpu_set_impl(llm_backend *b, int impl);
 const char *llm_backend_cpu_impl_name(llm_backend *b);
 
 /*
+ * Mark, for the current step, the token rows that llama.cpp would compute in
+ * a batch of one token (decode of a single stream): flags[n_tokens], nonzero
+ * = use ggml_vec_dot_f16's reduction order for that row's attention instead
+ * of the multi-token (tinyBLAS) order (quant.h llm_attn_args).  Call after
+ * begin_step; begin_step resets all rows to the multi-token order; flags
+ * NULL also resets.  With decode tokens marked, single-stream greedy output
+ * is bit-identical to llama.cpp's (no flash attention).  The choice is per
+ * row, so results still never depend on which rows share a batch.
+ */
+int			llm_backend_cpu_set_single_rows(llm_backend *b, const uint8_t *flags);
+
+/*
  * The fp16 K (is_v false) or V cache array of a layer, shape
  * [n_blocks][block_size][n_kv_heads][head_dim]; NULL before kv_init or for a
  * bad layer.  For tests and debugging.

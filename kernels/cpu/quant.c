@@ -974,25 +974,202 @@ static const llm_qkernel scalar_kernels[] = {
 	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1},
 };
 
-/* Attention loops (see quant.h). */
-static float
-attn_dot_scalar(const float *q, const uint16_t *k, int n)
-{
-	float		acc[8] = {0};
+/* ------------------------------------------------------------------------
+ * Attention (scalar twin of quant_avx2.c attend_avx2; see quant.h)
+ * ------------------------------------------------------------------------ */
 
-	for (int i = 0; i < n; i++)
-		acc[i & 7] = fmaf(q[i], llm_fp16_to_fp32(k[i]), acc[i & 7]);
-	return hsum8(acc);
+/*
+ * exp as ggml's vectorised ggml_v_expf of an AVX512 build (ggml-cpu/vec.h,
+ * "adapted from arm limited optimized routine", max error 1.45 + 0.5 ulp):
+ * n = round(x / ln2) via the 1.5*2^23 shifter, b = x - n ln2 in two fused
+ * steps, a degree-5 polynomial, then scaling by 2^n with one rounding
+ * (scalef).  llama.cpp uses it for softmax and SiLU, so using the same
+ * function keeps our activations bit-identical to the oracle's there.
+ */
+#define GEXP_SHIFT 0x1.8p23f
+#define GEXP_LOG2E 0x1.715476p+0f
+#define GEXP_LN2_HI 0x1.62e4p-1f
+#define GEXP_LN2_LO 0x1.7f7d1cp-20f
+#define GEXP_C1 0x1.ffffecp-1f
+#define GEXP_C2 0x1.fffdb6p-2f
+#define GEXP_C3 0x1.555e66p-3f
+#define GEXP_C4 0x1.573e2ep-5f
+#define GEXP_C5 0x1.0e4020p-7f
+
+static inline float
+pow2i(int e)					/* 2^e for -126 <= e <= 127 */
+{
+	return bits_f32((uint32_t) (e + 127) << 23);
+}
+
+/* j * 2^n with a single rounding, as vscalefps (|n| <= 192). */
+static inline float
+scale_pow2(float j, int n)
+{
+	if (n < -126)
+		return (j * pow2i(n + 100)) * pow2i(-100);
+	if (n > 127)
+		return (j * pow2i(127)) * pow2i(n - 127);
+	return j * pow2i(n);
+}
+
+float
+llm_expf(float x)
+{
+	float		z = fmaf(x, GEXP_LOG2E, GEXP_SHIFT);
+	float		n = z - GEXP_SHIFT;
+	float		b = fmaf(-n, GEXP_LN2_LO, fmaf(-n, GEXP_LN2_HI, x));
+	float		u = b * b;
+	float		j = fmaf(fmaf(fmaf(GEXP_C5, b, GEXP_C4), u, fmaf(GEXP_C3, b, GEXP_C2)), u,
+						 fmaf(GEXP_C1, b, 1.0f));
+
+	if (!(fabsf(n) <= 192.0f))	/* also NaN n from x = -inf */
+		return n <= 0 ? 0.0f : INFINITY;
+	return scale_pow2(j, (int) n);
+}
+
+/* out = silu(gate) * up with ggml_v_silu's x / (1 + exp(-x)). */
+static void
+swiglu_scalar(const float *gate, const float *up, float *out, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		float		x = gate[i];
+
+		out[i] = (x / (1.0f + llm_expf(0.0f - x))) * up[i];
+	}
+}
+
+/* _mm512_reduce_add_ps order (GCC avx512fintrin.h) of 16 floats. */
+static inline float
+reduce16(const float e[16])
+{
+	float		t3[8],
+				t6[4];
+
+	for (int i = 0; i < 8; i++)
+		t3[i] = e[i + 8] + e[i];
+	for (int i = 0; i < 4; i++)
+		t6[i] = t3[i + 4] + t3[i];
+	return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+size_t
+llm_attn_scratch_floats(int group, int head_dim, int n_keys)
+{
+	size_t		npad = ((size_t) n_keys + 15) & ~(size_t) 15;
+
+	/* scores [group][npad], V sums [group][64][head_dim], rows [8][head_dim], inv [group] */
+	return (size_t) group * npad + (size_t) group * 64 * head_dim + 8 * (size_t) head_dim +
+		(size_t) group + 16;
+}
+
+/*
+ * ggml_vec_dot_f16's reduction of its 4 x 16 accumulators (AVX512 build):
+ * v0 += v2, v1 += v3, v0 += v1, then reduce16, as a double.
+ */
+static inline double
+combine64(const float acc[64])
+{
+	float		c[16];
+
+	for (int l = 0; l < 16; l++)
+		c[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+	return (double) reduce16(c);
 }
 
 static void
-attn_axpy_scalar(float *acc, const uint16_t *v, float w, int n)
+attend_scalar(const llm_attn_args *a)
 {
-	for (int i = 0; i < n; i++)
-		acc[i] = fmaf(w, llm_fp16_to_fp32(v[i]), acc[i]);
-}
+	const int	hd = a->head_dim,
+				n = a->n_keys,
+				G = a->group;
+	const size_t npad = ((size_t) n + 15) & ~(size_t) 15;
+	float	   *scores = a->scratch;
+	float	   *vsum = scores + (size_t) G * npad;	/* [G][16][hd] */
 
-static const llm_attn_kernel attn_scalar = {attn_dot_scalar, attn_axpy_scalar};
+	/* scores: 16 lanes over head_dim, fma chains, reduce16 (tinyBLAS order) */
+	for (int j = 0; j < n; j++)
+	{
+		size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
+		const uint16_t *k = a->k_cache + slot * a->slot_stride + a->head_offset;
+
+		for (int h = 0; h < G; h++)
+		{
+			const float *q = a->q + (size_t) h * hd;
+			float		acc[64] = {0};
+
+			if (!a->single)
+			{
+				for (int c = 0; c < hd; c += 16)
+					for (int l = 0; l < 16; l++)
+						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+				scores[h * npad + j] = reduce16(acc) * a->scale;
+			}
+			else
+			{
+				int			np = hd & ~63;
+				double		sum;
+
+				for (int c = 0; c < np; c += 64)
+					for (int l = 0; l < 64; l++)
+						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+				sum = combine64(acc);
+				for (int i = np; i < hd; i++)
+					sum += (double) (llm_fp16_to_fp32(k[i]) * q[i]);
+				scores[h * npad + j] = (float) sum * a->scale;
+			}
+		}
+	}
+	for (int h = 0; h < G; h++)
+	{
+		float	   *sc = scores + h * npad;
+		float		mx = -INFINITY,
+					inv;
+		double		sum = 0.0;
+
+		for (int j = 0; j < n; j++)
+			mx = sc[j] > mx ? sc[j] : mx;
+		for (int j = 0; j < n; j++)
+			sc[j] = llm_expf(sc[j] - mx);
+		for (int j = n; j < (int) npad; j++)
+			sc[j] = 0.0f;
+		for (size_t j0 = 0; j0 < npad; j0 += 16)
+			sum += (double) reduce16(sc + j0);
+		inv = (float) (1.0 / sum);
+		for (int j = 0; j < n; j++)
+			sc[j] = llm_fp16_to_fp32(llm_fp32_to_fp16(sc[j] * inv));
+	}
+	/* V sums: key j accumulates into lane row j % R (R = 16, or 64 when single) */
+	{
+		const int	R = a->single ? 64 : 16;
+
+		memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
+		for (int j = 0; j < n; j++)
+		{
+			size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
+			const uint16_t *v = a->v_cache + slot * a->slot_stride + a->head_offset;
+
+			for (int h = 0; h < G; h++)
+			{
+				float		p = scores[h * npad + j];
+				float	   *acc = vsum + ((size_t) h * R + (j & (R - 1))) * hd;
+
+				for (int d = 0; d < hd; d++)
+					acc[d] = fmaf(llm_fp16_to_fp32(v[d]), p, acc[d]);
+			}
+		}
+		for (int h = 0; h < G; h++)
+			for (int d = 0; d < hd; d++)
+			{
+				float		lanes[64];
+
+				for (int l = 0; l < R; l++)
+					lanes[l] = vsum[((size_t) h * R + l) * hd + d];
+				a->out[(size_t) h * hd + d] = a->single ? (float) combine64(lanes) : reduce16(lanes);
+			}
+	}
+}
 
 /* ------------------------------------------------------------------------
  * CPU detection and kernel lookup
@@ -1019,16 +1196,15 @@ llm_cpu_has_avx2(void)
 const llm_qkernel *
 llm_qkernel_get(uint32_t t, int impl)
 {
-	if (impl != LLM_IMPL_SCALAR && llm_cpu_has_avx2())
-	{
-		const llm_qkernel *k = llm_qkernel_avx2_get(t);
+	bool		vnni = llm_cpu_has_avx512vnni();
 
-		if (k != NULL)
-			return k;
-		if (impl == LLM_IMPL_AVX2)
-			return NULL;
-	}
-	else if (impl == LLM_IMPL_AVX2)
+	if (impl == LLM_IMPL_BEST)
+		impl = vnni ? LLM_IMPL_AVX512VNNI : llm_cpu_has_avx2() ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
+	if (impl == LLM_IMPL_AVX512VNNI)
+		return vnni ? llm_qkernel_avx2_get(t, true) : NULL;
+	if (impl == LLM_IMPL_AVX2)
+		return llm_cpu_has_avx2() ? llm_qkernel_avx2_get(t, false) : NULL;
+	if (impl != LLM_IMPL_SCALAR)
 		return NULL;
 	for (size_t i = 0; i < sizeof(scalar_kernels) / sizeof(scalar_kernels[0]); i++)
 		if (scalar_kernels[i].weight_type == t)
@@ -1036,12 +1212,22 @@ llm_qkernel_get(uint32_t t, int impl)
 	return NULL;
 }
 
-const llm_attn_kernel *
+llm_swiglu_fn
+llm_swiglu_get(int impl)
+{
+	if (impl == LLM_IMPL_SCALAR || (impl == LLM_IMPL_BEST && !llm_cpu_has_avx2()))
+		return swiglu_scalar;
+	if (impl == LLM_IMPL_AVX512VNNI && !llm_cpu_has_avx512vnni())
+		return NULL;
+	return llm_cpu_has_avx2() ? llm_swiglu_avx2_get() : NULL;
+}
+
+llm_attn_fn
 llm_attn_kernel_get(int impl)
 {
-	if (impl != LLM_IMPL_SCALAR && llm_cpu_has_avx2())
-		return llm_attn_kernel_avx2_get();
-	if (impl == LLM_IMPL_AVX2)
+	if (impl == LLM_IMPL_SCALAR || (impl == LLM_IMPL_BEST && !llm_cpu_has_avx2()))
+		return attend_scalar;
+	if (impl == LLM_IMPL_AVX512VNNI && !llm_cpu_has_avx512vnni())
 		return NULL;
-	return &attn_scalar;
+	return llm_cpu_has_avx2() ? llm_attn_kernel_avx2_get() : NULL;
 }

@@ -4,21 +4,28 @@
  *
  * Block layouts are those of GGUF / ggml (ggml/src/ggml-common.h).  The
  * numerics mirror llama.cpp's x86 CPU backend (ggml/src/ggml-cpu/arch/x86/
- * quants.c built with AVX2/FMA) so that greedy decoding agrees with it:
+ * quants.c, AVX2/AVX512 branches, which compute the same integers and the
+ * same float operations) so that greedy decoding agrees with it:
  *
  *   weight type   activations converted to   dot product
- *   F32           F32                         fp32 FMA, 8 lanes
- *   F16           F16 (round-nearest-even)    f16*f16 in fp32 FMA, 8 lanes
- *   BF16          BF16 (round-nearest-even)   bf16*bf16 in fp32 FMA, 8 lanes
+ *   F32           F32                         fp32 FMA, 4 x 8 lanes
+ *   F16           F16 (round-nearest-even)    f16*f16 in fp32 FMA, 4 x 8 lanes
+ *   BF16          BF16 (round-nearest-even)   bf16*bf16 in fp32 FMA, 4 x 8 lanes
  *   Q4_0, Q8_0    Q8_0                        per block 8 int32 lanes, fp32 FMA
  *   Q4_1          Q8_1 (d and s = d*sum(q))   same, plus sum of m*s
  *   Q4_K, Q6_K    Q8_K                        per super-block 8 int32 lanes
  *
+ * The integer types are bit-identical to ggml's quantize_row_q8_* and
+ * ggml_vec_dot_*_q8_* (checked against the oracle library by
+ * test/unit/test_kernels.c).  F16 weights follow llama.cpp in converting the
+ * activations to fp16 (BF16 likewise to bf16) but accumulate in our own
+ * fixed order, not ggml's; the SmolLM2 model has no such matrices.
+ *
  * Activation rounding is round-half-to-even of x * (127 / amax) with
  * d = amax / 127 (what ggml's AVX quantize_row_q8_0/q8_1 do; Q8_K follows
- * quantize_row_q8_K_ref).  The scalar code reproduces the AVX2 code's lane
- * decomposition and float operation order exactly, so both give
- * bit-identical results (checked by test/unit/test_kernels.c).
+ * quantize_row_q8_K_ref).  The scalar code reproduces the SIMD code's lane
+ * decomposition and float operation order exactly, so scalar, AVX2 and
+ * AVX512-VNNI kernels give bit-identical results.
  *
  * Activation rows are kept in an internal layout (llm_act_*), not ggml's
  * block structs: quants contiguous, scales as floats holding the exact fp16
@@ -143,40 +150,93 @@ enum
 {
 	LLM_IMPL_BEST = -1,
 	LLM_IMPL_SCALAR = 0,
-	LLM_IMPL_AVX2 = 1
+	LLM_IMPL_AVX2 = 1,			/* AVX2 + FMA + F16C */
+	LLM_IMPL_AVX512VNNI = 2		/* AVX2 kernels, integer tiles with 256-bit vpdpbusd */
 };
 
 /* True when the CPU has AVX2, FMA and F16C (the AVX2 kernels need all three). */
 bool		llm_cpu_has_avx2(void);
 
+/* True when it also has AVX512F/VL/VNNI. */
+bool		llm_cpu_has_avx512vnni(void);
+
 /*
  * Kernel for weight type t with implementation impl (LLM_IMPL_*); NULL when
- * the type is unsupported or impl is AVX2 and the CPU lacks it.
+ * the type is unsupported or the CPU lacks the instructions.  All
+ * implementations give bit-identical results.
  */
 const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
 
 /*
- * Attention inner loops over fp16 K/V rows (n a multiple of 8):
- *   dot:  sum_i q[i] * k[i]; lane i%8 accumulates with FMA, then hsum8.
- *   axpy: acc[i] = fma(w, v[i], acc[i]).
- * Scalar and AVX2 versions are bit-identical.
+ * Attention of one token for the `group` query heads sharing one KV head
+ * (GQA), over keys 0..n_keys-1 of a paged fp16 cache.  The arithmetic is
+ * that of llama.cpp's CPU backend without flash attention for batches of
+ * two or more tokens (K.Q and V.P through llamafile's tinyBLAS on AVX512,
+ * softmax by ggml_vec_soft_max_f32), identical in the scalar and AVX2
+ * versions and independent of how tokens are batched:
+ *   reduce16(x) = _mm512_reduce_add_ps order of 16 floats
+ *   score_j = reduce16(lanes) * scale, lane l = fma chain over c of
+ *             k_j[16c+l] * q[16c+l]
+ *   m = max_j score_j;  e_j = llm_expf(score_j - m)
+ *   sum = double sum over chunks of 16 keys (from key 0, zero padded) of
+ *         reduce16 of the chunk
+ *   p_j = fp16(e_j * (float)(1.0 / sum))
+ *   out[d] = reduce16(lanes), lane l = fma chain over keys j = l mod 16
+ *            (in key order) of v_j[d] * p_j
+ * With `single` set, K.Q and V.P follow instead ggml_vec_dot_f16, which
+ * llama.cpp uses for a batch of one token (decode): 64 lanes (4 vectors of
+ * 16) with fma chains over steps of 64, combined as (v0+v2)+(v1+v3), then
+ * reduce16; K.Q elements past the last multiple of 64 are added one by one
+ * in double.  head_dim is a multiple of 16.
  */
-typedef struct llm_attn_kernel
+typedef struct llm_attn_args
 {
-	float		(*dot) (const float *q, const uint16_t *k, int n);
-	void		(*axpy) (float *acc, const uint16_t *v, float w, int n);
-} llm_attn_kernel;
+	const float *q;				/* [group][head_dim], values already rounded to fp16 */
+	float	   *out;			/* [group][head_dim] */
+	int			group;
+	int			head_dim;
+	int			n_keys;
+	float		scale;
+	const uint16_t *k_cache;	/* layer K / V arrays [slot][n_kv_heads][head_dim] */
+	const uint16_t *v_cache;
+	size_t		slot_stride;	/* n_kv_heads * head_dim */
+	size_t		head_offset;	/* kv_head * head_dim */
+	const int32_t *block_table; /* the sequence's block ids */
+	int			block_size;
+	int			single;			/* 1: llama.cpp's one-token-batch order (see above) */
+	float	   *scratch;		/* llm_attn_scratch_floats() floats */
+} llm_attn_args;
 
-const llm_attn_kernel *llm_attn_kernel_get(int impl);
+typedef void (*llm_attn_fn) (const llm_attn_args *a);
+
+/* Scratch floats llm_attn_fn needs. */
+size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
+
+/* Attention kernel of implementation impl; NULL if unavailable. */
+llm_attn_fn llm_attn_kernel_get(int impl);
+
+/*
+ * exp(x) exactly as ggml's ggml_v_expf of an AVX512 build (ggml-cpu/vec.h;
+ * max error about 2 ulp): what llama.cpp's softmax and SiLU use.
+ */
+float		llm_expf(float x);
+
+/*
+ * out[i] = silu(gate[i]) * up[i] with silu(x) = x / (1 + llm_expf(-x)),
+ * bit-identical to ggml_vec_swiglu_f32 of an AVX512 build.  out may alias.
+ */
+typedef void (*llm_swiglu_fn) (const float *gate, const float *up, float *out, int64_t n);
+llm_swiglu_fn llm_swiglu_get(int impl);
+llm_swiglu_fn llm_swiglu_avx2_get(void);
 
 /* ---- internals shared by quant.c and quant_avx2.c ---- */
-const llm_attn_kernel *llm_attn_kernel_avx2_get(void);
+llm_attn_fn llm_attn_kernel_avx2_get(void);
 size_t		llm_act_bytes_q8_0(int64_t n);
 size_t		llm_act_bytes_q8_1(int64_t n);
 size_t		llm_act_bytes_q8_K(int64_t n);
 void		llm_quantize_act_q8_K(const float *x, void *dst, int64_t n);
 void		llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
-const llm_qkernel *llm_qkernel_avx2_get(uint32_t t);
+const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
 void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
 void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
 

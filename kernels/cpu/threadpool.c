@@ -1,14 +1,27 @@
 /*
- * threadpool.c — persistent pthread pool with spin-then-sleep wake-up.
+ * threadpool.c — persistent pthread pool with spin-then-sleep wake-up and
+ * chunk claiming.
  *
- * Protocol: the caller publishes a job (fn, ctx, range) and increments the
- * atomic generation counter; workers waiting for a new generation spin for
- * a while (cheap wake-up between the many small ops of a forward pass), then
- * sleep on a condition variable.  A sleeping worker registers in
- * n_sleeping under the mutex before re-checking the generation, and the
- * caller broadcasts whenever n_sleeping is non-zero after publishing, so no
- * wake-up is lost (both sides use sequentially consistent atomics).
- * Completion is counted in n_done, on which the caller spins.
+ * A job's range is cut into chunks (fixed for given n_items, grain and
+ * thread count).  The caller publishes the job and bumps the generation
+ * counter; workers waiting for a new generation spin for a while (cheap
+ * wake-up between the many small ops of a forward pass), then sleep on a
+ * condition variable.  Everyone, the caller included, claims chunks from one
+ * atomic word until none are left, so a worker the OS has not scheduled yet
+ * (2 cores shared with PostgreSQL backends) never stalls the job: the caller
+ * does its chunks.  Which thread runs a chunk never changes any result.
+ *
+ * If the workers keep contributing nothing, or their chunks keep finishing
+ * long after the caller's own (workers preempted on an oversubscribed
+ * machine), the caller runs the next jobs alone for a while (the workers go
+ * to sleep instead of spinning) and then tries the workers again.
+ *
+ * The claim word packs (generation, chunk count, next chunk) so that a late
+ * worker still holding an old generation can never claim a chunk of a newer
+ * job.  A sleeping worker registers in n_sleeping under the mutex before
+ * re-checking the generation, and the caller broadcasts whenever n_sleeping
+ * is non-zero after publishing, so no wake-up is lost (sequentially
+ * consistent atomics on both sides).
  */
 #define _GNU_SOURCE
 #include "threadpool.h"
@@ -21,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -42,15 +56,34 @@ struct llm_threadpool
 	pthread_cond_t cond;
 	atomic_int	n_sleeping;
 	atomic_uint_fast64_t generation;
-	atomic_int	n_done;
+	atomic_uint_fast64_t claim;	/* gen:24 | n_chunks:20 | next:20 */
+	atomic_int	n_chunks_done;
 	atomic_bool stop;
 
-	/* the current job; written before generation is bumped */
+	/*
+	 * Oversubscription guard (caller-only state): when other threads' chunks
+	 * keep finishing long after the caller's own (workers preempted on a busy
+	 * machine), the caller runs the next jobs alone, then tries again.
+	 */
+	int			strikes;
+	int			solo_jobs_left;
+
+	/* the current job; written before claim and generation are published */
 	llm_task_fn fn;
 	void	   *ctx;
 	int64_t		n_items;
-	int64_t		grain;
+	int64_t		chunk_items;	/* items per chunk, a multiple of grain */
 };
+
+#define CLAIM(gen, nch, next) ((((uint64_t) (gen) & 0xffffff) << 40) | ((uint64_t) (nch) << 20) | (uint64_t) (next))
+#define CLAIM_GEN(c) ((c) >> 40)
+#define CLAIM_N(c) (((c) >> 20) & 0xfffff)
+#define CLAIM_NEXT(c) ((c) & 0xfffff)
+#define MAX_CHUNKS 4096
+
+/* guard tuning: strikes before going solo, and how many jobs to stay solo */
+#define STRIKES_TO_SOLO 8
+#define SOLO_JOBS 512
 
 typedef struct worker_arg
 {
@@ -58,33 +91,43 @@ typedef struct worker_arg
 	int			idx;
 } worker_arg;
 
-/* Slice idx of [0, n) in grain units: contiguous, deterministic. */
-static void
-slice_of(const llm_threadpool *pool, int idx, int64_t *begin, int64_t *end)
+static uint64_t
+now_ns(void)
 {
-	int64_t		units = (pool->n_items + pool->grain - 1) / pool->grain;
-	int64_t		per = units / pool->n_threads;
-	int64_t		extra = units % pool->n_threads;
-	int64_t		u0 = idx * per + (idx < extra ? idx : extra);
-	int64_t		u1 = u0 + per + (idx < extra ? 1 : 0);
+	struct timespec ts;
 
-	*begin = u0 * pool->grain;
-	*end = u1 * pool->grain;
-	if (*begin > pool->n_items)
-		*begin = pool->n_items;
-	if (*end > pool->n_items)
-		*end = pool->n_items;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static void
-run_slice(llm_threadpool *pool, int idx)
+/*
+ * Claim and run chunks of generation gen until none is left; returns the
+ * number of chunks run.
+ */
+static int
+run_chunks(llm_threadpool *pool, uint64_t gen, int thread_idx)
 {
-	int64_t		b,
-				e;
+	int			ran = 0;
 
-	slice_of(pool, idx, &b, &e);
-	if (b < e)
-		pool->fn(pool->ctx, b, e, idx);
+	for (;;)
+	{
+		uint64_t	c = atomic_load(&pool->claim);
+		uint64_t	k;
+		int64_t		b,
+					e;
+
+		if (CLAIM_GEN(c) != (gen & 0xffffff) || CLAIM_NEXT(c) >= CLAIM_N(c))
+			return ran;
+		if (!atomic_compare_exchange_weak(&pool->claim, &c, c + 1))
+			continue;
+		/* the job cannot change before this chunk is counted done */
+		k = CLAIM_NEXT(c);
+		b = (int64_t) k * pool->chunk_items;
+		e = b + pool->chunk_items < pool->n_items ? b + pool->chunk_items : pool->n_items;
+		pool->fn(pool->ctx, b, e, thread_idx);
+		atomic_fetch_add(&pool->n_chunks_done, 1);
+		ran++;
+	}
 }
 
 static void *
@@ -122,8 +165,7 @@ worker_main(void *p)
 		if (atomic_load(&pool->stop))
 			break;
 		seen = gen;
-		run_slice(pool, arg.idx);
-		atomic_fetch_add(&pool->n_done, 1);
+		run_chunks(pool, gen, arg.idx);
 	}
 	return NULL;
 }
@@ -151,7 +193,8 @@ llm_threadpool_create(int n_threads, char *err, size_t errlen)
 	pthread_cond_init(&pool->cond, NULL);
 	atomic_init(&pool->n_sleeping, 0);
 	atomic_init(&pool->generation, 0);
-	atomic_init(&pool->n_done, 0);
+	atomic_init(&pool->claim, 0);
+	atomic_init(&pool->n_chunks_done, 0);
 	atomic_init(&pool->stop, false);
 	if (n_threads == 1)
 		return pool;
@@ -223,36 +266,73 @@ void
 llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 				   llm_task_fn fn, void *ctx)
 {
-	int			n_workers = pool->n_threads - 1;
-	int			spins = 0;
+	int64_t		units,
+				units_per_chunk,
+				n_chunks;
+	uint64_t	gen,
+				t0,
+				t1,
+				t2;
+	int			spins = 0,
+				ran;
 
 	if (n_items <= 0)
 		return;
 	if (grain < 1)
 		grain = 1;
-	if (n_workers == 0 || n_items <= grain)
+	if (pool->n_threads == 1 || n_items <= grain || pool->solo_jobs_left > 0)
 	{
+		if (pool->solo_jobs_left > 0 && n_items > grain)
+			pool->solo_jobs_left--;
 		fn(ctx, 0, n_items, 0);
 		return;
 	}
+	/* about 4 chunks per thread: balance without much claiming traffic */
+	units = (n_items + grain - 1) / grain;
+	units_per_chunk = (units + 4 * pool->n_threads - 1) / (4 * pool->n_threads);
+	if ((units + units_per_chunk - 1) / units_per_chunk > MAX_CHUNKS)
+		units_per_chunk = (units + MAX_CHUNKS - 1) / MAX_CHUNKS;
+	pool->chunk_items = units_per_chunk * grain;
+	n_chunks = (n_items + pool->chunk_items - 1) / pool->chunk_items;
 	pool->fn = fn;
 	pool->ctx = ctx;
 	pool->n_items = n_items;
-	pool->grain = grain;
-	atomic_store(&pool->n_done, 0);
-	atomic_fetch_add(&pool->generation, 1);
+	atomic_store(&pool->n_chunks_done, 0);
+	gen = atomic_load(&pool->generation) + 1;
+	atomic_store(&pool->claim, CLAIM(gen, n_chunks, 0));
+	atomic_store(&pool->generation, gen);
 	if (atomic_load(&pool->n_sleeping) > 0)
 	{
 		pthread_mutex_lock(&pool->mutex);
 		pthread_cond_broadcast(&pool->cond);
 		pthread_mutex_unlock(&pool->mutex);
 	}
-	run_slice(pool, 0);
-	while (atomic_load(&pool->n_done) < n_workers)
+	t0 = now_ns();
+	ran = run_chunks(pool, gen, 0);
+	t1 = now_ns();
+	/* wait for chunks other threads claimed */
+	while (atomic_load(&pool->n_chunks_done) < n_chunks)
 	{
-		if (++spins < 100000)
+		if (++spins < 2000)
 			cpu_relax();
 		else
 			sched_yield();
 	}
+	/*
+	 * No help at all with a job long enough (20 us) for any running worker
+	 * to join, or a straggler wait longer than our own share of the work
+	 * plus scheduling noise: the machine is oversubscribed, and spinning
+	 * helpers only take CPU from the caller.
+	 */
+	t2 = now_ns();
+	if ((ran == n_chunks && t1 - t0 > 20000) || t2 - t1 > (t1 - t0) + 20000)
+	{
+		if (++pool->strikes >= STRIKES_TO_SOLO)
+		{
+			pool->strikes = 0;
+			pool->solo_jobs_left = SOLO_JOBS;
+		}
+	}
+	else if (pool->strikes > 0 && ran < n_chunks)
+		pool->strikes--;
 }

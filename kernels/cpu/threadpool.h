@@ -1,14 +1,17 @@
 /*
  * threadpool.h — persistent compute threads of the CPU backend.
  *
- * One pool per backend.  llm_threadpool_run splits the item range
- * [0, n_items) into one contiguous slice per thread (a deterministic
- * partition that depends only on n_items, grain and the thread count) and
- * runs fn on every slice, the calling thread taking slice 0; it returns when
- * all slices are done.  Workers spin briefly for the next job, then sleep on
- * a condition variable.  Workers block all signals (they must never run a
- * PostgreSQL signal handler).  Only one thread may call run at a time; fn
- * must not call run again.
+ * One pool per backend.  llm_threadpool_run cuts the item range
+ * [0, n_items) into chunks (a partition that depends only on n_items, grain
+ * and the thread count), and the calling thread and the workers claim and
+ * run chunks until all are done; it returns when every chunk has finished.
+ * Which thread runs a chunk varies from run to run, so fn must compute
+ * each item independently of the thread running it (thread_idx may only
+ * select scratch memory) — that keeps every result deterministic.
+ * Workers spin briefly for the next job, then sleep on a condition
+ * variable; they block all signals (they must never run a PostgreSQL
+ * signal handler).  Only one thread may call run at a time; fn must not
+ * call run again.
  */
 #ifndef LLM_CPU_THREADPOOL_H
 #define LLM_CPU_THREADPOOL_H
@@ -18,7 +21,7 @@
 
 typedef struct llm_threadpool llm_threadpool;
 
-/* fn processes items [begin, end) on thread thread_idx (0 = caller). */
+/* fn processes items [begin, end) on thread thread_idx (0 = caller, < size). */
 typedef void (*llm_task_fn) (void *ctx, int64_t begin, int64_t end, int thread_idx);
 
 /* n_threads >= 1 (including the caller).  NULL + message in err on failure. */
@@ -27,7 +30,7 @@ void		llm_threadpool_destroy(llm_threadpool *pool);
 int			llm_threadpool_size(const llm_threadpool *pool);
 
 /*
- * Run fn over [0, n_items).  Slice boundaries are multiples of grain (>= 1),
+ * Run fn over [0, n_items).  Chunk boundaries are multiples of grain (>= 1),
  * except the end.  Ranges too small to be worth waking workers
  * (n_items <= grain) run on the caller alone.
  */

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "backend_loader.h"
 #include "gguf.h"
 #include "kv_block_pool.h"
 #include "model.h"
@@ -58,6 +59,7 @@ struct llm_engine
 	int32_t		cap_out;
 	/* step description arrays */
 	int32_t    *d_tokens, *d_pos, *d_slots, *d_seq_start, *d_seq_kv_len, *d_block_tables, *d_out_rows;
+	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
 	int32_t		cap_d_tokens, cap_d_seqs, cap_d_tables;
 	/* live requests by id: open addressing, NULL empty, TOMB deleted */
 	llm_request **table;
@@ -304,7 +306,6 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	llm_kv_geometry g;
 	size_t		block_bytes;
 	int64_t		kv_bytes;
-	const char *device;
 
 	if (c == NULL || c->model_path == NULL || c->model_path[0] == '\0')
 	{
@@ -338,13 +339,7 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 		goto fail;
 
-	device = c->device ? c->device : "auto";
-	if (strcmp(device, "cpu") != 0 && strcmp(device, "auto") != 0)
-	{
-		snprintf(err, errlen, "device \"%s\" is not available in this build (cpu only)", device);
-		goto fail;
-	}
-	e->backend = llm_backend_cpu_create(c->n_threads, err, errlen);
+	e->backend = llm_backend_open(c->device, c->n_threads, err, errlen);
 	if (e->backend == NULL)
 		goto fail;
 	e->model = llm_model_load(e->gguf, e->backend, err, errlen);
@@ -463,6 +458,7 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_seq_kv_len);
 	free(e->d_block_tables);
 	free(e->d_out_rows);
+	free(e->d_decode);
 	free(e->model_path);
 	free(e);
 }
@@ -856,6 +852,13 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 		c = e->cap_d_tokens;
 		if (grow_i32(&e->d_slots, &c, p->n_tokens))
 			return -1;
+		{
+			uint8_t    *f = realloc(e->d_decode, (size_t) c);
+
+			if (f == NULL)
+				return -1;
+			e->d_decode = f;
+		}
 		e->cap_d_tokens = c;
 	}
 	if (p->n_entries + 1 > e->cap_d_seqs)
@@ -890,6 +893,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 			e->d_tokens[t] = s->tokens[pos];
 			e->d_pos[t] = pos;
 			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
+			e->d_decode[t] = pos >= s->n_prompt;
 		}
 		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
 		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
@@ -909,6 +913,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 	d->max_blocks_per_seq = p->max_blocks;
 	d->out_rows = e->d_out_rows;
 	d->n_out = n_out;
+	d->decode_rows = e->d_decode;
 	if (n_out > e->cap_out)
 	{
 		float	   *l = realloc(e->logits, (size_t) n_out * e->mc->n_vocab * sizeof(float));
@@ -1048,6 +1053,7 @@ llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n, flo
 	memset(&seq, 0, sizeof(seq));
 	seq.tokens = (int32_t *) ids;
 	seq.n_tokens = n;
+	seq.n_prompt = n;
 	seq.blocks = malloc((size_t) nb * sizeof(int32_t));
 	if (seq.blocks == NULL)
 		return LLM_ERR_OUT_OF_MEMORY;

@@ -55,7 +55,7 @@ on_event(const llm_event *ev, void *arg)
 }
 
 static const char *prompts[16] = {
-	"What is the capital of France?",
+	"What is the capital of Australia?",
 	"Write a haiku about databases.",
 	"Explain what a B-tree index is in two sentences.",
 	"My invoice was charged twice this month, order #44812. Please help.",
@@ -166,7 +166,7 @@ test_batch_invariance(void)
 	}
 	CHECK(alone[0].done && alone[0].kind == LLM_EVENT_FINISHED && alone[0].n > 0,
 		  "greedy generation finishes: \"%s\"", alone[0].text);
-	CHECK(strstr(alone[0].text, "Paris") != NULL, "the real model knows the capital of France");
+	CHECK(strstr(alone[0].text, "Canberra") != NULL, "the real model answers (llama.cpp gives \"The capital of Australia is Canberra.\")");
 	generate(e, all, 16, batch, 24, 0.0, 0);
 	ok = 1;
 	for (int i = 0; i < 16; i++)

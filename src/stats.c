@@ -1,0 +1,215 @@
+/*
+ * stats.c — SQL views of the worker's shared state: llm_stat() (behind the
+ * llm_stat view), llm_stat_reset() and llm_model_info().  These read main
+ * shared memory only, so they work while the worker is down or the model
+ * failed to load.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/timestamp.h"
+
+#include "llm.h"
+
+PG_FUNCTION_INFO_V1(pg_llm_stat);
+PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
+PG_FUNCTION_INFO_V1(pg_llm_model_info);
+
+#define LLM_STAT_COLS 22
+
+static void
+require_registry(void)
+{
+	if (llm_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pg_llm is not initialized"),
+				 errhint("Add 'llm' to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float		x = *(const float *) a;
+	float		y = *(const float *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Mean and 99th percentile (nearest rank) of a latency ring copy; false if empty. */
+static bool
+ring_summary(LlmLatencyRing *r, double *mean, double *p99)
+{
+	double		sum = 0;
+	int			rank;
+
+	if (r->count == 0)
+		return false;
+	qsort(r->ms, r->count, sizeof(float), cmp_float);
+	for (int i = 0; i < r->count; i++)
+		sum += r->ms[i];
+	*mean = sum / r->count;
+	rank = (int) ceil(0.99 * r->count);
+	*p99 = r->ms[Max(rank, 1) - 1];
+	return true;
+}
+
+/*
+ * llm_stat() -> one row: worker and model status, request counts, token
+ * counts, batch sizes, KV blocks, mean/p99 TTFT and TPOT over the most recent
+ * LLM_LATENCY_RING requests (ms).
+ */
+Datum
+pg_llm_stat(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[LLM_STAT_COLS];
+	bool		nulls[LLM_STAT_COLS];
+	LlmStats   *s = palloc(sizeof(LlmStats));
+	int			pid;
+	LlmModelState state;
+	double		mean,
+				p99;
+	int			c = 0;
+
+	require_registry();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "llm_stat must return a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	memcpy(s, &llm_shared->stats, sizeof(LlmStats));
+	pid = llm_shared->worker_pid;
+	state = llm_shared->model_state;
+	LWLockRelease(llm_shared->lock);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[c] = Int32GetDatum(pid);
+	nulls[c++] = (pid == 0);
+	values[c++] = CStringGetTextDatum(llm_model_state_name(state));
+	values[c++] = Int32GetDatum(s->requests_running);
+	values[c++] = Int32GetDatum(s->requests_waiting);
+	values[c++] = Int64GetDatum(s->requests_finished);
+	values[c++] = Int64GetDatum(s->requests_failed);
+	values[c++] = Int64GetDatum(s->requests_aborted);
+	values[c++] = Int64GetDatum(s->prompt_tokens);
+	values[c++] = Int64GetDatum(s->cached_tokens);
+	values[c++] = Int64GetDatum(s->completion_tokens);
+	values[c++] = Int32GetDatum(s->batch_size);
+	values[c++] = Int32GetDatum(s->max_batch_size);
+	values[c++] = Int32GetDatum(s->kv_blocks_used);
+	values[c++] = Int32GetDatum(s->kv_blocks_cached);
+	values[c++] = Int32GetDatum(s->kv_blocks_total);
+	values[c++] = Int64GetDatum(s->steps);
+	values[c++] = Int64GetDatum(s->preemptions);
+	if (ring_summary(&s->ttft, &mean, &p99))
+	{
+		values[c++] = Float8GetDatum(mean);
+		values[c++] = Float8GetDatum(p99);
+	}
+	else
+	{
+		nulls[c++] = true;
+		nulls[c++] = true;
+	}
+	if (ring_summary(&s->tpot, &mean, &p99))
+	{
+		values[c++] = Float8GetDatum(mean);
+		values[c++] = Float8GetDatum(p99);
+	}
+	else
+	{
+		nulls[c++] = true;
+		nulls[c++] = true;
+	}
+	values[c++] = TimestampTzGetDatum(s->reset_time);
+	Assert(c == LLM_STAT_COLS);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* llm_stat_reset(): zero the cumulative counters, max batch size and latency samples. */
+Datum
+pg_llm_stat_reset(PG_FUNCTION_ARGS)
+{
+	LlmStats   *s;
+
+	require_registry();
+	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+	s = &llm_shared->stats;
+	s->max_batch_size = s->batch_size;
+	s->requests_finished = 0;
+	s->requests_failed = 0;
+	s->requests_aborted = 0;
+	s->prompt_tokens = 0;
+	s->cached_tokens = 0;
+	s->completion_tokens = 0;
+	s->steps = 0;
+	s->preemptions = 0;
+	memset(&s->ttft, 0, sizeof(s->ttft));
+	memset(&s->tpot, 0, sizeof(s->tpot));
+	s->reset_time = GetCurrentTimestamp();
+	LWLockRelease(llm_shared->lock);
+	PG_RETURN_VOID();
+}
+
+/*
+ * llm_model_info() -> jsonb {"status", "worker_pid", "model_path", "device",
+ * "context_length", "error", "model": <the engine's description>}.
+ */
+Datum
+pg_llm_model_info(PG_FUNCTION_ARGS)
+{
+	StringInfoData buf;
+	LlmModelState state;
+	int			pid;
+	int32		n_ctx;
+	char	   *path = palloc(MAXPGPATH);
+	char	   *error = palloc(LLM_MODEL_ERROR_LEN);
+	char	   *info = palloc(LLM_MODEL_INFO_LEN);
+	char		device[16];
+
+	require_registry();
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	state = llm_shared->model_state;
+	pid = llm_shared->worker_pid;
+	n_ctx = llm_shared->n_ctx;
+	strlcpy(path, llm_shared->model_path, MAXPGPATH);
+	strlcpy(error, llm_shared->model_error, LLM_MODEL_ERROR_LEN);
+	strlcpy(info, llm_shared->model_info, LLM_MODEL_INFO_LEN);
+	strlcpy(device, llm_shared->device, sizeof(device));
+	LWLockRelease(llm_shared->lock);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"status\": ");
+	escape_json(&buf, llm_model_state_name(state));
+	appendStringInfo(&buf, ", \"worker_pid\": %s", pid ? psprintf("%d", pid) : "null");
+	appendStringInfoString(&buf, ", \"model_path\": ");
+	if (path[0])
+		escape_json(&buf, path);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfoString(&buf, ", \"device\": ");
+	if (state == LLM_MODEL_READY)
+		escape_json(&buf, device);
+	else
+		appendStringInfoString(&buf, "null");
+	if (state == LLM_MODEL_READY)
+		appendStringInfo(&buf, ", \"context_length\": %d", n_ctx);
+	else
+		appendStringInfoString(&buf, ", \"context_length\": null");
+	appendStringInfoString(&buf, ", \"error\": ");
+	if (error[0])
+		escape_json(&buf, error);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfo(&buf, ", \"model\": %s}", (state == LLM_MODEL_READY && info[0]) ? info : "null");
+
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}

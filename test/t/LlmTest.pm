@@ -1,0 +1,121 @@
+# LlmTest — helpers shared by the pg_llm TAP tests: a node with the
+# extension loaded, asynchronous psql sessions, waits on llm_stat, and the
+# "no crash-restart" log check.
+package LlmTest;
+
+use strict;
+use warnings;
+
+use IPC::Run;
+use Time::HiRes qw(time);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# A started node with shared_preload_libraries = 'llm', CREATE EXTENSION done
+# and (unless $opts{no_wait}) a ready model.  $extra_conf is appended.
+sub new_node
+{
+	my ($name, $extra_conf, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'llm'
+llm.threads = 2
+llm.kv_cache_size = 256MB
+llm.max_batched_tokens = 256
+log_statement = none
+} . ($extra_conf // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION llm');
+	$node->safe_psql('postgres', q{
+CREATE FUNCTION try_sql(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;});
+	wait_ready($node) unless $opts{no_wait};
+	return $node;
+}
+
+sub wait_ready
+{
+	my ($node) = @_;
+	ok($node->poll_query_until('postgres',
+			"SELECT llm_model_info()->>'status' = 'ready'"),
+		'model ready');
+}
+
+# Wait until nothing runs or waits in the worker and no KV block is held.
+sub wait_idle
+{
+	my ($node, $what) = @_;
+	ok($node->poll_query_until('postgres',
+			'SELECT requests_running = 0 AND requests_waiting = 0 AND kv_blocks_used = 0 FROM llm_stat'),
+		"idle, KV blocks back to baseline" . ($what ? " ($what)" : ''));
+}
+
+sub worker_pid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', 'SELECT worker_pid FROM llm_stat');
+}
+
+# Start psql running $sql without waiting; returns a handle for finish_query.
+sub start_query
+{
+	my ($node, $sql, %opts) = @_;
+	my $q = { out => '', err => '', in => $sql, t0 => time };
+	# a script on stdin runs statement by statement, continuing after errors
+	my @cmd = $opts{script}
+	  ? ('psql', '-XAtq', '-d', $node->connstr('postgres'), '-f', '-')
+	  : ('psql', '-XAtq', '-d', $node->connstr('postgres'), '-c', $sql);
+	$q->{h} = IPC::Run::start(\@cmd,
+		'<', \($opts{script} ? $q->{in} : ''), '>', \$q->{out}, '2>', \$q->{err},
+		IPC::Run::timeout($opts{timeout} // 600));
+	return $q;
+}
+
+# Wait for a started query; returns (stdout, stderr, seconds since start).
+sub finish_query
+{
+	my ($q) = @_;
+	eval { $q->{h}->finish; };
+	my $elapsed = time - $q->{t0};
+	chomp(my $out = $q->{out});
+	return ($out, $q->{err}, $elapsed);
+}
+
+# Seconds from now until a started query ends.
+sub time_to_finish
+{
+	my ($q) = @_;
+	my $t = time;
+	my ($out, $err) = finish_query($q);
+	return (time - $t, $out, $err);
+}
+
+# pid of the backend running a query matching $pattern.
+sub backend_pid
+{
+	my ($node, $pattern) = @_;
+	my $pid;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE '%$pattern%' AND pid <> pg_backend_pid()");
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE query LIKE '%$pattern%' AND pid <> pg_backend_pid() LIMIT 1");
+}
+
+# The server never crash-restarted and no process died of a signal.
+sub no_crash
+{
+	my ($node) = @_;
+	my $log = slurp_file($node->logfile);
+	unlike($log, qr/terminated by signal|terminating any other active server processes|all server processes terminated|exited with exit code [2-9]/,
+		'no crash-restart, no process killed by a signal');
+}
+
+1;
