@@ -11,7 +11,7 @@
  *                   access pattern of decode, which reads every weight once per step
  *   fma_avx2_gflops vfmadd231ps on 256-bit registers, 2 FLOPs per lane
  *   fma_avx512_gflops  the same on 512-bit registers, when the CPU has AVX-512F
- * Each figure is the best of REPEATS runs with THREADS threads working at once
+ * Each figure is the best of REPEATS (default 10) runs with THREADS threads working at once
  * (each on its own slice); a start barrier makes the timing cover the threads'
  * common work only.  Plain C11 + pthreads; the SIMD kernels are compiled with
  * target attributes and chosen at run time, so no special flags are needed.
@@ -253,7 +253,7 @@ main(int argc, char **argv)
 {
 	int			n_threads = 2;
 	size_t		buf_mib = 512;
-	int			repeats = 5;
+	int			repeats = 10;
 	size_t		slice;
 	char	   *src,
 			   *dst;

@@ -68,7 +68,8 @@ class _Reader:
 
 
 def read(path):
-    """Return {'params', 'weight_bytes', 'tensors', 'by_type', 'arch', 'file_bytes'}.
+    """Return {'params', 'matmul_params_logits', 'matmul_params_no_logits',
+    'weight_bytes', 'bytes_by_type', 'tensors', 'arch', 'file_bytes'}.
 
     weight_bytes sums every tensor's data size (from its ggml type); a tensor of
     an unknown type makes it fall back to the data section's size.
@@ -94,8 +95,9 @@ def read(path):
     weight_bytes = 0
     unknown = False
     by_type = {}
+    per_tensor = {}
     for _ in range(n_tensors):
-        r.string()
+        name = r.string()
         nd = r.take("<I")
         n = 1
         for _ in range(nd):
@@ -103,17 +105,20 @@ def read(path):
         t = r.take("<I")
         r.take("<Q")
         params += n
+        per_tensor[name] = n
         if t in GGML_BLOCKS:
             be, bb = GGML_BLOCKS[t]
             nbytes = n // be * bb
             weight_bytes += nbytes
-            name = GGML_NAMES[t]
-            by_type[name] = by_type.get(name, 0) + nbytes
+            tname = GGML_NAMES[t]
+            by_type[tname] = by_type.get(tname, 0) + nbytes
         else:
             unknown = True
     data_start = (r.pos + alignment - 1) // alignment * alignment
     if unknown:
         weight_bytes = len(data) - data_start
+    embd = per_tensor.get("token_embd.weight", 0)
+    output = per_tensor.get("output.weight", 0)
     return {
         "path": path,
         "gguf_version": version,
@@ -121,6 +126,11 @@ def read(path):
         "name": meta.get("general.name"),
         "tensors": n_tensors,
         "params": params,
+        # weights multiplied per token: every matrix but the embedding table
+        # (a row lookup); the output projection (the embedding itself when
+        # tied) only for tokens whose logits are computed
+        "matmul_params_logits": params - embd + (0 if output else embd),
+        "matmul_params_no_logits": params - embd - output,
         "weight_bytes": weight_bytes,
         "bytes_by_type": by_type,
         "file_bytes": len(data),
