@@ -217,6 +217,7 @@ run_once(bench_kind kind, int n_threads, char *src, char *dst, size_t slice)
 	return t1 - t0;
 }
 
+/* Shortest of `repeats` runs of run_once (seconds), or negative if all failed. */
 static double
 best_of(int repeats, bench_kind kind, int n_threads, char *src, char *dst, size_t slice)
 {
@@ -232,6 +233,7 @@ best_of(int repeats, bench_kind kind, int n_threads, char *src, char *dst, size_
 	return best;
 }
 
+/* A positive integer command-line value; exits with usage status 2 otherwise. */
 static long
 arg_long(const char *s, const char *what)
 {
