@@ -48,6 +48,8 @@ typedef struct worker
 	char	   *dst;
 	size_t		bytes;
 	pthread_barrier_t *start;
+	double		t_start;		/* this thread's own clock readings, so a */
+	double		t_end;			/* descheduled main thread cannot shorten the run */
 	volatile float sink;
 } worker;
 
@@ -154,6 +156,7 @@ worker_main(void *arg)
 	worker	   *w = arg;
 
 	pthread_barrier_wait(w->start);
+	w->t_start = now_s();
 	switch (w->kind)
 	{
 		case KIND_COPY:
@@ -171,14 +174,15 @@ worker_main(void *arg)
 			w->sink = fma_avx512(FMA_ITERS / 2);
 			break;
 	}
-	pthread_barrier_wait(w->start);
+	w->t_end = now_s();
 	return NULL;
 }
 
 /*
  * Run one measurement with n_threads workers on disjoint slices of src/dst
- * (each slice `slice` bytes); returns the seconds between the start and end
- * barriers as seen by the main thread, or a negative value on error.
+ * (each slice `slice` bytes), released together by a barrier; returns the
+ * seconds from the first worker's start to the last worker's end, or a
+ * negative value on error.
  */
 static double
 run_once(bench_kind kind, int n_threads, char *src, char *dst, size_t slice)
@@ -188,7 +192,7 @@ run_once(bench_kind kind, int n_threads, char *src, char *dst, size_t slice)
 	double		t0,
 				t1;
 
-	if (w == NULL || pthread_barrier_init(&start, NULL, n_threads + 1) != 0)
+	if (w == NULL || pthread_barrier_init(&start, NULL, n_threads) != 0)
 	{
 		free(w);
 		return -1;
@@ -206,12 +210,15 @@ run_once(bench_kind kind, int n_threads, char *src, char *dst, size_t slice)
 			exit(1);
 		}
 	}
-	pthread_barrier_wait(&start);
-	t0 = now_s();
-	pthread_barrier_wait(&start);
-	t1 = now_s();
 	for (int i = 0; i < n_threads; i++)
 		pthread_join(w[i].thread, NULL);
+	t0 = w[0].t_start;
+	t1 = w[0].t_end;
+	for (int i = 1; i < n_threads; i++)
+	{
+		t0 = w[i].t_start < t0 ? w[i].t_start : t0;
+		t1 = w[i].t_end > t1 ? w[i].t_end : t1;
+	}
 	pthread_barrier_destroy(&start);
 	free(w);
 	return t1 - t0;
