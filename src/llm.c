@@ -17,6 +17,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "batch_scan.h"
 #include "llm.h"
 
 PG_MODULE_MAGIC;
@@ -275,6 +276,7 @@ _PG_init(void)
 				 errhint("Add 'llm' to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	llm_define_gucs();
+	llm_batch_init();			/* llm.batch_window, planner/executor hooks (batch_scan.c) */
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = llm_shmem_request;

@@ -20,6 +20,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 
+#include "batch_scan.h"
 #include "channel.h"
 #include "llm.h"
 
@@ -199,14 +200,15 @@ raise_result(const LlmResult *res)
 			 errmsg("%s", text_to_cstring(utf8_to_text(res->message, strlen(res->message))))));
 }
 
-/* on_error => 'null': a per-row failure becomes NULL and a WARNING. */
+/*
+ * on_error => 'null': a per-row failure becomes NULL; the failures of one
+ * statement are reported by one WARNING at its end (batch_scan.c).
+ */
 static void
 warn_result(const LlmResult *res)
 {
-	ereport(WARNING,
-			(errcode(res->sqlstate),
-			 errmsg("llm request failed, returning NULL: %s",
-					text_to_cstring(utf8_to_text(res->message, strlen(res->message))))));
+	llm_note_null_failure(res->sqlstate,
+						  text_to_cstring(utf8_to_text(res->message, strlen(res->message))));
 }
 
 /* A failed result for a prompt rejected before sending. */
@@ -260,16 +262,69 @@ check_result(const GenOptions *o, const LlmResult *res)
 Datum
 pg_llm_generate(PG_FUNCTION_ARGS)
 {
-	GenOptions	o;
+	LlmGenRequest req;
+	bool		on_error_null;
 	LlmResult  *res;
+	Datum		result;
+	bool		isnull;
 
+	if (!llm_generate_build_request(fcinfo, &req, &on_error_null, &res))
+		PG_RETURN_NULL();
+	if (res == NULL)
+	{
+		uint64		id = llm_submit_generate(&req);
+
+		llm_wait_request(id);
+		res = llm_take_result(id);
+	}
+	result = llm_generate_result_datum(res, on_error_null, &isnull);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * The request of one llm_generate(text, ...) call, built from fcinfo's 12
+ * arguments exactly as the function does (shared by the function and the
+ * batch scan node, batch_scan.c).  Returns false for a NULL prompt (the
+ * result is NULL; options are then not checked, like the function).  Raises
+ * ERROR 22023 for invalid options.  *local is set to a failed result for a
+ * prompt refused before sending (empty), else NULL.
+ */
+bool
+llm_generate_build_request(FunctionCallInfo fcinfo, LlmGenRequest *req,
+						   bool *on_error_null, LlmResult **local)
+{
+	GenOptions	o;
+
+	*local = NULL;
 	if (PG_ARGISNULL(0))
-		PG_RETURN_NULL();
+		return false;
 	parse_options(fcinfo, 1, true, LLM_REQ_GENERATE, &o);
-	res = generate_one(&o, PG_GETARG_TEXT_PP(0));
-	if (!check_result(&o, res))
-		PG_RETURN_NULL();
-	PG_RETURN_TEXT_P(utf8_to_text(res->text, res->text_len));
+	o.req.prompt = text_to_utf8(PG_GETARG_TEXT_PP(0));
+	if (o.req.prompt[0] == '\0')
+		*local = local_failure(ERRCODE_INVALID_PARAMETER_VALUE, "prompt must not be empty");
+	*req = o.req;
+	*on_error_null = o.on_error_null;
+	return true;
+}
+
+/*
+ * llm_generate's value for a finished result: the text in the database
+ * encoding; a failure raises its ERROR, or with on_error_null is noted for
+ * the statement's WARNING summary and gives *isnull.
+ */
+Datum
+llm_generate_result_datum(const LlmResult *res, bool on_error_null, bool *isnull)
+{
+	GenOptions	o;
+
+	memset(&o, 0, sizeof(o));
+	o.on_error_null = on_error_null;
+	*isnull = !check_result(&o, res);
+	if (*isnull)
+		return (Datum) 0;
+	return PointerGetDatum(utf8_to_text(res->text, res->text_len));
 }
 
 /*
