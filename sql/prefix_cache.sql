@@ -19,6 +19,20 @@ BEGIN
 	RETURN false;
 END
 $$;
+-- pc_run(ids, max_tokens): llm_complete the prompts of pc_prompts in the
+-- order given, one at a time (a plain join would leave the order to the planner)
+CREATE FUNCTION pc_run(ids int[], max_tokens int)
+RETURNS TABLE (ord int, pid int, out_text text, n_prompt int, n_cached int) LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1..array_length(ids, 1) LOOP
+		SELECT i, pp.id, c.text, c.prompt_tokens, c.cached_tokens
+		INTO ord, pid, out_text, n_prompt, n_cached
+		FROM pc_prompts pp, llm_complete(pp.p, raw => pp.raw, max_tokens => pc_run.max_tokens) AS c
+		WHERE pp.id = ids[i];
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
 SELECT wait_idle();
 SHOW llm.prefix_cache_isolation;
 SELECT (llm_model_info())->'model'->>'block_size' AS block_size,
@@ -59,11 +73,8 @@ FROM unnest(ARRAY['Mountains form when tectonic plates collide and push the crus
 -- 1. cache on: every prompt twice, one at a time
 SELECT llm_stat_reset();
 CREATE TABLE pc_on AS
-SELECT id, pass, c.text, c.prompt_tokens, c.cached_tokens
-FROM pc_prompts, generate_series(1, 2) AS pass,
-     LATERAL llm_complete(p, raw => raw, max_tokens => 8) AS c
-WHERE grp IN ('len', 'shared')
-ORDER BY pass, id;
+SELECT pid AS id, (ord - 1) / 11 + 1 AS pass, out_text AS text, n_prompt AS prompt_tokens, n_cached AS cached_tokens
+FROM pc_run(ARRAY[9, 16, 17, 32, 33, 48, 49, 101, 102, 103, 104, 9, 16, 17, 32, 33, 48, 49, 101, 102, 103, 104], 8);
 -- exact lengths; repeats reuse every full block but the one holding the last token
 SELECT id, prompt_tokens, cached_tokens FROM pc_on WHERE pass = 2 AND id < 100 ORDER BY id;
 -- the first ticket misses; the others share the instruction's full blocks
@@ -91,9 +102,8 @@ SELECT pg_reload_conf();
 SELECT pc_wait_engine('prefix_caching', 'false');
 SELECT llm_stat_reset();
 CREATE TABLE pc_off AS
-SELECT id, c.text, c.prompt_tokens, c.cached_tokens
-FROM pc_prompts, LATERAL llm_complete(p, raw => raw, max_tokens => 8) AS c
-WHERE grp IN ('len', 'shared') OR id = 301;
+SELECT pid AS id, out_text AS text, n_prompt AS prompt_tokens, n_cached AS cached_tokens
+FROM pc_run(ARRAY[9, 16, 17, 32, 33, 48, 49, 101, 102, 103, 104, 301], 8);
 CREATE TABLE pc_off_long AS
 SELECT id, llm_generate(p, max_tokens => 16) AS text FROM pc_prompts WHERE grp = 'small';
 CREATE TABLE pc_off_batch AS
@@ -114,13 +124,8 @@ SELECT pc_wait_engine('kv_blocks', '11');
 SELECT llm_stat_reset();
 -- a prompt, its repeat, a flood of 8 unrelated prompts, the prompt again
 CREATE TABLE pc_tiny AS
-SELECT step, pid, c.text, c.cached_tokens
-FROM (SELECT 1, 301 UNION ALL SELECT 2, 301
-      UNION ALL SELECT 2 + i, 400 + i FROM generate_series(1, 8) AS i
-      UNION ALL SELECT 11, 301) AS s(step, pid)
-     JOIN pc_prompts ON id = pid,
-     LATERAL llm_complete(p, raw => raw, max_tokens => 8) AS c
-ORDER BY step;
+SELECT ord AS step, pid, out_text AS text, n_cached AS cached_tokens
+FROM pc_run(ARRAY[301, 301, 401, 402, 403, 404, 405, 406, 407, 408, 301], 8);
 SELECT step, t.cached_tokens > 0 AS hit, t.text = f.text AS same_as_off
 FROM pc_tiny t JOIN pc_off f ON f.id = t.pid
 ORDER BY step;
@@ -159,3 +164,4 @@ DROP ROLE pc_alice;
 DROP ROLE pc_bob;
 DROP TABLE pc_prompts, pc_on, pc_on_batch, pc_off, pc_off_long, pc_off_batch, pc_tiny;
 DROP FUNCTION pc_wait_engine(text, text);
+DROP FUNCTION pc_run(int[], int);
