@@ -8,6 +8,9 @@
 #   make test            everything README.md's test command runs
 #   make demo            throwaway server + the tickets demo
 #   make bench           benchmarks (bench/run)
+#   make USE_CUDA=0      no CUDA backend even where nvcc exists (else, when
+#                        $(CUDA_HOME)/bin/nvcc exists: build/llm_cuda.so and
+#                        build/llm-parity, rules in kernels/cuda/cuda.mk)
 
 EXTENSION   = llm
 MODULE_big  = llm
@@ -26,7 +29,7 @@ ENGINE_OBJS := $(patsubst %.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  := build/libllm_engine.a
 ENGINE_CFLAGS ?= -O3 -g
 ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -Isrc/engine -Ikernels
-ENGINE_LIBS := -lpcre2-8 -lpthread -lm
+ENGINE_LIBS := -lpcre2-8 -lpthread -lm -ldl
 
 PG_CPPFLAGS = -Isrc/engine -Ikernels -Isrc
 SHLIB_LINK += $(ENGINE_LIB) $(ENGINE_LIBS)
@@ -35,6 +38,16 @@ UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_BINS  := $(patsubst test/unit/%.c,build/test/%,$(UNIT_SRCS))
 
 EXTRA_CLEAN = build
+
+# Optional CUDA backend: its own shared object, outside PGXS's OBJS.
+USE_CUDA  ?= 1
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+ifneq ($(USE_CUDA),0)
+ifneq ($(shell command -v $(NVCC) 2>/dev/null),)
+CUDA_TARGETS := build/llm_cuda.so build/llm-parity
+endif
+endif
 
 ifeq ($(wildcard $(PGXS)),)
 # Fresh machine: no PostgreSQL server headers yet.  Install the dependencies,
@@ -47,7 +60,12 @@ bootstrap:
 else
 include $(PGXS)
 
-all: build/llm-cli $(UNIT_BINS)
+all: build/llm-cli $(UNIT_BINS) $(CUDA_TARGETS)
+
+include kernels/cuda/cuda.mk
+
+build/llm-parity: tools/llm_parity.c $(ENGINE_LIB)
+	$(CC) $(ENGINE_CFLAGS) -Ikernels/cuda $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
 $(shlib): $(ENGINE_LIB)
 
@@ -92,5 +110,18 @@ install-model: $(MODEL_FILE)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
 	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
 
-.PHONY: model unit-test test install-model
+# README's demo command: a throwaway server summarising 20 support tickets.
+demo:
+	scripts/demo.sh
+
+# The CUDA backend goes next to llm.so, where the worker's loader looks for it.
+ifneq ($(CUDA_TARGETS),)
+install: install-cuda
+install-cuda: build/llm_cuda.so
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)'
+	$(INSTALL_SHLIB) build/llm_cuda.so '$(DESTDIR)$(pkglibdir)/'
+.PHONY: install-cuda
+endif
+
+.PHONY: model unit-test test install-model demo
 endif

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "backend.h"
+#include "backend_loader.h"
 #include "gguf.h"
 #include "kv_block_pool.h"
 #include "model.h"
@@ -349,7 +350,6 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	llm_kv_geometry g;
 	size_t		block_bytes;
 	int64_t		kv_bytes;
-	const char *device;
 
 	if (c == NULL || c->model_path == NULL || c->model_path[0] == '\0')
 	{
@@ -388,13 +388,7 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 		goto fail;
 
-	device = c->device ? c->device : "auto";
-	if (strcmp(device, "cpu") != 0 && strcmp(device, "auto") != 0)
-	{
-		snprintf(err, errlen, "device \"%s\" is not available in this build (cpu only)", device);
-		goto fail;
-	}
-	e->backend = llm_backend_cpu_create(c->n_threads, err, errlen);
+	e->backend = llm_backend_open(c->device, c->n_threads, err, errlen);
 	if (e->backend == NULL)
 		goto fail;
 	e->model = llm_model_load(e->gguf, e->backend, err, errlen);

@@ -1,0 +1,40 @@
+# kernels/cuda/cuda.mk — build rules of the CUDA backend, kept out of PGXS's
+# OBJS: build/llm_cuda.so is its own shared object that the engine dlopen()s
+# (src/engine/backend_loader.c), so neither the extension nor the CLI links
+# against CUDA.  Included by the top-level Makefile; also usable alone where
+# PostgreSQL is absent (the GPU machine: bench/gpu-check):
+#
+#   make -f kernels/cuda/cuda.mk build/llm_cuda.so
+#
+# Variables: CUDA_HOME (/usr/local/cuda), NVCC, CUDA_ARCH_FLAGS.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+# sm_90 machine code for H100/H200 plus compute_90 PTX for newer GPUs.
+CUDA_ARCH_FLAGS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# Host code warnings are errors; symbols hidden except the exported create functions.
+CUDA_HOST_FLAGS := -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Wno-unused-parameter,-Werror
+NVCC_FLAGS ?= -O3 -lineinfo
+NVCC_FLAGS += -std=c++17 $(CUDA_ARCH_FLAGS) -Xcompiler $(CUDA_HOST_FLAGS) -Werror all-warnings \
+	-Ikernels -Ikernels/cuda
+CUDA_CC ?= $(or $(CC),cc)
+
+CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
+CUDA_OBJS := $(patsubst %.cu,build/%.o,$(CUDA_SRCS)) build/kernels/cuda/quant_types.o
+CUDA_LIB  := build/llm_cuda.so
+
+build/kernels/cuda/%.o: kernels/cuda/%.cu kernels/cuda/cuda_internal.h kernels/cuda/backend_cuda.h \
+		kernels/backend.h kernels/quant_types.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+# quant_types.c linked into the library (hidden) so that it needs nothing from its host program.
+build/kernels/cuda/quant_types.o: kernels/quant_types.c kernels/quant_types.h
+	@mkdir -p $(dir $@)
+	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Ikernels -c $< -o $@
+
+# cudart linked statically (nvcc's default); cuBLAS from CUDA_HOME, found through the rpath.
+$(CUDA_LIB): $(CUDA_OBJS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -o $@ $(CUDA_OBJS) -cudart static -lcublas \
+		-Xlinker -rpath,$(CUDA_HOME)/lib64 -Xlinker --no-undefined

@@ -1,0 +1,44 @@
+/*
+ * backend_loader.h — choose and create the compute backend for a device name
+ * (llm.device / llm_engine_config.device): "cpu", "cuda", "cuda:N" or "auto".
+ *
+ * The CUDA backend is a separate shared object (build/llm_cuda.so, see
+ * kernels/cuda/backend_cuda.h) loaded with dlopen() only when asked for, so
+ * that nothing links against CUDA and a process that never uses the GPU never
+ * creates a CUDA context (which would not survive fork()).
+ */
+#ifndef LLM_BACKEND_LOADER_H
+#define LLM_BACKEND_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "backend.h"
+
+/*
+ * Create the backend for device (NULL = "auto"):
+ *   "cpu"           the CPU backend with n_threads threads (<= 0: all CPUs);
+ *   "cuda", "cuda:N" the CUDA backend on GPU N (default 0); NULL + err when
+ *                   the library cannot be loaded or the device cannot be used;
+ *   "auto"          CUDA when it loads and initialises, else the CPU backend
+ *                   (the reason CUDA was skipped: llm_backend_fallback_reason).
+ * With "auto" the environment variable LLM_DEVICE, when set, replaces the
+ * choice (so drivers without a device option, such as llm-cli, can pick one).
+ * The CUDA library is looked for at $LLM_CUDA_LIB, then as llm_cuda.so next
+ * to the running executable, next to the shared object holding this code
+ * (the extension), and finally through the dynamic loader's search path.
+ * Errors: unknown device names, load/initialisation failures (message in err).
+ */
+llm_backend *llm_backend_open(const char *device, int n_threads, char *err, size_t errlen);
+
+/*
+ * As llm_backend_open; deterministic = true asks the CUDA backend for its
+ * batch-invariant mode (llm.deterministic; the CPU backend always is).  The
+ * environment variable LLM_DETERMINISTIC=1 has the same effect on CUDA.
+ */
+llm_backend *llm_backend_open_ex(const char *device, int n_threads, bool deterministic,
+								 char *err, size_t errlen);
+
+/* Why the last "auto" open fell back to the CPU ("" if it did not). */
+const char *llm_backend_fallback_reason(void);
+
+#endif
