@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Regenerate the oracle golden files in test/golden/ with llama.cpp (the
+# version vendored in llama-cpp-python 0.3.36, built by scripts/build-llama-cpp.sh).
+#
+#   scripts/oracle/make_golden.sh            write test/golden/{greedy.tsv,logits.tsv,logits/}
+#   scripts/oracle/make_golden.sh --noise    print the llama.cpp-vs-llama.cpp noise floor
+#
+# Runs the generator twice and fails unless both runs are byte-identical.
+# Env: LLM_TEST_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf),
+#      LLM_ORACLE_CACHE (default ~/.cache/pg_llm).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+MODEL=${LLM_TEST_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+CACHE=${LLM_ORACLE_CACHE:-$HOME/.cache/pg_llm}
+SRC=$CACHE/llama_cpp_python-0.3.36/vendor/llama.cpp
+BUILD=$CACHE/llama.cpp-build
+[ -f "$BUILD/bin/libllama.so" ] || BUILD=$(scripts/build-llama-cpp.sh | tail -1)
+[ -f "$MODEL" ] || { echo "make_golden: model $MODEL not found (run scripts/fetch-model.sh)" >&2; exit 1; }
+
+BIN=$BUILD/bin/pg_llm-golden
+g++ -std=c++17 -O2 -Wall -Wextra -I"$SRC/include" -I"$SRC/ggml/include" \
+	scripts/oracle/golden.cpp -o "$BIN" \
+	-L"$BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$BUILD/bin"
+
+if [ "${1:-}" = "--noise" ]; then
+	exec "$BIN" "$MODEL" test/golden/prompts.tsv --noise
+fi
+
+out=test/golden
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for run in 1 2; do
+	mkdir -p "$tmp/$run/logits"
+	"$BIN" "$MODEL" "$out/prompts.tsv" "$tmp/$run"
+done
+if ! diff -r "$tmp/1" "$tmp/2" >/dev/null; then
+	echo "make_golden: two oracle runs differ; refusing to write goldens" >&2
+	diff -r "$tmp/1" "$tmp/2" | head >&2
+	exit 1
+fi
+rm -rf "$out/logits"
+mkdir -p "$out/logits"
+cp "$tmp/1/greedy.tsv" "$tmp/1/logits.tsv" "$out/"
+cp "$tmp/1/logits/"*.f32 "$out/logits/"
+echo "make_golden: wrote $out/greedy.tsv $out/logits.tsv $out/logits/ (two runs identical)" >&2
+du -sh "$out" >&2
