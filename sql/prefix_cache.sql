@@ -70,6 +70,14 @@ FROM unnest(ARRAY['Mountains form when tectonic plates collide and push the crus
                   'Honey never spoils because its low water content and acidity stop bacteria from growing.',
                   'Comets are made of ice and dust and grow bright tails when they pass close to the Sun.'])
      WITH ORDINALITY AS x(t, i);
+-- start from an empty cache whatever earlier suites cached (a reload that
+-- changes an engine setting reloads the engine)
+ALTER SYSTEM SET llm.prefix_caching = off;
+SELECT pg_reload_conf();
+SELECT pc_wait_engine('prefix_caching', 'false');
+ALTER SYSTEM RESET llm.prefix_caching;
+SELECT pg_reload_conf();
+SELECT pc_wait_engine('prefix_caching', 'true');
 -- 1. cache on: every prompt twice, one at a time
 SELECT llm_stat_reset();
 CREATE TABLE pc_on AS
