@@ -123,5 +123,10 @@ install-cuda: build/llm_cuda.so
 .PHONY: install-cuda
 endif
 
-.PHONY: model unit-test test install-model demo
+# Engine-level comparison with llama.cpp (bench/run builds what it needs;
+# BENCH_ARGS e.g. "-r 5 -b 16,32").
+bench:
+	bench/run $(BENCH_ARGS)
+
+.PHONY: model unit-test test install-model demo bench
 endif

@@ -6,6 +6,8 @@
  *   llm-cli generate -m MODEL --batch FILE        one prompt per line (\n, \t, \\ escapes),
  *                                                  all in one continuous batch
  *   llm-cli bench -m MODEL [-b B] [-p P] [-n N]    prefill and decode tokens/s
+ *               [--prompt-file FILE]              request i's prompt = line i of FILE
+ *                                                  (space-separated token ids)
  *
  * Options: --chat (apply the model's chat template), --system TEXT, -n N
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
@@ -38,6 +40,7 @@ typedef struct cli_opts
 	int			bench_batch;
 	int			bench_prompt;
 	int			bench_gen;
+	const char *bench_prompt_file;
 } cli_opts;
 
 static void
@@ -50,7 +53,8 @@ usage(void)
 			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB]\n"
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
 			"               [--ids] [--ignore-eos] (PROMPT | --batch FILE)\n"
-			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n");
+			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
+			"               [--prompt-file FILE]\n");
 	exit(2);
 }
 
@@ -216,6 +220,11 @@ parse_args(int argc, char **argv, cli_opts *o)
 			o->print_ids = true;
 		else if (!strcmp(a, "--ignore-eos"))
 			o->sp.ignore_eos = true;
+		else if (!strcmp(a, "--prompt-file"))
+		{
+			NEEDV();
+			o->bench_prompt_file = v;
+		}
 		else if (!strcmp(a, "--batch"))
 		{
 			NEEDV();
@@ -480,6 +489,82 @@ cmd_generate(llm_engine *e, cli_opts *o)
 	}
 }
 
+/*
+ * Read the bench prompts from FILE: line i holds request i's prompt as
+ * space-separated token ids (so a peer can be fed exactly the same ones).
+ * Returns a malloc'd array of B malloc'd id arrays with their lengths in
+ * lens[], or NULL after printing an error (missing file, fewer than B
+ * non-empty lines, a token that is not an integer).
+ */
+static int32_t **
+read_prompt_file(const char *path, int B, int32_t *lens)
+{
+	FILE	   *f = fopen(path, "r");
+	int32_t   **prompts = calloc(B, sizeof(int32_t *));
+	char	   *line = NULL;
+	size_t		lcap = 0;
+	int			n = 0;
+
+	if (f == NULL)
+	{
+		fprintf(stderr, "llm-cli: cannot open %s: %s\n", path, strerror(errno));
+		free(prompts);
+		return NULL;
+	}
+	while (n < B && getline(&line, &lcap, f) > 0)
+	{
+		int32_t		cap = 64;
+		char	   *p = line;
+
+		lens[n] = 0;
+		prompts[n] = malloc((size_t) cap * sizeof(int32_t));
+		for (;;)
+		{
+			char	   *end;
+			long		v;
+
+			while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+				p++;
+			if (*p == '\0')
+				break;
+			errno = 0;
+			v = strtol(p, &end, 10);
+			if (errno || end == p || v < 0 || v > INT32_MAX)
+			{
+				fprintf(stderr, "llm-cli: %s:%d: invalid token id \"%.*s\"\n", path, n + 1,
+						(int) strcspn(p, " \t\r\n"), p);
+				n++;
+				goto fail;
+			}
+			if (lens[n] == cap)
+			{
+				cap *= 2;
+				prompts[n] = realloc(prompts[n], (size_t) cap * sizeof(int32_t));
+			}
+			prompts[n][lens[n]++] = (int32_t) v;
+			p = end;
+		}
+		if (lens[n] > 0)
+			n++;
+		else
+			free(prompts[n]);
+	}
+	if (n == B)
+	{
+		free(line);
+		fclose(f);
+		return prompts;
+	}
+	fprintf(stderr, "llm-cli: %s has %d prompts, batch needs %d\n", path, n, B);
+fail:
+	for (int i = 0; i < n; i++)
+		free(prompts[i]);
+	free(prompts);
+	free(line);
+	fclose(f);
+	return NULL;
+}
+
 static int
 cmd_bench(llm_engine *e, cli_opts *o)
 {
@@ -487,6 +572,9 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	int			B = o->bench_batch;
 	gen_slot   *slots = calloc(B, sizeof(gen_slot));
 	int32_t    *ids = malloc((size_t) o->bench_prompt * sizeof(int32_t));
+	int32_t   **file_prompts = NULL;
+	int32_t    *file_lens = calloc(B, sizeof(int32_t));
+	long		prompt_tokens = 0;
 	llm_sampling_params sp = o->sp;
 	double		t0,
 				t_prefill_end = 0,
@@ -496,17 +584,32 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	sp.max_tokens = o->bench_gen;
 	sp.ignore_eos = true;
 	sp.temperature = 0;
+	if (o->bench_prompt_file &&
+		(file_prompts = read_prompt_file(o->bench_prompt_file, B, file_lens)) == NULL)
+		return 1;
 	for (int b = 0; b < B; b++)
 	{
-		/* distinct prompts (no prefix sharing): a fixed pseudo-random token stream per request */
-		uint64_t	x = 0x12345678u + (uint64_t) b * 7919;
+		const int32_t *p = ids;
+		int32_t		np = o->bench_prompt;
 
-		for (int i = 0; i < o->bench_prompt; i++)
+		if (file_prompts)
 		{
-			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-			ids[i] = 1000 + (int32_t) ((x >> 33) % 20000);
+			p = file_prompts[b];
+			np = file_lens[b];
 		}
-		if (llm_engine_add_request(e, (uint64_t) b + 1, ids, o->bench_prompt, &sp, &slots[b], err, sizeof(err)) != LLM_OK)
+		else
+		{
+			/* distinct prompts (no prefix sharing): a fixed pseudo-random token stream per request */
+			uint64_t	x = 0x12345678u + (uint64_t) b * 7919;
+
+			for (int i = 0; i < o->bench_prompt; i++)
+			{
+				x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+				ids[i] = 1000 + (int32_t) ((x >> 33) % 20000);
+			}
+		}
+		prompt_tokens += np;
+		if (llm_engine_add_request(e, (uint64_t) b + 1, p, np, &sp, &slots[b], err, sizeof(err)) != LLM_OK)
 		{
 			fprintf(stderr, "llm-cli: %s\n", err);
 			return 1;
@@ -526,12 +629,21 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	t_end = now_s();
 	for (int b = 0; b < B; b++)
 		gen += slots[b].usage.completion_tokens;
-	printf("batch %d, prompt %d tokens, %d new tokens, %d threads\n", B, o->bench_prompt, o->bench_gen,
-		   o->ec.n_threads);
-	printf("prefill: %.1f tokens/s (%.3f s)\n", (double) B * o->bench_prompt / (t_prefill_end - t0), t_prefill_end - t0);
+	if (file_prompts)
+		printf("batch %d, prompts from %s (%ld tokens in all), %d new tokens, %d threads\n", B,
+			   o->bench_prompt_file, prompt_tokens, o->bench_gen, o->ec.n_threads);
+	else
+		printf("batch %d, prompt %d tokens, %d new tokens, %d threads\n", B, o->bench_prompt, o->bench_gen,
+			   o->ec.n_threads);
+	printf("prefill: %.1f tokens/s (%.3f s)\n", (double) prompt_tokens / (t_prefill_end - t0), t_prefill_end - t0);
 	printf("decode:  %.1f tokens/s aggregate, %.2f ms/step (%ld tokens after the first, %.3f s)\n",
 		   (gen - B) / (t_end - t_prefill_end), 1e3 * (t_end - t_prefill_end) / (o->bench_gen - 1),
 		   gen - B, t_end - t_prefill_end);
+	if (file_prompts)
+		for (int b = 0; b < B; b++)
+			free(file_prompts[b]);
+	free(file_prompts);
+	free(file_lens);
 	free(ids);
 	free(slots);
 	return 0;

@@ -1,0 +1,192 @@
+"""The llama.cpp peer: llama-bench for single-stream and a llama-server with
+concurrent HTTP clients for batched serving.
+
+The binaries come from scripts/build-llama-cpp.sh (llama.cpp vendored in the
+PyPI sdist of llama-cpp-python==0.3.36, built once and cached outside the repo).
+Flags follow llama.cpp's tools/llama-bench/llama-bench.cpp and
+tools/server/README.md of that version.
+"""
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from .common import BenchError, log, run_cmd
+
+
+def build(root):
+    """Return the llama.cpp bin/ directory, building it only if the cache lacks it.
+
+    $LLAMA_CPP_BUILD points at an existing build directory instead.
+    """
+    bdir = os.environ.get("LLAMA_CPP_BUILD")
+    if not bdir:
+        out = run_cmd([os.path.join(root, "scripts", "build-llama-cpp.sh")], timeout=3600, cwd=root)
+        bdir = out.strip().splitlines()[-1]
+    bindir = os.path.join(bdir, "bin")
+    for exe in ("llama-bench", "llama-server"):
+        if not os.access(os.path.join(bindir, exe), os.X_OK):
+            raise BenchError("%s missing in %s" % (exe, bindir))
+    return bindir
+
+
+def version(bindir):
+    try:
+        p = subprocess.run([os.path.join(bindir, "llama-server"), "--version"], capture_output=True,
+                           text=True, timeout=30)
+        return (p.stdout + p.stderr).strip().splitlines()[-2:]
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def llama_bench(bindir, model, n_prompt, n_gen, threads, timeout=600):
+    """One llama-bench run (-r 1 after its own warm-up) of: prompt processing of
+    n_prompt tokens from an empty context, and generation of n_gen tokens both
+    from an empty context and after n_prompt tokens (-d 0,P), the latter being
+    what `llm-cli bench` measures.  llama-bench feeds random token ids; the
+    work does not depend on which ids they are.
+    """
+    argv = [os.path.join(bindir, "llama-bench"), "-m", model, "-p", str(n_prompt), "-n", str(n_gen),
+            "-d", "0,%d" % n_prompt, "-t", str(threads), "-r", "1", "-o", "json"]
+    out = run_cmd(argv, timeout=timeout)
+    try:
+        tests = json.loads(out)
+    except ValueError:
+        raise BenchError("llama-bench printed no JSON: %r" % out[-300:])
+    m = {}
+    for t in tests:
+        if t["n_prompt"] > 0 and t["n_gen"] == 0 and t["n_depth"] == 0:
+            m["prefill_tps"] = t["avg_ts"]
+        elif t["n_gen"] > 0 and t["n_prompt"] == 0 and t["n_depth"] == n_prompt:
+            m["decode_tps"] = t["avg_ts"]
+            m["step_ms"] = t["avg_ns"] / 1e6 / t["n_gen"]
+        elif t["n_gen"] > 0 and t["n_prompt"] == 0 and t["n_depth"] == 0:
+            m["decode_depth0_tps"] = t["avg_ts"]
+    if "prefill_tps" not in m or "decode_tps" not in m:
+        raise BenchError("llama-bench JSON lacks the expected tests")
+    return m
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A llama-server child process with `slots` parallel slots and continuous batching."""
+
+    def __init__(self, bindir, model, slots, ctx_per_slot, threads, log_path):
+        self.port = _free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.argv = [os.path.join(bindir, "llama-server"), "-m", model,
+                     "-np", str(slots), "-c", str(slots * ctx_per_slot),
+                     "-t", str(threads), "-tb", str(threads), "--cont-batching",
+                     "-cram", "0", "--no-webui", "--host", "127.0.0.1", "--port", str(self.port)]
+        self.log_path = log_path
+        self.proc = None
+
+    def __enter__(self):
+        self.logf = open(self.log_path, "w")
+        self.proc = subprocess.Popen(self.argv, stdout=self.logf, stderr=subprocess.STDOUT)
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise BenchError("llama-server exited %d at start (see %s)" % (self.proc.returncode, self.log_path))
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.25)
+        self.__exit__(None, None, None)
+        raise BenchError("llama-server not healthy after 180 s (see %s)" % self.log_path)
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+
+    def complete(self, prompt_ids, n_predict, timeout=900):
+        """POST /completion with a token-id prompt, greedy, no prompt cache; returns the JSON reply."""
+        body = json.dumps({
+            "prompt": prompt_ids,
+            "n_predict": n_predict,
+            "ignore_eos": True,
+            "temperature": 0,
+            "cache_prompt": False,
+            "stream": False,
+        }).encode()
+        req = urllib.request.Request(self.url + "/completion", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+
+def concurrent_completions(server, prompts, n_predict):
+    """Send every prompt at once (one thread and connection each, released
+    together by a barrier); returns metrics from the clients' wall clock and
+    from the server's own per-request timings.
+
+    wall_tps         all generated tokens / (last reply - first send)
+    decode_tps       sum over requests of the server's predicted_per_second
+                     (time after each request's first token): the aggregate
+                     decode rate while all slots generate together
+    prefill_tps      all prompt tokens / the longest prompt_ms (the prompts
+                     are processed together in the first batches)
+    """
+    n = len(prompts)
+    replies = [None] * n
+    errors = []
+    times = [None] * n
+    barrier = threading.Barrier(n)
+
+    def client(i):
+        barrier.wait()
+        t0 = time.time()
+        try:
+            replies[i] = server.complete(prompts[i], n_predict)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            errors.append("request %d: %s" % (i, e))
+        times[i] = (t0, time.time())
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise BenchError("llama-server: " + "; ".join(errors[:3]))
+    wall = max(t[1] for t in times) - min(t[0] for t in times)
+    predicted = [r["timings"]["predicted_n"] for r in replies]
+    short = [p for p in predicted if p != n_predict]
+    if short:
+        log("warning: llama-server generated %s tokens instead of %d for %d requests"
+            % (sorted(set(short)), n_predict, len(short)))
+    return {
+        "wall_tps": sum(predicted) / wall,
+        "wall_s": wall,
+        "decode_tps": sum(r["timings"]["predicted_per_second"] for r in replies),
+        "prefill_tps": sum(r["timings"]["prompt_n"] for r in replies)
+        / (max(r["timings"]["prompt_ms"] for r in replies) / 1e3),
+        "step_ms": statistics_median([r["timings"]["predicted_ms"] / max(1, r["timings"]["predicted_n"])
+                                      for r in replies]),
+        "generated": sum(predicted),
+        "prompt_tokens": sum(r["timings"]["prompt_n"] for r in replies),
+    }
+
+
+def statistics_median(xs):
+    xs = sorted(xs)
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
