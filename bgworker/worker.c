@@ -361,6 +361,9 @@ on_engine_event(const llm_event *ev, void *cb_arg)
 
 /* ---------- shared stats ---------- */
 
+/* engine step count at the last publish: each step's batch size counts once */
+static int64 published_steps = -1;
+
 static void
 publish_stats(void)
 {
@@ -378,8 +381,13 @@ publish_stats(void)
 
 		s->requests_running = es.n_running;
 		s->requests_waiting = es.n_waiting;
-		s->batch_size = es.last_batch_seqs;
-		s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
+		/* idle: no current batch; the max folds in each step once, so a reset sticks */
+		s->batch_size = es.n_running > 0 ? es.last_batch_seqs : 0;
+		if (es.n_steps != published_steps)
+		{
+			s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
+			published_steps = es.n_steps;
+		}
 		s->kv_blocks_used = es.kv_blocks_used;
 		s->kv_blocks_cached = es.kv_blocks_cached;
 		s->kv_blocks_total = es.kv_blocks_total;
