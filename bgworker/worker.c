@@ -118,6 +118,8 @@ static uint64 next_engine_id = 1;
 static StatsDelta delta;
 static bool stats_dirty = true;
 static int64 last_engine_preemptions = 0;
+static int64 last_engine_prefix_queries = 0;
+static int64 last_engine_prefix_hits = 0;
 
 static void
 worker_sigterm(SIGNAL_ARGS)
@@ -359,6 +361,9 @@ on_engine_event(const llm_event *ev, void *cb_arg)
 
 /* ---------- shared stats ---------- */
 
+/* engine step count at the last publish: each step's batch size counts once */
+static int64 published_steps = -1;
+
 static void
 publish_stats(void)
 {
@@ -376,8 +381,13 @@ publish_stats(void)
 
 		s->requests_running = es.n_running;
 		s->requests_waiting = es.n_waiting;
-		s->batch_size = es.last_batch_seqs;
-		s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
+		/* idle: no current batch; the max folds in each step once, so a reset sticks */
+		s->batch_size = es.n_running > 0 ? es.last_batch_seqs : 0;
+		if (es.n_steps != published_steps)
+		{
+			s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
+			published_steps = es.n_steps;
+		}
 		s->kv_blocks_used = es.kv_blocks_used;
 		s->kv_blocks_cached = es.kv_blocks_cached;
 		s->kv_blocks_total = es.kv_blocks_total;
@@ -390,6 +400,12 @@ publish_stats(void)
 		s->steps += delta.steps;
 		if (engine && es.n_preemptions >= last_engine_preemptions)
 			s->preemptions += es.n_preemptions - last_engine_preemptions;
+		if (engine && es.prefix_queries >= last_engine_prefix_queries &&
+			es.cached_prompt_tokens >= last_engine_prefix_hits)
+		{
+			s->prefix_query_tokens += es.prefix_queries - last_engine_prefix_queries;
+			s->prefix_hit_tokens += es.cached_prompt_tokens - last_engine_prefix_hits;
+		}
 		for (int i = 0; i < delta.n_ttft; i++)
 			llm_latency_add(&s->ttft, delta.ttft[i]);
 		for (int i = 0; i < delta.n_tpot; i++)
@@ -397,6 +413,8 @@ publish_stats(void)
 	}
 	LWLockRelease(llm_shared->lock);
 	last_engine_preemptions = es.n_preemptions;
+	last_engine_prefix_queries = es.prefix_queries;
+	last_engine_prefix_hits = es.cached_prompt_tokens;
 	memset(&delta, 0, sizeof(delta));
 	stats_dirty = false;
 }
@@ -516,6 +534,8 @@ load_engine(void)
 		set_ps_display("model failed");
 	}
 	last_engine_preemptions = 0;
+	last_engine_prefix_queries = 0;
+	last_engine_prefix_hits = 0;
 }
 
 static void
@@ -833,6 +853,7 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 	params.n_stop = h->n_stop;
 	params.stop = (const char *const *) stops;
 	params.ignore_eos = (h->flags & LLM_REQ_FLAG_IGNORE_EOS) != 0;
+	params.cache_salt = h->cache_salt;
 	if (llm_sampling_params_validate(&params, err, sizeof(err)) != LLM_OK)
 	{
 		queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE, err);

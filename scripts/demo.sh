@@ -49,8 +49,8 @@ CREATE EXTENSION llm;
 CREATE TABLE tickets (id int PRIMARY KEY, subject text, body text, product text, priority text);
 \copy tickets FROM '$WORK/tickets.csv' WITH (FORMAT csv, HEADER true)
 SQL
-echo "== model: $("${PSQL[@]}" -Atc "SELECT llm_model_info()->>'name'")"
-echo "== SELECT id, llm_generate('Summarize this support ticket in one sentence.' || E'\\n' || body, max_tokens => 48) FROM tickets LIMIT $ROWS"
+echo "== model: $("${PSQL[@]}" -Atc "SELECT llm_model_info()->'model'->>'name'")"
+echo "== SELECT id, subject, llm_generate('Summarize this support ticket in one sentence.' || E'\\n' || body, max_tokens => 48) FROM tickets ORDER BY id LIMIT $ROWS"
 start=$(date +%s%N)
 "${PSQL[@]}" -P pager=off <<SQL
 SELECT id, subject,

@@ -132,6 +132,9 @@ CREATE FUNCTION llm_stat(
 	OUT requests_aborted bigint,
 	OUT prompt_tokens bigint,
 	OUT cached_tokens bigint,
+	OUT prefix_query_tokens bigint,
+	OUT prefix_hit_tokens bigint,
+	OUT prefix_hit_rate float8,
 	OUT completion_tokens bigint,
 	OUT batch_size int,
 	OUT max_batch_size int,
@@ -150,7 +153,7 @@ AS 'MODULE_PATHNAME', 'pg_llm_stat'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION llm_stat() IS
-'Worker statistics: requests, tokens, batch sizes, KV cache blocks, and mean/p99 time to first token and time per output token (ms) over the last 1024 requests.';
+'Worker statistics: requests, tokens, prefix-cache lookups (prompt tokens queried and hit, hit rate), batch sizes, KV cache blocks, and mean/p99 time to first token and time per output token (ms) over the last 1024 requests.';
 
 CREATE VIEW llm_stat AS SELECT * FROM llm_stat();
 

@@ -494,6 +494,26 @@ submit(LlmRequestMsg *hdr, const char *payload, uint32 payload_len)
 	return id;
 }
 
+/*
+ * Prefix-cache isolation key of this session's next request, by
+ * llm.prefix_cache_isolation: 0 (shared by all), or a tag and the current
+ * role's or database's OID.  The worker mixes it with the model identity into
+ * the first block's hash, so keys that differ never share a block.
+ */
+uint64
+llm_prefix_cache_salt(void)
+{
+	switch (llm_prefix_cache_isolation)
+	{
+		case LLM_PREFIX_ISOLATION_ROLE:
+			return ((uint64) LLM_PREFIX_ISOLATION_ROLE << 32) | (uint64) GetUserId();
+		case LLM_PREFIX_ISOLATION_DATABASE:
+			return ((uint64) LLM_PREFIX_ISOLATION_DATABASE << 32) | (uint64) MyDatabaseId;
+		default:
+			return 0;
+	}
+}
+
 uint64
 llm_submit_generate(const LlmGenRequest *req)
 {
@@ -512,6 +532,7 @@ llm_submit_generate(const LlmGenRequest *req)
 	hdr.seed = req->seed;
 	hdr.n_stop = req->n_stop;
 	hdr.debug_poison = llm_debug_poison_logits;
+	hdr.cache_salt = llm_prefix_cache_salt();
 	if (req->has_seed)
 		hdr.flags |= LLM_REQ_FLAG_SEED;
 	if (req->raw)

@@ -64,6 +64,7 @@ typedef struct LlmResult
 } LlmResult;
 
 extern uint64 llm_submit_generate(const LlmGenRequest *req);
+extern uint64 llm_prefix_cache_salt(void);
 extern uint64 llm_submit_tokenize(const char *utf8, int len);
 extern uint64 llm_submit_detokenize(const int32 *ids, int n);
 

@@ -33,6 +33,7 @@ int			llm_block_size = 16;
 int			llm_max_batched_tokens = 512;
 int			llm_max_running_requests = 64;
 bool		llm_prefix_caching = true;
+int			llm_prefix_cache_isolation = LLM_PREFIX_ISOLATION_ROLE;
 int			llm_worker_wait_timeout_ms = 30000;
 int			llm_debug_poison_logits = 0;
 
@@ -45,6 +46,13 @@ static const struct config_enum_entry llm_device_options[] = {
 	{"auto", LLM_DEVICE_AUTO, false},
 	{"cpu", LLM_DEVICE_CPU, false},
 	{"cuda", LLM_DEVICE_CUDA, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry llm_prefix_isolation_options[] = {
+	{"none", LLM_PREFIX_ISOLATION_NONE, false},
+	{"role", LLM_PREFIX_ISOLATION_ROLE, false},
+	{"database", LLM_PREFIX_ISOLATION_DATABASE, false},
 	{NULL, 0, false}
 };
 
@@ -222,6 +230,16 @@ llm_define_gucs(void)
 							 &llm_prefix_caching,
 							 true,
 							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("llm.prefix_cache_isolation",
+							 "Which requests may share cached prompt prefixes: none (all), role or database.",
+							 "A shared prefix answers faster, so sharing lets one party detect by timing "
+							 "that another sent the same prompt start; see docs/PREFIX_CACHING.md.",
+							 &llm_prefix_cache_isolation,
+							 LLM_PREFIX_ISOLATION_ROLE,
+							 llm_prefix_isolation_options,
+							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("llm.worker_wait_timeout",

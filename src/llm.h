@@ -27,6 +27,7 @@ extern int	llm_block_size;
 extern int	llm_max_batched_tokens;
 extern int	llm_max_running_requests;
 extern bool llm_prefix_caching;
+extern int	llm_prefix_cache_isolation;
 extern int	llm_worker_wait_timeout_ms;
 extern int	llm_debug_poison_logits;
 
@@ -38,6 +39,14 @@ typedef enum LlmDevice
 } LlmDevice;
 
 extern const char *llm_device_name(int device);
+
+/* llm.prefix_cache_isolation: whose requests may share cached KV blocks */
+typedef enum LlmPrefixIsolation
+{
+	LLM_PREFIX_ISOLATION_NONE = 0,	/* every request */
+	LLM_PREFIX_ISOLATION_ROLE,	/* requests of the same current role */
+	LLM_PREFIX_ISOLATION_DATABASE	/* requests in the same database */
+} LlmPrefixIsolation;
 
 typedef enum LlmModelState
 {
@@ -84,6 +93,8 @@ typedef struct LlmStats
 	int64		requests_aborted;
 	int64		prompt_tokens;
 	int64		cached_tokens;
+	int64		prefix_query_tokens;	/* prompt tokens looked up in the prefix cache */
+	int64		prefix_hit_tokens;	/* of those, served from cached blocks */
 	int64		completion_tokens;
 	int64		steps;
 	int64		preemptions;

@@ -77,6 +77,7 @@ typedef struct LlmRequestMsg
 	int32		n_stop;
 	int32		n_messages;
 	int32		debug_poison;	/* test hook: poison this many logits rows (llm.debug_poison_logits) */
+	uint64		cache_salt;		/* prefix-cache isolation key (llm.prefix_cache_isolation); 0 = shared */
 	uint32		payload_len;	/* bytes following this header */
 } LlmRequestMsg;
 

@@ -22,7 +22,7 @@ PG_FUNCTION_INFO_V1(pg_llm_stat);
 PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
 PG_FUNCTION_INFO_V1(pg_llm_model_info);
 
-#define LLM_STAT_COLS 22
+#define LLM_STAT_COLS 25
 
 static void
 require_registry(void)
@@ -63,7 +63,8 @@ ring_summary(LlmLatencyRing *r, double *mean, double *p99)
 
 /*
  * llm_stat() -> one row: worker and model status, request counts, token
- * counts, batch sizes, KV blocks, mean/p99 TTFT and TPOT over the most recent
+ * counts, prefix-cache lookups (prompt tokens queried, hit, hit rate; NULL
+ * rate before any lookup), batch sizes, KV blocks, mean/p99 TTFT and TPOT over the most recent
  * LLM_LATENCY_RING requests (ms).
  */
 Datum
@@ -101,6 +102,11 @@ pg_llm_stat(PG_FUNCTION_ARGS)
 	values[c++] = Int64GetDatum(s->requests_aborted);
 	values[c++] = Int64GetDatum(s->prompt_tokens);
 	values[c++] = Int64GetDatum(s->cached_tokens);
+	values[c++] = Int64GetDatum(s->prefix_query_tokens);
+	values[c++] = Int64GetDatum(s->prefix_hit_tokens);
+	values[c] = Float8GetDatum(s->prefix_query_tokens > 0 ?
+							   (double) s->prefix_hit_tokens / (double) s->prefix_query_tokens : 0.0);
+	nulls[c++] = (s->prefix_query_tokens == 0);
 	values[c++] = Int64GetDatum(s->completion_tokens);
 	values[c++] = Int32GetDatum(s->batch_size);
 	values[c++] = Int32GetDatum(s->max_batch_size);
@@ -149,6 +155,8 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 	s->requests_aborted = 0;
 	s->prompt_tokens = 0;
 	s->cached_tokens = 0;
+	s->prefix_query_tokens = 0;
+	s->prefix_hit_tokens = 0;
 	s->completion_tokens = 0;
 	s->steps = 0;
 	s->preemptions = 0;

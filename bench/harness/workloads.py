@@ -126,3 +126,99 @@ class Batched:
 
 def engine_workloads(batches):
     return [SingleStream()] + [Batched(b) for b in batches]
+
+
+W1_PROMPT = "'Summarize this support ticket in one sentence.' || E'\\n' || body"
+W4_INSTRUCTION = (
+    "You are the triage assistant of Kestrel Systems' support desk. For the ticket below, write one "
+    "sentence that a support engineer can read in five seconds. Name the product involved (Cloud Suite, "
+    "Billing, Sync, Router RX or the Mobile App), the customer's main problem in plain words, and any "
+    "order number, error code, device model or date that the ticket mentions. Do not greet the customer, "
+    "do not apologise, do not promise anything, and do not invent facts that are not in the ticket. If "
+    "the ticket asks for a refund, say so explicitly. If the ticket reports an outage affecting several "
+    "people, start the sentence with the word OUTAGE. If the ticket is a feature request, start with the "
+    "word REQUEST. If the customer sounds angry or mentions cancelling, end the sentence with the words "
+    "(at risk). Keep the sentence under thirty words. Write in English even when the ticket is written in "
+    "another language, and keep product names exactly as the customer wrote them. Ticket follows.")
+
+
+class SqlStatement:
+    """W1: one statement over the tickets: the LLM Batch node's read-ahead
+    window (llm.batch_window 64) vs row at a time (batch_window = 1), the way a
+    scalar function runs in any other in-SQL AI product."""
+
+    id = "w1"
+    peer = "row at a time"
+
+    def __init__(self, rows):
+        self.rows_n = rows
+        self.title = "W1 tickets (%d rows, 1 statement)" % rows
+
+    def unavailable(self, ctx):
+        return None if ctx.pg else "no PostgreSQL server (%s)" % ctx.pg_error
+
+    def sides(self, ctx):
+        q = ("CREATE TEMP TABLE w1 AS SELECT id, llm_generate(%s, max_tokens => 48) AS s "
+             "FROM (SELECT * FROM tickets ORDER BY id LIMIT %d) t" % (W1_PROMPT, self.rows_n))
+
+        def run(window):
+            def fn(r):
+                before = ctx.pg.stat()
+                dt, _ = ctx.pg.timed("SET llm.batch_window = %d; %s" % (window, q))
+                after = ctx.pg.stat()
+                gen = after["completion_tokens"] - before["completion_tokens"]
+                return {"wall_s": dt, "rows_per_s": self.rows_n / dt, "tokens_per_s": gen / dt,
+                        "completion_tokens": gen, "max_batch_size": after["max_batch_size"]}
+            return fn
+
+        return [("ours", run(64)), ("peer", run(1))]
+
+    def rows(self, ctx, o, p):
+        return [row("rows/s", "rows/s", o.get("rows_per_s"), p.get("rows_per_s")),
+                row("output tokens/s", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s"))]
+
+
+class SqlTemplate:
+    """W4 (prefix caching): UPDATE tickets with a shared ~300-token instruction
+    before each ticket, max_tokens 32, llm.prefix_caching on vs off."""
+
+    id = "w4"
+    peer = "prefix caching off"
+
+    def __init__(self, rows):
+        self.rows_n = rows
+        self.title = "W4 template UPDATE (%d rows)" % rows
+
+    def unavailable(self, ctx):
+        return None if ctx.pg else "no PostgreSQL server (%s)" % ctx.pg_error
+
+    def sides(self, ctx):
+        q = ("UPDATE tickets SET subject = llm_generate(%s || E'\\n' || body, "
+             "max_tokens => 32) WHERE id <= %d" % ("'" + W4_INSTRUCTION.replace("'", "''") + "'", self.rows_n))
+
+        def run(on):
+            def fn(r):
+                ctx.pg.sql("ALTER SYSTEM SET llm.prefix_caching = %s" % ("on" if on else "off"))
+                ctx.pg.sql("SELECT pg_reload_conf()")
+                ctx.pg.wait_ready("prefix_caching", "true" if on else "false")
+                before = ctx.pg.stat()
+                dt, _ = ctx.pg.timed("BEGIN; %s; ROLLBACK;" % q)
+                after = ctx.pg.stat()
+                d = {k: (after[k] or 0) - (before[k] or 0) for k in
+                     ("completion_tokens", "prompt_tokens", "prefix_query_tokens", "prefix_hit_tokens")}
+                return {"wall_s": dt, "tokens_per_s": d["completion_tokens"] / dt,
+                        "rows_per_s": self.rows_n / dt,
+                        "hit_rate": (d["prefix_hit_tokens"] / d["prefix_query_tokens"]
+                                     if d["prefix_query_tokens"] else None)}
+            return fn
+
+        return [("ours", run(True)), ("peer", run(False))]
+
+    def rows(self, ctx, o, p):
+        return [row("rows/s", "rows/s", o.get("rows_per_s"), p.get("rows_per_s")),
+                row("output tokens/s", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s")),
+                row("prefix-cache hit rate (prompt tokens)", "fraction", o.get("hit_rate"), None)]
+
+
+def sql_workloads(rows):
+    return [SqlStatement(rows), SqlTemplate(rows)]

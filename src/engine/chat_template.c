@@ -18,72 +18,12 @@
  * "assistant" is called "model", contents are trimmed, BOS first.
  */
 #include "chat_template.h"
+#include "text_util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void
-set_err(char *err, size_t errlen, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-/*
- * Offset of the first ill-formed UTF-8 byte in s[0..n), or n when valid
- * (Unicode table 3-7: no overlongs, surrogates or code points > U+10FFFF).
- */
-static size_t
-utf8_invalid_at(const char *s, size_t n)
-{
-	const unsigned char *p = (const unsigned char *) s;
-	size_t		i = 0;
-
-	while (i < n)
-	{
-		unsigned char c = p[i];
-		size_t		len;
-		unsigned char lo = 0x80,
-					hi = 0xBF;
-
-		if (c < 0x80)
-		{
-			i++;
-			continue;
-		}
-		if (c >= 0xC2 && c <= 0xDF)
-			len = 2;
-		else if (c >= 0xE0 && c <= 0xEF)
-			len = 3;
-		else if (c >= 0xF0 && c <= 0xF4)
-			len = 4;
-		else
-			return i;
-		if (c == 0xE0)
-			lo = 0xA0;
-		else if (c == 0xED)
-			hi = 0x9F;
-		else if (c == 0xF0)
-			lo = 0x90;
-		else if (c == 0xF4)
-			hi = 0x8F;
-		if (i + len > n || p[i + 1] < lo || p[i + 1] > hi)
-			return i;
-		for (size_t k = 2; k < len; k++)
-			if (p[i + k] < 0x80 || p[i + k] > 0xBF)
-				return i;
-		i += len;
-	}
-	return n;
-}
-
 /* Offset of needle in hay[from..len), or -1. */
 static int64_t
 find_str(const char *hay, size_t len, size_t from, const char *needle)
@@ -176,7 +116,7 @@ llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_toke
 		if (llm_tokenizer_special_id(t, "<|im_start|>") < 0 ||
 			llm_tokenizer_special_id(t, "<|im_end|>") < 0)
 		{
-			set_err(err, errlen, "chat template: ChatML template but <|im_start|>/<|im_end|> are not special tokens of the vocabulary");
+			llm_set_err(err, errlen, "chat template: ChatML template but <|im_start|>/<|im_end|> are not special tokens of the vocabulary");
 			return -1;
 		}
 		ct->family = LLM_CHAT_CHATML;
@@ -188,7 +128,7 @@ llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_toke
 		if (llm_tokenizer_special_id(t, "<start_of_turn>") < 0 ||
 			llm_tokenizer_special_id(t, "<end_of_turn>") < 0)
 		{
-			set_err(err, errlen, "chat template: Gemma template but <start_of_turn>/<end_of_turn> are not special tokens of the vocabulary");
+			llm_set_err(err, errlen, "chat template: Gemma template but <start_of_turn>/<end_of_turn> are not special tokens of the vocabulary");
 			return -1;
 		}
 		ct->family = LLM_CHAT_GEMMA;
@@ -233,7 +173,7 @@ text_append(chat_out *o, const char *s, size_t n)
 
 		if (p == NULL)
 		{
-			set_err(o->err, o->errlen, "chat template: out of memory");
+			llm_set_err(o->err, o->errlen, "chat template: out of memory");
 			o->failed = true;
 			return;
 		}
@@ -385,34 +325,34 @@ llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 
 	if (ct == NULL || ct->family == LLM_CHAT_NONE)
 	{
-		set_err(err, errlen, "chat template: the model has no supported chat template (ChatML or Gemma)");
+		llm_set_err(err, errlen, "chat template: the model has no supported chat template (ChatML or Gemma)");
 		return -1;
 	}
 	if (n < 0 || (n > 0 && msgs == NULL))
 	{
-		set_err(err, errlen, "chat template: invalid message list");
+		llm_set_err(err, errlen, "chat template: invalid message list");
 		return -1;
 	}
 	for (int i = 0; i < n; i++)
 	{
 		if (!role_ok(msgs[i].role))
 		{
-			set_err(err, errlen, "chat template: message %d has unknown role \"%s\" (expected system, user or assistant)",
+			llm_set_err(err, errlen, "chat template: message %d has unknown role \"%s\" (expected system, user or assistant)",
 					i, msgs[i].role ? msgs[i].role : "(null)");
 			return -1;
 		}
 		if (msgs[i].content == NULL && msgs[i].content_len > 0)
 		{
-			set_err(err, errlen, "chat template: message %d has NULL content", i);
+			llm_set_err(err, errlen, "chat template: message %d has NULL content", i);
 			return -1;
 		}
 		if (msgs[i].content_len > 0)
 		{
-			size_t		bad = utf8_invalid_at(msgs[i].content, msgs[i].content_len);
+			size_t		bad = llm_utf8_first_invalid(msgs[i].content, msgs[i].content_len);
 
 			if (bad < msgs[i].content_len)
 			{
-				set_err(err, errlen, "chat template: message %d: invalid UTF-8 at byte offset %zu (byte 0x%02x)",
+				llm_set_err(err, errlen, "chat template: message %d: invalid UTF-8 at byte offset %zu (byte 0x%02x)",
 						i, bad, (unsigned) (unsigned char) msgs[i].content[bad]);
 				return -1;
 			}

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include "backend.h"
 #include "backend_loader.h"
@@ -55,6 +56,7 @@ struct llm_engine
 	llm_sched  *sched;
 	llm_sampler_scratch sampler;
 	int32_t		n_ctx;
+	uint64_t	model_identity; /* mixed into every prefix-cache salt */
 	float	   *logits;			/* [cap_out][n_vocab] host */
 	int32_t		cap_out;
 	/* step description arrays */
@@ -299,6 +301,48 @@ table_del(llm_engine *e, uint64_t id)
 
 /* ---------- lifecycle ---------- */
 
+/*
+ * Identity of the model file for the prefix cache: a chained hash of its
+ * size and its first and last 64 KiB (GGUF header, metadata and tensor
+ * directory at the front, weights at the back), so cached KV blocks can never
+ * match across models even if a pool outlived a model.  -1 if unreadable.
+ */
+static int
+model_file_identity(const char *path, uint64_t *out)
+{
+	enum
+	{
+		SPAN = 64 * 1024
+	};
+	FILE	   *f = fopen(path, "rb");
+	struct stat st;
+	int32_t    *buf = malloc(SPAN);
+	uint64_t	h;
+	int			rc = -1;
+
+	if (f == NULL || buf == NULL || fstat(fileno(f), &st) != 0)
+		goto done;
+	h = llm_block_hash(0, (const int32_t[2]) {(int32_t) st.st_size, (int32_t) ((uint64_t) st.st_size >> 32)}, 2, 0);
+	for (int part = 0; part < 2; part++)
+	{
+		off_t		at = part == 0 ? 0 : (st.st_size > SPAN ? st.st_size - SPAN : 0);
+		size_t		got;
+
+		memset(buf, 0, SPAN);
+		if (fseeko(f, at, SEEK_SET) != 0)
+			goto done;
+		got = fread(buf, 1, SPAN, f);
+		h = llm_block_hash(h, buf, (int32_t) ((got + 3) / 4), part);
+	}
+	*out = h;
+	rc = 0;
+done:
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
 llm_engine *
 llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 {
@@ -333,6 +377,11 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->gguf = gguf_open(c->model_path, err, errlen);
 	if (e->gguf == NULL)
 		goto fail;
+	if (model_file_identity(c->model_path, &e->model_identity) != 0)
+	{
+		snprintf(err, errlen, "could not read model file \"%s\" to identify it", c->model_path);
+		goto fail;
+	}
 	e->tok = llm_tokenizer_create(e->gguf, err, errlen);
 	if (e->tok == NULL)
 		goto fail;
@@ -592,7 +641,7 @@ llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_
 	r->seq.n_tokens = n;
 	r->seq.cap_tokens = n + 16;
 	r->seq.n_prompt = n;
-	r->seq.cache_salt = p->cache_salt;
+	r->seq.cache_salt = llm_prefix_salt(e->model_identity, p->cache_salt);
 	r->seq.owner = r;
 	r->max_len = (int64_t) n + p->max_tokens;
 	if (r->max_len > e->n_ctx)

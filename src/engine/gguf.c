@@ -18,6 +18,7 @@
  * hash tables (duplicate detection + O(1) lookups).
  */
 #include "gguf.h"
+#include "text_util.h"
 #include "quant_types.h"
 
 #include <errno.h>
@@ -73,18 +74,6 @@ typedef struct reader
 	size_t		errlen;
 } reader;
 
-static void
-set_err(char *err, size_t errlen, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static inline size_t
 reader_left(const reader *r)
 {
@@ -97,7 +86,7 @@ read_span(reader *r, uint64_t n, const uint8_t **out, const char *what)
 {
 	if (n > reader_left(r))
 	{
-		set_err(r->err, r->errlen,
+		llm_set_err(r->err, r->errlen,
 				"gguf: truncated file: %s needs %llu bytes at offset %zu but only %zu remain (file size %zu)",
 				what, (unsigned long long) n, r->pos, reader_left(r), r->size);
 		return false;
@@ -141,7 +130,7 @@ read_str(reader *r, gguf_str *s, uint64_t max_len, const char *what)
 		return false;
 	if (len > max_len)
 	{
-		set_err(r->err, r->errlen, "gguf: %s at offset %zu: length %llu exceeds the limit %llu",
+		llm_set_err(r->err, r->errlen, "gguf: %s at offset %zu: length %llu exceeds the limit %llu",
 				what, at, (unsigned long long) len, (unsigned long long) max_len);
 		return false;
 	}
@@ -224,19 +213,19 @@ read_kv(reader *r, uint64_t i, gguf_kv *kv)
 		return false;
 	if (kv->key.len == 0)
 	{
-		set_err(r->err, r->errlen, "gguf: kv %llu has an empty key", (unsigned long long) i);
+		llm_set_err(r->err, r->errlen, "gguf: kv %llu has an empty key", (unsigned long long) i);
 		return false;
 	}
 	if (memchr(kv->key.ptr, '\0', kv->key.len) != NULL)
 	{
-		set_err(r->err, r->errlen, "gguf: kv %llu: key contains a NUL byte", (unsigned long long) i);
+		llm_set_err(r->err, r->errlen, "gguf: kv %llu: key contains a NUL byte", (unsigned long long) i);
 		return false;
 	}
 	if (!read_u32(r, &type, "kv value type"))
 		return false;
 	if (type > GGUF_VT_FLOAT64)
 	{
-		set_err(r->err, r->errlen, "gguf: key '%.*s': unknown value type %u",
+		llm_set_err(r->err, r->errlen, "gguf: key '%.*s': unknown value type %u",
 				msg_len(kv->key.len), kv->key.ptr, type);
 		return false;
 	}
@@ -261,13 +250,13 @@ read_kv(reader *r, uint64_t i, gguf_kv *kv)
 			return false;
 		if (et == GGUF_VT_ARRAY)
 		{
-			set_err(r->err, r->errlen, "gguf: key '%.*s': nested arrays are not supported",
+			llm_set_err(r->err, r->errlen, "gguf: key '%.*s': nested arrays are not supported",
 					msg_len(kv->key.len), kv->key.ptr);
 			return false;
 		}
 		if (et > GGUF_VT_FLOAT64)
 		{
-			set_err(r->err, r->errlen, "gguf: key '%.*s': unknown array element type %u",
+			llm_set_err(r->err, r->errlen, "gguf: key '%.*s': unknown array element type %u",
 					msg_len(kv->key.len), kv->key.ptr, et);
 			return false;
 		}
@@ -280,7 +269,7 @@ read_kv(reader *r, uint64_t i, gguf_kv *kv)
 			/* each string needs at least its 8-byte length */
 			if (n > reader_left(r) / 8)
 			{
-				set_err(r->err, r->errlen,
+				llm_set_err(r->err, r->errlen,
 						"gguf: key '%.*s': string array length %llu cannot fit in the %zu bytes left",
 						msg_len(kv->key.len), kv->key.ptr, (unsigned long long) n, reader_left(r));
 				return false;
@@ -288,7 +277,7 @@ read_kv(reader *r, uint64_t i, gguf_kv *kv)
 			kv->strs = malloc((size_t) (n ? n : 1) * sizeof(gguf_str));
 			if (kv->strs == NULL)
 			{
-				set_err(r->err, r->errlen, "gguf: out of memory for %llu strings",
+				llm_set_err(r->err, r->errlen, "gguf: out of memory for %llu strings",
 						(unsigned long long) n);
 				return false;
 			}
@@ -314,7 +303,7 @@ read_kv(reader *r, uint64_t i, gguf_kv *kv)
 
 			if (n > reader_left(r) / es)
 			{
-				set_err(r->err, r->errlen,
+				llm_set_err(r->err, r->errlen,
 						"gguf: key '%.*s': array of %llu x %zu-byte elements cannot fit in the %zu bytes left",
 						msg_len(kv->key.len), kv->key.ptr, (unsigned long long) n, es, reader_left(r));
 				return false;
@@ -341,7 +330,7 @@ read_tensor_info(reader *r, uint64_t i, gguf_tensor *t)
 		return false;
 	if (name.len == 0 || memchr(name.ptr, '\0', name.len) != NULL)
 	{
-		set_err(r->err, r->errlen, "gguf: tensor %llu: name is empty or contains a NUL byte",
+		llm_set_err(r->err, r->errlen, "gguf: tensor %llu: name is empty or contains a NUL byte",
 				(unsigned long long) i);
 		return false;
 	}
@@ -352,7 +341,7 @@ read_tensor_info(reader *r, uint64_t i, gguf_tensor *t)
 		return false;
 	if (n_dims == 0 || n_dims > GGUF_MAX_DIMS)
 	{
-		set_err(r->err, r->errlen, "gguf: tensor '%s': n_dims %u not in 1..%d",
+		llm_set_err(r->err, r->errlen, "gguf: tensor '%s': n_dims %u not in 1..%d",
 				t->name, n_dims, GGUF_MAX_DIMS);
 		return false;
 	}
@@ -367,7 +356,7 @@ read_tensor_info(reader *r, uint64_t i, gguf_tensor *t)
 			return false;
 		if (v == 0 || v > (uint64_t) INT64_MAX)
 		{
-			set_err(r->err, r->errlen, "gguf: tensor '%s': dimension %u is %lld (must be > 0)",
+			llm_set_err(r->err, r->errlen, "gguf: tensor '%s': dimension %u is %lld (must be > 0)",
 					t->name, d, (long long) (int64_t) v);
 			return false;
 		}
@@ -381,7 +370,7 @@ read_tensor_info(reader *r, uint64_t i, gguf_tensor *t)
 		{
 			if (t->ne[d] > INT64_MAX / total)
 			{
-				set_err(r->err, r->errlen,
+				llm_set_err(r->err, r->errlen,
 						"gguf: tensor '%s': shape [%lld, %lld, %lld, %lld] overflows int64",
 						t->name, (long long) t->ne[0], (long long) t->ne[1],
 						(long long) t->ne[2], (long long) t->ne[3]);
@@ -397,13 +386,13 @@ read_tensor_info(reader *r, uint64_t i, gguf_tensor *t)
 	ti = llm_type_get(t->type);
 	if (ti == NULL)
 	{
-		set_err(r->err, r->errlen, "gguf: tensor '%s': unknown tensor type %u", t->name, t->type);
+		llm_set_err(r->err, r->errlen, "gguf: tensor '%s': unknown tensor type %u", t->name, t->type);
 		return false;
 	}
 	row_bytes = llm_type_row_bytes(t->type, t->ne[0]);
 	if (row_bytes == 0)
 	{
-		set_err(r->err, r->errlen,
+		llm_set_err(r->err, r->errlen,
 				"gguf: tensor '%s': ne[0] = %lld is not a multiple of the %s block size %d",
 				t->name, (long long) t->ne[0], ti->name, ti->block_elems);
 		return false;
@@ -411,7 +400,7 @@ read_tensor_info(reader *r, uint64_t i, gguf_tensor *t)
 	rows = t->ne[1] * t->ne[2] * t->ne[3];	/* cannot overflow: checked above */
 	if ((uint64_t) rows > UINT64_MAX / row_bytes)
 	{
-		set_err(r->err, r->errlen, "gguf: tensor '%s': byte size overflows", t->name);
+		llm_set_err(r->err, r->errlen, "gguf: tensor '%s': byte size overflows", t->name);
 		return false;
 	}
 	t->nbytes = (uint64_t) rows * row_bytes;
@@ -436,7 +425,7 @@ index_keys(gguf_file *f, char *err, size_t errlen)
 	f->kv_index = calloc(cap, sizeof(uint32_t));
 	if (f->kv_index == NULL)
 	{
-		set_err(err, errlen, "gguf: out of memory");
+		llm_set_err(err, errlen, "gguf: out of memory");
 		return false;
 	}
 	f->kv_index_mask = cap - 1;
@@ -451,7 +440,7 @@ index_keys(gguf_file *f, char *err, size_t errlen)
 
 			if (o->len == k->len && memcmp(o->ptr, k->ptr, k->len) == 0)
 			{
-				set_err(err, errlen, "gguf: duplicate key '%.*s' (kv %llu)",
+				llm_set_err(err, errlen, "gguf: duplicate key '%.*s' (kv %llu)",
 						msg_len(k->len), k->ptr, (unsigned long long) i);
 				return false;
 			}
@@ -471,7 +460,7 @@ index_tensors(gguf_file *f, char *err, size_t errlen)
 	f->tensor_index = calloc(cap, sizeof(uint32_t));
 	if (f->tensor_index == NULL)
 	{
-		set_err(err, errlen, "gguf: out of memory");
+		llm_set_err(err, errlen, "gguf: out of memory");
 		return false;
 	}
 	f->tensor_index_mask = cap - 1;
@@ -484,7 +473,7 @@ index_tensors(gguf_file *f, char *err, size_t errlen)
 		{
 			if (strcmp(f->tensors[f->tensor_index[h] - 1].name, name) == 0)
 			{
-				set_err(err, errlen, "gguf: duplicate tensor name '%s' (tensor %llu)",
+				llm_set_err(err, errlen, "gguf: duplicate tensor name '%s' (tensor %llu)",
 						name, (unsigned long long) i);
 				return false;
 			}
@@ -508,7 +497,7 @@ place_tensors(gguf_file *f, char *err, size_t errlen)
 
 		if (t->offset % f->alignment != 0)
 		{
-			set_err(err, errlen, "gguf: tensor '%s': offset %llu is not a multiple of the alignment %llu",
+			llm_set_err(err, errlen, "gguf: tensor '%s': offset %llu is not a multiple of the alignment %llu",
 					t->name, (unsigned long long) t->offset, (unsigned long long) f->alignment);
 			return false;
 		}
@@ -517,12 +506,12 @@ place_tensors(gguf_file *f, char *err, size_t errlen)
 			/* report absolute file offsets unless their sum would wrap */
 			if (t->nbytes > UINT64_MAX - f->data_offset
 				|| t->offset > UINT64_MAX - f->data_offset - t->nbytes)
-				set_err(err, errlen,
+				llm_set_err(err, errlen,
 						"gguf: tensor '%s': data at offset %llu + %llu bytes past end of file (size %zu)",
 						t->name, (unsigned long long) t->offset,
 						(unsigned long long) t->nbytes, f->size);
 			else
-				set_err(err, errlen,
+				llm_set_err(err, errlen,
 						"gguf: tensor '%s': data [%llu, %llu) past end of file (size %zu)",
 						t->name, (unsigned long long) (f->data_offset + t->offset),
 						(unsigned long long) (f->data_offset + t->offset + t->nbytes), f->size);
@@ -536,7 +525,7 @@ place_tensors(gguf_file *f, char *err, size_t errlen)
 	sorted = malloc(f->n_tensors * sizeof(*sorted));
 	if (sorted == NULL)
 	{
-		set_err(err, errlen, "gguf: out of memory");
+		llm_set_err(err, errlen, "gguf: out of memory");
 		return false;
 	}
 	for (uint64_t i = 0; i < f->n_tensors; i++)
@@ -550,7 +539,7 @@ place_tensors(gguf_file *f, char *err, size_t errlen)
 		/* a->offset + a->nbytes <= data_size: no overflow */
 		if (a->offset + a->nbytes > b->offset)
 		{
-			set_err(err, errlen,
+			llm_set_err(err, errlen,
 					"gguf: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
 					a->name, (unsigned long long) a->offset,
 					(unsigned long long) (a->offset + a->nbytes),
@@ -578,7 +567,7 @@ parse(gguf_file *f, char *err, size_t errlen)
 		return false;
 	if (memcmp(magic, "GGUF", 4) != 0)
 	{
-		set_err(err, errlen, "gguf: bad magic %02x %02x %02x %02x (expected \"GGUF\")",
+		llm_set_err(err, errlen, "gguf: bad magic %02x %02x %02x %02x (expected \"GGUF\")",
 				magic[0], magic[1], magic[2], magic[3]);
 		return false;
 	}
@@ -586,7 +575,7 @@ parse(gguf_file *f, char *err, size_t errlen)
 		return false;
 	if (f->version != 2 && f->version != 3)
 	{
-		set_err(err, errlen, "gguf: unsupported version %u (only 2 and 3 are supported%s)",
+		llm_set_err(err, errlen, "gguf: unsupported version %u (only 2 and 3 are supported%s)",
 				f->version,
 				(f->version & 0xFFFF) == 0 ? "; big-endian file?" : "");
 		return false;
@@ -595,13 +584,13 @@ parse(gguf_file *f, char *err, size_t errlen)
 		return false;
 	if (n_kv > reader_left(&r) / MIN_KV_BYTES || n_kv >= UINT32_MAX)
 	{
-		set_err(err, errlen, "gguf: kv count %llu cannot fit in the %zu bytes left (file size %zu)",
+		llm_set_err(err, errlen, "gguf: kv count %llu cannot fit in the %zu bytes left (file size %zu)",
 				(unsigned long long) n_kv, reader_left(&r), f->size);
 		return false;
 	}
 	if (n_tensors > reader_left(&r) / MIN_TENSOR_INFO_BYTES || n_tensors >= UINT32_MAX)
 	{
-		set_err(err, errlen, "gguf: tensor count %llu cannot fit in the %zu bytes left (file size %zu)",
+		llm_set_err(err, errlen, "gguf: tensor count %llu cannot fit in the %zu bytes left (file size %zu)",
 				(unsigned long long) n_tensors, reader_left(&r), f->size);
 		return false;
 	}
@@ -609,7 +598,7 @@ parse(gguf_file *f, char *err, size_t errlen)
 	f->kvs = calloc(n_kv ? n_kv : 1, sizeof(gguf_kv));
 	if (f->kvs == NULL)
 	{
-		set_err(err, errlen, "gguf: out of memory for %llu kvs", (unsigned long long) n_kv);
+		llm_set_err(err, errlen, "gguf: out of memory for %llu kvs", (unsigned long long) n_kv);
 		return false;
 	}
 	for (uint64_t i = 0; i < n_kv; i++)
@@ -630,14 +619,14 @@ parse(gguf_file *f, char *err, size_t errlen)
 
 		if (akv->type != GGUF_VT_UINT32)
 		{
-			set_err(err, errlen, "gguf: general.alignment has value type %d, expected uint32 (4)",
+			llm_set_err(err, errlen, "gguf: general.alignment has value type %d, expected uint32 (4)",
 					(int) akv->type);
 			return false;
 		}
 		memcpy(&a, akv->data, 4);
 		if (a == 0 || (a & (a - 1)) != 0)
 		{
-			set_err(err, errlen, "gguf: general.alignment %u is not a power of two", a);
+			llm_set_err(err, errlen, "gguf: general.alignment %u is not a power of two", a);
 			return false;
 		}
 		f->alignment = a;
@@ -646,14 +635,14 @@ parse(gguf_file *f, char *err, size_t errlen)
 	/* tensor infos may be fewer bytes now; recheck the count bound */
 	if (n_tensors > reader_left(&r) / MIN_TENSOR_INFO_BYTES)
 	{
-		set_err(err, errlen, "gguf: tensor count %llu cannot fit in the %zu bytes left (file size %zu)",
+		llm_set_err(err, errlen, "gguf: tensor count %llu cannot fit in the %zu bytes left (file size %zu)",
 				(unsigned long long) n_tensors, reader_left(&r), f->size);
 		return false;
 	}
 	f->tensors = calloc(n_tensors ? n_tensors : 1, sizeof(gguf_tensor));
 	if (f->tensors == NULL)
 	{
-		set_err(err, errlen, "gguf: out of memory for %llu tensors", (unsigned long long) n_tensors);
+		llm_set_err(err, errlen, "gguf: out of memory for %llu tensors", (unsigned long long) n_tensors);
 		return false;
 	}
 	f->n_tensors = n_tensors;
@@ -674,7 +663,7 @@ parse(gguf_file *f, char *err, size_t errlen)
 				f->data_offset = f->size;	/* no data: padding is optional */
 			else
 			{
-				set_err(err, errlen,
+				llm_set_err(err, errlen,
 						"gguf: tensor data section starts at %llu, past end of file (size %zu)",
 						(unsigned long long) f->data_offset, f->size);
 				return false;
@@ -697,7 +686,7 @@ open_common(const uint8_t *buf, size_t len, bool mapped, char *err, size_t errle
 		err[0] = '\0';
 	if (f == NULL)
 	{
-		set_err(err, errlen, "gguf: out of memory");
+		llm_set_err(err, errlen, "gguf: out of memory");
 		return NULL;
 	}
 	f->base = buf;
@@ -706,7 +695,7 @@ open_common(const uint8_t *buf, size_t len, bool mapped, char *err, size_t errle
 	if (!parse(f, err, errlen))
 	{
 		if (err != NULL && errlen > 0 && err[0] == '\0')
-			set_err(err, errlen, "gguf: invalid file");
+			llm_set_err(err, errlen, "gguf: invalid file");
 		gguf_close(f);
 		return NULL;
 	}
@@ -731,24 +720,24 @@ gguf_open(const char *path, char *err, size_t errlen)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 	{
-		set_err(err, errlen, "gguf: cannot open \"%s\": %s", path, strerror(errno));
+		llm_set_err(err, errlen, "gguf: cannot open \"%s\": %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) != 0)
 	{
-		set_err(err, errlen, "gguf: cannot stat \"%s\": %s", path, strerror(errno));
+		llm_set_err(err, errlen, "gguf: cannot stat \"%s\": %s", path, strerror(errno));
 		close(fd);
 		return NULL;
 	}
 	if (!S_ISREG(st.st_mode))
 	{
-		set_err(err, errlen, "gguf: \"%s\" is not a regular file", path);
+		llm_set_err(err, errlen, "gguf: \"%s\" is not a regular file", path);
 		close(fd);
 		return NULL;
 	}
 	if (st.st_size < 8)
 	{
-		set_err(err, errlen, "gguf: \"%s\" is too small (%lld bytes) to be a GGUF file",
+		llm_set_err(err, errlen, "gguf: \"%s\" is too small (%lld bytes) to be a GGUF file",
 				path, (long long) st.st_size);
 		close(fd);
 		return NULL;
@@ -757,13 +746,13 @@ gguf_open(const char *path, char *err, size_t errlen)
 	close(fd);
 	if (map == MAP_FAILED)
 	{
-		set_err(err, errlen, "gguf: cannot mmap \"%s\": %s", path, strerror(errno));
+		llm_set_err(err, errlen, "gguf: cannot mmap \"%s\": %s", path, strerror(errno));
 		return NULL;
 	}
 	f = open_common(map, (size_t) st.st_size, true, msg, sizeof(msg));
 	if (f == NULL)
 	{
-		set_err(err, errlen, "%s (file \"%s\")", msg, path);
+		llm_set_err(err, errlen, "%s (file \"%s\")", msg, path);
 		munmap(map, (size_t) st.st_size);
 		return NULL;
 	}
@@ -776,7 +765,7 @@ gguf_open_buffer(const void *buf, size_t len, char *err, size_t errlen)
 {
 	if (buf == NULL && len > 0)
 	{
-		set_err(err, errlen, "gguf: NULL buffer");
+		llm_set_err(err, errlen, "gguf: NULL buffer");
 		return NULL;
 	}
 	return open_common(buf, len, false, err, errlen);

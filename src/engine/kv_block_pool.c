@@ -19,6 +19,7 @@ struct llm_block_pool
 	bool	   *registered;
 	uint64_t   *hash;
 	int32_t    *parent;			/* parent block id at registration */
+	int32_t    *prompt_rows;	/* leading prompt tokens of the block (rest generated) */
 	uint32_t   *parent_gen;		/* parent's generation at registration */
 	uint32_t   *gen;			/* bumped each time the block is reallocated */
 	int32_t    *tokens;			/* [n_blocks][block_size] */
@@ -41,13 +42,22 @@ mix64(uint64_t x)
 }
 
 uint64_t
-llm_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t block_size)
+llm_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t block_size, int32_t prompt_rows)
 {
 	uint64_t	h = mix64(parent_hash ^ 0x9e3779b97f4a7c15ULL);
+
+	h = mix64(h ^ ((uint64_t) (uint32_t) prompt_rows << 32) ^ (uint64_t) (uint32_t) block_size);
 
 	for (int32_t i = 0; i < block_size; i++)
 		h = mix64(h ^ ((uint64_t) (uint32_t) tokens[i] + 0x9e3779b97f4a7c15ULL * (uint64_t) (i + 1)));
 	return h;
+}
+
+uint64_t
+llm_prefix_salt(uint64_t model_identity, uint64_t cache_salt)
+{
+	/* two rounds so neither input can cancel the other by xor */
+	return mix64(mix64(model_identity ^ 0x6a09e667f3bcc909ULL) ^ cache_salt);
 }
 
 llm_block_pool *
@@ -71,12 +81,13 @@ llm_block_pool_create(int32_t n_blocks, int32_t block_size)
 	p->registered = calloc(n_blocks, sizeof(bool));
 	p->hash = calloc(n_blocks, sizeof(uint64_t));
 	p->parent = calloc(n_blocks, sizeof(int32_t));
+	p->prompt_rows = calloc(n_blocks, sizeof(int32_t));
 	p->parent_gen = calloc(n_blocks, sizeof(uint32_t));
 	p->gen = calloc(n_blocks, sizeof(uint32_t));
 	p->tokens = calloc((size_t) n_blocks * block_size, sizeof(int32_t));
 	p->table = malloc(tsize * sizeof(int32_t));
 	if (!p->ref || !p->prev || !p->next || !p->registered || !p->hash || !p->parent ||
-		!p->parent_gen || !p->gen || !p->tokens || !p->table)
+		!p->prompt_rows || !p->parent_gen || !p->gen || !p->tokens || !p->table)
 	{
 		llm_block_pool_destroy(p);
 		return NULL;
@@ -106,6 +117,7 @@ llm_block_pool_destroy(llm_block_pool *p)
 	free(p->registered);
 	free(p->hash);
 	free(p->parent);
+	free(p->prompt_rows);
 	free(p->parent_gen);
 	free(p->gen);
 	free(p->tokens);
@@ -258,21 +270,33 @@ llm_block_release(llm_block_pool *p, int32_t id)
 		list_append(p, id);
 }
 
+/* Registered block b holds exactly this content after this parent (hash alone is never trusted). */
+static bool
+block_matches(const llm_block_pool *p, int32_t b, uint64_t hash, int32_t parent_id,
+			  const int32_t *tokens, int32_t prompt_rows)
+{
+	return p->hash[b] == hash && p->parent[b] == parent_id &&
+		p->prompt_rows[b] == prompt_rows &&
+		(parent_id < 0 || p->parent_gen[b] == p->gen[parent_id]) &&
+		memcmp(&p->tokens[(size_t) b * p->block_size], tokens,
+			   (size_t) p->block_size * sizeof(int32_t)) == 0;
+}
+
 int32_t
-llm_block_lookup(llm_block_pool *p, uint64_t hash, int32_t parent_id, const int32_t *tokens)
+llm_block_lookup(llm_block_pool *p, uint64_t hash, int32_t parent_id, const int32_t *tokens,
+				 int32_t prompt_rows)
 {
 	uint32_t	i = (uint32_t) hash & p->table_mask;
 
+	if (parent_id >= p->n_blocks)
+		return -1;
 	for (;;)
 	{
 		int32_t		b = p->table[i];
 
 		if (b == NIL)
 			return -1;
-		if (p->hash[b] == hash && p->parent[b] == parent_id &&
-			(parent_id < 0 || p->parent_gen[b] == p->gen[parent_id]) &&
-			memcmp(&p->tokens[(size_t) b * p->block_size], tokens,
-				   (size_t) p->block_size * sizeof(int32_t)) == 0)
+		if (block_matches(p, b, hash, parent_id, tokens, prompt_rows))
 		{
 			llm_block_retain(p, b);
 			return b;
@@ -281,31 +305,37 @@ llm_block_lookup(llm_block_pool *p, uint64_t hash, int32_t parent_id, const int3
 	}
 }
 
-void
+int32_t
 llm_block_register(llm_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
-				   const int32_t *tokens)
+				   const int32_t *tokens, int32_t prompt_rows)
 {
 	uint32_t	i;
 
-	if (id < 0 || id >= p->n_blocks || p->registered[id] || p->ref[id] <= 0)
-		return;
-	/* an identical block already cached: keep the first (this one stays private) */
+	if (id < 0 || id >= p->n_blocks || p->registered[id] || p->ref[id] <= 0 ||
+		parent_id >= p->n_blocks)
+		return id;
 	for (i = (uint32_t) hash & p->table_mask; p->table[i] != NIL; i = (i + 1) & p->table_mask)
 	{
 		int32_t		b = p->table[i];
 
-		if (p->hash[b] == hash && p->parent[b] == parent_id &&
-			(parent_id < 0 || p->parent_gen[b] == p->gen[parent_id]) &&
-			memcmp(&p->tokens[(size_t) b * p->block_size], tokens,
-				   (size_t) p->block_size * sizeof(int32_t)) == 0)
-			return;
+		if (block_matches(p, b, hash, parent_id, tokens, prompt_rows))
+		{
+			/* an identical block is cached: share it, drop the private copy */
+			if (p->ref[id] != 1)
+				return id;
+			llm_block_retain(p, b);
+			llm_block_release(p, id);
+			return b;
+		}
 	}
 	p->registered[id] = true;
 	p->hash[id] = hash;
 	p->parent[id] = parent_id;
+	p->prompt_rows[id] = prompt_rows;
 	p->parent_gen[id] = parent_id >= 0 ? p->gen[parent_id] : 0;
 	memcpy(&p->tokens[(size_t) id * p->block_size], tokens, (size_t) p->block_size * sizeof(int32_t));
 	p->table[i] = id;
+	return id;
 }
 
 int

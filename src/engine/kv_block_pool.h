@@ -5,10 +5,19 @@
  * (backend.h).  Each has a reference count; blocks with count 0 sit on one
  * intrusive LRU free list (least recently released first).  A full block can
  * be registered in the prefix cache under a chained hash of (parent hash,
- * its block_size token ids); it then stays reusable while unreferenced and is
+ * its block_size token ids, how many of them are prompt rows); it then stays
+ * reusable while unreferenced and is
  * evicted — removed from the hash table, so its old hash never matches again
  * — only when allocation takes it from the free list.  Lookups verify the
- * token ids and the parent block identity, never trusting the hash alone.
+ * token ids, the prompt-row count and the parent block identity, never
+ * trusting the hash alone.
+ *
+ * The prompt-row count is part of a block's identity because the CPU backend
+ * computes generated-token (decode) rows in llama.cpp's one-token order and
+ * prompt rows in the batched order: the same token ids at the same positions
+ * give K/V that may differ in the last bits depending on which rows were
+ * prompt, so a block is only reused where recomputing it would have produced
+ * the same rows.
  *
  * Design follows vLLM's automatic prefix caching (vllm/v1/core/block_pool.py,
  * kv_cache_utils.py) and PagedAttention (Kwon et al., SOSP 2023).  Not thread-safe.
@@ -43,26 +52,37 @@ void		llm_block_release(llm_block_pool *p, int32_t id);
 int32_t		llm_block_refcount(const llm_block_pool *p, int32_t id);
 
 /*
- * Chained block hash: h = H(parent_hash, tokens[0..block_size)).  The first
- * block's parent_hash is the caller's salt (model identity, isolation key).
+ * Chained block hash: h = H(parent_hash, prompt_rows, tokens[0..block_size)),
+ * prompt_rows in [0, block_size] being how many leading tokens of the block
+ * are prompt (the rest were generated).  The first block's parent_hash is the
+ * caller's salt (model identity mixed with the isolation key).
  */
-uint64_t	llm_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t block_size);
+uint64_t	llm_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t block_size,
+						   int32_t prompt_rows);
+
+/* Salt of a sequence's first block: model identity mixed with an isolation key. */
+uint64_t	llm_prefix_salt(uint64_t model_identity, uint64_t cache_salt);
 
 /*
  * Prefix-cache lookup of the block following parent_id (-1 for the first
- * block) whose tokens are tokens[0..block_size) and hash is hash.  On a
- * verified hit the block is retained (count + 1) and its id returned; else -1.
+ * block) whose tokens are tokens[0..block_size), prompt-row count prompt_rows
+ * and hash is hash.  On a verified hit the block is retained (count + 1) and
+ * its id returned; else -1.
  */
 int32_t		llm_block_lookup(llm_block_pool *p, uint64_t hash, int32_t parent_id,
-							 const int32_t *tokens);
+							 const int32_t *tokens, int32_t prompt_rows);
 
 /*
- * Register full block id (referenced) as holding tokens after parent_id with
- * hash.  No-op when an equal block is already registered (first one wins) or
- * the block is already registered.
+ * Register full block id, held by the caller, as holding tokens (prompt_rows
+ * of them prompt) after parent_id with hash.  Returns the block the caller
+ * should keep in its table: id itself (now registered, or already so), or —
+ * when an equal block is already registered and id is private to the caller
+ * (count 1) — that block, retained for the caller, with id released.  The
+ * second case makes requests that prefilled the same prefix concurrently
+ * converge on one copy, so later requests can follow their chain.
  */
-void		llm_block_register(llm_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
-							   const int32_t *tokens);
+int32_t		llm_block_register(llm_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
+							   const int32_t *tokens, int32_t prompt_rows);
 
 /* Internal-consistency check for tests: 0 if fine, else -1 with a message. */
 int			llm_block_pool_check(const llm_block_pool *p, char *err, int errlen);

@@ -152,48 +152,123 @@ ensure_blocks(llm_sched *s, llm_seq *seq, int32_t n_tokens)
 	return true;
 }
 
-/* Attach the longest verified cached prefix to a sequence with no blocks. */
+/* Leading prompt tokens of block k of seq (the rest of it are generated tokens). */
+static int32_t
+block_prompt_rows(const llm_seq *seq, int32_t k, int32_t bs)
+{
+	int32_t		rows = seq->n_prompt - k * bs;
+
+	return rows < 0 ? 0 : (rows > bs ? bs : rows);
+}
+
+static int32_t
+min_i32(int32_t a, int32_t b)
+{
+	return a < b ? a : b;
+}
+
+/*
+ * Extend seq's verified chain of cached blocks as far as the prefix cache
+ * allows: at admission (no blocks yet: the longest cached prefix) and on
+ * every later step while it still prefills, so a request admitted together
+ * with another one carrying the same prefix picks up the blocks that one has
+ * filled meanwhile (its own partly computed block is dropped for the cached
+ * one).  At least the last token stays uncomputed so its logits exist.
+ * Prompt tokens served this way on the first pass count as hits.
+ */
 static void
-attach_cached_prefix(llm_sched *s, llm_seq *seq)
+extend_cached_prefix(llm_sched *s, llm_seq *seq)
 {
 	int32_t		bs = s->block_size;
-	/* at least the last token is recomputed so its logits exist */
 	int32_t		max_blocks = (seq->n_tokens - 1) / bs;
-	uint64_t	h = seq->cache_salt;
-	int32_t		parent = -1;
+	int32_t		k,
+				k0;
 
-	seq->last_hash = seq->cache_salt;
+	if (seq->n_blocks == 0)
+	{
+		seq->n_registered = 0;
+		seq->last_hash = seq->cache_salt;
+	}
 	if (!s->cfg.prefix_caching)
 		return;
-	if (!seq->admitted_once)
-		s->prefix_query_tokens += seq->n_prompt;
-	for (int32_t i = 0; i < max_blocks; i++)
+	if (!seq->prefix_queried && seq->n_preemptions == 0)
 	{
-		const int32_t *toks = &seq->tokens[(size_t) i * bs];
-		uint64_t	hi = llm_block_hash(h, toks, bs);
-		int32_t		b = llm_block_lookup(s->pool, hi, parent, toks);
+		seq->prefix_queried = true;
+		seq->n_cached_tokens = 0;
+		s->prefix_query_tokens += seq->n_prompt;
+	}
+	/* only a fully registered computed prefix is a chain that can be extended */
+	k0 = k = seq->n_registered;
+	if (k >= max_blocks || k != seq->n_computed / bs)
+		return;
+	while (k < max_blocks)
+	{
+		const int32_t *toks = &seq->tokens[(size_t) k * bs];
+		int32_t		rows = block_prompt_rows(seq, k, bs);
+		uint64_t	h = llm_block_hash(seq->last_hash, toks, bs, rows);
+		int32_t		b = llm_block_lookup(s->pool, h, k > 0 ? seq->blocks[k - 1] : -1, toks, rows);
 
 		if (b < 0)
 			break;
-		if (grow((void **) &seq->blocks, &seq->cap_blocks, i + 1, sizeof(int32_t)))
+		if (k < seq->n_blocks)
 		{
-			llm_block_release(s->pool, b);
-			break;
+			/* a private block not (fully) computed yet: the cached one replaces it */
+			llm_block_release(s->pool, seq->blocks[k]);
+			seq->blocks[k] = b;
 		}
-		seq->blocks[seq->n_blocks++] = b;
-		h = hi;
-		parent = b;
+		else
+		{
+			if (grow((void **) &seq->blocks, &seq->cap_blocks, k + 1, sizeof(int32_t)))
+			{
+				llm_block_release(s->pool, b);
+				break;
+			}
+			seq->blocks[seq->n_blocks++] = b;
+		}
+		seq->last_hash = h;
+		k++;
 	}
-	seq->n_computed = seq->n_blocks * bs;
-	seq->n_registered = seq->n_blocks;
-	seq->last_hash = h;
-	if (!seq->admitted_once)
+	if (k == k0)
+		return;
+	seq->n_registered = k;
+	seq->n_computed = k * bs;
+	if (seq->n_preemptions == 0)
 	{
-		int32_t		hit = seq->n_computed < seq->n_prompt ? seq->n_computed : seq->n_prompt;
+		int32_t		hit = min_i32(k * bs, seq->n_prompt) - min_i32(k0 * bs, seq->n_prompt);
 
-		seq->n_cached_tokens = hit;
+		seq->n_cached_tokens += hit;
 		s->prefix_hit_tokens += hit;
 	}
+}
+
+/*
+ * True when an entry already in this step's plan fills, from the same salt
+ * and tokens, the block that waiting seq would prefill next: seq then waits
+ * a step and takes that block from the cache instead of computing a copy
+ * (SGLang's in-batch prefix sharing; vLLM computes both).
+ */
+static bool
+next_block_in_flight(const llm_sched *s, const llm_seq *seq)
+{
+	int32_t		bs = s->block_size;
+	int32_t		end = (seq->n_registered + 1) * bs;
+
+	if (!s->cfg.prefix_caching || seq->n_computed != seq->n_registered * bs ||
+		end > seq->n_tokens - 1)
+		return false;
+	for (int32_t i = 0; i < s->plan.n_entries; i++)
+	{
+		const llm_sched_entry *e = &s->plan.entries[i];
+		const llm_seq *o = e->seq;
+
+		if (o == seq || o->cache_salt != seq->cache_salt || o->n_tokens < end ||
+			e->start >= end || e->start + e->n < end ||
+			min_i32(o->n_prompt, end) != min_i32(seq->n_prompt, end))
+			continue;
+		if (memcmp(o->tokens, seq->tokens, (size_t) end * sizeof(int32_t)) == 0)
+			return true;
+	}
+	return false;
 }
 
 static void
@@ -262,8 +337,11 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 	for (i = 0; i < s->n_running && budget > 0;)
 	{
 		llm_seq    *seq = s->running[i];
-		int32_t		n = seq->n_tokens - seq->n_computed;
+		int32_t		n;
 
+		if (seq->n_tokens - seq->n_computed > 1)
+			extend_cached_prefix(s, seq);	/* still prefilling: catch up with the cache */
+		n = seq->n_tokens - seq->n_computed;
 		if (n > budget)
 			n = budget;
 		if (n <= 0)
@@ -301,21 +379,29 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 		i++;
 	}
 
-	/* 2. admit waiting sequences while budget and max_running allow (none after a preemption) */
-	while (budget > 0 && s->n_waiting > 0 && s->n_running < s->cfg.max_running &&
-		   p->n_preempted == 0)
+	/*
+	 * 2. admit waiting sequences in order while budget and max_running allow
+	 * (none after a preemption); one whose next block another entry is
+	 * filling this step is passed over until the next step.
+	 */
+	for (i = 0; budget > 0 && i < s->n_waiting && s->n_running < s->cfg.max_running &&
+		 p->n_preempted == 0;)
 	{
-		llm_seq    *seq = s->waiting[0];
+		llm_seq    *seq = s->waiting[i];
 		int32_t		n;
 
-		if (seq->n_blocks == 0)
-			attach_cached_prefix(s, seq);
+		extend_cached_prefix(s, seq);
+		if (next_block_in_flight(s, seq))
+		{
+			i++;
+			continue;
+		}
 		n = seq->n_tokens - seq->n_computed;
 		if (n > budget)
 			n = budget;
 		if (!ensure_blocks(s, seq, seq->n_computed + n))
 		{
-			if (s->n_running == 0 && p->n_entries == 0)
+			if (s->n_running == 0 && p->n_entries == 0 && i == 0)
 			{
 				/* nothing else holds blocks: it can never fit */
 				release_blocks(s, seq);
@@ -359,15 +445,20 @@ llm_sched_commit(llm_sched *s, llm_sched_plan *p)
 		seq->n_computed = p->entries[i].start + p->entries[i].n;
 		if (!s->cfg.prefix_caching)
 			continue;
-		/* register newly completed full blocks under the chained hash */
+		/*
+		 * Register newly completed full blocks under the chained hash; where
+		 * another sequence registered the same block first, switch to it.
+		 */
 		while (seq->n_registered < seq->n_blocks &&
 			   (seq->n_registered + 1) * bs <= seq->n_computed)
 		{
 			int32_t		k = seq->n_registered;
 			const int32_t *toks = &seq->tokens[(size_t) k * bs];
-			uint64_t	h = llm_block_hash(seq->last_hash, toks, bs);
+			int32_t		rows = block_prompt_rows(seq, k, bs);
+			uint64_t	h = llm_block_hash(seq->last_hash, toks, bs, rows);
 
-			llm_block_register(s->pool, seq->blocks[k], h, k > 0 ? seq->blocks[k - 1] : -1, toks);
+			seq->blocks[k] = llm_block_register(s->pool, seq->blocks[k], h,
+												k > 0 ? seq->blocks[k - 1] : -1, toks, rows);
 			seq->last_hash = h;
 			seq->n_registered++;
 		}

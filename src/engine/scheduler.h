@@ -9,7 +9,12 @@
  * ones stay in the prefix cache) and it goes back to the head of the waiting
  * queue with all its tokens (prompt + generated) to prefill again.
  * Admission attaches the longest verified cached prefix, capped so at least
- * the last token is recomputed (its logits are needed).
+ * the last token is recomputed (its logits are needed); a prefilling
+ * sequence keeps extending it each step with blocks others have filled
+ * meanwhile, and a waiting one whose next block is being filled this step by
+ * another entry waits a step to share it (SGLang-style).  Full blocks are
+ * registered at commit; a block identical to one already registered is
+ * swapped for it, so concurrent prefills converge on one chain.
  *
  * Follows Orca (Yu et al., OSDI 2022), vLLM's v1 scheduler
  * (vllm/v1/core/sched/scheduler.py) and Sarathi-Serve's chunked prefill
@@ -44,7 +49,8 @@ typedef struct llm_seq
 	int32_t		n_registered;	/* leading blocks already in the prefix cache */
 	uint64_t	last_hash;		/* chained hash of block n_registered - 1 (or salt) */
 	uint64_t	cache_salt;		/* first block's parent hash */
-	int32_t		n_cached_tokens; /* prompt tokens served from the prefix cache (first admission) */
+	int32_t		n_cached_tokens; /* prompt tokens served from the prefix cache (first pass) */
+	bool		prefix_queried; /* its prompt was counted in the prefix-cache queries */
 	int32_t		n_preemptions;
 	bool		admitted_once;
 	void	   *owner;			/* the engine's request */

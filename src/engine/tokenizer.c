@@ -23,6 +23,7 @@
  * Special tokens (CONTROL / USER_DEFINED) are never recognised in text.
  */
 #include "tokenizer.h"
+#include "text_util.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -146,18 +147,6 @@ struct llm_tokenizer
 	int			n_eog;
 };
 
-static void
-set_err(char *err, size_t errlen, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* FNV-1a, 32 bit. */
 static uint32_t
 hash_bytes(const char *p, size_t n)
@@ -222,34 +211,6 @@ utf8_cont_ok(uint8_t lead, int pos, uint8_t b)
 	}
 	return b >= lo && b <= hi;
 }
-
-/* Offset of the first ill-formed byte of s, or len if s is valid UTF-8. */
-static size_t
-utf8_first_invalid(const char *s, size_t len)
-{
-	const uint8_t *p = (const uint8_t *) s;
-	size_t		i = 0;
-
-	while (i < len)
-	{
-		int			n;
-
-		if (p[i] < 0x80)
-		{
-			i++;
-			continue;
-		}
-		n = utf8_lead_len(p[i]);
-		if (n == 0 || i + n > len)
-			return i;
-		for (int k = 1; k < n; k++)
-			if (!utf8_cont_ok(p[i], k, p[i + k]))
-				return i;
-		i += n;
-	}
-	return len;
-}
-
 static int
 utf8_encode(uint32_t cp, char *out)
 {
@@ -501,7 +462,7 @@ compile_regexes(llm_tokenizer *t, const pretok_spec *spec, char *err, size_t err
 			PCRE2_UCHAR msg[256];
 
 			pcre2_get_error_message(ec, msg, sizeof(msg));
-			set_err(err, errlen, "tokenizer: cannot compile pre-tokenizer regex %d for '%s' at offset %zu: %s",
+			llm_set_err(err, errlen, "tokenizer: cannot compile pre-tokenizer regex %d for '%s' at offset %zu: %s",
 					i, spec->name, (size_t) eo, (const char *) msg);
 			return false;
 		}
@@ -559,12 +520,12 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 
 	if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
 	{
-		set_err(err, errlen, "tokenizer: GGUF has no tokenizer.ggml.model");
+		llm_set_err(err, errlen, "tokenizer: GGUF has no tokenizer.ggml.model");
 		return NULL;
 	}
 	if (!gguf_str_eq(model, "gpt2"))
 	{
-		set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (only byte-level BPE \"gpt2\")",
+		llm_set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (only byte-level BPE \"gpt2\")",
 				(int) (model.len > 64 ? 64 : model.len), model.ptr);
 		return NULL;
 	}
@@ -578,7 +539,7 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 			spec = &pretok_specs[i];
 	if (spec == NULL)
 	{
-		set_err(err, errlen, "tokenizer: unsupported pre-tokenizer tokenizer.ggml.pre = '%.*s'",
+		llm_set_err(err, errlen, "tokenizer: unsupported pre-tokenizer tokenizer.ggml.pre = '%.*s'",
 				(int) (pre.len > 64 ? 64 : pre.len), pre.ptr);
 		return NULL;
 	}
@@ -586,7 +547,7 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	tokens = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING);
 	if (tokens == NULL || tokens->arr_n == 0 || tokens->arr_n > (1u << 24) || tokens->strs == NULL)
 	{
-		set_err(err, errlen, "tokenizer: tokenizer.ggml.tokens missing, empty, too large or not a string array");
+		llm_set_err(err, errlen, "tokenizer: tokenizer.ggml.tokens missing, empty, too large or not a string array");
 		return NULL;
 	}
 	types = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VT_INT32);
@@ -594,21 +555,21 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 		types = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_VT_UINT32);
 	if (types != NULL && types->arr_n != tokens->arr_n)
 	{
-		set_err(err, errlen, "tokenizer: tokenizer.ggml.token_type has %llu entries for %llu tokens",
+		llm_set_err(err, errlen, "tokenizer: tokenizer.ggml.token_type has %llu entries for %llu tokens",
 				(unsigned long long) types->arr_n, (unsigned long long) tokens->arr_n);
 		return NULL;
 	}
 	merges = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING);
 	if (merges == NULL || merges->strs == NULL || merges->arr_n > (1u << 24))
 	{
-		set_err(err, errlen, "tokenizer: tokenizer.ggml.merges missing, too large or not a string array");
+		llm_set_err(err, errlen, "tokenizer: tokenizer.ggml.merges missing, too large or not a string array");
 		return NULL;
 	}
 	for (uint64_t i = 0; i < tokens->arr_n; i++)
 	{
 		if (tokens->strs[i].len > MAX_TOKEN_BYTES)
 		{
-			set_err(err, errlen, "tokenizer: token %llu is %llu bytes long (limit %d)",
+			llm_set_err(err, errlen, "tokenizer: token %llu is %llu bytes long (limit %d)",
 					(unsigned long long) i, (unsigned long long) tokens->strs[i].len, MAX_TOKEN_BYTES);
 			return NULL;
 		}
@@ -727,7 +688,7 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	return t;
 
 oom:
-	set_err(err, errlen, "tokenizer: out of memory building the vocabulary");
+	llm_set_err(err, errlen, "tokenizer: out of memory building the vocabulary");
 	llm_tokenizer_destroy(t);
 	return NULL;
 }
@@ -1101,7 +1062,7 @@ split_pieces(const llm_tokenizer *t, scratch *s, const pcre2_code *re, const cha
 				PCRE2_UCHAR msg[256];
 
 				pcre2_get_error_message(rc, msg, sizeof(msg));
-				set_err(err, errlen, "tokenizer: pre-tokenizer regex failed: %s", (const char *) msg);
+				llm_set_err(err, errlen, "tokenizer: pre-tokenizer regex failed: %s", (const char *) msg);
 				return -1;
 			}
 			ov = pcre2_get_ovector_pointer(s->md);
@@ -1125,7 +1086,7 @@ split_pieces(const llm_tokenizer *t, scratch *s, const pcre2_code *re, const cha
 	return 0;
 
 oom:
-	set_err(err, errlen, "tokenizer: out of memory");
+	llm_set_err(err, errlen, "tokenizer: out of memory");
 	return -1;
 }
 
@@ -1147,20 +1108,20 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 		return 0;
 	if (text == NULL)
 	{
-		set_err(err, errlen, "tokenizer: NULL text");
+		llm_set_err(err, errlen, "tokenizer: NULL text");
 		return -1;
 	}
 	if (len > INT32_MAX)
 	{
-		set_err(err, errlen, "tokenizer: text of %zu bytes is too long (limit %d)", len, INT32_MAX);
+		llm_set_err(err, errlen, "tokenizer: text of %zu bytes is too long (limit %d)", len, INT32_MAX);
 		return -1;
 	}
 	if (out == NULL)
 		e.cap = 0;
-	bad = utf8_first_invalid(text, len);
+	bad = llm_utf8_first_invalid(text, len);
 	if (bad < len)
 	{
-		set_err(err, errlen, "invalid UTF-8 in text at byte offset %zu (byte 0x%02x)",
+		llm_set_err(err, errlen, "invalid UTF-8 in text at byte offset %zu (byte 0x%02x)",
 				bad, (unsigned) (uint8_t) text[bad]);
 		return -1;
 	}
@@ -1190,7 +1151,7 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 
 oom:
 	scratch_free(&s);
-	set_err(err, errlen, "tokenizer: out of memory");
+	llm_set_err(err, errlen, "tokenizer: out of memory");
 	return -1;
 }
 

@@ -27,8 +27,8 @@
  * continuations (test/golden/README.md, "Noise floor"), so these criteria
  * can only hold because the CPU backend reproduces the rounding sequence of
  * the oracle's path (non-flash attention, f16 K/Q/softmax/V, ggml's exp and
- * rmsnorm; decode tokens in its one-token order).  Measured: 66/66 greedy
- * continuations identical and last-position logits bit-identical.  The logit
+ * rmsnorm; decode tokens in its one-token order).  Measured: every greedy
+ * continuation identical and last-position logits bit-identical.  The logit
  * tolerance (0.05 std max, 0.01 std RMS) leaves room only for summation-order
  * noise on another CPU; every real fault measured in the README (f32/8-bit KV
  * cache, wrong RoPE base, layout bugs) is 3-100x above it.
