@@ -139,7 +139,12 @@ W4_INSTRUCTION = (
     "people, start the sentence with the word OUTAGE. If the ticket is a feature request, start with the "
     "word REQUEST. If the customer sounds angry or mentions cancelling, end the sentence with the words "
     "(at risk). Keep the sentence under thirty words. Write in English even when the ticket is written in "
-    "another language, and keep product names exactly as the customer wrote them. Ticket follows.")
+    "another language, and keep product names exactly as the customer wrote them. When a ticket mentions "
+    "several problems, report only the one the customer says is blocking them, or the first one if none "
+    "is called blocking. Treat billing questions about invoices, refunds, double charges, plan changes and "
+    "payment cards as Billing even when they arrive through the mobile app. Treat firmware, Wi-Fi, guest "
+    "network and reboot problems as Router RX. Ignore signatures, greetings, legal footers and quoted "
+    "earlier messages. Ticket follows.")
 
 
 class SqlStatement:
@@ -198,16 +203,18 @@ class SqlTemplate:
 
         def run(on):
             def fn(r):
-                ctx.pg.sql("ALTER SYSTEM SET llm.prefix_caching = %s" % ("on" if on else "off"))
-                ctx.pg.sql("SELECT pg_reload_conf()")
-                ctx.pg.wait_ready("prefix_caching", "true" if on else "false")
-                before = ctx.pg.stat()
+                # switch the setting away and back: each switch reloads the engine,
+                # so every round starts with an empty cache
+                for setting in (not on, on):
+                    ctx.pg.sql("ALTER SYSTEM SET llm.prefix_caching = %s" % ("on" if setting else "off"))
+                    ctx.pg.sql("SELECT pg_reload_conf()")
+                    ctx.pg.wait_ready("prefix_caching", "true" if setting else "false")
+                # the reset makes llm_stat's TTFT this run's
+                ctx.pg.sql("SELECT llm_stat_reset()")
                 dt, _ = ctx.pg.timed("BEGIN; %s; ROLLBACK;" % q)
-                after = ctx.pg.stat()
-                d = {k: (after[k] or 0) - (before[k] or 0) for k in
-                     ("completion_tokens", "prompt_tokens", "prefix_query_tokens", "prefix_hit_tokens")}
+                d = ctx.pg.stat()
                 return {"wall_s": dt, "tokens_per_s": d["completion_tokens"] / dt,
-                        "rows_per_s": self.rows_n / dt,
+                        "rows_per_s": self.rows_n / dt, "ttft_mean_ms": d["ttft_mean_ms"],
                         "hit_rate": (d["prefix_hit_tokens"] / d["prefix_query_tokens"]
                                      if d["prefix_query_tokens"] else None)}
             return fn
@@ -217,6 +224,7 @@ class SqlTemplate:
     def rows(self, ctx, o, p):
         return [row("rows/s", "rows/s", o.get("rows_per_s"), p.get("rows_per_s")),
                 row("output tokens/s", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s")),
+                row("mean TTFT (ms, lower is better)", "ms", o.get("ttft_mean_ms"), p.get("ttft_mean_ms")),
                 row("prefix-cache hit rate (prompt tokens)", "fraction", o.get("hit_rate"), None)]
 
 
