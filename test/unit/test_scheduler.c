@@ -133,10 +133,13 @@ typedef struct sim
 	bool		failed;
 } sim;
 
-/* Run n_seqs sequences to completion; returns steps taken (or -1 on a broken invariant). */
+/*
+ * Run n_seqs sequences to completion; returns steps taken (or -1 on a broken
+ * invariant); *n_failed gets how many the scheduler reported as never fitting.
+ */
 static int
 run_sim(int n_blocks, int block_size, int budget, int max_running, bool prefix, int n_seqs,
-		int *preemptions, bool shared_prefix)
+		int *preemptions, bool shared_prefix, int *n_failed)
 {
 	llm_block_pool *pool = llm_block_pool_create(n_blocks, block_size);
 	llm_sched_config cfg = {budget, max_running, prefix};
@@ -174,6 +177,7 @@ run_sim(int n_blocks, int block_size, int budget, int max_running, bool prefix, 
 
 			llm_sched_remove(s, &x->seq);
 			x->failed = x->done = true;
+			(*n_failed)++;
 			live--;
 		}
 		if (p->n_tokens > budget || llm_sched_n_running(s) > max_running)
@@ -394,16 +398,23 @@ test_scheduler(void)
 	int			pre = 0;
 	int			steps;
 
-	steps = run_sim(256, 4, 64, 16, false, 40, &pre, false);
-	CHECK(steps > 0, "40 sequences complete with a roomy pool (%d steps, %d preemptions)", steps, pre);
-	steps = run_sim(24, 4, 64, 16, false, 40, &pre, false);
-	CHECK(steps > 0 && pre > 0, "tiny pool: all complete, preemption exercised (%d steps, %d preemptions)", steps, pre);
-	steps = run_sim(24, 4, 7, 3, true, 40, &pre, true);
-	CHECK(steps > 0, "tiny pool + tiny budget + prefix caching + shared prefixes (%d steps, %d preemptions)", steps, pre);
-	steps = run_sim(4, 4, 64, 16, false, 5, &pre, false);
-	CHECK(steps > 0, "pool smaller than one sequence: sequences fail cleanly, no leak or hang (%d steps)", steps);
-	steps = run_sim(64, 16, 1, 64, true, 10, &pre, true);
-	CHECK(steps > 0, "budget of 1 token per step (pure chunking) completes (%d steps)", steps);
+	int			failed = 0;
+
+	steps = run_sim(256, 4, 64, 16, false, 40, &pre, false, &failed);
+	CHECK(steps > 0 && failed == 0, "40 sequences complete with a roomy pool (%d steps, %d preemptions)", steps, pre);
+	steps = run_sim(24, 4, 64, 16, false, 40, &pre, false, &failed);
+	CHECK(steps > 0 && pre > 0 && failed == 0,
+		  "tiny pool: all complete, preemption exercised (%d steps, %d preemptions)", steps, pre);
+	steps = run_sim(24, 4, 7, 3, true, 40, &pre, true, &failed);
+	CHECK(steps > 0 && failed == 0,
+		  "tiny pool + tiny budget + prefix caching + shared prefixes (%d steps, %d preemptions)", steps, pre);
+	steps = run_sim(4, 4, 64, 16, false, 5, &pre, false, &failed);
+	CHECK(steps > 0 && failed > 0 && failed < 5,
+		  "pool smaller than some sequences: those fail cleanly, the others complete, no leak or hang "
+		  "(%d steps, %d failed)", steps, failed);
+	failed = 0;
+	steps = run_sim(64, 16, 1, 64, true, 10, &pre, true, &failed);
+	CHECK(steps > 0 && failed == 0, "budget of 1 token per step (pure chunking) completes (%d steps)", steps);
 }
 
 int
