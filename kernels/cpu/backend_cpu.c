@@ -3,7 +3,8 @@
  *
  * Activations are host float arrays; weights are used in place (views of the
  * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
- * of shape [n_blocks][block_size][n_kv_heads][head_dim].  Parallel work goes
+ * of shape [n_blocks][n_kv_heads][block_size][head_dim] (quant.h
+ * llm_kv_row_offset).  Parallel work goes
  * through a persistent thread pool (threadpool.h); every output value is
  * computed by one fixed sequence of operations that does not depend on the
  * batch, the tiling or the thread count (the batch-invariance contract of
@@ -620,8 +621,17 @@ quantize_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		j->k->quantize_act(j->x + t * j->w->n_cols, (char *) j->act + t * j->act_row, j->w->n_cols);
 }
 
-/* Rows per cache block: the weight rows reused for every token tile. */
+/*
+ * Cache blocking of a thread's rows: a super-block of MM_SUPER_ROWS weight
+ * rows stays in L2 while the tokens go by in blocks whose quantized
+ * activations fit in L1 (MM_ACT_L1_BYTES); within those, MM_ROW_BLOCK rows
+ * (L1) meet every token tile of the block.  Small batches are one token
+ * block, as before; large ones no longer stream every activation from L2
+ * for each 16 rows.  The order of tiles never changes a result.
+ */
 #define MM_ROW_BLOCK 16
+#define MM_SUPER_ROWS 256
+#define MM_ACT_L1_BYTES (16 * 1024)
 
 static void
 matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
@@ -633,22 +643,34 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const size_t ws = j->w->row_bytes;
 	const int64_t nc = j->w->n_cols;
 	const size_t os = (size_t) j->w->n_rows;
+	int			tb = (int) (MM_ACT_L1_BYTES / j->act_row);
 
-	for (int64_t r0 = begin; r0 < end; r0 += MM_ROW_BLOCK)
+	tb = tb < T ? T : tb - tb % T;
+	for (int64_t s0 = begin; s0 < end; s0 += MM_SUPER_ROWS)
 	{
-		int64_t		r1 = r0 + MM_ROW_BLOCK < end ? r0 + MM_ROW_BLOCK : end;
+		int64_t		s1 = s0 + MM_SUPER_ROWS < end ? s0 + MM_SUPER_ROWS : end;
 
-		for (int t = 0; t < j->n; t += T)
+		for (int t0 = 0; t0 < j->n; t0 += tb)
 		{
-			int			nt = j->n - t < T ? j->n - t : T;
+			int			t1 = t0 + tb < j->n ? t0 + tb : j->n;
 
-			for (int64_t r = r0; r < r1; r += R)
+			for (int64_t r0 = s0; r0 < s1; r0 += MM_ROW_BLOCK)
 			{
-				int			nr = r1 - r < R ? (int) (r1 - r) : R;
+				int64_t		r1 = r0 + MM_ROW_BLOCK < s1 ? r0 + MM_ROW_BLOCK : s1;
 
-				k->dot_tile(nc, (const char *) j->w->data + r * ws, ws, nr,
-							(const char *) j->act + (size_t) t * j->act_row, j->act_row, nt,
-							j->y + (size_t) t * os + r, os);
+				for (int t = t0; t < t1; t += T)
+				{
+					int			nt = t1 - t < T ? t1 - t : T;
+
+					for (int64_t r = r0; r < r1; r += R)
+					{
+						int			nr = r1 - r < R ? (int) (r1 - r) : R;
+
+						k->dot_tile(nc, (const char *) j->w->data + r * ws, ws, nr,
+									(const char *) j->act + (size_t) t * j->act_row, j->act_row, nt,
+									j->y + (size_t) t * os + r, os);
+					}
+				}
 			}
 		}
 	}
@@ -773,7 +795,8 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	rope_job   *j = p;
 	cpu_backend *cb = j->cb;
 	const int	hd = cb->geo.head_dim,
-				nkv = cb->geo.n_kv_heads;
+				nkv = cb->geo.n_kv_heads,
+				bs = cb->geo.block_size;
 	void		(*rot) (float *, int, int, const float *) = rope_heads;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -788,9 +811,13 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 
 		rot(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, cs);
 		rot(kt, nkv, hd, cs);
-		llm_fp32_to_fp16_row(kt, cb->k_cache[j->layer] + slot * nkv * hd, (int64_t) nkv * hd);
-		llm_fp32_to_fp16_row(j->v + (size_t) t * nkv * hd, cb->v_cache[j->layer] + slot * nkv * hd,
-							 (int64_t) nkv * hd);
+		for (int h = 0; h < nkv; h++)
+		{
+			size_t		o = llm_kv_row_offset((int32_t) (slot / bs), (int) (slot % bs), h, nkv, bs, hd);
+
+			llm_fp32_to_fp16_row(kt + (size_t) h * hd, cb->k_cache[j->layer] + o, hd);
+			llm_fp32_to_fp16_row(j->v + ((size_t) t * nkv + h) * hd, cb->v_cache[j->layer] + o, hd);
+		}
 	}
 }
 
@@ -866,7 +893,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	a.scale = j->scale;
 	a.k_cache = cb->k_cache[j->layer];
 	a.v_cache = cb->v_cache[j->layer];
-	a.slot_stride = (size_t) nkv * hd;
+	a.n_kv_heads = nkv;
 	a.block_size = cb->geo.block_size;
 	a.q = q16;
 	a.scratch = q16 + (size_t) per_item * hd;
@@ -883,7 +910,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
 		a.single = cb->have_single && cb->single_rows[t] != 0;
 		a.n_keys = cb->positions[t] + 1;
-		a.head_offset = (size_t) (h0 / group) * hd;
+		a.kv_head = h0 / group;
 		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
 		cb->attn(&a);
 	}

@@ -30,7 +30,8 @@ int			llm_backend_cpu_set_single_rows(llm_backend *b, const uint8_t *flags);
 
 /*
  * The fp16 K (is_v false) or V cache array of a layer, shape
- * [n_blocks][block_size][n_kv_heads][head_dim]; NULL before kv_init or for a
+ * [n_blocks][n_kv_heads][block_size][head_dim] (quant.h
+ * llm_kv_row_offset); NULL before kv_init or for a
  * bad layer.  For tests and debugging.
  */
 const uint16_t *llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v);

@@ -1059,8 +1059,11 @@ llm_attn_scratch_floats(int group, int head_dim, int n_keys)
 {
 	size_t		npad = ((size_t) n_keys + 15) & ~(size_t) 15;
 
-	/* scores [group][npad], V sums [group][64][head_dim], rows [8][head_dim], inv [group] */
-	return (size_t) group * npad + (size_t) group * 64 * head_dim + 8 * (size_t) head_dim +
+	/*
+	 * key row offsets [npad] (as 2 * npad floats), scores [group][npad],
+	 * V sums [group][64][head_dim], rows [8][head_dim], inv [group]
+	 */
+	return 2 * npad + (size_t) group * npad + (size_t) group * 64 * head_dim + 8 * (size_t) head_dim +
 		(size_t) group + 16;
 }
 
@@ -1091,8 +1094,7 @@ attend_scalar(const llm_attn_args *a)
 	/* scores: 16 lanes over head_dim, fma chains, reduce16 (tinyBLAS order) */
 	for (int j = 0; j < n; j++)
 	{
-		size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
-		const uint16_t *k = a->k_cache + slot * a->slot_stride + a->head_offset;
+		const uint16_t *k = a->k_cache + llm_attn_key_offset(a, j);
 
 		for (int h = 0; h < G; h++)
 		{
@@ -1147,8 +1149,7 @@ attend_scalar(const llm_attn_args *a)
 		memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
 		for (int j = 0; j < n; j++)
 		{
-			size_t		slot = (size_t) a->block_table[j / a->block_size] * a->block_size + j % a->block_size;
-			const uint16_t *v = a->v_cache + slot * a->slot_stride + a->head_offset;
+			const uint16_t *v = a->v_cache + llm_attn_key_offset(a, j);
 
 			for (int h = 0; h < G; h++)
 			{

@@ -197,10 +197,10 @@ typedef struct llm_attn_args
 	int			head_dim;
 	int			n_keys;
 	float		scale;
-	const uint16_t *k_cache;	/* layer K / V arrays [slot][n_kv_heads][head_dim] */
+	const uint16_t *k_cache;	/* layer K / V arrays, llm_kv_row_offset layout */
 	const uint16_t *v_cache;
-	size_t		slot_stride;	/* n_kv_heads * head_dim */
-	size_t		head_offset;	/* kv_head * head_dim */
+	int			n_kv_heads;
+	int			kv_head;		/* the KV head of this group */
 	const int32_t *block_table; /* the sequence's block ids */
 	int			block_size;
 	int			single;			/* 1: llama.cpp's one-token-batch order (see above) */
@@ -208,6 +208,27 @@ typedef struct llm_attn_args
 } llm_attn_args;
 
 typedef void (*llm_attn_fn) (const llm_attn_args *a);
+
+/*
+ * Offset in elements of the head_dim fp16 values of KV head kv_head at
+ * position off of cache block `block`.  Layout per layer:
+ * [n_blocks][n_kv_heads][block_size][head_dim], so that the rows one
+ * attention head reads from a block are contiguous (prefetch-friendly).
+ */
+static inline size_t
+llm_kv_row_offset(int32_t block, int off, int kv_head, int n_kv_heads, int block_size, int head_dim)
+{
+	return (((size_t) block * (size_t) n_kv_heads + (size_t) kv_head) * (size_t) block_size + (size_t) off) *
+		(size_t) head_dim;
+}
+
+/* The same for key j of the sequence whose block table attention args a carry. */
+static inline size_t
+llm_attn_key_offset(const llm_attn_args *a, int j)
+{
+	return llm_kv_row_offset(a->block_table[j / a->block_size], j % a->block_size, a->kv_head,
+							 a->n_kv_heads, a->block_size, a->head_dim);
+}
 
 /* Scratch floats llm_attn_fn needs. */
 size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);

@@ -533,14 +533,16 @@ typedef struct row_walk
 static inline size_t
 walk_next(row_walk *w)
 {
-	size_t		slot = (size_t) w->a->block_table[w->block] * w->a->block_size + w->off;
+	const llm_attn_args *a = w->a;
+	size_t		o = llm_kv_row_offset(a->block_table[w->block], w->off, a->kv_head, a->n_kv_heads,
+									  a->block_size, a->head_dim);
 
-	if (++w->off == w->a->block_size)
+	if (++w->off == a->block_size)
 	{
 		w->off = 0;
 		w->block++;
 	}
-	return slot * w->a->slot_stride + w->a->head_offset;
+	return o;
 }
 
 /*
@@ -566,6 +568,16 @@ reduce16_4keys(const __m256 t[4], float out[4])
 	out[3] = _mm_cvtss_f32(_mm256_extractf128_ps(r23, 1));
 }
 
+/* Prefetch one cache row of head_dim fp16 values (hint: _MM_HINT_T0 / T1). */
+#define PREFETCH_ROW(p, bytes, hint) \
+	do { \
+		for (int pf_ = 0; pf_ < (bytes); pf_ += 64) \
+			_mm_prefetch((const char *) (p) + pf_, hint); \
+	} while (0)
+
+/* Keys ahead whose K row (into L1) and V row (into L2) are prefetched. */
+#define ATTN_PREFETCH_KEYS 12
+
 static TGT void
 attend_avx2(const llm_attn_args *a)
 {
@@ -573,12 +585,23 @@ attend_avx2(const llm_attn_args *a)
 				n = a->n_keys,
 				G = a->group;
 	const size_t npad = ((size_t) n + 15) & ~(size_t) 15;
-	float	   *scores = a->scratch;
+	const int	row_bytes = hd * (int) sizeof(uint16_t);
+	size_t	   *rowoff = (size_t *) a->scratch;	/* [npad] cache offset of key j */
+	float	   *scores = a->scratch + 2 * npad;
 	float	   *vsum = scores + (size_t) G * npad;	/* [G][64][hd] */
 	float	   *kv = vsum + (size_t) G * 64 * hd;	/* [8][hd] converted rows */
 	float	   *inv = kv + 8 * (size_t) hd;	/* [G] */
-	row_walk	kw = {a, 0, 0},
-				vw = {a, 0, 0};
+	row_walk	walk = {a, 0, 0};
+
+	/*
+	 * The cache rows of one sequence lie in blocks scattered over the pool:
+	 * their offsets once, so that both passes can prefetch ahead (the rows
+	 * are cold: every layer of every sequence reads its own).
+	 */
+	for (int j = 0; j < n; j++)
+		rowoff[j] = walk_next(&walk);
+	for (int j = 0; j < n && j < ATTN_PREFETCH_KEYS; j++)
+		PREFETCH_ROW(a->k_cache + rowoff[j], row_bytes, _MM_HINT_T0);
 
 	/* scores, 4 keys at a time (rows past n are zero; masked below) */
 	for (int j0 = 0; j0 < n; j0 += 4)
@@ -587,9 +610,16 @@ attend_avx2(const llm_attn_args *a)
 
 		for (int jj = 0; jj < 4; jj++)
 		{
+			if (j0 + jj + ATTN_PREFETCH_KEYS < n)
+			{
+				size_t		ahead = rowoff[j0 + jj + ATTN_PREFETCH_KEYS];
+
+				PREFETCH_ROW(a->k_cache + ahead, row_bytes, _MM_HINT_T0);
+				PREFETCH_ROW(a->v_cache + ahead, row_bytes, _MM_HINT_T1);
+			}
 			if (jj < nk)
 			{
-				const uint16_t *k = a->k_cache + walk_next(&kw);
+				const uint16_t *k = a->k_cache + rowoff[j0 + jj];
 
 				for (int c = 0; c < hd; c += 8)
 					_mm256_storeu_ps(kv + jj * hd + c, load_f16(k, c));
@@ -695,31 +725,56 @@ attend_avx2(const llm_attn_args *a)
 																		  _MM_FROUND_TO_NEAREST_INT)));
 		}
 	}
-	/* V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64 vec_dot_f16) */
+	/*
+	 * V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64
+	 * vec_dot_f16), keys in ascending order.  Computed lane row by lane row
+	 * with the sums in registers (the [G][R][hd] array is written once,
+	 * instead of read and written for every key).
+	 */
 	const int	R = a->single ? 64 : 16;
 
-	memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
-	for (int j0 = 0; j0 < n; j0 += 8)
+	for (int j = 0; j < ATTN_PREFETCH_KEYS && j < n; j++)
+		PREFETCH_ROW(a->v_cache + rowoff[j], row_bytes, _MM_HINT_T0);
+	for (int h = 0; h < G; h++)
 	{
-		int			nk = n - j0 < 8 ? n - j0 : 8;
+		const float *p = scores + h * npad;
 
-		for (int jj = 0; jj < nk; jj++)
+		for (int l = 0; l < R; l++)
 		{
-			const uint16_t *v = a->v_cache + walk_next(&vw);
+			float	   *acc = vsum + ((size_t) h * R + l) * hd;
+			int			c = 0;
 
-			for (int c = 0; c < hd; c += 8)
-				_mm256_storeu_ps(kv + jj * hd + c, load_f16(v, c));
-		}
-		for (int h = 0; h < G; h++)
-			for (int jj = 0; jj < nk; jj++)
+			for (; c + 32 <= hd; c += 32)
 			{
-				__m256		p = _mm256_broadcast_ss(scores + h * npad + j0 + jj);
-				float	   *acc = vsum + ((size_t) h * R + ((j0 + jj) & (R - 1))) * hd;
+				__m256		s0 = _mm256_setzero_ps(),
+							s1 = _mm256_setzero_ps(),
+							s2 = _mm256_setzero_ps(),
+							s3 = _mm256_setzero_ps();
 
-				for (int c = 0; c < hd; c += 8)
-					_mm256_storeu_ps(acc + c, _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), p,
-															  _mm256_loadu_ps(acc + c)));
+				for (int j = l; j < n; j += R)
+				{
+					const uint16_t *v = a->v_cache + rowoff[j] + c;
+					__m256		pj = _mm256_broadcast_ss(p + j);
+
+					s0 = _mm256_fmadd_ps(load_f16(v, 0), pj, s0);
+					s1 = _mm256_fmadd_ps(load_f16(v, 8), pj, s1);
+					s2 = _mm256_fmadd_ps(load_f16(v, 16), pj, s2);
+					s3 = _mm256_fmadd_ps(load_f16(v, 24), pj, s3);
+				}
+				_mm256_storeu_ps(acc + c, s0);
+				_mm256_storeu_ps(acc + c + 8, s1);
+				_mm256_storeu_ps(acc + c + 16, s2);
+				_mm256_storeu_ps(acc + c + 24, s3);
 			}
+			for (; c < hd; c += 8)
+			{
+				__m256		s0 = _mm256_setzero_ps();
+
+				for (int j = l; j < n; j += R)
+					s0 = _mm256_fmadd_ps(load_f16(a->v_cache + rowoff[j], c), _mm256_broadcast_ss(p + j), s0);
+				_mm256_storeu_ps(acc + c, s0);
+			}
+		}
 	}
 	/* out[d] = reduce16 over the 16 lane rows (single: rows combined (v0+v2)+(v1+v3) first) */
 	for (int h = 0; h < G; h++)

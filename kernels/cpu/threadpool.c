@@ -81,6 +81,9 @@ struct llm_threadpool
 #define CLAIM_NEXT(c) ((c) & 0xfffff)
 #define MAX_CHUNKS 4096
 
+/* chunks per thread: finer balances the end of a job, coarser claims less */
+#define CHUNKS_PER_THREAD 4
+
 /* guard tuning: strikes before going solo, and how many jobs to stay solo */
 #define STRIKES_TO_SOLO 8
 #define SOLO_JOBS 512
@@ -275,6 +278,7 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 				t2;
 	int			spins = 0,
 				ran;
+	bool		woke_sleepers = false;
 
 	if (n_items <= 0)
 		return;
@@ -289,7 +293,7 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 	}
 	/* about 4 chunks per thread: balance without much claiming traffic */
 	units = (n_items + grain - 1) / grain;
-	units_per_chunk = (units + 4 * pool->n_threads - 1) / (4 * pool->n_threads);
+	units_per_chunk = (units + CHUNKS_PER_THREAD * pool->n_threads - 1) / (CHUNKS_PER_THREAD * pool->n_threads);
 	if ((units + units_per_chunk - 1) / units_per_chunk > MAX_CHUNKS)
 		units_per_chunk = (units + MAX_CHUNKS - 1) / MAX_CHUNKS;
 	pool->chunk_items = units_per_chunk * grain;
@@ -303,6 +307,7 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 	atomic_store(&pool->generation, gen);
 	if (atomic_load(&pool->n_sleeping) > 0)
 	{
+		woke_sleepers = true;
 		pthread_mutex_lock(&pool->mutex);
 		pthread_cond_broadcast(&pool->cond);
 		pthread_mutex_unlock(&pool->mutex);
@@ -321,10 +326,15 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 	/*
 	 * No help at all with a job long enough (20 us) for any running worker
 	 * to join, or a straggler wait longer than our own share of the work
-	 * plus scheduling noise: the machine is oversubscribed, and spinning
-	 * helpers only take CPU from the caller.
+	 * plus scheduling noise, job after job: the machine is oversubscribed,
+	 * and spinning helpers only take CPU from the caller.  A job that had to
+	 * wake sleeping workers (the first after an idle gap) proves nothing,
+	 * and one job with help resets the count, so that the isolated late
+	 * wake-ups of a quiet machine never send it solo.
 	 */
 	t2 = now_ns();
+	if (woke_sleepers)
+		return;
 	if ((ran == n_chunks && t1 - t0 > 20000) || t2 - t1 > (t1 - t0) + 20000)
 	{
 		if (++pool->strikes >= STRIKES_TO_SOLO)
@@ -333,6 +343,6 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 			pool->solo_jobs_left = SOLO_JOBS;
 		}
 	}
-	else if (pool->strikes > 0 && ran < n_chunks)
-		pool->strikes--;
+	else
+		pool->strikes = 0;
 }

@@ -503,6 +503,13 @@ enum
 
 static const int seq_len[A_SEQS] = {13, 7, 30};
 
+/* Element offset of (global slot, KV head) in a layer's CPU cache array. */
+static size_t
+kv_at(size_t slot, int kv_head)
+{
+	return llm_kv_row_offset((int32_t) (slot / A_BS), (int) (slot % A_BS), kv_head, A_KV, A_BS, A_HD);
+}
+
 typedef struct attn_inputs
 {
 	float	   *q[A_SEQS];		/* [len][A_HEADS][A_HD] per sequence, before RoPE */
@@ -778,7 +785,7 @@ test_attention(void)
 				float		ts = powf(10000.0f, -2.0f / A_HD);
 
 				for (int i = 0; i < ksz; i++)
-					if (V[slot * ksz + i] != llm_fp32_to_fp16(in.v[s][p * ksz + i]))
+					if (V[kv_at(slot, i / A_HD) + i % A_HD] != llm_fp32_to_fp16(in.v[s][p * ksz + i]))
 						vok = false;
 				for (int h = 0; h < A_KV; h++)
 				{
@@ -789,8 +796,8 @@ test_attention(void)
 						const float *x = in.k[s] + p * ksz + h * A_HD;
 						double		r0 = x[i] * cos((double) theta) - x[i + 1] * sin((double) theta);
 						double		r1 = x[i] * sin((double) theta) + x[i + 1] * cos((double) theta);
-						double		g0 = llm_fp16_to_fp32(K[slot * ksz + h * A_HD + i]);
-						double		g1 = llm_fp16_to_fp32(K[slot * ksz + h * A_HD + i + 1]);
+						double		g0 = llm_fp16_to_fp32(K[kv_at(slot, h) + i]);
+						double		g1 = llm_fp16_to_fp32(K[kv_at(slot, h) + i + 1]);
 
 						worst_kv = fmax(worst_kv, fmax(fabs(g0 - r0) / (fabs(r0) + 1e-3),
 													   fabs(g1 - r1) / (fabs(r1) + 1e-3)));
@@ -830,7 +837,7 @@ test_attention(void)
 						double		dot = 0;
 
 						for (int d = 0; d < A_HD; d++)
-							dot += (double) qh[d] * llm_fp16_to_fp32(K[slot * ksz + kvh * A_HD + d]);
+							dot += (double) qh[d] * llm_fp16_to_fp32(K[kv_at(slot, kvh) + d]);
 						sc[j] = dot / sqrt((double) A_HD);
 						mx = fmax(mx, sc[j]);
 					}
@@ -842,7 +849,7 @@ test_attention(void)
 						sum += e;
 						for (int d = 0; d < A_HD; d++)
 						{
-							double		vv = llm_fp16_to_fp32(V[slot * ksz + kvh * A_HD + d]);
+							double		vv = llm_fp16_to_fp32(V[kv_at(slot, kvh) + d]);
 
 							o[d] += e * vv;
 							oabs[d] += e * fabs(vv);
