@@ -237,10 +237,12 @@ mul_sum_us8_vnni(__m256i ux, __m256i sy)
 #define TILE_TGT TGT_VNNI
 #define TILE_NAME(x) x##_vnni
 #define TILE_MULSUM mul_sum_us8_vnni
+#define TILE_VNNI
 #include "quant_tile.inc"
 #undef TILE_TGT
 #undef TILE_NAME
 #undef TILE_MULSUM
+#undef TILE_VNNI
 
 /* ---- k-quants (one row x one activation row) ---- */
 
