@@ -354,9 +354,9 @@ class SqlStatement:
             mine = ([1] + tok("system\n" + CHATML_SYSTEM) + [2] + tok("\n") + [1] + tok("user\n" + prompts[i])
                     + [2] + tok("\n") + [1] + tok("assistant\n"))
             theirs = srv.tokenize(chatml(prompts[i]))
-            row = ctx.pg.rows("SELECT prompt_tokens, completion_tokens, replace(text, E'\\n', ' ') FROM "
-                              "llm_complete(%s || E'\\n' || (SELECT body FROM tickets WHERE id = %d), "
-                              "max_tokens => 48)" % (sql_literal(W1_INSTRUCTION), i))[0]
+            row = ctx.pg.sql("SELECT prompt_tokens, completion_tokens, replace(text, E'\\n', ' ') FROM "
+                             "llm_complete(%s || E'\\n' || (SELECT body FROM tickets WHERE id = %d), "
+                             "max_tokens => 48)" % (sql_literal(W1_INSTRUCTION), i)).rstrip("\n").split("|", 2)
             reply = srv.complete_text(chatml(prompts[i]), 48)
             same_ids = mine == theirs
             same_count = int(row[0]) == len(theirs)
