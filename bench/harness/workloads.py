@@ -307,6 +307,12 @@ class SqlStatement:
             return fn
 
         def run_pgai(r):
+            try:
+                return pgai_round(r)
+            except (OSError, ValueError, KeyError) as e:  # HTTP, JSON or file errors: this side fails
+                raise BenchError("pgai-style side: %s: %s" % (type(e).__name__, e))
+
+        def pgai_round(r):
             if ctx.peer_error:
                 raise BenchError(ctx.peer_error)
             if not getattr(ctx, "plpython_ok", False):
@@ -508,6 +514,12 @@ class SqlSessions:
             return m
 
         def run_peer(r):
+            try:
+                return peer_round(r)
+            except (OSError, ValueError, KeyError) as e:
+                raise BenchError("llama-server side: %s: %s" % (type(e).__name__, e))
+
+        def peer_round(r):
             if ctx.peer_error:
                 raise BenchError(ctx.peer_error)
             prompts = ticket_prompts(ctx)
