@@ -1,12 +1,13 @@
 """The comparisons bench/run knows about.
 
 A workload has an id, a title, `sides(ctx)` -> [(name, fn(round) -> metrics)]
-(the first side is ours, the second the peer), and `rows(ctx, ours, peer)` ->
+(the first side is ours; two or more sides, alternated by round), and either
+`rows(ctx, ours, peer)` (two sides) or `table_rows(ctx, {side: medians})` ->
 table rows built from the median metrics of each side.  `unavailable(ctx)`
-returns a reason to skip it (e.g. no PostgreSQL yet) or None.  The PostgreSQL
-workloads of BENCHMARKS.md (W1 tickets, W3 sessions, W4 template) are added
-here as further classes once the extension runs; they reuse the same rounds,
-medians and table.
+returns a reason to skip it or None; an optional `after_rounds(ctx, medians)`
+measures what the rows need once the rounds are done (W1's pure-decode
+reference).  Engine workloads: single, batchB (llm-cli vs llama.cpp);
+PostgreSQL workloads (BENCHMARKS.md): W1 tickets, W3 sessions, W4 template.
 """
 import csv
 import math
