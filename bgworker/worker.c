@@ -35,6 +35,7 @@
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
+#include "utils/timestamp.h"
 
 #include "engine.h"
 #include "llm.h"
@@ -116,6 +117,15 @@ static int	model_sqlstate;
 static char model_error[LLM_MODEL_ERROR_LEN];
 static uint64 next_engine_id = 1;
 static StatsDelta delta;
+
+/*
+ * Records of requests finished since the last publish, copied into
+ * llm_shared->recent by publish_stats(); when it fills up within one loop
+ * iteration (many requests failed at once) it is flushed on its own.
+ */
+#define PENDING_RECORDS 256
+static LlmRequestRecord pending_records[PENDING_RECORDS];
+static int	n_pending_records = 0;
 static bool stats_dirty = true;
 static int64 last_engine_preemptions = 0;
 static int64 last_engine_prefix_queries = 0;
@@ -251,6 +261,64 @@ status_sqlstate(llm_status s)
 	}
 }
 
+/* ---------- per-request records (llm_recent_requests) ---------- */
+
+/* Copy the pending records into the shared ring; caller holds the lock exclusively. */
+static void
+append_recent_locked(void)
+{
+	LlmRecentRequests *ring = &llm_shared->recent;
+
+	for (int i = 0; i < n_pending_records; i++)
+	{
+		ring->rec[ring->written % LLM_RECENT_REQUESTS] = pending_records[i];
+		ring->written++;
+	}
+	n_pending_records = 0;
+}
+
+/*
+ * Note one finished request for llm_recent_requests().  usage NULL: the
+ * request failed or was aborted before the engine reported its usage.
+ */
+static void
+record_request(LlmRequestOutcome outcome, const llm_usage *usage)
+{
+	LlmRequestRecord *rec;
+
+	if (n_pending_records == PENDING_RECORDS)
+	{
+		LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+		append_recent_locked();
+		LWLockRelease(llm_shared->lock);
+	}
+	rec = &pending_records[n_pending_records++];
+	rec->finished_at = GetCurrentTimestamp();
+	rec->outcome = outcome;
+	if (usage)
+	{
+		rec->prompt_tokens = usage->prompt_tokens;
+		rec->cached_tokens = usage->cached_tokens;
+		rec->completion_tokens = usage->completion_tokens;
+		rec->ttft_ms = usage->completion_tokens > 0 ? usage->ttft_ms : -1.0;
+		rec->total_ms = usage->total_ms;
+	}
+	else
+	{
+		rec->prompt_tokens = rec->cached_tokens = rec->completion_tokens = -1;
+		rec->ttft_ms = rec->total_ms = -1.0;
+	}
+	stats_dirty = true;
+}
+
+/* One request failed: count it and record it (without usage). */
+static void
+count_failed(void)
+{
+	delta.failed++;
+	record_request(LLM_OUTCOME_ERROR, NULL);
+}
+
 /* ---------- requests ---------- */
 
 static void
@@ -273,6 +341,7 @@ abort_channel_requests(WorkerChannel *ch)
 		if (engine)
 			llm_engine_abort(engine, r->engine_id);
 		delta.aborted++;
+		record_request(LLM_OUTCOME_ABORTED, NULL);
 		free_request(r);
 	}
 	stats_dirty = true;
@@ -296,7 +365,7 @@ fail_all_requests(int sqlstate, const char *message)
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
 			queue_error(ch, r->client_id, sqlstate, message);
-			delta.failed++;
+			count_failed();
 			free_request(r);
 		}
 	}
@@ -347,12 +416,14 @@ on_engine_event(const llm_event *ev, void *cb_arg)
 			if (ev->usage.completion_tokens > 1 && delta.n_tpot < lengthof(delta.tpot))
 				delta.tpot[delta.n_tpot++] = (ev->usage.total_ms - ev->usage.ttft_ms) /
 					(ev->usage.completion_tokens - 1);
+			record_request(ev->finish_reason == LLM_FINISH_LENGTH ?
+						   LLM_OUTCOME_LENGTH : LLM_OUTCOME_STOP, &ev->usage);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			queue_error(ch, r->client_id, status_sqlstate(ev->status),
 						ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
-			delta.failed++;
+			count_failed();
 			free_request(r);
 			break;
 	}
@@ -410,6 +481,7 @@ publish_stats(void)
 			llm_latency_add(&s->ttft, delta.ttft[i]);
 		for (int i = 0; i < delta.n_tpot; i++)
 			llm_latency_add(&s->tpot, delta.tpot[i]);
+		append_recent_locked();
 	}
 	LWLockRelease(llm_shared->lock);
 	last_engine_preemptions = es.n_preemptions;
@@ -706,7 +778,7 @@ model_unavailable(WorkerChannel *ch, uint64 id)
 	snprintf(msg, sizeof(msg), "llm model is not available: %s",
 			 model_error[0] ? model_error : "the model is not loaded");
 	queue_error(ch, id, model_sqlstate ? model_sqlstate : ERRCODE_INTERNAL_ERROR, msg);
-	delta.failed++;
+	count_failed();
 	stats_dirty = true;
 }
 
@@ -837,7 +909,7 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 	{
 		queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE,
 					err[0] ? err : "could not tokenize the prompt");
-		delta.failed++;
+		count_failed();
 		return;
 	}
 
@@ -857,7 +929,7 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 	if (llm_sampling_params_validate(&params, err, sizeof(err)) != LLM_OK)
 	{
 		queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE, err);
-		delta.failed++;
+		count_failed();
 		return;
 	}
 
@@ -881,7 +953,7 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 		else
 			strlcpy(msg, err[0] ? err : llm_status_name(st), sizeof(msg));
 		queue_error(ch, h->id, status_sqlstate(st), msg);
-		delta.failed++;
+		count_failed();
 		pfree(r);
 		return;
 	}
@@ -974,6 +1046,7 @@ handle_abort(WorkerChannel *ch, uint64 client_id)
 				llm_engine_abort(engine, r->engine_id);
 			free_request(r);
 			delta.aborted++;
+			record_request(LLM_OUTCOME_ABORTED, NULL);
 			stats_dirty = true;
 			return;
 		}

@@ -165,7 +165,31 @@ AS 'MODULE_PATHNAME', 'pg_llm_stat_reset'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION llm_stat_reset() IS
-'Reset the cumulative counters, the max batch size and the latency samples of llm_stat.';
+'Reset the cumulative counters, the max batch size and the latency samples of llm_stat, and empty llm_recent_requests().';
+
+-- One row per request the worker finished recently (ring of the last 4096,
+-- oldest first; cleared by llm_stat_reset()).  seq: 1, 2, ... since the
+-- reset; outcome: stop | length | error | aborted; token counts as in
+-- llm_complete; ttft_ms / total_ms: worker-side time from the request's
+-- arrival in the engine to its first token / to its end (ms); tpot_ms:
+-- (total_ms - ttft_ms) / (completion_tokens - 1), NULL under 2 tokens.
+-- Failed and aborted requests have NULL counts and times.
+CREATE FUNCTION llm_recent_requests(
+	OUT seq bigint,
+	OUT finished_at timestamptz,
+	OUT outcome text,
+	OUT prompt_tokens int,
+	OUT cached_tokens int,
+	OUT completion_tokens int,
+	OUT ttft_ms float8,
+	OUT tpot_ms float8,
+	OUT total_ms float8)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_recent_requests'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 4096;
+
+COMMENT ON FUNCTION llm_recent_requests() IS
+'The last 4096 requests the worker finished (oldest first): outcome, prompt/cached/completion tokens, time to first token, time per output token and total time measured in the worker (ms). Cleared by llm_stat_reset().';
 
 -- Generation is granted to llm_user only, never to PUBLIC.
 REVOKE ALL ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) FROM PUBLIC;
@@ -177,6 +201,7 @@ REVOKE ALL ON FUNCTION llm_detokenize(int[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_model_info() FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_stat() FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_stat_reset() FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_recent_requests() FROM PUBLIC;
 REVOKE ALL ON llm_stat FROM PUBLIC;
 
 GRANT EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) TO llm_user;
@@ -188,3 +213,4 @@ GRANT EXECUTE ON FUNCTION llm_detokenize(int[]) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_model_info() TO llm_user, pg_monitor;
 GRANT EXECUTE ON FUNCTION llm_stat() TO llm_user, pg_monitor;
 GRANT SELECT ON llm_stat TO llm_user, pg_monitor;
+GRANT EXECUTE ON FUNCTION llm_recent_requests() TO llm_user, pg_monitor;

@@ -103,6 +103,38 @@ typedef struct LlmStats
 	LlmLatencyRing tpot;
 } LlmStats;
 
+/*
+ * Per-request records of the most recent finished requests, behind
+ * llm_recent_requests(): a ring written by the worker once per loop
+ * iteration (under the registry lock), cleared by llm_stat_reset().
+ */
+#define LLM_RECENT_REQUESTS 4096
+
+typedef enum LlmRequestOutcome
+{
+	LLM_OUTCOME_STOP = 1,		/* end-of-generation token or stop string */
+	LLM_OUTCOME_LENGTH,			/* max_tokens reached */
+	LLM_OUTCOME_ERROR,			/* failed (engine error, model reload, ...) */
+	LLM_OUTCOME_ABORTED			/* the backend went away or cancelled */
+} LlmRequestOutcome;
+
+typedef struct LlmRequestRecord
+{
+	TimestampTz finished_at;
+	int32		outcome;		/* LlmRequestOutcome */
+	int32		prompt_tokens;	/* -1: unknown (error, aborted) */
+	int32		cached_tokens;
+	int32		completion_tokens;
+	double		ttft_ms;		/* engine add -> first token; < 0: none */
+	double		total_ms;		/* engine add -> finished; < 0: unknown */
+} LlmRequestRecord;
+
+typedef struct LlmRecentRequests
+{
+	int64		written;		/* records written since start or reset; slot = written % N */
+	LlmRequestRecord rec[LLM_RECENT_REQUESTS];
+} LlmRecentRequests;
+
 #define LLM_MODEL_INFO_LEN	8192
 #define LLM_MODEL_ERROR_LEN 1024
 
@@ -121,6 +153,7 @@ typedef struct LlmShared
 	char		device[16];		/* READY: compute device in use */
 	char		model_info[LLM_MODEL_INFO_LEN]; /* READY: the engine's JSON object */
 	LlmStats	stats;
+	LlmRecentRequests recent;	/* read by llm_recent_requests() */
 	int			n_slots;
 	LlmChannelSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } LlmShared;

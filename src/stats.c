@@ -1,6 +1,6 @@
 /*
  * stats.c — SQL views of the worker's shared state: llm_stat() (behind the
- * llm_stat view), llm_stat_reset() and llm_model_info().  These read main
+ * llm_stat view), llm_recent_requests(), llm_stat_reset() and llm_model_info().  These read main
  * shared memory only, so they work while the worker is down or the model
  * failed to load.
  */
@@ -20,6 +20,7 @@
 
 PG_FUNCTION_INFO_V1(pg_llm_stat);
 PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
+PG_FUNCTION_INFO_V1(pg_llm_recent_requests);
 PG_FUNCTION_INFO_V1(pg_llm_model_info);
 
 #define LLM_STAT_COLS 25
@@ -140,7 +141,7 @@ pg_llm_stat(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
-/* llm_stat_reset(): zero the cumulative counters, max batch size and latency samples. */
+/* llm_stat_reset(): zero the cumulative counters, max batch size, latency samples and recent requests. */
 Datum
 pg_llm_stat_reset(PG_FUNCTION_ARGS)
 {
@@ -162,9 +163,90 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 	s->preemptions = 0;
 	memset(&s->ttft, 0, sizeof(s->ttft));
 	memset(&s->tpot, 0, sizeof(s->tpot));
+	llm_shared->recent.written = 0;
 	s->reset_time = GetCurrentTimestamp();
 	LWLockRelease(llm_shared->lock);
 	PG_RETURN_VOID();
+}
+
+static const char *
+outcome_name(int32 outcome)
+{
+	switch (outcome)
+	{
+		case LLM_OUTCOME_STOP:
+			return "stop";
+		case LLM_OUTCOME_LENGTH:
+			return "length";
+		case LLM_OUTCOME_ERROR:
+			return "error";
+		case LLM_OUTCOME_ABORTED:
+			return "aborted";
+		default:
+			return "unknown";
+	}
+}
+
+#define LLM_RECENT_COLS 9
+
+/*
+ * llm_recent_requests() -> setof (seq bigint, finished_at timestamptz,
+ * outcome text, prompt_tokens int, cached_tokens int, completion_tokens int,
+ * ttft_ms float8, tpot_ms float8, total_ms float8): the last
+ * LLM_RECENT_REQUESTS requests the worker finished since start or
+ * llm_stat_reset(), oldest first.  seq numbers them from 1 since the reset.
+ * Times are the worker's (engine add -> first token, -> finish; ms);
+ * tpot_ms = (total_ms - ttft_ms) / (completion_tokens - 1), NULL below 2
+ * tokens.  Failed and aborted requests have NULL token counts and times.
+ */
+Datum
+pg_llm_recent_requests(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LlmRequestRecord *recs;
+	int64		written;
+	int64		first;
+
+	require_registry();
+	InitMaterializedSRF(fcinfo, 0);
+
+	recs = palloc(sizeof(LlmRequestRecord) * LLM_RECENT_REQUESTS);
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	written = llm_shared->recent.written;
+	memcpy(recs, llm_shared->recent.rec, sizeof(LlmRequestRecord) * LLM_RECENT_REQUESTS);
+	LWLockRelease(llm_shared->lock);
+
+	first = Max(written - LLM_RECENT_REQUESTS, 0);
+	for (int64 seq = first; seq < written; seq++)
+	{
+		LlmRequestRecord *r = &recs[seq % LLM_RECENT_REQUESTS];
+		Datum		values[LLM_RECENT_COLS];
+		bool		nulls[LLM_RECENT_COLS];
+		bool		known = r->prompt_tokens >= 0;
+		int			c = 0;
+
+		memset(nulls, 0, sizeof(nulls));
+		values[c++] = Int64GetDatum(seq + 1);
+		values[c++] = TimestampTzGetDatum(r->finished_at);
+		values[c++] = CStringGetTextDatum(outcome_name(r->outcome));
+		values[c] = Int32GetDatum(r->prompt_tokens);
+		nulls[c++] = !known;
+		values[c] = Int32GetDatum(r->cached_tokens);
+		nulls[c++] = !known;
+		values[c] = Int32GetDatum(r->completion_tokens);
+		nulls[c++] = !known;
+		values[c] = Float8GetDatum(r->ttft_ms);
+		nulls[c++] = !known || r->ttft_ms < 0;
+		values[c] = Float8GetDatum(r->completion_tokens > 1 ?
+								   (r->total_ms - r->ttft_ms) / (r->completion_tokens - 1) : 0.0);
+		nulls[c++] = !known || r->completion_tokens < 2;
+		values[c] = Float8GetDatum(r->total_ms);
+		nulls[c++] = !known || r->total_ms < 0;
+		Assert(c == LLM_RECENT_COLS);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(recs);
+	return (Datum) 0;
 }
 
 /*

@@ -80,13 +80,13 @@ def _free_port():
 class Server:
     """A llama-server child process with `slots` parallel slots and continuous batching."""
 
-    def __init__(self, bindir, model, slots, ctx_per_slot, threads, log_path):
+    def __init__(self, bindir, model, slots, ctx_per_slot, threads, log_path, extra=()):
         self.port = _free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.argv = [os.path.join(bindir, "llama-server"), "-m", model,
                      "-np", str(slots), "-c", str(slots * ctx_per_slot),
                      "-t", str(threads), "-tb", str(threads), "--cont-batching",
-                     "-cram", "0", "--no-webui", "--host", "127.0.0.1", "--port", str(self.port)]
+                     "-cram", "0", "--no-webui", "--host", "127.0.0.1", "--port", str(self.port)] + list(extra)
         self.log_path = log_path
         self.proc = None
 
@@ -131,6 +131,70 @@ class Server:
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
+
+
+    def post(self, path, body, timeout=900):
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def complete_text(self, text, n_predict, timeout=900):
+        """POST /completion with a text prompt whose special tokens
+        (<|im_start|>, ...) the server parses, greedy, stopping at
+        end-of-generation like llm_generate; llama-server's default prompt
+        cache stays on (cache_prompt), like pg_llm's prefix cache."""
+        return self.post("/completion", {"prompt": text, "n_predict": n_predict, "temperature": 0,
+                                         "stream": False}, timeout)
+
+    def tokenize(self, text):
+        """Token ids the server makes of text, special tokens parsed (as /completion does)."""
+        return self.post("/tokenize", {"content": text, "add_special": True, "parse_special": True})["tokens"]
+
+    def metrics(self):
+        """Counters of /metrics (needs --metrics): {name without 'llamacpp:': value}."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line.startswith("llamacpp:"):
+                k, _, v = line.partition(" ")
+                try:
+                    out[k[len("llamacpp:"):]] = float(v)
+                except ValueError:
+                    pass
+        return out
+
+
+def session_completions(server, sessions, n_predict):
+    """W3's peer: one thread and connection per session, each sending its
+    texts one at a time (the next after the previous reply), all sessions
+    started together.  Returns (wall seconds, replies in session order)."""
+    n = len(sessions)
+    replies = [[] for _ in range(n)]
+    errors = []
+    barrier = threading.Barrier(n + 1)
+
+    def client(i):
+        barrier.wait()
+        for text in sessions[i]:
+            try:
+                replies[i].append(server.complete_text(text, n_predict))
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                errors.append("session %d: %s" % (i, e))
+                return
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.time()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    if errors:
+        raise BenchError("llama-server: " + "; ".join(errors[:3]))
+    return wall, [r for rs in replies for r in rs]
 
 
 def concurrent_completions(server, prompts, n_predict):

@@ -1,15 +1,22 @@
 """The comparisons bench/run knows about.
 
 A workload has an id, a title, `sides(ctx)` -> [(name, fn(round) -> metrics)]
-(the first side is ours, the second the peer), and `rows(ctx, ours, peer)` ->
+(the first side is ours; two or more sides, alternated by round), and either
+`rows(ctx, ours, peer)` (two sides) or `table_rows(ctx, {side: medians})` ->
 table rows built from the median metrics of each side.  `unavailable(ctx)`
-returns a reason to skip it (e.g. no PostgreSQL yet) or None.  The PostgreSQL
-workloads of BENCHMARKS.md (W1 tickets, W3 sessions, W4 template) are added
-here as further classes once the extension runs; they reuse the same rounds,
-medians and table.
+returns a reason to skip it or None; an optional `after_rounds(ctx, medians)`
+measures what the rows need once the rounds are done (W1's pure-decode
+reference).  Engine workloads: single, batchB (llm-cli vs llama.cpp);
+PostgreSQL workloads (BENCHMARKS.md): W1 tickets, W3 sessions, W4 template.
 """
+import csv
+import math
+import os
+import re
+import time
+
 from . import llamacpp, ours
-from .common import BenchError
+from .common import BenchError, log
 
 
 def mem_fraction(ctx, tps):
@@ -35,15 +42,17 @@ def prefill_fma_fraction(ctx, tps):
     return fma_fraction(ctx, tps, logits=False)
 
 
-def row(metric, unit, ours_v, peer_v, roof_kind=None, ctx=None):
-    """One table row; roof_kind 'mem', 'fma' or 'fma-prefill' adds roofline fractions."""
+def row(metric, unit, ours_v, peer_v, roof_kind=None, ctx=None, peer_name=None, ratio=True):
+    """One table row; roof_kind 'mem', 'fma' or 'fma-prefill' adds roofline
+    fractions; peer_name labels the peer column when a workload has several."""
     frac = {"mem": mem_fraction, "fma": fma_fraction, "fma-prefill": prefill_fma_fraction}.get(roof_kind)
     return {
         "metric": metric,
         "unit": unit,
         "ours": ours_v,
         "peer": peer_v,
-        "ratio": ours_v / peer_v if ours_v and peer_v else None,
+        "peer_name": peer_name,
+        "ratio": ours_v / peer_v if ratio and ours_v and peer_v else None,
         "roofline": roof_kind,
         "ours_roofline_fraction": frac(ctx, ours_v) if frac else None,
         "peer_roofline_fraction": frac(ctx, peer_v) if frac else None,
@@ -147,10 +156,128 @@ W4_INSTRUCTION = (
     "earlier messages. Ticket follows.")
 
 
+W1_INSTRUCTION = "Summarize this support ticket in one sentence."
+# SmolLM2's chat template: ChatML with this default system message (pg_llm
+# reads it from the GGUF; the peers' check below compares the token ids).
+CHATML_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+PER_SLOT_CTX = 1024  # llama-server positions per slot: the longest W1 prompt (~330 tokens) + 48
+
+
+def chatml(user, system=CHATML_SYSTEM):
+    """The text llm_generate(user) renders (src/engine/chat_template.c):
+    special tokens between plain-text pieces; llama-server parses the
+    special tokens and tokenizes the pieces in between, as pg_llm does."""
+    return ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n"
+            % (system, user))
+
+
+def ticket_prompts(ctx):
+    """{id: W1 prompt text} from bench/data/tickets.csv (the rows the server loaded)."""
+    if getattr(ctx, "tickets", None) is None:
+        with open(os.path.join(ctx.root, "bench", "data", "tickets.csv"), newline="") as f:
+            ctx.tickets = {int(r["id"]): W1_INSTRUCTION + "\n" + r["body"] for r in csv.DictReader(f)}
+    return ctx.tickets
+
+
+def percentile(xs, q):
+    """Nearest-rank percentile (q in 0..100) of the non-None values, None if none."""
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    return xs[max(1, math.ceil(q / 100.0 * len(xs))) - 1]
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def union_length(intervals):
+    """Total length of the union of (start, end) intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_e is None or a > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = a, b
+        else:
+            cur_e = max(cur_e, b)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def request_metrics(reqs, wall):
+    """Metrics of a run from pg_llm's llm_recent_requests() rows (or the
+    same keys built from llama-server replies): token means, output tokens/s,
+    TTFT/TPOT percentiles, and the decode rate: tokens after each request's
+    first / the time during which at least one request was decoding (the
+    union of the intervals first token -> end).  Row at a time that is the
+    single-stream decode rate; with the window it is the batched one, prefill
+    chunks of rows joining the batch included."""
+    done = [r for r in reqs if r["outcome"] in ("stop", "length")]
+    gen = sum(r["completion_tokens"] for r in done)
+    intervals = [(r["finished"] - (r["total_ms"] - r["ttft_ms"]) / 1e3, r["finished"]) for r in done
+                 if r["completion_tokens"] and r["completion_tokens"] > 1 and r.get("finished") is not None]
+    span = union_length(intervals)
+    after_first = sum(r["completion_tokens"] - 1 for r in done if r["completion_tokens"] > 1)
+    return {
+        "wall_s": wall,
+        "requests": len(reqs),
+        "failed": len(reqs) - len(done),
+        "completion_tokens": gen,
+        "tokens_per_s": gen / wall if wall > 0 else None,
+        "rows_per_s": len(done) / wall if wall > 0 else None,
+        "prompt_tokens_mean": mean([r["prompt_tokens"] for r in done]),
+        "cached_tokens_mean": mean([r["cached_tokens"] for r in done]),
+        "completion_tokens_mean": mean([r["completion_tokens"] for r in done]),
+        "ttft_p50_ms": percentile([r["ttft_ms"] for r in done], 50),
+        "ttft_p99_ms": percentile([r["ttft_ms"] for r in done], 99),
+        "tpot_p50_ms": percentile([r["tpot_ms"] for r in done], 50),
+        "tpot_p99_ms": percentile([r["tpot_ms"] for r in done], 99),
+        "decode_tps": after_first / span if span > 0 else None,
+        "decode_concurrency": sum(b - a for a, b in intervals) / span if span > 0 else None,
+    }
+
+
+def wait_recent(pg, n, timeout=30):
+    """llm_recent_requests() once n records are visible (the worker publishes
+    them right after replying, so the last may lag the statement by a step)."""
+    t0 = time.time()
+    while True:
+        reqs = pg.recent_requests()
+        if len(reqs) >= n or time.time() - t0 > timeout:
+            return reqs
+        time.sleep(0.1)
+
+
+PGAI_FUNCTION = """
+CREATE OR REPLACE FUNCTION pgai_generate(prompt text, max_tokens int, url text) RETURNS text
+LANGUAGE plpython3u AS $pgai$
+# what users of in-database AI extensions run today: one HTTP call per row
+import json
+import urllib.request
+text = ("<|im_start|>system\\n%s<|im_end|>\\n<|im_start|>user\\n%s<|im_end|>\\n<|im_start|>assistant\\n"
+        % (@SYSTEM@, prompt))
+body = json.dumps({"prompt": text, "n_predict": max_tokens, "temperature": 0}).encode()
+req = urllib.request.Request(url + "/completion", data=body, headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=600) as r:
+    return json.loads(r.read())["content"]
+$pgai$;
+"""
+
+
+def sql_literal(text):
+    return "'" + text.replace("'", "''") + "'"
+
+
 class SqlStatement:
-    """W1: one statement over the tickets: the LLM Batch node's read-ahead
-    window (llm.batch_window 64) vs row at a time (batch_window = 1), the way a
-    scalar function runs in any other in-SQL AI product."""
+    """W1: one statement over the tickets.  Sides: the LLM Batch node's
+    read-ahead window (default settings), row at a time (llm.batch_window = 1,
+    the way a scalar function runs in any other in-SQL AI product), and the
+    pgai-style peer: a plpython3u function making one HTTP call per row to
+    llama-server (-np 1, -t T, same GGUF, same prompt tokens, greedy, same
+    max tokens).  Also issue 5's arithmetic bound of the window's speed-up."""
 
     id = "w1"
     peer = "row at a time"
@@ -158,29 +285,281 @@ class SqlStatement:
     def __init__(self, rows):
         self.rows_n = rows
         self.title = "W1 tickets (%d rows, 1 statement)" % rows
+        self.checked = False
+
+    def unavailable(self, ctx):
+        return None if ctx.pg else "no PostgreSQL server (%s)" % ctx.pg_error
+
+    def statement(self, target, fn):
+        return ("CREATE TEMP TABLE %s AS SELECT id, %s AS s FROM (SELECT * FROM tickets ORDER BY id LIMIT %d) t"
+                % (target, fn, self.rows_n))
+
+    def sides(self, ctx):
+        prompt = "%s || E'\\n' || body" % sql_literal(W1_INSTRUCTION)
+        q_ours = self.statement("w1", "llm_generate(%s, max_tokens => 48)" % prompt)
+
+        def run_ours(window):
+            def fn(r):
+                ctx.pg.fresh_engine()
+                dt, _ = ctx.pg.timed(("SET llm.batch_window = 1; " if window == 1 else "") + q_ours)
+                m = request_metrics(wait_recent(ctx.pg, self.rows_n), dt)
+                m["max_batch_size"] = ctx.pg.stat()["max_batch_size"]
+                return m
+            return fn
+
+        def run_pgai(r):
+            try:
+                return pgai_round(r)
+            except (OSError, ValueError, KeyError) as e:  # HTTP, JSON or file errors: this side fails
+                raise BenchError("pgai-style side: %s: %s" % (type(e).__name__, e))
+
+        def pgai_round(r):
+            if ctx.peer_error:
+                raise BenchError(ctx.peer_error)
+            if not getattr(ctx, "plpython_ok", False):
+                ctx.pg.ensure_plpython()
+                ctx.pg.sql("CREATE EXTENSION IF NOT EXISTS plpython3u")
+                ctx.pg.sql(PGAI_FUNCTION.replace("@SYSTEM@", repr(CHATML_SYSTEM)))
+                ctx.plpython_ok = True
+            log_path = ctx.results_path("llama-server-w1-r%d.log" % (r + 1))
+            srv = llamacpp.Server(ctx.llama_bin, ctx.model, 1, PER_SLOT_CTX, ctx.threads, log_path,
+                                  extra=["--metrics"])
+            with srv:
+                srv.complete_text(chatml("Say hi."), 2)  # warm-up outside the timing
+                if not self.checked:
+                    ctx.w1_prompt_check = self.check_prompts(ctx, srv)
+                    self.checked = True
+                before = srv.metrics()
+                q = self.statement("w1p", "pgai_generate(%s, 48, %s)" % (prompt, sql_literal(srv.url)))
+                dt, _ = ctx.pg.timed(q)
+                after = srv.metrics()
+            gen = after.get("tokens_predicted_total", 0) - before.get("tokens_predicted_total", 0)
+            return {"wall_s": dt, "rows_per_s": self.rows_n / dt, "tokens_per_s": gen / dt,
+                    "completion_tokens": gen,
+                    "prompt_tokens_processed": after.get("prompt_tokens_total", 0)
+                    - before.get("prompt_tokens_total", 0)}
+
+        return [("ours", run_ours(None)), ("row at a time", run_ours(1)), ("pgai-style", run_pgai)]
+
+    def check_prompts(self, ctx, srv, n=3):
+        """Same prompt tokens on both sides, checked on the first n tickets:
+        pg_llm's ids rebuilt from llm_tokenize of the template's text pieces
+        (as chat_template.c renders them) against llama-server's /tokenize of
+        the text the pgai function sends, and llm_complete's prompt token
+        count; plus whether the greedy outputs agree (not required: the two
+        engines round differently)."""
+        prompts = ticket_prompts(ctx)
+        ids = sorted(prompts)[:n]
+        out = {"rows": len(ids), "same_prompt_ids": 0, "same_prompt_count": 0, "same_output": 0,
+               "prompt_tokens": [], "details": []}
+
+        def tok(text):
+            v = ctx.pg.sql("SELECT llm_tokenize(%s)" % sql_literal(text)).strip().strip("{}")
+            return [int(x) for x in v.split(",")] if v else []
+
+        for i in ids:
+            mine = ([1] + tok("system\n" + CHATML_SYSTEM) + [2] + tok("\n") + [1] + tok("user\n" + prompts[i])
+                    + [2] + tok("\n") + [1] + tok("assistant\n"))
+            theirs = srv.tokenize(chatml(prompts[i]))
+            row = ctx.pg.sql("SELECT prompt_tokens, completion_tokens, replace(text, E'\\n', ' ') FROM "
+                             "llm_complete(%s || E'\\n' || (SELECT body FROM tickets WHERE id = %d), "
+                             "max_tokens => 48)" % (sql_literal(W1_INSTRUCTION), i)).rstrip("\n").split("|", 2)
+            reply = srv.complete_text(chatml(prompts[i]), 48)
+            same_ids = mine == theirs
+            same_count = int(row[0]) == len(theirs)
+            same_out = row[2] == reply["content"].replace("\n", " ")
+            out["same_prompt_ids"] += same_ids
+            out["same_prompt_count"] += same_count
+            out["same_output"] += same_out
+            out["prompt_tokens"].append(len(theirs))
+            out["details"].append({"id": i, "ours_prompt_tokens": int(row[0]), "server_prompt_tokens": len(theirs),
+                                   "ours_completion_tokens": int(row[1]),
+                                   "server_completion_tokens": reply["tokens_predicted"],
+                                   "ours": row[2], "server": reply["content"]})
+        log("W1 prompt check on %d tickets: same prompt ids %d, same prompt token count %d, same greedy text %d"
+            % (len(ids), out["same_prompt_ids"], out["same_prompt_count"], out["same_output"]))
+        if out["same_prompt_ids"] < len(ids):
+            log("warning: llama-server sees different prompt tokens than pg_llm: %s" % out["details"])
+        return out
+
+    def after_rounds(self, ctx, meds):
+        """A pure-decode reference for k, after the rounds: `llm-cli bench`
+        (same engine, threads and model, no PostgreSQL) on the first B W1
+        prompts as pg_llm tokenizes them, B = the window run's median decode
+        concurrency, and on one prompt; 48 new tokens each, every request
+        decoding together after all prefills (ctx.w1_decode_ref)."""
+        o = meds.get("ours", {})
+        if ctx.ours_error or not o.get("decode_concurrency"):
+            return None
+        B = max(2, min(self.rows_n, int(round(o["decode_concurrency"]))))
+
+        def ids(v):
+            v = v.strip().strip("{}")
+            return [int(x) for x in v.split(",")] if v else []
+
+        head = [1] + ids(ctx.pg.sql("SELECT llm_tokenize(%s)" % sql_literal("system\n" + CHATML_SYSTEM))) + [2]
+        nl = ids(ctx.pg.sql("SELECT llm_tokenize(E'\\n')"))
+        tail = [2] + nl + [1] + ids(ctx.pg.sql("SELECT llm_tokenize(E'assistant\\n')"))
+        path = ctx.results_path("w1-prompts-%d.txt" % B)
+        with open(path, "w") as f:
+            for line in ctx.pg.sql("SELECT llm_tokenize(E'user\\n' || %s || E'\\n' || body) FROM tickets "
+                                   "ORDER BY id LIMIT %d" % (sql_literal(W1_INSTRUCTION), B)).splitlines():
+                f.write(" ".join(map(str, head + nl + [1] + ids(line) + tail)) + "\n")
+        try:
+            batched = ours.bench(ctx.cli, ctx.model, B, 48, ctx.threads, path)
+            single = ours.bench(ctx.cli, ctx.model, 1, 48, ctx.threads, path)
+        except BenchError as e:
+            log("W1 decode reference failed: %s" % e)
+            return {"error": str(e)}
+        ctx.w1_decode_ref = {"batch": B, "batched_decode_tps": batched["decode_tps"],
+                             "single_decode_tps": single["decode_tps"],
+                             "k": batched["decode_tps"] / single["decode_tps"],
+                             "how": "llm-cli bench -b %d -n 48 and -b 1 on the first W1 prompts (%s)" % (B, path)}
+        log("W1 decode reference: %s" % ctx.w1_decode_ref)
+        return ctx.w1_decode_ref
+
+    def table_rows(self, ctx, meds):
+        o, rw, pg = meds.get("ours", {}), meds.get("row at a time", {}), meds.get("pgai-style", {})
+        rows = []
+        for peer_name, p in (("row at a time", rw), ("pgai-style", pg)):
+            rows.append(row("rows/s", "rows/s", o.get("rows_per_s"), p.get("rows_per_s"), peer_name=peer_name))
+            rows.append(row("output tokens/s", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s"),
+                            peer_name=peer_name))
+        rows.append(row("decode tokens/s (window / row at a time)", "tokens/s", o.get("decode_tps"),
+                        rw.get("decode_tps"), peer_name="row at a time"))
+        b = arithmetic_bound(o, rw, getattr(ctx, "w1_decode_ref", None))
+        ctx.w1_bound = b
+        if b:
+            rows.append(row("bound inputs: P (prompt computed) / D (output) tokens per row", "tokens", b["P"],
+                            b["D"], peer_name="D", ratio=False))
+            rows.append(row("speed-up vs row at a time: achieved / bound, k = %.2f from the run" % b["k"], "x",
+                            b["achieved"], b["bound"], peer_name="bound (P+Dk)/(P+D)"))
+            if b.get("k_pure"):
+                rows.append(row("achieved / bound, k = %.2f pure decode (llm-cli -b %d)"
+                                % (b["k_pure"], b["k_pure_batch"]), "x", b["achieved"], b["bound_pure"],
+                                peer_name="bound (P+Dk)/(P+D)"))
+        return rows
+
+
+def arithmetic_bound(o, rw, decode_ref=None):
+    """Issue 5's bound on the window's speed-up over row at a time:
+    (P + D*k) / (P + D), P = mean prompt tokens computed per row (prompt -
+    cached, window run), D = mean output tokens per row, k = batched decode
+    rate (window run) / single-stream decode rate (row-at-a-time run), both
+    from llm_recent_requests (request_metrics' decode_tps).  Achieved =
+    rows/s window / rows/s row at a time; the target is achieved/bound >= 0.90.
+    The run's k counts the window run's prefill chunks of joining rows as
+    decode time, which lowers k and the bound; decode_ref (W1 after_rounds)
+    adds k_pure, batched over single decode rate with nothing else in the
+    steps, and the stricter bound_pure."""
+    need = ("prompt_tokens_mean", "cached_tokens_mean", "completion_tokens_mean", "decode_tps", "rows_per_s")
+    if any(o.get(k) is None for k in need) or rw.get("decode_tps") is None or not rw.get("rows_per_s"):
+        return None
+    P = o["prompt_tokens_mean"] - o["cached_tokens_mean"]
+    D = o["completion_tokens_mean"]
+    k = o["decode_tps"] / rw["decode_tps"]
+    bound = (P + D * k) / (P + D)
+    achieved = o["rows_per_s"] / rw["rows_per_s"]
+    out = {"P": P, "P_with_cached": o["prompt_tokens_mean"], "D": D, "k": k,
+           "k_source": "decode_tps of the window run / of the row-at-a-time run (llm_recent_requests: tokens "
+                       "after the first / time with a request decoding)",
+           "bound": bound, "achieved": achieved, "achieved_over_bound": achieved / bound, "target": 0.90}
+    if decode_ref and decode_ref.get("k"):
+        kp = decode_ref["k"]
+        out.update({"k_pure": kp, "k_pure_batch": decode_ref["batch"], "k_pure_source": decode_ref["how"],
+                    "bound_pure": (P + D * kp) / (P + D)})
+        out["achieved_over_bound_pure"] = achieved / out["bound_pure"]
+    return out
+
+
+class SqlSessions:
+    """W3: S sessions through pgbench (custom script), each running its
+    prompts one at a time: each transaction takes the next ticket id from a
+    sequence, so every ticket is done exactly once.  Peer: llama-server with
+    S slots and S client threads each sending its prompts one at a time.
+    Server-side latencies: ours from llm_recent_requests (TTFT from the
+    request's arrival in the engine), llama-server from each reply's
+    timings (prompt_ms: from the slot starting the prompt; predicted_per_token_ms)."""
+
+    id = "w3"
+    peer = "llama-server"
+
+    def __init__(self, rows, sessions=32):
+        self.sessions = max(1, min(sessions, rows))
+        self.per_session = max(1, rows // self.sessions)
+        self.rows_n = self.sessions * self.per_session
+        self.title = "W3 sessions (%d x %d prompts)" % (self.sessions, self.per_session)
 
     def unavailable(self, ctx):
         return None if ctx.pg else "no PostgreSQL server (%s)" % ctx.pg_error
 
     def sides(self, ctx):
-        q = ("CREATE TEMP TABLE w1 AS SELECT id, llm_generate(%s, max_tokens => 48) AS s "
-             "FROM (SELECT * FROM tickets ORDER BY id LIMIT %d) t" % (W1_PROMPT, self.rows_n))
+        script = ("SELECT nextval('w3_seq') AS tid \\gset\n"
+                  "SELECT llm_generate(%s || E'\\n' || body, max_tokens => 48) FROM tickets WHERE id = :tid;\n"
+                  % sql_literal(W1_INSTRUCTION))
 
-        def run(window):
-            def fn(r):
-                before = ctx.pg.stat()
-                dt, _ = ctx.pg.timed("SET llm.batch_window = %d; %s" % (window, q))
-                after = ctx.pg.stat()
-                gen = after["completion_tokens"] - before["completion_tokens"]
-                return {"wall_s": dt, "rows_per_s": self.rows_n / dt, "tokens_per_s": gen / dt,
-                        "completion_tokens": gen, "max_batch_size": after["max_batch_size"]}
-            return fn
+        def run_ours(r):
+            ctx.pg.sql("CREATE SEQUENCE IF NOT EXISTS w3_seq; SELECT setval('w3_seq', 1, false)")
+            ctx.pg.fresh_engine()
+            wall, out = ctx.pg.pgbench(script, self.sessions, self.per_session)
+            done = re.search(r"number of transactions actually processed: (\d+)/(\d+)", out)
+            if not done or done.group(1) != done.group(2) or int(done.group(1)) != self.rows_n:
+                raise BenchError("pgbench did not run every transaction: %s" % out[-400:])
+            last = int(ctx.pg.sql("SELECT last_value FROM w3_seq").strip())
+            if last != self.rows_n:
+                raise BenchError("w3_seq ended at %d, not %d" % (last, self.rows_n))
+            m = request_metrics(wait_recent(ctx.pg, self.rows_n), wall)
+            m["max_batch_size"] = ctx.pg.stat()["max_batch_size"]
+            tps = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
+            m["pgbench_tps"] = float(tps.group(1)) if tps else None
+            return m
 
-        return [("ours", run(64)), ("peer", run(1))]
+        def run_peer(r):
+            try:
+                return peer_round(r)
+            except (OSError, ValueError, KeyError) as e:
+                raise BenchError("llama-server side: %s: %s" % (type(e).__name__, e))
 
-    def rows(self, ctx, o, p):
-        return [row("rows/s", "rows/s", o.get("rows_per_s"), p.get("rows_per_s")),
-                row("output tokens/s", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s"))]
+        def peer_round(r):
+            if ctx.peer_error:
+                raise BenchError(ctx.peer_error)
+            prompts = ticket_prompts(ctx)
+            ids = sorted(prompts)[:self.rows_n]
+            sessions = [[chatml(prompts[i]) for i in ids[s * self.per_session:(s + 1) * self.per_session]]
+                        for s in range(self.sessions)]
+            log_path = ctx.results_path("llama-server-w3-r%d.log" % (r + 1))
+            srv = llamacpp.Server(ctx.llama_bin, ctx.model, self.sessions, PER_SLOT_CTX, ctx.threads, log_path)
+            with srv:
+                srv.complete_text(chatml("Say hi."), 2)  # warm-up outside the timing
+                wall, replies = llamacpp.session_completions(srv, sessions, 48)
+            reqs = []
+            for rep in replies:
+                t = rep["timings"]
+                reqs.append({"outcome": "stop", "completion_tokens": t["predicted_n"],
+                             "prompt_tokens": t["prompt_n"] + t.get("cache_n", 0),
+                             "cached_tokens": t.get("cache_n", 0),
+                             "ttft_ms": t["prompt_ms"],
+                             "tpot_ms": t["predicted_per_token_ms"] if t["predicted_n"] > 1 else None,
+                             "total_ms": t["prompt_ms"] + t["predicted_ms"], "finished": None})
+            m = request_metrics(reqs, wall)
+            m.pop("decode_tps", None)
+            m.pop("decode_concurrency", None)
+            return m
+
+        return [("ours", run_ours), ("peer", run_peer)]
+
+    def table_rows(self, ctx, meds):
+        o, p = meds.get("ours", {}), meds.get("peer", {})
+        rows = [row("output tokens/s (wall)", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s")),
+                row("TTFT p50 (ms, server side, lower is better)", "ms", o.get("ttft_p50_ms"), p.get("ttft_p50_ms")),
+                row("TTFT p99 (ms, server side)", "ms", o.get("ttft_p99_ms"), p.get("ttft_p99_ms")),
+                row("TPOT p50 (ms, lower is better)", "ms", o.get("tpot_p50_ms"), p.get("tpot_p50_ms")),
+                row("TPOT p99 (ms)", "ms", o.get("tpot_p99_ms"), p.get("tpot_p99_ms"))]
+        w1 = ctx.medians.get("w1", {}).get("ours", {})
+        if w1.get("tokens_per_s") and o.get("tokens_per_s"):
+            rows.append(row("W1 window / W3 output tokens/s (target >= 0.85)", "tokens/s",
+                            w1["tokens_per_s"], o["tokens_per_s"], peer_name="ours W3"))
+        return rows
 
 
 class SqlTemplate:
@@ -204,13 +583,9 @@ class SqlTemplate:
         def run(on):
             def fn(r):
                 # switch the setting away and back: each switch reloads the engine,
-                # so every round starts with an empty cache
-                for setting in (not on, on):
-                    ctx.pg.sql("ALTER SYSTEM SET llm.prefix_caching = %s" % ("on" if setting else "off"))
-                    ctx.pg.sql("SELECT pg_reload_conf()")
-                    ctx.pg.wait_ready("prefix_caching", "true" if setting else "false")
-                # the reset makes llm_stat's TTFT this run's
-                ctx.pg.sql("SELECT llm_stat_reset()")
+                # so every round starts with an empty cache; the reset makes
+                # llm_stat's TTFT this run's
+                ctx.pg.fresh_engine(prefix_caching=on, warm_up=False)
                 dt, _ = ctx.pg.timed("BEGIN; %s; ROLLBACK;" % q)
                 d = ctx.pg.stat()
                 return {"wall_s": dt, "tokens_per_s": d["completion_tokens"] / dt,
@@ -228,5 +603,6 @@ class SqlTemplate:
                 row("prefix-cache hit rate (prompt tokens)", "fraction", o.get("hit_rate"), None)]
 
 
-def sql_workloads(rows):
-    return [SqlStatement(rows), SqlTemplate(rows)]
+def sql_workloads(rows=None):
+    """W1, W3, W4 at BENCHMARKS.md's sizes (512, 32 x 16, 256) or all at `rows`."""
+    return [SqlStatement(rows or 512), SqlSessions(rows or 512), SqlTemplate(rows or 256)]
