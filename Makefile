@@ -123,8 +123,9 @@ install-cuda: build/llm_cuda.so
 .PHONY: install-cuda
 endif
 
-# Engine-level comparison with llama.cpp (bench/run builds what it needs;
-# BENCH_ARGS e.g. "-r 5 -b 16,32").
+# Benchmarks of ../shared/BENCHMARKS.md against llama.cpp and a pgai-style
+# function (bench/run builds and installs what it needs; about 80 minutes at
+# full size; BENCH_ARGS e.g. "--only single,batch16 -r 5").
 bench:
 	bench/run $(BENCH_ARGS)
 
