@@ -31,13 +31,16 @@ ENGINE_CFLAGS ?= -O3 -g
 ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -Isrc/engine -Ikernels
 ENGINE_LIBS := -lpcre2-8 -lpthread -lm -ldl
 
-PG_CPPFLAGS = -Isrc/engine -Ikernels -Isrc
+# -MMD -MP: the server was configured without dependency tracking, so PGXS
+# alone would not rebuild an object whose headers changed (a stale src/llm.o
+# once kept an old shared-memory layout beside new code).
+PG_CPPFLAGS = -Isrc/engine -Ikernels -Isrc -MMD -MP
 SHLIB_LINK += $(ENGINE_LIB) $(ENGINE_LIBS)
 
 UNIT_SRCS  := $(wildcard test/unit/test_*.c)
 UNIT_BINS  := $(patsubst test/unit/%.c,build/test/%,$(UNIT_SRCS))
 
-EXTRA_CLEAN = build
+EXTRA_CLEAN = build $(OBJS:.o=.d)
 
 # Optional CUDA backend: its own shared object, outside PGXS's OBJS.
 USE_CUDA  ?= 1
@@ -86,6 +89,7 @@ build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
 -include $(ENGINE_OBJS:.o=.d)
+-include $(OBJS:.o=.d)
 
 MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
 
