@@ -4,8 +4,10 @@
  * The model (src/engine/model.c) drives a forward pass only through these
  * ops; it never touches device memory directly.  All activations are fp32,
  * row-major, one row per token.  The paged KV cache is owned by the backend:
- * per layer one K and one V array of shape
- *     [n_blocks][block_size][n_kv_heads][head_dim]   (fp16)
+ * per layer one K and one V fp16 array of n_blocks blocks of block_size
+ * tokens x n_kv_heads x head_dim; the order inside a block is the
+ * backend's (CPU: [n_kv_heads][block_size][head_dim], kernels/cpu/quant.h
+ * llm_kv_row_offset; CUDA: [block_size][n_kv_heads][head_dim]).
  * A token's KV "slot" is block_id * block_size + offset_in_block.
  *
  * Ops may run asynchronously (CUDA stream); llm_backend_ops.sync waits.
