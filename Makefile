@@ -84,6 +84,11 @@ $(ENGINE_LIB): $(ENGINE_OBJS)
 build/llm-cli: tools/llm_cli.c $(ENGINE_LIB)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# The backend's matmul alone in a decode step's shapes (docs/PERFORMANCE.md).
+build/bench/matmul_layers: bench/matmul_layers.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
