@@ -808,12 +808,15 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		size_t		slot = (size_t) cb->slots[t];
 		float	   *kt = j->k + (size_t) t * nkv * hd;
 		const float *cs = cb->rope_cs + (size_t) t * hd;
+		const int32_t block = (int32_t) (slot / bs);
+		const int	off = (int) (slot % bs);
 
 		rot(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, cs);
 		rot(kt, nkv, hd, cs);
+
 		for (int h = 0; h < nkv; h++)
 		{
-			size_t		o = llm_kv_row_offset((int32_t) (slot / bs), (int) (slot % bs), h, nkv, bs, hd);
+			size_t		o = llm_kv_row_offset(block, off, h, nkv, bs, hd);
 
 			llm_fp32_to_fp16_row(kt + (size_t) h * hd, cb->k_cache[j->layer] + o, hd);
 			llm_fp32_to_fp16_row(j->v + ((size_t) t * nkv + h) * hd, cb->v_cache[j->layer] + o, hd);
