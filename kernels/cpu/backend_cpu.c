@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include "backend.h"
 #include "backend_cpu.h"
+#include "huge_pages.h"
 #include "quant.h"
 #include "threadpool.h"
 
@@ -46,6 +47,7 @@ typedef struct cpu_backend
 	llm_attn_fn attn;
 	llm_swiglu_fn swiglu;
 	char		err[512];
+	llm_huge_arena *weights;	/* copies of the weights on huge pages */
 
 	/* KV cache */
 	bool		kv_ready;
@@ -143,6 +145,14 @@ grow_i32(int32_t **buf, size_t *cap, size_t n)
  * lifetime, memory
  * ------------------------------------------------------------------------ */
 
+/* Bytes of one layer's K (or V) array: [n_blocks][n_kv_heads][block_size][head_dim] fp16. */
+static size_t
+kv_layer_bytes(const llm_kv_geometry *g)
+{
+	return (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads *
+		(size_t) g->head_dim * sizeof(uint16_t);
+}
+
 static void
 cpu_destroy(llm_backend *b)
 {
@@ -151,11 +161,12 @@ cpu_destroy(llm_backend *b)
 	if (cb == NULL)
 		return;
 	llm_threadpool_destroy(cb->pool);
+	llm_huge_arena_destroy(cb->weights);
 	if (cb->k_cache)
 		for (int l = 0; l < cb->geo.n_layers; l++)
 		{
-			free(cb->k_cache[l]);
-			free(cb->v_cache[l]);
+			llm_huge_free(cb->k_cache[l], kv_layer_bytes(&cb->geo));
+			llm_huge_free(cb->v_cache[l], kv_layer_bytes(&cb->geo));
 		}
 	free(cb->k_cache);
 	free(cb->v_cache);
@@ -210,13 +221,19 @@ cpu_download(llm_backend *b, float *host_dst, const float *dev_src, size_t n)
 	return 0;
 }
 
-/* Weights are used in place: the GGUF mapping outlives the backend. */
+/*
+ * Weights are copied onto huge pages (huge_pages.h: a decode step streams all
+ * of them, and on the GGUF mapping's 4 KiB pages every 4 KiB is a TLB miss);
+ * the copies live until the backend is destroyed.
+ */
 static int
 cpu_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
 {
 	cpu_backend *cb = CPU(b);
 	const llm_type_info *ti;
-	const llm_qkernel *k;
+	const llm_qkernel *k,
+			   *packed;
+	void	   *copy;
 
 	if (host == NULL || out == NULL || host->data == NULL)
 		return fail(cb, "load_weight: NULL weight");
@@ -235,8 +252,28 @@ cpu_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
 	if (host->row_bytes != llm_type_row_bytes(host->type, host->n_cols))
 		return fail(cb, "load_weight: row_bytes %zu does not match %s x %lld",
 					host->row_bytes, ti->name, (long long) host->n_cols);
+	if (cb->weights == NULL && (cb->weights = llm_huge_arena_create()) == NULL)
+		return fail(cb, "load_weight: out of memory");
+	copy = llm_huge_arena_alloc(cb->weights, host->row_bytes * (size_t) host->n_rows);
+	if (copy == NULL)
+		return fail(cb, "load_weight: out of memory for a %lld x %lld %s weight",
+					(long long) host->n_rows, (long long) host->n_cols, ti->name);
 	*out = *host;
+	out->data = copy;
 	out->backend_priv = NULL;
+
+	/* rows repacked for the packed kernels where they apply (quant_packed.c) */
+	packed = cb->impl == LLM_IMPL_AVX512VNNI || cb->impl == LLM_IMPL_BEST ?
+		llm_qkernel_packed_get(host->type) : NULL;
+	if (packed != NULL && packed->repack(host->data, copy, host->n_cols))
+	{
+		for (int64_t r = 1; r < host->n_rows; r++)
+			packed->repack((const char *) host->data + r * host->row_bytes,
+						   (char *) copy + r * host->row_bytes, host->n_cols);
+		out->backend_priv = (void *) packed;
+	}
+	else
+		memcpy(copy, host->data, host->row_bytes * (size_t) host->n_rows);
 	return 0;
 }
 
@@ -293,8 +330,7 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
-	per_layer = (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads *
-		(size_t) g->head_dim;
+	per_layer = kv_layer_bytes(g);
 	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
 	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
 	if (cb->k_cache == NULL || cb->v_cache == NULL)
@@ -302,8 +338,8 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	cb->geo = *g;
 	for (int l = 0; l < g->n_layers; l++)
 	{
-		cb->k_cache[l] = calloc(per_layer, sizeof(uint16_t));
-		cb->v_cache[l] = calloc(per_layer, sizeof(uint16_t));
+		cb->k_cache[l] = llm_huge_alloc(per_layer);
+		cb->v_cache[l] = llm_huge_alloc(per_layer);
 		if (cb->k_cache[l] == NULL || cb->v_cache[l] == NULL)
 			goto oom;
 	}
@@ -314,8 +350,8 @@ oom:
 	if (cb->k_cache)
 		for (int l = 0; l < g->n_layers; l++)
 		{
-			free(cb->k_cache[l]);
-			free(cb->v_cache[l]);
+			llm_huge_free(cb->k_cache[l], per_layer);
+			llm_huge_free(cb->v_cache[l], per_layer);
 		}
 	free(cb->k_cache);
 	free(cb->v_cache);
@@ -456,8 +492,17 @@ cpu_embed(llm_backend *b, const llm_weight *emb, float *out)
 
 		if (id < 0 || id >= emb->n_rows)
 			return fail(cb, "embed: token id %d outside vocabulary of %lld", id, (long long) emb->n_rows);
-		if (!llm_dequantize_row(emb->type, (const char *) emb->data + (size_t) id * emb->row_bytes,
-								out + (size_t) t * emb->n_cols, emb->n_cols))
+		const char *row = (const char *) emb->data + (size_t) id * emb->row_bytes;
+
+		if (emb->backend_priv != NULL)
+		{
+			/* repacked rows: back to GGUF layout first */
+			if (!grow(&cb->act, &cb->act_cap, emb->row_bytes))
+				return fail(cb, "embed: out of memory");
+			((const llm_qkernel *) emb->backend_priv)->unpack(row, cb->act, emb->n_cols);
+			row = cb->act;
+		}
+		if (!llm_dequantize_row(emb->type, row, out + (size_t) t * emb->n_cols, emb->n_cols))
 			return fail(cb, "embed: cannot dequantize type %u", emb->type);
 	}
 	return 0;
@@ -632,6 +677,9 @@ quantize_task(void *p, int64_t begin, int64_t end, int thread_idx)
 #define MM_ROW_BLOCK 16
 #define MM_SUPER_ROWS 256
 #define MM_ACT_L1_BYTES (16 * 1024)
+#ifndef MM_PREFETCH_LOCALITY
+#define MM_PREFETCH_LOCALITY 2
+#endif
 
 static void
 matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
@@ -657,6 +705,21 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			for (int64_t r0 = s0; r0 < s1; r0 += MM_ROW_BLOCK)
 			{
 				int64_t		r1 = r0 + MM_ROW_BLOCK < s1 ? r0 + MM_ROW_BLOCK : s1;
+
+				/*
+				 * Rows met for the first time come from DRAM and are short
+				 * (a few cache lines each), too short for the hardware
+				 * prefetcher: fetch the next row block while this one runs.
+				 */
+				if (t0 == 0 && r1 < end)
+				{
+					const char *p = (const char *) j->w->data + r1 * ws;
+					const char *pe = (const char *) j->w->data +
+						(r1 + MM_ROW_BLOCK < end ? r1 + MM_ROW_BLOCK : end) * ws;
+
+					for (; p < pe; p += 64)
+						__builtin_prefetch(p, 0, MM_PREFETCH_LOCALITY);
+				}
 
 				for (int t = t0; t < t1; t += T)
 				{
@@ -684,7 +747,8 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 
 	if (w == NULL || w->data == NULL || n < 0 || (n > 0 && (x == NULL || y == NULL)))
 		return fail(cb, "matmul: invalid arguments");
-	j.k = llm_qkernel_get(w->type, cb->impl);
+	/* backend_priv: the packed kernel of repacked rows (load_weight) */
+	j.k = w->backend_priv ? (const llm_qkernel *) w->backend_priv : llm_qkernel_get(w->type, cb->impl);
 	if (j.k == NULL || w->n_cols % j.k->block_elems != 0)
 		return fail(cb, "matmul: unsupported weight type %u or shape", w->type);
 	if (n == 0)

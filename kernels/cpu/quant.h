@@ -144,6 +144,14 @@ typedef struct llm_qkernel
 	llm_dot_tile_fn dot_tile;
 	int			tile_rows;		/* preferred tile shape of dot_tile */
 	int			tile_tokens;
+
+	/*
+	 * Kernels over repacked rows (llm_qkernel_packed_get) only: GGUF row of n
+	 * elements -> packed row of the same size (false: n unsupported, use the
+	 * GGUF-layout kernel), and back.  NULL for GGUF-layout kernels.
+	 */
+	bool		(*repack) (const void *src, void *dst, int64_t n);
+	void		(*unpack) (const void *src, void *dst, int64_t n);
 } llm_qkernel;
 
 enum
@@ -166,6 +174,13 @@ bool		llm_cpu_has_avx512vnni(void);
  * implementations give bit-identical results.
  */
 const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
+
+/*
+ * Kernel for weight type t over rows repacked by its repack function
+ * (quant_packed.c: Q4_1 and Q8_0 with AVX512F/VL/BW/VNNI), or NULL.  Its
+ * results are bit-identical to the GGUF-layout kernels on the unpacked rows.
+ */
+const llm_qkernel *llm_qkernel_packed_get(uint32_t t);
 
 /*
  * Attention of one token for the `group` query heads sharing one KV head

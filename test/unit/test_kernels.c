@@ -396,6 +396,100 @@ test_type(uint32_t type, int n_threads_big)
 
 /* ---- norms and element-wise ops ---- */
 
+/*
+ * Packed kernels (quant_packed.c): repack/unpack round trip, rejection of
+ * row lengths that are not a multiple of 64, and every tile shape the
+ * backend can ask for bit-identical to the GGUF-layout VNNI dot product.
+ */
+static void
+test_packed(uint32_t type)
+{
+	const llm_qkernel *kp = llm_qkernel_packed_get(type),
+			   *kg = llm_qkernel_get(type, LLM_IMPL_AVX512VNNI);
+	const char *name = llm_type_get(type)->name;
+	const int64_t lens[] = {64, 576, 1536};
+	const int	rows = 7,
+				toks = 6;
+
+	if (kp == NULL || kg == NULL)
+	{
+		printf("# %s: no packed kernels on this CPU (AVX512F/VL/BW/VNNI)\n", name);
+		return;
+	}
+	{
+		size_t		rb = llm_type_row_bytes(type, 96);
+		char	   *src = calloc(1, rb),
+				   *dst = calloc(1, rb);
+
+		CHECK(!kp->repack(src, dst, 96), "%s packed: a row of 96 (not a multiple of 64) is refused", name);
+		free(src);
+		free(dst);
+	}
+	for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+	{
+		const int64_t n = lens[li];
+		size_t		rb = llm_type_row_bytes(type, n),
+					ab = kg->act_row_bytes(n);
+		char	   *w = malloc(rb * rows),
+				   *wp = malloc(rb * rows),
+				   *back = malloc(rb),
+				   *a = malloc(ab * toks);
+		float	   *x = malloc(sizeof(float) * n);
+		float		ref[7][6],
+					out[6 * 7];
+		bool		round_trip = true,
+					same = true;
+
+		for (int r = 0; r < rows; r++)
+		{
+			for (int64_t i = 0; i < n; i++)
+				x[i] = rng_normal(0.05f) + (i % 37 == 0 ? 0.2f : 0.0f);
+			llm_quantize_row_ref(type, x, w + r * rb, n);
+			if (!kp->repack(w + r * rb, wp + r * rb, n))
+				round_trip = false;
+			kp->unpack(wp + r * rb, back, n);
+			if (memcmp(back, w + r * rb, rb) != 0)
+				round_trip = false;
+		}
+		CHECK(round_trip, "%s packed: repack accepts n=%lld and unpack(repack(row)) == row", name, (long long) n);
+		CHECK(ab == kp->act_row_bytes(n), "%s packed: same activation rows as the GGUF kernel", name);
+		for (int t = 0; t < toks; t++)
+		{
+			for (int64_t i = 0; i < n; i++)
+				x[i] = rng_normal(1.0f) * (i % 50 == 0 ? 10.0f : 1.0f);
+			kg->quantize_act(x, a + t * ab, n);
+			for (int r = 0; r < rows; r++)
+				ref[r][t] = kg->dot(n, w + r * rb, a + t * ab);
+		}
+		/* every (nr, nt) up to 5 x 5, at every row/token offset that fits */
+		for (int nr = 1; nr <= 5; nr++)
+			for (int nt = 1; nt <= 5; nt++)
+				for (int r0 = 0; r0 + nr <= rows; r0 += 2)
+					for (int t0 = 0; t0 + nt <= toks; t0 += 3)
+					{
+						kp->dot_tile(n, wp + r0 * rb, rb, nr, a + t0 * ab, ab, nt, out, (size_t) nr);
+						for (int t = 0; t < nt; t++)
+							for (int r = 0; r < nr; r++)
+								if (memcmp(&out[t * nr + r], &ref[r0 + r][t0 + t], sizeof(float)) != 0)
+									same = false;
+					}
+		for (int r = 0; r < rows; r++)
+		{
+			float		d = kp->dot(n, wp + r * rb, a);
+
+			if (memcmp(&d, &ref[r][0], sizeof(float)) != 0)
+				same = false;
+		}
+		CHECK(same, "%s packed: every tile shape bit-identical to the GGUF-layout %s dot, n=%lld",
+			  name, kg->impl, (long long) n);
+		free(w);
+		free(wp);
+		free(back);
+		free(a);
+		free(x);
+	}
+}
+
 static void
 test_elementwise(void)
 {
@@ -1091,13 +1185,22 @@ test_oracle(void)
 				x[i] = rng_normal(0.05f);
 			llm_quantize_row_ref(cases[c].type, x, w + r * rb, n);
 		}
-		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI; impl++)
+		/* every implementation, then the packed kernel (impl VNNI + 1) on repacked rows */
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI + 1; impl++)
 		{
-			const llm_qkernel *k = llm_qkernel_get(cases[c].type, impl);
-			char	   *ma;
+			const llm_qkernel *k = impl <= LLM_IMPL_AVX512VNNI ? llm_qkernel_get(cases[c].type, impl) :
+				llm_qkernel_packed_get(cases[c].type);
+			char	   *ma,
+					   *wk = w;
 
 			if (k == NULL)
 				continue;
+			if (k->repack != NULL)
+			{
+				wk = malloc(rb * rows);
+				for (int r = 0; r < rows; r++)
+					k->repack(w + r * rb, wk + r * rb, n);
+			}
 			ma = malloc(k->act_row_bytes(n));
 			for (int t = 0; t < toks; t++)
 			{
@@ -1112,7 +1215,7 @@ test_oracle(void)
 				for (int r = 0; r < rows; r++)
 				{
 					float		s_ggml,
-								s_ours = k->dot(n, w + r * rb, ma);
+								s_ours = k->dot(n, wk + r * rb, ma);
 
 					gd((int) n, &s_ggml, 0, w + r * rb, 0, ga, 0, 1);
 					total++;
@@ -1121,6 +1224,8 @@ test_oracle(void)
 				}
 			}
 			free(ma);
+			if (wk != w)
+				free(wk);
 		}
 		CHECK(qdiff == 0 && ddiff == 0,
 			  "%s: bit-identical to llama.cpp's %s + %s (%d quant blocks, %d of %d dots differ)",
@@ -1272,6 +1377,8 @@ main(void)
 			test_fp16();
 		for (size_t i = 0; i < N_TYPES; i++)
 			test_type(all_types[i], 2);
+		test_packed(LLM_TYPE_Q4_1);
+		test_packed(LLM_TYPE_Q8_0);
 		test_elementwise();
 		test_attention();
 	}

@@ -1,0 +1,393 @@
+/*
+ * quant_packed.c — Q4_1 and Q8_0 matmul tiles over rows repacked at load
+ * time, for CPUs with AVX512F/VL/BW/VNNI (256-bit vectors, 32 registers).
+ *
+ * Why: in a batched decode step the GGUF-layout tiles (quant_tile.inc) are
+ * bound by vector instruction throughput, not memory: per (row, token,
+ * block) they issue vpdpbusd, a conversion, the scale product d_w * d_a and
+ * an FMA, plus per-block unpacking of the row.  With the scales of a row
+ * stored contiguously, the products d_w * d_a of 8 blocks are one vector
+ * multiply, and the FMA takes its scale as an embedded broadcast from
+ * memory; with the nibbles of two blocks interleaved in one 32-byte vector,
+ * unpacking costs 3 instructions per 2 blocks.  The arithmetic per (row,
+ * token, block) is exactly that of the GGUF tiles (and of llama.cpp's
+ * ggml_vec_dot_q4_1_q8_1 / ggml_vec_dot_q8_0_q8_0 on AVX2/AVX512), so the
+ * results are bit-identical to them.
+ *
+ * Packed rows have the GGUF row size (row_bytes) and n a multiple of 64:
+ *   Q4_1: uint16 d[nb]; uint16 m[nb]; uint8 qs[nb/2][32]
+ *         qs[p][j] = e(2p, j) | e(2p + 1, j) << 4, e(b, j) = element j of
+ *         block b (0..15), i.e. the two blocks' elements in order
+ *   Q8_0: uint16 d[nb]; uint8 qs[nb][32] = element + 128 (unsigned, for
+ *         vpdpbusd; the bias is removed exactly in the integer sum)
+ * nb = n / 32.
+ */
+#include "quant.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#define TGT_P __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+#define INL_P static inline __attribute__((always_inline)) TGT_P
+
+#define PMAXR 4
+#define PMAXT 4
+/*
+ * Software prefetch distance in each row's quants (bytes): rows streamed
+ * from DRAM (decode, the output projection) need it, as in quant_tile.inc.
+ */
+#define PREFETCH_AHEAD 384
+#define GROUP 8					/* blocks whose scale products are one vector multiply */
+
+/* ---- layouts ---- */
+
+static int
+nibble(const llm_block_q4_1 *b, int j)
+{
+	return j < 16 ? (b->qs[j] & 0x0F) : (b->qs[j - 16] >> 4);
+}
+
+static bool
+repack_q4_1(const void *src, void *dst, int64_t n)
+{
+	const llm_block_q4_1 *x = src;
+	int64_t		nb = n / LLM_QK;
+	uint16_t   *d = dst,
+			   *m = d + nb;
+	uint8_t    *qs = (uint8_t *) (m + nb);
+
+	if (n % (2 * LLM_QK) != 0)
+		return false;
+	for (int64_t b = 0; b < nb; b++)
+	{
+		d[b] = x[b].d;
+		m[b] = x[b].m;
+	}
+	for (int64_t p = 0; p < nb / 2; p++)
+		for (int j = 0; j < LLM_QK; j++)
+			qs[p * 32 + j] = (uint8_t) (nibble(&x[2 * p], j) | nibble(&x[2 * p + 1], j) << 4);
+	return true;
+}
+
+static void
+unpack_q4_1(const void *src, void *dst, int64_t n)
+{
+	int64_t		nb = n / LLM_QK;
+	const uint16_t *d = src,
+			   *m = d + nb;
+	const uint8_t *qs = (const uint8_t *) (m + nb);
+	llm_block_q4_1 *x = dst;
+
+	for (int64_t b = 0; b < nb; b++)
+	{
+		const uint8_t *p = qs + (b / 2) * 32;
+		int			sh = (b % 2) * 4;
+
+		x[b].d = d[b];
+		x[b].m = m[b];
+		for (int j = 0; j < 16; j++)
+			x[b].qs[j] = (uint8_t) (((p[j] >> sh) & 0x0F) | ((p[j + 16] >> sh) & 0x0F) << 4);
+	}
+}
+
+static bool
+repack_q8_0(const void *src, void *dst, int64_t n)
+{
+	const llm_block_q8_0 *x = src;
+	int64_t		nb = n / LLM_QK;
+	uint16_t   *d = dst;
+	uint8_t    *qs = (uint8_t *) (d + nb);
+
+	if (n % (2 * LLM_QK) != 0)
+		return false;
+	for (int64_t b = 0; b < nb; b++)
+	{
+		d[b] = x[b].d;
+		for (int j = 0; j < LLM_QK; j++)
+			qs[b * 32 + j] = (uint8_t) (x[b].qs[j] + 128);
+	}
+	return true;
+}
+
+static void
+unpack_q8_0(const void *src, void *dst, int64_t n)
+{
+	int64_t		nb = n / LLM_QK;
+	const uint16_t *d = src;
+	const uint8_t *qs = (const uint8_t *) (d + nb);
+	llm_block_q8_0 *x = dst;
+
+	for (int64_t b = 0; b < nb; b++)
+	{
+		x[b].d = d[b];
+		for (int j = 0; j < LLM_QK; j++)
+			x[b].qs[j] = (int8_t) (qs[b * 32 + j] - 128);
+	}
+}
+
+/* ---- kernels ---- */
+
+/* ggml hsum_float_8 order: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) */
+INL_P float
+hsum8_p(__m256 x)
+{
+	__m128		r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
+
+	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+	r = _mm_add_ss(r, _mm_movehdup_ps(r));
+	return _mm_cvtss_f32(r);
+}
+
+/* 8 int32 lane sums of 4 u8 x s8 products each, as float */
+INL_P __m256
+dot_lanes(__m256i u, const int8_t *s)
+{
+	return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u,
+												  _mm256_loadu_si256((const __m256i *) s)));
+}
+
+/*
+ * R packed weight rows x T activation rows; per (r, t) and block, in block
+ * order: acc = fma(d_w * d_a, lanes, acc) (Q4_1 also summs = fma(m, s,
+ * summs)); out = hsum8(acc) (+ summs).  R, T and q4 are constants after
+ * inlining.
+ */
+INL_P void
+packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a, size_t as,
+			  float *out, size_t os, const int R, const int T)
+{
+	const int64_t nb = n / LLM_QK;
+	__m256		acc[PMAXR][PMAXT];
+	__m128		summs[PMAXR];	/* Q4_1: lane t = running sum of m*s of token t */
+	const uint16_t *wd[PMAXR];
+	const uint8_t *wq[PMAXR];
+	const int8_t *aq[PMAXT];
+	const float *ad[PMAXT];
+	const float *asum[PMAXT];
+	float		sc[PMAXR][PMAXT][GROUP] __attribute__((aligned(32)));
+	float		mf[PMAXR][GROUP] __attribute__((aligned(32)));
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+	{
+		wd[r] = (const uint16_t *) ((const char *) w + r * ws);
+		wq[r] = (const uint8_t *) (wd[r] + (q4 ? 2 : 1) * nb);
+		summs[r] = _mm_setzero_ps();
+	}
+	#pragma GCC unroll 4
+	for (int t = 0; t < T; t++)
+	{
+		const char *at = (const char *) a + t * as;
+
+		aq[t] = (const int8_t *) at;
+		ad[t] = llm_act_d(at, n);
+		asum[t] = ad[t] + nb;
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+			acc[r][t] = _mm256_setzero_ps();
+	}
+	for (int64_t g = 0; g < nb; g += GROUP)
+	{
+		const int	ng = nb - g < GROUP ? (int) (nb - g) : GROUP;
+		const __mmask8 lanes = (__mmask8) ((1u << ng) - 1);
+
+		/* the scale products of this group's blocks, one multiply per (r, t) */
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+		{
+			__m256		dw = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(lanes, wd[r] + g));
+
+			if (q4)
+				_mm256_store_ps(mf[r], _mm256_cvtph_ps(_mm_maskz_loadu_epi16(lanes, wd[r] + nb + g)));
+			#pragma GCC unroll 4
+			for (int t = 0; t < T; t++)
+				_mm256_store_ps(sc[r][t], _mm256_mul_ps(dw, _mm256_maskz_loadu_ps(lanes, ad[t] + g)));
+		}
+		if (q4)
+		{
+			/* m*s of the group's blocks, in block order per (r, t) */
+			for (int k = 0; k < ng; k++)
+			{
+				__m128		s4 = _mm_setr_ps(asum[0][g + k], T > 1 ? asum[1][g + k] : 0.0f,
+											 T > 2 ? asum[2][g + k] : 0.0f,
+											 T > 3 ? asum[3][g + k] : 0.0f);
+
+				#pragma GCC unroll 4
+				for (int r = 0; r < R; r++)
+					summs[r] = _mm_fmadd_ps(_mm_set1_ps(mf[r][k]), s4, summs[r]);
+			}
+			/* block pairs: low nibbles = block ib, high nibbles = block ib + 1 */
+			for (int k = 0; k < ng; k++)
+			{
+				const int64_t ib = g + k;
+				__m256i		x[PMAXR];
+
+				#pragma GCC unroll 4
+				for (int r = 0; r < R; r++)
+				{
+					__m256i		v = _mm256_loadu_si256((const __m256i *) (wq[r] + (ib / 2) * 32));
+
+					_mm_prefetch((const char *) wq[r] + ib * 16 + PREFETCH_AHEAD, _MM_HINT_T0);
+
+					x[r] = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+				}
+				#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+					#pragma GCC unroll 4
+					for (int r = 0; r < R; r++)
+						acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(sc[r][t][k]),
+													dot_lanes(x[r], aq[t] + ib * LLM_QK), acc[r][t]);
+			}
+		}
+		else
+		{
+			for (int k = 0; k < ng; k++)
+			{
+				const int64_t ib = g + k;
+				__m256i		xu[PMAXR];
+
+				#pragma GCC unroll 4
+				for (int r = 0; r < R; r++)
+				{
+					xu[r] = _mm256_loadu_si256((const __m256i *) (wq[r] + ib * LLM_QK));
+					_mm_prefetch((const char *) wq[r] + ib * LLM_QK + PREFETCH_AHEAD, _MM_HINT_T0);
+				}
+				#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+				{
+					__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + ib * LLM_QK));
+					/* -128 * (sum of each lane's 4 qy): removes the +128 of the packed weights */
+					__m256i		bias = _mm256_sub_epi32(_mm256_setzero_si256(),
+														_mm256_dpbusd_epi32(_mm256_setzero_si256(),
+																			_mm256_set1_epi8((char) 0x80), qy));
+
+					#pragma GCC unroll 4
+					for (int r = 0; r < R; r++)
+						acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(sc[r][t][k]),
+													_mm256_cvtepi32_ps(_mm256_dpbusd_epi32(bias, xu[r], qy)),
+													acc[r][t]);
+				}
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+	{
+		float		sm[4];
+
+		_mm_storeu_ps(sm, summs[r]);
+		#pragma GCC unroll 4
+		for (int t = 0; t < T; t++)
+		{
+			float		v = hsum8_p(acc[r][t]);
+
+			if (q4)
+				v = v + sm[t];
+			out[t * os + r] = v;
+		}
+	}
+}
+
+#define PACKED_DISPATCH(q4) \
+	switch (nr * 8 + nt) \
+	{ \
+		case 4 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 4, 4); break; \
+		case 4 * 8 + 3: packed_kernel(q4, n, w, ws, a, as, out, os, 4, 3); break; \
+		case 4 * 8 + 2: packed_kernel(q4, n, w, ws, a, as, out, os, 4, 2); break; \
+		case 4 * 8 + 1: packed_kernel(q4, n, w, ws, a, as, out, os, 4, 1); break; \
+		case 3 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 3, 4); break; \
+		case 3 * 8 + 1: packed_kernel(q4, n, w, ws, a, as, out, os, 3, 1); break; \
+		case 2 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 4); break; \
+		case 2 * 8 + 2: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 2); break; \
+		case 2 * 8 + 1: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 1); break; \
+		case 1 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 1, 4); break; \
+		case 1 * 8 + 1: packed_kernel(q4, n, w, ws, a, as, out, os, 1, 1); break; \
+		default: \
+			for (int t0 = 0; t0 < nt; t0++) \
+				for (int r0 = 0; r0 < nr; r0++) \
+					packed_kernel(q4, n, (const char *) w + r0 * ws, ws, (const char *) a + t0 * as, \
+								  as, out + t0 * os + r0, os, 1, 1); \
+	}
+
+static TGT_P void
+tile_q4_1_packed(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
+				 float *out, size_t os)
+{
+	PACKED_DISPATCH(true);
+}
+
+static TGT_P void
+tile_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
+				 float *out, size_t os)
+{
+	PACKED_DISPATCH(false);
+}
+
+static TGT_P float
+dot_q4_1_packed(int64_t n, const void *w, const void *a)
+{
+	float		r;
+
+	packed_kernel(true, n, w, 0, a, 0, &r, 0, 1, 1);
+	return r;
+}
+
+static TGT_P float
+dot_q8_0_packed(int64_t n, const void *w, const void *a)
+{
+	float		r;
+
+	packed_kernel(false, n, w, 0, a, 0, &r, 0, 1, 1);
+	return r;
+}
+
+static llm_qkernel q4_1_packed,
+			q8_0_packed;
+
+/* The packed kernels share the activation quantization of the GGUF-layout VNNI kernels. */
+static void
+init_packed(void)
+{
+	q4_1_packed = *llm_qkernel_get(LLM_TYPE_Q4_1, LLM_IMPL_AVX512VNNI);
+	q4_1_packed.impl = "avx512vnni-packed";
+	q4_1_packed.dot = dot_q4_1_packed;
+	q4_1_packed.dot_tile = tile_q4_1_packed;
+	q4_1_packed.tile_rows = 4;
+	q4_1_packed.tile_tokens = 4;
+	q4_1_packed.repack = repack_q4_1;
+	q4_1_packed.unpack = unpack_q4_1;
+
+	q8_0_packed = *llm_qkernel_get(LLM_TYPE_Q8_0, LLM_IMPL_AVX512VNNI);
+	q8_0_packed.impl = "avx512vnni-packed";
+	q8_0_packed.dot = dot_q8_0_packed;
+	q8_0_packed.dot_tile = tile_q8_0_packed;
+	q8_0_packed.tile_rows = 4;
+	q8_0_packed.tile_tokens = 4;
+	q8_0_packed.repack = repack_q8_0;
+	q8_0_packed.unpack = unpack_q8_0;
+}
+
+const llm_qkernel *
+llm_qkernel_packed_get(uint32_t t)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (!llm_cpu_has_avx512vnni() || !__builtin_cpu_supports("avx512bw"))
+		return NULL;
+	pthread_once(&once, init_packed);
+	return t == LLM_TYPE_Q4_1 ? &q4_1_packed : t == LLM_TYPE_Q8_0 ? &q8_0_packed : NULL;
+}
+
+#else							/* not x86 */
+
+const llm_qkernel *
+llm_qkernel_packed_get(uint32_t t)
+{
+	return NULL;
+}
+
+#endif
