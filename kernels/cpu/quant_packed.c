@@ -302,6 +302,7 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 		case 3 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 3, 4); break; \
 		case 3 * 8 + 1: packed_kernel(q4, n, w, ws, a, as, out, os, 3, 1); break; \
 		case 2 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 4); break; \
+		case 2 * 8 + 3: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 3); break; \
 		case 2 * 8 + 2: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 2); break; \
 		case 2 * 8 + 1: packed_kernel(q4, n, w, ws, a, as, out, os, 2, 1); break; \
 		case 1 * 8 + 4: packed_kernel(q4, n, w, ws, a, as, out, os, 1, 4); break; \
