@@ -982,8 +982,14 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		const float *qh = j->q + ((size_t) t * j->n_heads + h0) * hd;
 
 		/* llama.cpp converts Q to fp16 (the K cache type) before K.Q */
-		for (int d = 0; d < per_item * hd; d++)
-			q16[d] = llm_fp16_to_fp32(llm_fp32_to_fp16(qh[d]));
+		for (int d = 0; d < per_item * hd; d += 256)
+		{
+			uint16_t	h16[256];
+			int			nd = per_item * hd - d < 256 ? per_item * hd - d : 256;
+
+			llm_fp32_to_fp16_row(qh + d, h16, nd);
+			llm_fp16_to_fp32_row(h16, q16 + d, nd);
+		}
 		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
 		a.single = cb->have_single && cb->single_rows[t] != 0;
 		a.n_keys = cb->positions[t] + 1;

@@ -580,6 +580,50 @@ reduce16_4keys(const __m256 t[4], float out[4])
 /* Keys ahead whose K row (into L1) and V row (into L2) are prefetched. */
 #define ATTN_PREFETCH_KEYS 12
 
+/*
+ * V sums of heads h0..h0+HG-1 (HG <= 4 a constant after inlining): lane row
+ * l of head h = sum over keys j = l mod R, ascending, of v_j * p_hj, one fma
+ * chain per element.  Each 16-element chunk of a V row is converted once for
+ * all the group's heads (GQA) while their sums stay in registers.
+ */
+INL void
+v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t npad,
+	   float *vsum, const int R, const int h0, const int HG)
+{
+	const int	hd = a->head_dim,
+				n = a->n_keys;
+
+	for (int l = 0; l < R; l++)
+		for (int c = 0; c < hd; c += 16)
+		{
+			__m256		s[4][2];
+
+			for (int h = 0; h < HG; h++)
+				s[h][0] = s[h][1] = _mm256_setzero_ps();
+			for (int j = l; j < n; j += R)
+			{
+				const uint16_t *v = a->v_cache + rowoff[j] + c;
+				__m256		v0 = load_f16(v, 0),
+							v1 = load_f16(v, 8);
+
+				for (int h = 0; h < HG; h++)
+				{
+					__m256		pj = _mm256_broadcast_ss(scores + (size_t) (h0 + h) * npad + j);
+
+					s[h][0] = _mm256_fmadd_ps(v0, pj, s[h][0]);
+					s[h][1] = _mm256_fmadd_ps(v1, pj, s[h][1]);
+				}
+			}
+			for (int h = 0; h < HG; h++)
+			{
+				float	   *acc = vsum + ((size_t) (h0 + h) * R + l) * hd + c;
+
+				_mm256_storeu_ps(acc, s[h][0]);
+				_mm256_storeu_ps(acc + 8, s[h][1]);
+			}
+		}
+}
+
 static TGT void
 attend_avx2(const llm_attn_args *a)
 {
@@ -737,45 +781,16 @@ attend_avx2(const llm_attn_args *a)
 
 	for (int j = 0; j < ATTN_PREFETCH_KEYS && j < n; j++)
 		PREFETCH_ROW(a->v_cache + rowoff[j], row_bytes, _MM_HINT_T0);
-	for (int h = 0; h < G; h++)
+	for (int h0 = 0; h0 < G; h0 += 4)
 	{
-		const float *p = scores + h * npad;
+		const int	hg = G - h0 < 4 ? G - h0 : 4;
 
-		for (int l = 0; l < R; l++)
+		switch (hg)
 		{
-			float	   *acc = vsum + ((size_t) h * R + l) * hd;
-			int			c = 0;
-
-			for (; c + 32 <= hd; c += 32)
-			{
-				__m256		s0 = _mm256_setzero_ps(),
-							s1 = _mm256_setzero_ps(),
-							s2 = _mm256_setzero_ps(),
-							s3 = _mm256_setzero_ps();
-
-				for (int j = l; j < n; j += R)
-				{
-					const uint16_t *v = a->v_cache + rowoff[j] + c;
-					__m256		pj = _mm256_broadcast_ss(p + j);
-
-					s0 = _mm256_fmadd_ps(load_f16(v, 0), pj, s0);
-					s1 = _mm256_fmadd_ps(load_f16(v, 8), pj, s1);
-					s2 = _mm256_fmadd_ps(load_f16(v, 16), pj, s2);
-					s3 = _mm256_fmadd_ps(load_f16(v, 24), pj, s3);
-				}
-				_mm256_storeu_ps(acc + c, s0);
-				_mm256_storeu_ps(acc + c + 8, s1);
-				_mm256_storeu_ps(acc + c + 16, s2);
-				_mm256_storeu_ps(acc + c + 24, s3);
-			}
-			for (; c < hd; c += 8)
-			{
-				__m256		s0 = _mm256_setzero_ps();
-
-				for (int j = l; j < n; j += R)
-					s0 = _mm256_fmadd_ps(load_f16(a->v_cache + rowoff[j], c), _mm256_broadcast_ss(p + j), s0);
-				_mm256_storeu_ps(acc + c, s0);
-			}
+			case 1: v_sums(a, rowoff, scores, npad, vsum, R, h0, 1); break;
+			case 2: v_sums(a, rowoff, scores, npad, vsum, R, h0, 2); break;
+			case 3: v_sums(a, rowoff, scores, npad, vsum, R, h0, 3); break;
+			default: v_sums(a, rowoff, scores, npad, vsum, R, h0, 4); break;
 		}
 	}
 	/* out[d] = reduce16 over the 16 lane rows (single: rows combined (v0+v2)+(v1+v3) first) */

@@ -67,11 +67,27 @@ llm_sampler_scratch_free(llm_sampler_scratch *s)
 	s->prob = NULL;
 }
 
+/*
+ * Both scans run once per sampled row over the whole vocabulary on the
+ * worker's main thread while the compute threads wait, so they are written
+ * in 8 independent lanes that the compiler turns into vector code.
+ */
+#define SCAN_LANES 8
+
 bool
 llm_logits_all_finite(const float *logits, int32_t n)
 {
-	for (int32_t i = 0; i < n; i++)
-		if (!isfinite(logits[i]))
+	float		zero[SCAN_LANES] = {0};
+	int32_t		i = 0;
+
+	/* x * 0 is 0 for every finite x and NaN for an infinity or a NaN */
+	for (; i + SCAN_LANES <= n; i += SCAN_LANES)
+		for (int k = 0; k < SCAN_LANES; k++)
+			zero[k] += logits[i + k] * 0.0f;
+	for (; i < n; i++)
+		zero[0] += logits[i] * 0.0f;
+	for (int k = 0; k < SCAN_LANES; k++)
+		if (zero[k] != 0.0f)
 			return false;
 	return true;
 }
@@ -79,9 +95,38 @@ llm_logits_all_finite(const float *logits, int32_t n)
 int32_t
 llm_argmax(const float *logits, int32_t n)
 {
-	int32_t		best = 0;
+	float		m[SCAN_LANES];
+	int32_t		at[SCAN_LANES];
+	int32_t		i = 0,
+				best = 0;
 
-	for (int32_t i = 1; i < n; i++)
+	if (n < SCAN_LANES)
+	{
+		for (i = 1; i < n; i++)
+			if (logits[i] > logits[best])
+				best = i;
+		return best;
+	}
+	/* per lane: the largest value and its first index */
+	for (int k = 0; k < SCAN_LANES; k++)
+	{
+		m[k] = logits[k];
+		at[k] = k;
+	}
+	for (i = SCAN_LANES; i + SCAN_LANES <= n; i += SCAN_LANES)
+		for (int k = 0; k < SCAN_LANES; k++)
+		{
+			bool		gt = logits[i + k] > m[k];
+
+			m[k] = gt ? logits[i + k] : m[k];
+			at[k] = gt ? i + k : at[k];
+		}
+	/* the first index holding the maximum, as the plain scan finds it */
+	best = at[0];
+	for (int k = 1; k < SCAN_LANES; k++)
+		if (m[k] > logits[best] || (m[k] == logits[best] && at[k] < best))
+			best = at[k];
+	for (; i < n; i++)
 		if (logits[i] > logits[best])
 			best = i;
 	return best;

@@ -21,6 +21,41 @@ fill_logits(float *l, unsigned seed)
 		l[i] = (float) (rand() % 2000) / 200.0f - 5.0f;
 }
 
+/* The lane-wise scans against the plain loops they replace: ties, tails, non-finite values. */
+static void
+test_scans(void)
+{
+	bool		arg_ok = true,
+				fin_ok = true;
+
+	srand(99);
+	for (int trial = 0; trial < 2000; trial++)
+	{
+		int			n = 1 + rand() % 100;
+		float		x[100];
+		int			naive = 0;
+		bool		finite = true;
+
+		for (int i = 0; i < n; i++)
+			x[i] = (float) (rand() % 7);	/* many ties */
+		if (trial % 3 == 0)
+			x[rand() % n] = (trial % 2) ? INFINITY : NAN;
+		for (int i = 0; i < n; i++)
+		{
+			if (!isfinite(x[i]))
+				finite = false;
+			if (x[i] > x[naive])
+				naive = i;
+		}
+		if (llm_logits_all_finite(x, n) != finite)
+			fin_ok = false;
+		if (finite && llm_argmax(x, n) != naive)
+			arg_ok = false;
+	}
+	CHECK(arg_ok, "argmax: first index of the maximum, as the plain scan (2000 arrays with ties)");
+	CHECK(fin_ok, "all_finite: finds an infinity or NaN at any position, tails included");
+}
+
 int
 main(void)
 {
@@ -33,6 +68,7 @@ main(void)
 	char		err[256];
 	llm_sampling_params p;
 
+	test_scans();
 	CHECK(llm_sampler_scratch_init(&s, V) == 0, "scratch init");
 	fill_logits(base, 7);
 	am = llm_argmax(base, V);
