@@ -162,7 +162,9 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 {
 	const int64_t nb = n / LLM_QK;
 	__m256		acc[PMAXR][PMAXT];
-	__m128		summs[PMAXR];	/* Q4_1: lane t = running sum of m*s of token t */
+	/* Q4_1: ms[r][t] = running sum of m*s (in memory: the registers go to acc) */
+	float		ms[PMAXR][4] __attribute__((aligned(16)));
+	float		s4buf[4][GROUP] __attribute__((aligned(32)));	/* s of 4 tokens per block */
 	const uint16_t *wd[PMAXR];
 	const uint8_t *wq[PMAXR];
 	const int8_t *aq[PMAXT];
@@ -176,7 +178,7 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 	{
 		wd[r] = (const uint16_t *) ((const char *) w + r * ws);
 		wq[r] = (const uint8_t *) (wd[r] + (q4 ? 2 : 1) * nb);
-		summs[r] = _mm_setzero_ps();
+		_mm_store_ps(ms[r], _mm_setzero_ps());
 	}
 	#pragma GCC unroll 4
 	for (int t = 0; t < T; t++)
@@ -210,15 +212,34 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 		if (q4)
 		{
 			/* m*s of the group's blocks, in block order per (r, t) */
-			for (int k = 0; k < ng; k++)
 			{
-				__m128		s4 = _mm_setr_ps(asum[0][g + k], T > 1 ? asum[1][g + k] : 0.0f,
-											 T > 2 ? asum[2][g + k] : 0.0f,
-											 T > 3 ? asum[3][g + k] : 0.0f);
+				/* s of (token t, block k) -> s4buf[k % 4][(k / 4) * 4 + t]: a 4 x 8 transpose */
+				__m256		st[4],
+							lo01,
+							hi01,
+							lo23,
+							hi23;
 
 				#pragma GCC unroll 4
-				for (int r = 0; r < R; r++)
-					summs[r] = _mm_fmadd_ps(_mm_set1_ps(mf[r][k]), s4, summs[r]);
+				for (int t = 0; t < 4; t++)
+					st[t] = t < T ? _mm256_maskz_loadu_ps(lanes, asum[t] + g) : _mm256_setzero_ps();
+				lo01 = _mm256_unpacklo_ps(st[0], st[1]);
+				hi01 = _mm256_unpackhi_ps(st[0], st[1]);
+				lo23 = _mm256_unpacklo_ps(st[2], st[3]);
+				hi23 = _mm256_unpackhi_ps(st[2], st[3]);
+				_mm256_store_ps(s4buf[0], _mm256_shuffle_ps(lo01, lo23, 0x44));
+				_mm256_store_ps(s4buf[1], _mm256_shuffle_ps(lo01, lo23, 0xEE));
+				_mm256_store_ps(s4buf[2], _mm256_shuffle_ps(hi01, hi23, 0x44));
+				_mm256_store_ps(s4buf[3], _mm256_shuffle_ps(hi01, hi23, 0xEE));
+			}
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+			{
+				__m128		m4 = _mm_load_ps(ms[r]);
+
+				for (int k = 0; k < ng; k++)
+					m4 = _mm_fmadd_ps(_mm_set1_ps(mf[r][k]), _mm_load_ps(s4buf[k % 4] + (k / 4) * 4), m4);
+				_mm_store_ps(ms[r], m4);
 			}
 			/* block pairs: low nibbles = block ib, high nibbles = block ib + 1 */
 			for (int k = 0; k < ng; k++)
@@ -231,8 +252,8 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 				{
 					__m256i		v = _mm256_loadu_si256((const __m256i *) (wq[r] + (ib / 2) * 32));
 
-					_mm_prefetch((const char *) wq[r] + ib * 16 + PREFETCH_AHEAD, _MM_HINT_T0);
-
+					if (k % 4 == 0)	/* a 64-byte line holds 4 blocks */
+						_mm_prefetch((const char *) wq[r] + ib * 16 + PREFETCH_AHEAD, _MM_HINT_T0);
 					x[r] = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
 				}
 				#pragma GCC unroll 4
@@ -274,19 +295,44 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 			}
 		}
 	}
+	if (T == 4)
+	{
+		/*
+		 * hsum8 of a row's 4 tokens at once: b_t = lo + hi halves, then the
+		 * 4 x 4 transpose gives (b0 + b2) + (b1 + b3) lane by lane, the same
+		 * additions in the same order as hsum8.
+		 */
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+		{
+			__m128		b[4],
+						res;
+			float		v[4] __attribute__((aligned(16)));
+
+			#pragma GCC unroll 4
+			for (int t = 0; t < 4; t++)
+				b[t] = _mm_add_ps(_mm256_extractf128_ps(acc[r][t], 1), _mm256_castps256_ps128(acc[r][t]));
+			_MM_TRANSPOSE4_PS(b[0], b[1], b[2], b[3]);
+			res = _mm_add_ps(_mm_add_ps(b[0], b[2]), _mm_add_ps(b[1], b[3]));
+			if (q4)
+				res = _mm_add_ps(res, _mm_load_ps(ms[r]));
+			_mm_store_ps(v, res);
+			#pragma GCC unroll 4
+			for (int t = 0; t < 4; t++)
+				out[t * os + r] = v[t];
+		}
+		return;
+	}
 	#pragma GCC unroll 4
 	for (int r = 0; r < R; r++)
 	{
-		float		sm[4];
-
-		_mm_storeu_ps(sm, summs[r]);
 		#pragma GCC unroll 4
 		for (int t = 0; t < T; t++)
 		{
 			float		v = hsum8_p(acc[r][t]);
 
 			if (q4)
-				v = v + sm[t];
+				v = v + ms[r][t];
 			out[t * os + r] = v;
 		}
 	}
