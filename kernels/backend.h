@@ -132,6 +132,16 @@ typedef struct llm_backend_ops
 	int			(*matmul) (llm_backend *b, const llm_weight *w, const float *x, float *y, int n);
 
 	/*
+	 * y[i][t] = W[i] x[t] for i < n_w: several weights of one input x
+	 * [n][n_cols] (Q/K/V, gate/up), y[i] [n][w[i]->n_rows], none aliasing x.
+	 * Results are those of n_w matmul calls; a backend may share the
+	 * activation quantization and the parallel job.  Optional: NULL means
+	 * the caller makes the matmul calls.
+	 */
+	int			(*matmul_multi) (llm_backend *b, const llm_weight *const *w, int n_w,
+								 const float *x, float *const *y, int n);
+
+	/*
 	 * RoPE (GGUF llama: rotate adjacent pairs (x[2i], x[2i+1]) by
 	 * pos * theta^(-2i/head_dim), ggml "normal" mode) on q [n][n_heads][head_dim]
 	 * in place and k [n][n_kv_heads][head_dim], then store k and v

@@ -749,6 +749,16 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	}
 }
 
+/* The kernel for w's rows (backend_priv: the packed kernel of repacked rows, load_weight). */
+static const llm_qkernel *
+weight_kernel(cpu_backend *cb, const llm_weight *w)
+{
+	const llm_qkernel *k = w->backend_priv ? (const llm_qkernel *) w->backend_priv :
+		llm_qkernel_get(w->type, cb->impl);
+
+	return k != NULL && w->n_cols % k->block_elems == 0 ? k : NULL;
+}
+
 static int
 cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 {
@@ -757,9 +767,8 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 
 	if (w == NULL || w->data == NULL || n < 0 || (n > 0 && (x == NULL || y == NULL)))
 		return fail(cb, "matmul: invalid arguments");
-	/* backend_priv: the packed kernel of repacked rows (load_weight) */
-	j.k = w->backend_priv ? (const llm_qkernel *) w->backend_priv : llm_qkernel_get(w->type, cb->impl);
-	if (j.k == NULL || w->n_cols % j.k->block_elems != 0)
+	j.k = weight_kernel(cb, w);
+	if (j.k == NULL)
 		return fail(cb, "matmul: unsupported weight type %u or shape", w->type);
 	if (n == 0)
 		return 0;
@@ -774,6 +783,94 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 	/* all of x is read before y is written, so x and y may alias */
 	llm_threadpool_run(cb->pool, n, 4, quantize_task, &j);
 	llm_threadpool_run(cb->pool, w->n_rows, MM_ROW_BLOCK, matmul_task, &j);
+	return 0;
+}
+
+#define MM_MULTI_MAX 4
+
+typedef struct matmul_multi_job
+{
+	int			n_w;
+	matmul_job	jobs[MM_MULTI_MAX];
+	int64_t		row0[MM_MULTI_MAX + 1];	/* first row of each weight in the joint range */
+} matmul_multi_job;
+
+/* Rows [begin, end) of the weights laid end to end: each piece through matmul_task. */
+static void
+matmul_multi_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	matmul_multi_job *mj = p;
+
+	for (int i = 0; i < mj->n_w && begin < end; i++)
+	{
+		int64_t		lo = begin > mj->row0[i] ? begin : mj->row0[i],
+					hi = end < mj->row0[i + 1] ? end : mj->row0[i + 1];
+
+		if (lo < hi)
+			matmul_task(&mj->jobs[i], lo - mj->row0[i], hi - mj->row0[i], thread_idx);
+	}
+}
+
+/*
+ * y[i] = W[i] x for several weights of one input (attention Q/K/V, FFN
+ * gate/up): the activations are quantized once and all rows run as one
+ * parallel job, so a layer has fewer fork/joins.  Weights whose kernels
+ * quantize differently fall back to separate matmuls.  Every output is
+ * the same as from cpu_matmul.
+ */
+static int
+cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x,
+				 float *const *y, int n)
+{
+	cpu_backend *cb = CPU(b);
+	matmul_multi_job mj;
+	bool		shared = n_w >= 1 && n_w <= MM_MULTI_MAX;
+
+	if (w == NULL || y == NULL || n_w < 0 || n < 0 || (n > 0 && x == NULL))
+		return fail(cb, "matmul_multi: invalid arguments");
+	for (int i = 0; i < n_w; i++)
+	{
+		if (w[i] == NULL || w[i]->data == NULL || (n > 0 && y[i] == NULL))
+			return fail(cb, "matmul_multi: invalid arguments");
+		if (i < MM_MULTI_MAX)
+		{
+			mj.jobs[i].k = weight_kernel(cb, w[i]);
+			if (mj.jobs[i].k == NULL)
+				return fail(cb, "matmul: unsupported weight type %u or shape", w[i]->type);
+			if (mj.jobs[i].k->quantize_act != mj.jobs[0].k->quantize_act ||
+				w[i]->n_cols != w[0]->n_cols)
+				shared = false;
+		}
+	}
+	if (!shared)
+	{
+		for (int i = 0; i < n_w; i++)
+			if (cpu_matmul(b, w[i], x, y[i], n) != 0)
+				return -1;
+		return 0;
+	}
+	if (n == 0 || n_w == 0)
+		return 0;
+	mj.n_w = n_w;
+	mj.row0[0] = 0;
+	for (int i = 0; i < n_w; i++)
+	{
+		matmul_job *j = &mj.jobs[i];
+
+		j->w = w[i];
+		j->x = x;
+		j->y = y[i];
+		j->n = n;
+		j->act_row = j->k->act_row_bytes(w[i]->n_cols);
+		mj.row0[i + 1] = mj.row0[i] + w[i]->n_rows;
+	}
+	if (!grow(&cb->act, &cb->act_cap, mj.jobs[0].act_row * (size_t) n))
+		return fail(cb, "matmul: out of memory for %d activation rows", n);
+	for (int i = 0; i < n_w; i++)
+		mj.jobs[i].act = cb->act;
+	/* the outputs must not alias x: it is read by every weight's rows */
+	llm_threadpool_run(cb->pool, n, 4, quantize_task, &mj.jobs[0]);
+	llm_threadpool_run(cb->pool, mj.row0[n_w], MM_ROW_BLOCK, matmul_multi_task, &mj);
 	return 0;
 }
 
@@ -1055,6 +1152,7 @@ static const llm_backend_ops cpu_ops = {
 	.add_rmsnorm = cpu_add_rmsnorm,
 	.add = cpu_add,
 	.matmul = cpu_matmul,
+	.matmul_multi = cpu_matmul_multi,
 	.rope_store_kv = cpu_rope_store_kv,
 	.attention = cpu_attention,
 	.silu_mul = cpu_silu_mul,

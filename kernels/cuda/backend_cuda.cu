@@ -991,6 +991,7 @@ static const llm_backend_ops cuda_ops = {
 	.add_rmsnorm = cuda_add_rmsnorm,
 	.add = cuda_add,
 	.matmul = cuda_matmul,
+	.matmul_multi = NULL,		/* the engine makes one matmul call per weight */
 	.rope_store_kv = cuda_rope_store_kv,
 	.attention = cuda_attention,
 	.silu_mul = cuda_silu_mul,

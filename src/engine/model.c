@@ -381,6 +381,18 @@ ensure_activations(llm_model *m, int n_tokens, int n_out)
 	return 0;
 }
 
+/* Several weights of one input through the backend's matmul_multi, or one matmul each. */
+static int
+matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x, float *const *y, int n)
+{
+	if (b->ops->matmul_multi != NULL)
+		return b->ops->matmul_multi(b, w, n_w, x, y, n);
+	for (int i = 0; i < n_w; i++)
+		if (b->ops->matmul(b, w[i], x, y[i], n) != 0)
+			return -1;
+	return 0;
+}
+
 int
 llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err, size_t errlen)
 {
@@ -411,17 +423,24 @@ llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err
 		const float *next_norm = (l + 1 < c->n_layers) ? m->layers[l + 1].attn_norm : m->output_norm;
 
 		/* attention block */
-		TRY(o->matmul(b, &L->wq, m->h, m->q, n));
-		TRY(o->matmul(b, &L->wk, m->h, m->k, n));
-		TRY(o->matmul(b, &L->wv, m->h, m->v, n));
+		{
+			const llm_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+			float	   *y[3] = {m->q, m->k, m->v};
+
+			TRY(matmul_multi(b, w, 3, m->h, y, n));
+		}
 		TRY(o->rope_store_kv(b, l, m->q, m->k, m->v, c->n_heads, c->rope_theta));
 		TRY(o->attention(b, l, m->q, m->attn, c->n_heads, scale));
 		TRY(o->matmul(b, &L->wo, m->attn, m->tmp, n));
 		TRY(o->add_rmsnorm(b, m->x, m->tmp, L->ffn_norm, m->h, n, c->dim, c->rms_eps));
 
 		/* SwiGLU feed-forward block */
-		TRY(o->matmul(b, &L->w_gate, m->h, m->gate, n));
-		TRY(o->matmul(b, &L->w_up, m->h, m->up, n));
+		{
+			const llm_weight *w[2] = {&L->w_gate, &L->w_up};
+			float	   *y[2] = {m->gate, m->up};
+
+			TRY(matmul_multi(b, w, 2, m->h, y, n));
+		}
 		TRY(o->silu_mul(b, m->gate, m->up, m->gate, (size_t) n * c->ffn_dim));
 		TRY(o->matmul(b, &L->w_down, m->gate, m->tmp, n));
 		/* residual add, then the next layer's attention norm (or the final norm) */

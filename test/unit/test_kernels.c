@@ -490,6 +490,82 @@ test_packed(uint32_t type)
 	}
 }
 
+/*
+ * matmul_multi: the outputs of several weights of one input equal separate
+ * matmul calls bit for bit, with row counts that split the parallel chunks
+ * inside a weight and across weights, and with weights of different
+ * activation types (which fall back to separate calls).
+ */
+static void
+test_matmul_multi(int threads)
+{
+	const int64_t cols = 576;
+	const int	nt = 9;
+	const struct
+	{
+		uint32_t	type;
+		int			rows;
+	}			ws[][3] = {
+		{{LLM_TYPE_Q4_1, 40}, {LLM_TYPE_Q4_1, 24}, {LLM_TYPE_Q4_1, 7}},
+		{{LLM_TYPE_Q8_0, 64}, {LLM_TYPE_Q8_0, 33}, {LLM_TYPE_Q8_0, 16}},
+		{{LLM_TYPE_Q4_1, 48}, {LLM_TYPE_Q8_0, 20}, {LLM_TYPE_F32, 5}},
+	};
+	llm_backend *b = make_backend(threads, LLM_IMPL_BEST);
+	float	   *x = malloc(sizeof(float) * nt * cols);
+
+	for (int64_t i = 0; i < nt * cols; i++)
+		x[i] = rng_normal(1.0f);
+	for (size_t c = 0; c < sizeof(ws) / sizeof(ws[0]); c++)
+	{
+		llm_weight	host[3],
+					w[3];
+		const llm_weight *wp[3];
+		float	   *y[3],
+				   *ref[3];
+		void	   *data[3];
+		bool		same = true;
+
+		for (int i = 0; i < 3; i++)
+		{
+			size_t		rb = llm_type_row_bytes(ws[c][i].type, cols);
+			float	   *row = malloc(sizeof(float) * cols);
+
+			data[i] = malloc(rb * ws[c][i].rows);
+			for (int r = 0; r < ws[c][i].rows; r++)
+			{
+				for (int64_t k = 0; k < cols; k++)
+					row[k] = rng_normal(0.05f);
+				llm_quantize_row_ref(ws[c][i].type, row, (char *) data[i] + r * rb, cols);
+			}
+			free(row);
+			host[i] = (llm_weight) {ws[c][i].type, ws[c][i].rows, cols, rb, data[i], NULL};
+			if (b->ops->load_weight(b, &host[i], &w[i]) != 0)
+				same = false;
+			wp[i] = &w[i];
+			y[i] = malloc(sizeof(float) * nt * ws[c][i].rows);
+			ref[i] = malloc(sizeof(float) * nt * ws[c][i].rows);
+			b->ops->matmul(b, &w[i], x, ref[i], nt);
+		}
+		if (b->ops->matmul_multi(b, wp, 3, x, y, nt) != 0)
+			same = false;
+		for (int i = 0; i < 3; i++)
+			if (!same_bits(y[i], ref[i], (size_t) nt * ws[c][i].rows, NULL))
+				same = false;
+		CHECK(same, "matmul_multi (%d threads, %s + %s + %s): loads, runs, bit-identical to three matmul calls",
+			  threads, llm_type_get(ws[c][0].type)->name, llm_type_get(ws[c][1].type)->name,
+			  llm_type_get(ws[c][2].type)->name);
+		for (int i = 0; i < 3; i++)
+		{
+			b->ops->free_weight(b, &w[i]);
+			free(data[i]);
+			free(y[i]);
+			free(ref[i]);
+		}
+	}
+	free(x);
+	b->ops->destroy(b);
+}
+
 static void
 test_elementwise(void)
 {
@@ -1377,6 +1453,7 @@ main(void)
 			test_fp16();
 		for (size_t i = 0; i < N_TYPES; i++)
 			test_type(all_types[i], 2);
+		test_matmul_multi(si == 0 ? 1 : 2);
 		test_packed(LLM_TYPE_Q4_1);
 		test_packed(LLM_TYPE_Q8_0);
 		test_elementwise();
