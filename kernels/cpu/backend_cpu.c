@@ -719,22 +719,26 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 				/*
 				 * Rows met for the first time come from DRAM and are short
 				 * (a few cache lines each), too short for the hardware
-				 * prefetcher: fetch the next row block while this one runs.
+				 * prefetcher: fetch the next row block while this one runs,
+				 * spread over this block's token tiles (a burst of a whole
+				 * block's lines overflows the miss queues).
 				 */
+				const char *pf = NULL;
+				int64_t		pf_lines = 0;
+				int			n_tiles = (t1 - t0 + T - 1) / T;
+
 				if (t0 == 0 && r1 < end && j->n >= MM_PREFETCH_MIN_TOKENS)
 				{
-					const char *p = (const char *) j->w->data + r1 * ws;
-					const char *pe = (const char *) j->w->data +
-						(r1 + MM_ROW_BLOCK < end ? r1 + MM_ROW_BLOCK : end) * ws;
-
-					for (; p < pe; p += 64)
-						__builtin_prefetch(p, 0, MM_PREFETCH_LOCALITY);
+					pf = (const char *) j->w->data + r1 * ws;
+					pf_lines = ((r1 + MM_ROW_BLOCK < end ? r1 + MM_ROW_BLOCK : end) - r1) * (int64_t) ws / 64 + 1;
 				}
 
-				for (int t = t0; t < t1; t += T)
+				for (int t = t0, ti = 0; t < t1; t += T, ti++)
 				{
 					int			nt = t1 - t < T ? t1 - t : T;
 
+					for (int64_t l = pf_lines * ti / n_tiles; l < pf_lines * (ti + 1) / n_tiles; l++)
+						__builtin_prefetch(pf + l * 64, 0, MM_PREFETCH_LOCALITY);
 					for (int64_t r = r0; r < r1; r += R)
 					{
 						int			nr = r1 - r < R ? (int) (r1 - r) : R;
