@@ -578,7 +578,9 @@ reduce16_4keys(const __m256 t[4], float out[4])
 	} while (0)
 
 /* Keys ahead whose K row (into L1) and V row (into L2) are prefetched. */
+#ifndef ATTN_PREFETCH_KEYS
 #define ATTN_PREFETCH_KEYS 12
+#endif
 
 /*
  * V sums of heads h0..h0+HG-1 (HG <= 4 a constant after inlining): lane row
