@@ -25,6 +25,8 @@
 
 #include <immintrin.h>
 
+#include "simd_x86.h"
+
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
 
@@ -36,16 +38,6 @@ h2f(uint16_t h)
 	return _cvtsh_ss(h);
 }
 
-/* ggml hsum_float_8 order: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) */
-INL float
-hsum8(__m256 x)
-{
-	__m128		r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-
-	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-	r = _mm_add_ss(r, _mm_movehdup_ps(r));
-	return _mm_cvtss_f32(r);
-}
 
 INL int
 hsum_i32_8(__m256i a)
@@ -295,7 +287,7 @@ dot_q4_K(int64_t n, const void *w, const void *a)
 	}
 	acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
 	acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
-	return hsum8(acc) + _mm_cvtss_f32(acc_m);
+	return llm_hsum8(acc) + _mm_cvtss_f32(acc_m);
 }
 
 static TGT float
@@ -351,7 +343,7 @@ dot_q6_K(int64_t n, const void *w, const void *a)
 		sumi = _mm256_sub_epi32(sumi, sub);
 		acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
 	}
-	return hsum8(acc);
+	return llm_hsum8(acc);
 }
 
 /* ---- float weights: 4 accumulators x 8 lanes, as the scalar code ---- */
@@ -388,7 +380,7 @@ name(int64_t n, const void *w, const void *a) \
 		acc2 = _mm256_fmadd_ps(loader(w, i + 16), loader(a, i + 16), acc2); \
 		acc3 = _mm256_fmadd_ps(loader(w, i + 24), loader(a, i + 24), acc3); \
 	} \
-	return hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3))); \
+	return llm_hsum8(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3))); \
 }
 
 DEFINE_DOT_FLOAT(dot_f32, load_f32)

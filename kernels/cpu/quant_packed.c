@@ -23,6 +23,7 @@
  * nb = n / 32.
  */
 #include "quant.h"
+#include "simd_x86.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -130,17 +131,6 @@ unpack_q8_0(const void *src, void *dst, int64_t n)
 }
 
 /* ---- kernels ---- */
-
-/* ggml hsum_float_8 order: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)) */
-INL_P float
-hsum8_p(__m256 x)
-{
-	__m128		r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
-
-	r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-	r = _mm_add_ss(r, _mm_movehdup_ps(r));
-	return _mm_cvtss_f32(r);
-}
 
 /* 8 int32 lane sums of 4 u8 x s8 products each, as float */
 INL_P __m256
@@ -329,7 +319,7 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 		#pragma GCC unroll 4
 		for (int t = 0; t < T; t++)
 		{
-			float		v = hsum8_p(acc[r][t]);
+			float		v = llm_hsum8(acc[r][t]);
 
 			if (q4)
 				v = v + ms[r][t];
@@ -395,27 +385,28 @@ dot_q8_0_packed(int64_t n, const void *w, const void *a)
 static llm_qkernel q4_1_packed,
 			q8_0_packed;
 
-/* The packed kernels share the activation quantization of the GGUF-layout VNNI kernels. */
+/* A packed kernel: the GGUF-layout VNNI kernel of the type (same activations) with our tiles. */
+static llm_qkernel
+packed_entry(uint32_t t, float (*dot) (int64_t, const void *, const void *), llm_dot_tile_fn tile,
+			 bool (*repack) (const void *, void *, int64_t), void (*unpack) (const void *, void *, int64_t))
+{
+	llm_qkernel k = *llm_qkernel_get(t, LLM_IMPL_AVX512VNNI);
+
+	k.impl = "avx512vnni-packed";
+	k.dot = dot;
+	k.dot_tile = tile;
+	k.tile_rows = PMAXR;
+	k.tile_tokens = PMAXT;
+	k.repack = repack;
+	k.unpack = unpack;
+	return k;
+}
+
 static void
 init_packed(void)
 {
-	q4_1_packed = *llm_qkernel_get(LLM_TYPE_Q4_1, LLM_IMPL_AVX512VNNI);
-	q4_1_packed.impl = "avx512vnni-packed";
-	q4_1_packed.dot = dot_q4_1_packed;
-	q4_1_packed.dot_tile = tile_q4_1_packed;
-	q4_1_packed.tile_rows = 4;
-	q4_1_packed.tile_tokens = 4;
-	q4_1_packed.repack = repack_q4_1;
-	q4_1_packed.unpack = unpack_q4_1;
-
-	q8_0_packed = *llm_qkernel_get(LLM_TYPE_Q8_0, LLM_IMPL_AVX512VNNI);
-	q8_0_packed.impl = "avx512vnni-packed";
-	q8_0_packed.dot = dot_q8_0_packed;
-	q8_0_packed.dot_tile = tile_q8_0_packed;
-	q8_0_packed.tile_rows = 4;
-	q8_0_packed.tile_tokens = 4;
-	q8_0_packed.repack = repack_q8_0;
-	q8_0_packed.unpack = unpack_q8_0;
+	q4_1_packed = packed_entry(LLM_TYPE_Q4_1, dot_q4_1_packed, tile_q4_1_packed, repack_q4_1, unpack_q4_1);
+	q8_0_packed = packed_entry(LLM_TYPE_Q8_0, dot_q8_0_packed, tile_q8_0_packed, repack_q8_0, unpack_q8_0);
 }
 
 const llm_qkernel *
