@@ -142,9 +142,8 @@ dot_lanes(__m256i u, const int8_t *s)
 
 /*
  * R packed weight rows x T activation rows; per (r, t) and block, in block
- * order: acc = fma(d_w * d_a, lanes, acc) (Q4_1 also summs = fma(m, s,
- * summs)); out = hsum8(acc) (+ summs).  R, T and q4 are constants after
- * inlining.
+ * order: acc = fma(d_w * d_a, lanes, acc) (Q4_1 also ms = fma(m, s, ms));
+ * out = llm_hsum8(acc) (+ ms).  R, T and q4 are constants after inlining.
  */
 INL_P void
 packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a, size_t as,
