@@ -9,7 +9,9 @@
 /*
  * Choose the kernel implementation of a CPU backend: LLM_IMPL_BEST (default),
  * LLM_IMPL_SCALAR or LLM_IMPL_AVX2 (quant.h).  Returns -1 with last_error
- * set when b is not a CPU backend or the CPU lacks AVX2/FMA/F16C.
+ * set when b is not a CPU backend or the CPU lacks AVX2/FMA/F16C.  Call it
+ * before load_weight: weights already repacked for the packed AVX512-VNNI
+ * kernels (quant_packed.c) keep them (their results are the same).
  */
 int			llm_backend_cpu_set_impl(llm_backend *b, int impl);
 

@@ -452,7 +452,6 @@ test_packed(uint32_t type)
 				round_trip = false;
 		}
 		CHECK(round_trip, "%s packed: repack accepts n=%lld and unpack(repack(row)) == row", name, (long long) n);
-		CHECK(ab == kp->act_row_bytes(n), "%s packed: same activation rows as the GGUF kernel", name);
 		for (int t = 0; t < toks; t++)
 		{
 			for (int64_t i = 0; i < n; i++)
