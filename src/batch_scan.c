@@ -32,6 +32,7 @@
 #include "access/htup_details.h"
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -43,6 +44,7 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/planner.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -566,6 +568,34 @@ batch_create_state(CustomScan *cscan)
 	return (Node *) st;
 }
 
+/*
+ * The node evaluates its calls itself, so it must refuse what ExecInitFunc
+ * would: EXECUTE for the current user (inside a SECURITY DEFINER function,
+ * its owner; through a view, the caller, as for any function) and the
+ * function-execute hook of security modules.  Checked at every executor
+ * start, so a cached plan sees a REVOKE made after it was planned.
+ */
+static void
+check_calls_executable(CustomScan *cscan, int n_calls)
+{
+	ListCell   *lc;
+	int			j = 0;
+
+	foreach(lc, cscan->custom_scan_tlist)
+	{
+		FuncExpr   *call = (FuncExpr *) ((TargetEntry *) lfirst(lc))->expr;
+		AclResult	aclresult;
+
+		if (j++ == n_calls)
+			break;
+		Assert(IsA(call, FuncExpr));
+		aclresult = pg_proc_aclcheck(call->funcid, GetUserId(), ACL_EXECUTE);
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(call->funcid));
+		InvokeFunctionExecuteHook(call->funcid);
+	}
+}
+
 static void
 batch_begin(CustomScanState *node, EState *estate, int eflags)
 {
@@ -573,6 +603,7 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	CustomScan *cscan = (CustomScan *) node->ss.ps.plan;
 	PlanState  *child;
 
+	check_calls_executable(cscan, st->n_calls);
 	child = ExecInitNode(outerPlan(cscan), estate, eflags);
 	outerPlanState(node) = child;
 
