@@ -782,53 +782,15 @@ model_unavailable(WorkerChannel *ch, uint64 id)
 	stats_dirty = true;
 }
 
-/* Tokenize text into a palloc'd array (msg_cxt); -1 + err on failure. */
-static int64
-tokenize_text(const char *text, size_t len, int32 **ids_out, char *err, size_t errlen)
-{
-	const llm_tokenizer *tok = llm_engine_tokenizer(engine);
-	int64		cap = (int64) len + 8;
-	int32	   *ids = MemoryContextAlloc(msg_cxt, cap * sizeof(int32));
-	int64		n = llm_tokenize(tok, text, len, ids, cap, err, errlen);
-
-	if (n > cap)
-	{
-		ids = repalloc(ids, n * sizeof(int32));
-		n = llm_tokenize(tok, text, len, ids, n, err, errlen);
-	}
-	*ids_out = ids;
-	return n;
-}
-
-static int64
-apply_chat(const llm_chat_message *msgs, int n_msgs, Size text_bytes, int32 **ids_out,
-		   char *err, size_t errlen)
-{
-	const llm_tokenizer *tok = llm_engine_tokenizer(engine);
-	const llm_chat_template *ct = llm_engine_chat_template(engine);
-	int64		cap = (int64) text_bytes + 16 * (n_msgs + 2) + 256;
-	int32	   *ids = MemoryContextAlloc(msg_cxt, cap * sizeof(int32));
-	int64		n = llm_chat_apply(ct, tok, msgs, n_msgs, ids, cap, err, errlen);
-
-	if (n > cap)
-	{
-		ids = repalloc(ids, n * sizeof(int32));
-		n = llm_chat_apply(ct, tok, msgs, n_msgs, ids, n, err, errlen);
-	}
-	*ids_out = ids;
-	return n;
-}
-
 static void
 handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 {
-	llm_sampling_params params;
+	llm_request req;
 	char	  **stops = NULL;
-	int32	   *ids = NULL;
-	int64		n_ids;
-	char		err[1024];
+	char		err[1100];
 	llm_status	st;
 	WorkerRequest *r;
+	uint32		len;
 
 	if (h->n_stop < 0 || h->n_stop > LLM_MAX_STOP_STRINGS ||
 		h->n_messages < 0 || h->n_messages > LLM_MAX_MESSAGES)
@@ -845,53 +807,33 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 			return;
 		}
 
-	err[0] = '\0';
+	llm_request_init(&req);
 	if (h->kind == LLM_REQ_GENERATE)
 	{
-		char	   *system = NULL;
-		char	   *prompt;
-		uint32		system_len = 0;
-		uint32		prompt_len;
-
-		if ((h->flags & LLM_REQ_FLAG_SYSTEM) && (system = read_string(rd, &system_len)) == NULL)
+		if (h->flags & LLM_REQ_FLAG_SYSTEM)
 		{
-			queue_error(ch, h->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
-			return;
-		}
-		if ((prompt = read_string(rd, &prompt_len)) == NULL)
-		{
-			queue_error(ch, h->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
-			return;
-		}
-		if (h->flags & LLM_REQ_FLAG_RAW)
-			n_ids = tokenize_text(prompt, prompt_len, &ids, err, sizeof(err));
-		else
-		{
-			llm_chat_message msgs[2];
-			int			n = 0;
-
-			if (system)
+			if ((req.system = read_string(rd, &len)) == NULL)
 			{
-				msgs[n].role = "system";
-				msgs[n].content = system;
-				msgs[n].content_len = system_len;
-				n++;
+				queue_error(ch, h->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
+				return;
 			}
-			msgs[n].role = "user";
-			msgs[n].content = prompt;
-			msgs[n].content_len = prompt_len;
-			n++;
-			n_ids = apply_chat(msgs, n, (Size) system_len + prompt_len, &ids, err, sizeof(err));
+			req.system_len = len;
 		}
+		if ((req.prompt = read_string(rd, &len)) == NULL)
+		{
+			queue_error(ch, h->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
+			return;
+		}
+		req.prompt_len = len;
+		req.prompt_kind = (h->flags & LLM_REQ_FLAG_RAW) ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
 	}
 	else
 	{
 		llm_chat_message *msgs = MemoryContextAlloc(msg_cxt, sizeof(llm_chat_message) * Max(h->n_messages, 1));
-		Size		total = 0;
 
 		for (int i = 0; i < h->n_messages; i++)
 		{
-			uint32		clen;
+			uint32		clen = 0;
 
 			msgs[i].role = read_string(rd, NULL);
 			msgs[i].content = msgs[i].role ? read_string(rd, &clen) : NULL;
@@ -901,58 +843,35 @@ handle_generate(WorkerChannel *ch, int slot, const LlmRequestMsg *h, Reader *rd)
 				return;
 			}
 			msgs[i].content_len = clen;
-			total += clen;
 		}
-		n_ids = apply_chat(msgs, h->n_messages, total, &ids, err, sizeof(err));
-	}
-	if (n_ids < 0)
-	{
-		queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE,
-					err[0] ? err : "could not tokenize the prompt");
-		count_failed();
-		return;
+		req.prompt_kind = LLM_PROMPT_MESSAGES;
+		req.messages = msgs;
+		req.n_messages = h->n_messages;
 	}
 
-	llm_sampling_params_defaults(&params);
-	params.max_tokens = h->max_tokens;
-	params.temperature = h->temperature;
-	params.top_p = h->top_p;
-	params.top_k = h->top_k;
-	params.min_p = h->min_p;
-	params.repetition_penalty = h->repetition_penalty;
-	params.has_seed = (h->flags & LLM_REQ_FLAG_SEED) != 0;
-	params.seed = h->seed;
-	params.n_stop = h->n_stop;
-	params.stop = (const char *const *) stops;
-	params.ignore_eos = (h->flags & LLM_REQ_FLAG_IGNORE_EOS) != 0;
-	params.cache_salt = h->cache_salt;
-	if (llm_sampling_params_validate(&params, err, sizeof(err)) != LLM_OK)
-	{
-		queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE, err);
-		count_failed();
-		return;
-	}
-
-	if (h->debug_poison > 0)
-		llm_engine_debug_poison_logits(engine, h->debug_poison);
+	req.params.max_tokens = h->max_tokens;
+	req.params.temperature = h->temperature;
+	req.params.top_p = h->top_p;
+	req.params.top_k = h->top_k;
+	req.params.min_p = h->min_p;
+	req.params.repetition_penalty = h->repetition_penalty;
+	req.params.has_seed = (h->flags & LLM_REQ_FLAG_SEED) != 0;
+	req.params.seed = h->seed;
+	req.params.n_stop = h->n_stop;
+	req.params.stop = (const char *const *) stops;
+	req.params.ignore_eos = (h->flags & LLM_REQ_FLAG_IGNORE_EOS) != 0;
+	req.params.cache_salt = h->cache_salt;
+	req.params.debug_poison_logits = h->debug_poison;
 
 	r = MemoryContextAlloc(worker_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = h->id;
 	r->engine_id = next_engine_id++;
 	err[0] = '\0';
-	st = llm_engine_add_request(engine, r->engine_id, ids, (int32) n_ids, &params, r,
-								err, sizeof(err));
+	st = llm_engine_submit(engine, r->engine_id, &req, r, err, sizeof(err));
 	if (st != LLM_OK)
 	{
-		char		msg[1100];
-
-		if (st == LLM_ERR_PROMPT_TOO_LONG && err[0] == '\0')
-			snprintf(msg, sizeof(msg), "prompt of %lld tokens does not fit the context length of %d tokens",
-					 (long long) n_ids, llm_engine_n_ctx(engine));
-		else
-			strlcpy(msg, err[0] ? err : llm_status_name(st), sizeof(msg));
-		queue_error(ch, h->id, status_sqlstate(st), msg);
+		queue_error(ch, h->id, status_sqlstate(st), err[0] ? err : llm_status_name(st));
 		count_failed();
 		pfree(r);
 		return;
@@ -976,7 +895,7 @@ handle_tokenize(WorkerChannel *ch, const LlmRequestMsg *h, Reader *rd)
 		return;
 	}
 	err[0] = '\0';
-	n = tokenize_text(text, len, &ids, err, sizeof(err));
+	n = llm_engine_tokenize(engine, text, len, &ids, err, sizeof(err));
 	if (n < 0)
 	{
 		queue_error(ch, h->id, ERRCODE_CHARACTER_NOT_IN_REPERTOIRE,
@@ -988,44 +907,33 @@ handle_tokenize(WorkerChannel *ch, const LlmRequestMsg *h, Reader *rd)
 	rh.id = h->id;
 	rh.payload_len = n * sizeof(int32);
 	queue_response(ch, &rh, (const char *) ids, rh.payload_len);
+	free(ids);
 }
 
 static void
 handle_detokenize(WorkerChannel *ch, const LlmRequestMsg *h, Reader *rd)
 {
-	const llm_tokenizer *tok = llm_engine_tokenizer(engine);
 	int			n = (rd->end - rd->p) / sizeof(int32);
-	int32		nvocab = llm_tokenizer_n_vocab(tok);
-	StringInfoData out;
-	llm_detok	dt;
-	char		buf[256];
+	int32	   *ids = MemoryContextAlloc(msg_cxt, Max(n, 1) * sizeof(int32));
+	char	   *text;
+	int64		len;
+	char		err[256];
 	LlmResponseMsg rh;
 
-	initStringInfo(&out);
-	llm_detok_init(&dt);
-	for (int i = 0; i < n; i++)
+	memcpy(ids, rd->p, n * sizeof(int32));
+	len = llm_engine_detokenize(engine, ids, n, &text, err, sizeof(err));
+	if (len < 0)
 	{
-		int32		id;
-		int			w;
-
-		memcpy(&id, rd->p + i * sizeof(int32), sizeof(int32));
-		if (id < 0 || id >= nvocab ||
-			(w = llm_detok_push(tok, &dt, id, buf, sizeof(buf))) < 0)
-		{
-			snprintf(buf, sizeof(buf), "token id %d is out of range (vocabulary size %d)", id, nvocab);
-			queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE, buf);
-			return;
-		}
-		appendBinaryStringInfo(&out, buf, w);
+		queue_error(ch, h->id, ERRCODE_INVALID_PARAMETER_VALUE, err);
+		return;
 	}
-	appendBinaryStringInfo(&out, buf, llm_detok_flush(&dt, buf, sizeof(buf)));
-
 	memset(&rh, 0, sizeof(rh));
 	rh.kind = LLM_RESP_TEXT;
 	rh.id = h->id;
-	rh.payload_len = out.len;
-	if (out.len > 0)
-		queue_response(ch, &rh, out.data, out.len);
+	rh.payload_len = len;
+	if (len > 0)
+		queue_response(ch, &rh, text, len);
+	free(text);
 	rh.kind = LLM_RESP_DONE;
 	rh.payload_len = 0;
 	queue_response(ch, &rh, NULL, 0);

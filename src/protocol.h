@@ -36,10 +36,8 @@
 #define LLM_REQUEST_QUEUE_SIZE	(256 * 1024)
 #define LLM_RESPONSE_QUEUE_SIZE	(256 * 1024)
 
-/* Caps enforced by the backend before sending (and re-checked by the worker). */
-#define LLM_MAX_STOP_STRINGS	16
-#define LLM_MAX_STOP_LEN		256
-#define LLM_MAX_MESSAGES		1024
+/* Caps (LLM_MAX_STOP_STRINGS, ...) are the engine's, request.h. */
+#include "request.h"
 
 typedef struct LlmChannelHeader
 {

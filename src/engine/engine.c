@@ -22,7 +22,8 @@
 #include "scheduler.h"
 #include "tokenizer.h"
 
-typedef struct llm_request
+/* A request living in the engine, from submission to its final event. */
+typedef struct live_request
 {
 	uint64_t	id;
 	void	   *user_data;
@@ -40,7 +41,7 @@ typedef struct llm_request
 	int32_t		n_generated;
 	double		t_add;
 	double		t_first;
-} llm_request;
+} live_request;
 
 struct llm_engine
 {
@@ -64,7 +65,7 @@ struct llm_engine
 	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
 	int32_t		cap_d_tokens, cap_d_seqs, cap_d_tables;
 	/* live requests by id: open addressing, NULL empty, TOMB deleted */
-	llm_request **table;
+	live_request **table;
 	uint32_t	table_mask;
 	int32_t		n_live;
 	int32_t		n_tomb;
@@ -72,7 +73,7 @@ struct llm_engine
 	llm_engine_stats stats;
 };
 
-#define TOMB ((llm_request *) (uintptr_t) 1)
+#define TOMB ((live_request *) (uintptr_t) 1)
 
 static double
 now_ms(void)
@@ -103,51 +104,6 @@ grow_i32(int32_t **arr, int32_t *cap, int64_t need)
 	return 0;
 }
 
-const char *
-llm_status_name(llm_status s)
-{
-	switch (s)
-	{
-		case LLM_OK:
-			return "ok";
-		case LLM_ERR_INVALID_PARAM:
-			return "invalid parameter";
-		case LLM_ERR_PROMPT_TOO_LONG:
-			return "prompt too long";
-		case LLM_ERR_EMPTY_PROMPT:
-			return "empty prompt";
-		case LLM_ERR_INVALID_TEXT:
-			return "invalid text";
-		case LLM_ERR_NONFINITE:
-			return "non-finite logits";
-		case LLM_ERR_OUT_OF_MEMORY:
-			return "out of memory";
-		case LLM_ERR_DUPLICATE_ID:
-			return "duplicate request id";
-		case LLM_ERR_BACKEND:
-			return "compute backend error";
-		case LLM_ERR_MODEL:
-			return "model error";
-	}
-	return "unknown";
-}
-
-const char *
-llm_finish_reason_name(llm_finish_reason r)
-{
-	switch (r)
-	{
-		case LLM_FINISH_STOP:
-			return "stop";
-		case LLM_FINISH_LENGTH:
-			return "length";
-		case LLM_FINISH_ABORT:
-			return "abort";
-		default:
-			return "none";
-	}
-}
-
 void
 llm_engine_config_defaults(llm_engine_config *c)
 {
@@ -162,49 +118,6 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->prefix_caching = true;
 }
 
-void
-llm_sampling_params_defaults(llm_sampling_params *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->max_tokens = 256;
-	p->temperature = 0.0;
-	p->top_p = 1.0;
-	p->top_k = 0;
-	p->min_p = 0.0;
-	p->repetition_penalty = 1.0;
-}
-
-llm_status
-llm_sampling_params_validate(const llm_sampling_params *p, char *err, size_t errlen)
-{
-	if (p->max_tokens < 1)
-		snprintf(err, errlen, "max_tokens must be at least 1 (got %d)", p->max_tokens);
-	else if (!(p->temperature >= 0.0) || !isfinite(p->temperature))
-		snprintf(err, errlen, "temperature must be a finite value >= 0 (got %g)", p->temperature);
-	else if (!(p->top_p > 0.0 && p->top_p <= 1.0))
-		snprintf(err, errlen, "top_p must be in (0, 1] (got %g)", p->top_p);
-	else if (p->top_k < 0)
-		snprintf(err, errlen, "top_k must be >= 0 (got %d)", p->top_k);
-	else if (!(p->min_p >= 0.0 && p->min_p <= 1.0))
-		snprintf(err, errlen, "min_p must be in [0, 1] (got %g)", p->min_p);
-	else if (!(p->repetition_penalty > 0.0) || !isfinite(p->repetition_penalty))
-		snprintf(err, errlen, "repetition_penalty must be a finite value > 0 (got %g)",
-				 p->repetition_penalty);
-	else if (p->n_stop < 0 || (p->n_stop > 0 && p->stop == NULL))
-		snprintf(err, errlen, "invalid stop list");
-	else
-	{
-		for (int i = 0; i < p->n_stop; i++)
-			if (p->stop[i] == NULL || p->stop[i][0] == '\0')
-			{
-				snprintf(err, errlen, "stop strings must not be empty or NULL");
-				return LLM_ERR_INVALID_PARAM;
-			}
-		return LLM_OK;
-	}
-	return LLM_ERR_INVALID_PARAM;
-}
-
 /* ---------- request table ---------- */
 
 static uint32_t
@@ -216,12 +129,12 @@ id_hash(uint64_t id)
 	return (uint32_t) id;
 }
 
-static llm_request *
+static live_request *
 table_get(const llm_engine *e, uint64_t id)
 {
 	for (uint32_t i = id_hash(id) & e->table_mask;; i = (i + 1) & e->table_mask)
 	{
-		llm_request *r = e->table[i];
+		live_request *r = e->table[i];
 
 		if (r == NULL)
 			return NULL;
@@ -233,9 +146,9 @@ table_get(const llm_engine *e, uint64_t id)
 static int
 table_rehash(llm_engine *e, uint32_t size)
 {
-	llm_request **old = e->table;
+	live_request **old = e->table;
 	uint32_t	old_size = e->table ? e->table_mask + 1 : 0;
-	llm_request **t = calloc(size, sizeof(llm_request *));
+	live_request **t = calloc(size, sizeof(live_request *));
 
 	if (t == NULL)
 		return -1;
@@ -256,7 +169,7 @@ table_rehash(llm_engine *e, uint32_t size)
 }
 
 static int
-table_put(llm_engine *e, llm_request *r)
+table_put(llm_engine *e, live_request *r)
 {
 	uint32_t	size = e->table_mask + 1;
 	uint32_t	i;
@@ -285,7 +198,7 @@ table_del(llm_engine *e, uint64_t id)
 {
 	for (uint32_t i = id_hash(id) & e->table_mask;; i = (i + 1) & e->table_mask)
 	{
-		llm_request *r = e->table[i];
+		live_request *r = e->table[i];
 
 		if (r == NULL)
 			return;
@@ -460,7 +373,7 @@ fail:
 }
 
 static void
-request_free(llm_request *r)
+request_free(live_request *r)
 {
 	if (r == NULL)
 		return;
@@ -585,7 +498,7 @@ llm_status
 llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
 					   const llm_sampling_params *p, void *user_data, char *err, size_t errlen)
 {
-	llm_request *r;
+	live_request *r;
 	llm_status	st;
 
 	if (n <= 0 || prompt == NULL)
@@ -593,8 +506,17 @@ llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_
 		snprintf(err, errlen, "prompt is empty");
 		return LLM_ERR_EMPTY_PROMPT;
 	}
-	if ((st = llm_sampling_params_validate(p, err, errlen)) != LLM_OK)
-		return st;
+	{
+		llm_request check;
+
+		llm_request_init(&check);
+		check.prompt_kind = LLM_PROMPT_TOKENS;
+		check.tokens = prompt;
+		check.n_tokens = n;
+		check.params = *p;
+		if ((st = llm_request_validate(&check, err, errlen)) != LLM_OK)
+			return st;
+	}
 	if (n >= e->n_ctx)
 	{
 		snprintf(err, errlen, "prompt of %d tokens does not fit the context length of %d tokens "
@@ -670,8 +592,231 @@ oom:
 	return LLM_ERR_OUT_OF_MEMORY;
 }
 
+/* ---------- prompts to token ids ---------- */
+
+int64_t
+llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, int32_t **ids_out,
+					char *err, size_t errlen)
+{
+	int64_t		cap = (int64_t) len + 8;
+	int32_t    *ids = malloc((size_t) cap * sizeof(int32_t));
+	int64_t		n;
+
+	*ids_out = NULL;
+	if (ids == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	n = llm_tokenize(e->tok, text, len, ids, cap, err, errlen);
+	if (n > cap)
+	{
+		int32_t    *more = realloc(ids, (size_t) n * sizeof(int32_t));
+
+		if (more == NULL)
+		{
+			free(ids);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		ids = more;
+		n = llm_tokenize(e->tok, text, len, ids, n, err, errlen);
+	}
+	if (n < 0)
+	{
+		free(ids);
+		return -1;
+	}
+	*ids_out = ids;
+	return n;
+}
+
+/* Render messages with the chat template into a malloc'd id array. */
+static int64_t
+render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, int32_t **ids_out,
+			char *err, size_t errlen)
+{
+	size_t		text_bytes = 0;
+	int64_t		cap;
+	int32_t    *ids;
+	int64_t		n;
+
+	*ids_out = NULL;
+	for (int i = 0; i < n_msgs; i++)
+		text_bytes += msgs[i].content_len;
+	cap = (int64_t) text_bytes + 16 * (n_msgs + 2) + 256;
+	ids = malloc((size_t) cap * sizeof(int32_t));
+	if (ids == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	n = llm_chat_apply(&e->chat, e->tok, msgs, n_msgs, ids, cap, err, errlen);
+	if (n > cap)
+	{
+		int32_t    *more = realloc(ids, (size_t) n * sizeof(int32_t));
+
+		if (more == NULL)
+		{
+			free(ids);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		ids = more;
+		n = llm_chat_apply(&e->chat, e->tok, msgs, n_msgs, ids, n, err, errlen);
+	}
+	if (n < 0)
+	{
+		free(ids);
+		return -1;
+	}
+	*ids_out = ids;
+	return n;
+}
+
+/* The prompt of req as token ids (malloc'd); -1 + err. */
+static int64_t
+prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
+{
+	switch (req->prompt_kind)
+	{
+		case LLM_PROMPT_RAW:
+			return llm_engine_tokenize(e, req->prompt, req->prompt_len, ids, err, errlen);
+		case LLM_PROMPT_TEXT:
+			{
+				llm_chat_message msgs[2];
+				int			n = 0;
+
+				if (req->system != NULL)
+				{
+					msgs[n].role = "system";
+					msgs[n].content = req->system;
+					msgs[n].content_len = req->system_len;
+					n++;
+				}
+				msgs[n].role = "user";
+				msgs[n].content = req->prompt;
+				msgs[n].content_len = req->prompt_len;
+				n++;
+				return render_chat(e, msgs, n, ids, err, errlen);
+			}
+		case LLM_PROMPT_MESSAGES:
+			return render_chat(e, req->messages, req->n_messages, ids, err, errlen);
+		case LLM_PROMPT_TOKENS:
+			*ids = malloc((size_t) req->n_tokens * sizeof(int32_t));
+			if (*ids == NULL)
+			{
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			memcpy(*ids, req->tokens, (size_t) req->n_tokens * sizeof(int32_t));
+			return req->n_tokens;
+	}
+	snprintf(err, errlen, "unknown prompt kind");
+	return -1;
+}
+
+llm_status
+llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+				  char *err, size_t errlen)
+{
+	llm_status	st;
+	int32_t    *ids = NULL;
+	int64_t		n;
+
+	if ((st = llm_request_validate(req, err, errlen)) != LLM_OK)
+		return st;
+	if (req->mode == LLM_MODE_SCORE)
+	{
+		snprintf(err, errlen, "scoring requests are not supported by this engine");
+		return LLM_ERR_INVALID_PARAM;
+	}
+	err[0] = '\0';
+	n = prompt_ids(e, req, &ids, err, errlen);
+	if (n < 0)
+	{
+		if (err[0] == '\0')
+			snprintf(err, errlen, "could not tokenize the prompt");
+		return LLM_ERR_INVALID_PARAM;
+	}
+	if (n == 0)
+	{
+		free(ids);
+		snprintf(err, errlen, "prompt must not be empty");
+		return LLM_ERR_EMPTY_PROMPT;
+	}
+	if (n > INT32_MAX || n >= e->n_ctx)
+	{
+		snprintf(err, errlen, "prompt of %lld tokens does not fit the context length of %d tokens "
+				 "(at most %d prompt tokens)", (long long) n, e->n_ctx, e->n_ctx - 1);
+		free(ids);
+		return LLM_ERR_PROMPT_TOO_LONG;
+	}
+	if (req->params.debug_poison_logits > 0)
+		e->poison_logits = req->params.debug_poison_logits;
+	st = llm_engine_add_request(e, id, ids, (int32_t) n, &req->params, user_data, err, errlen);
+	free(ids);
+	return st;
+}
+
+int64_t
+llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t n, char **text_out,
+					  char *err, size_t errlen)
+{
+	int32_t		nvocab = llm_tokenizer_n_vocab(e->tok);
+	size_t		cap = 256,
+				len = 0;
+	char	   *text = malloc(cap);
+	llm_detok	dt;
+	char		buf[256];
+	int			w;
+
+	*text_out = NULL;
+	if (text == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	llm_detok_init(&dt);
+	for (int32_t i = 0; i <= n; i++)
+	{
+		if (i < n)
+		{
+			if (ids[i] < 0 || ids[i] >= nvocab ||
+				(w = llm_detok_push(e->tok, &dt, ids[i], buf, sizeof(buf))) < 0)
+			{
+				snprintf(err, errlen, "token id %d is out of range (vocabulary size %d)", ids[i], nvocab);
+				free(text);
+				return -1;
+			}
+		}
+		else
+			w = llm_detok_flush(&dt, buf, sizeof(buf));
+		if (len + (size_t) w + 1 > cap)
+		{
+			char	   *more;
+
+			while (len + (size_t) w + 1 > cap)
+				cap *= 2;
+			more = realloc(text, cap);
+			if (more == NULL)
+			{
+				free(text);
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			text = more;
+		}
+		memcpy(text + len, buf, (size_t) w);
+		len += (size_t) w;
+	}
+	text[len] = '\0';
+	*text_out = text;
+	return (int64_t) len;
+}
+
 static void
-drop_request(llm_engine *e, llm_request *r)
+drop_request(llm_engine *e, live_request *r)
 {
 	llm_sched_remove(e->sched, &r->seq);
 	table_del(e, r->id);
@@ -681,7 +826,7 @@ drop_request(llm_engine *e, llm_request *r)
 bool
 llm_engine_abort(llm_engine *e, uint64_t id)
 {
-	llm_request *r = table_get(e, id);
+	live_request *r = table_get(e, id);
 
 	if (r == NULL)
 		return false;
@@ -696,7 +841,7 @@ llm_engine_has_work(const llm_engine *e)
 }
 
 static void
-fill_usage(const llm_request *r, llm_usage *u, double t_now)
+fill_usage(const live_request *r, llm_usage *u, double t_now)
 {
 	u->prompt_tokens = r->seq.n_prompt;
 	u->cached_tokens = r->seq.n_cached_tokens;
@@ -707,7 +852,7 @@ fill_usage(const llm_request *r, llm_usage *u, double t_now)
 }
 
 static void
-emit_error(llm_engine *e, llm_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg)
+emit_error(llm_engine *e, live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg)
 {
 	llm_event	ev;
 
@@ -725,7 +870,7 @@ emit_error(llm_engine *e, llm_request *r, llm_status st, const char *msg, llm_ev
 }
 
 static void
-emit_finish(llm_engine *e, llm_request *r, llm_finish_reason why, llm_event_cb cb, void *arg)
+emit_finish(llm_engine *e, live_request *r, llm_finish_reason why, llm_event_cb cb, void *arg)
 {
 	llm_event	ev;
 
@@ -741,7 +886,7 @@ emit_finish(llm_engine *e, llm_request *r, llm_finish_reason why, llm_event_cb c
 }
 
 static int
-text_append(llm_request *r, const char *s, size_t n)
+text_append(live_request *r, const char *s, size_t n)
 {
 	if (r->text_len + n + 1 > r->text_cap)
 	{
@@ -768,7 +913,7 @@ text_append(llm_request *r, const char *s, size_t n)
  * be emitted now (all but a tail that may still grow into a stop string).
  */
 static int64_t
-find_stop(const llm_request *r, size_t old_len, size_t *safe)
+find_stop(const live_request *r, size_t old_len, size_t *safe)
 {
 	int64_t		best = -1;
 	size_t		hold = 0;
@@ -802,7 +947,7 @@ find_stop(const llm_request *r, size_t old_len, size_t *safe)
 }
 
 static void
-emit_text(llm_request *r, size_t upto, int32_t token, llm_event_cb cb, void *arg)
+emit_text(live_request *r, size_t upto, int32_t token, llm_event_cb cb, void *arg)
 {
 	llm_event	ev;
 
@@ -824,7 +969,7 @@ emit_text(llm_request *r, size_t upto, int32_t token, llm_event_cb cb, void *arg
 
 /* Handle one sampled token; may finish (and free) the request. */
 static void
-accept_token(llm_engine *e, llm_request *r, int32_t tok, llm_event_cb cb, void *arg)
+accept_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb, void *arg)
 {
 	char		buf[256];
 	int			nb;
@@ -980,7 +1125,7 @@ fail_all(llm_engine *e, llm_status st, const char *msg, llm_event_cb cb, void *a
 {
 	for (uint32_t i = 0; i <= e->table_mask; i++)
 	{
-		llm_request *r = e->table[i];
+		live_request *r = e->table[i];
 
 		if (r != NULL && r != TOMB)
 			emit_error(e, r, st, msg, cb, arg);
@@ -1002,7 +1147,7 @@ llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	}
 	for (int32_t i = 0; i < p->n_unfittable; i++)
 	{
-		llm_request *r = p->unfittable[i]->owner;
+		live_request *r = p->unfittable[i]->owner;
 
 		snprintf(err, sizeof(err), "sequence of %d tokens does not fit the KV cache (%d blocks of %d tokens); "
 				 "raise llm.kv_cache_size", r->seq.n_tokens + 1,
@@ -1033,7 +1178,7 @@ llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	for (int32_t i = 0; i < p->n_entries; i++)
 	{
 		llm_sched_entry *en = &p->entries[i];
-		llm_request *r = en->seq->owner;
+		live_request *r = en->seq->owner;
 		float	   *lg;
 		int32_t		tok;
 

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 
 #include "chat_template.h"
+#include "request.h"
 
 typedef struct llm_engine llm_engine;
 
@@ -40,65 +41,6 @@ typedef struct llm_engine_config
 /* Defaults for every field (model_path NULL). */
 void		llm_engine_config_defaults(llm_engine_config *c);
 
-/* Error codes of requests and API calls; the worker maps them to SQLSTATEs. */
-typedef enum llm_status
-{
-	LLM_OK = 0,
-	LLM_ERR_INVALID_PARAM,		/* 22023 invalid_parameter_value */
-	LLM_ERR_PROMPT_TOO_LONG,	/* 54000 program_limit_exceeded */
-	LLM_ERR_EMPTY_PROMPT,		/* 22023 */
-	LLM_ERR_INVALID_TEXT,		/* 22021 character_not_in_repertoire (bad UTF-8) */
-	LLM_ERR_NONFINITE,			/* 22P05? -> XX000 internal: non-finite logits */
-	LLM_ERR_OUT_OF_MEMORY,		/* 53200 out_of_memory */
-	LLM_ERR_DUPLICATE_ID,		/* XX000 internal_error */
-	LLM_ERR_BACKEND,			/* XX000 compute backend failure */
-	LLM_ERR_MODEL				/* 58P01 / XX000 model could not be loaded */
-} llm_status;
-
-const char *llm_status_name(llm_status s);
-
-typedef struct llm_sampling_params
-{
-	int32_t		max_tokens;		/* >= 1; generation also stops at the context length */
-	double		temperature;	/* >= 0; 0 = greedy argmax (seed, top_* ignored) */
-	double		top_p;			/* (0, 1] */
-	int32_t		top_k;			/* >= 0; 0 = off */
-	double		min_p;			/* [0, 1] */
-	double		repetition_penalty; /* > 0; 1 = off (CTRL-style, over prompt+output) */
-	bool		has_seed;
-	uint64_t	seed;			/* per-request RNG seed; random if !has_seed */
-	int			n_stop;
-	const char *const *stop;	/* stop strings (copied by add_request); matched on
-								 * output text across token boundaries, not included */
-	bool		ignore_eos;		/* benchmarks: do not stop at end-of-generation tokens */
-	uint64_t	cache_salt;		/* prefix-cache isolation key (0 = shared by all) */
-} llm_sampling_params;
-
-void		llm_sampling_params_defaults(llm_sampling_params *p);
-
-/* Check ranges; LLM_ERR_INVALID_PARAM + message naming the parameter. */
-llm_status	llm_sampling_params_validate(const llm_sampling_params *p, char *err, size_t errlen);
-
-typedef enum llm_finish_reason
-{
-	LLM_FINISH_NONE = 0,
-	LLM_FINISH_STOP,			/* end-of-generation token or stop string */
-	LLM_FINISH_LENGTH,			/* max_tokens or context length reached */
-	LLM_FINISH_ABORT
-} llm_finish_reason;
-
-const char *llm_finish_reason_name(llm_finish_reason r);	/* "stop", "length", "abort" */
-
-typedef struct llm_usage
-{
-	int32_t		prompt_tokens;
-	int32_t		cached_tokens;	/* prompt tokens served from the prefix cache */
-	int32_t		completion_tokens;
-	double		ttft_ms;		/* add_request -> first token sampled */
-	double		total_ms;		/* add_request -> finished */
-	int32_t		n_preemptions;
-} llm_usage;
-
 typedef enum llm_event_kind
 {
 	LLM_EVENT_TEXT,				/* text delta (valid UTF-8, may be empty) */
@@ -117,6 +59,10 @@ typedef struct llm_event
 	llm_finish_reason finish_reason;
 	llm_status	status;
 	llm_usage	usage;
+	/* FINISHED of a SCORE request: per continuation, the sum of the natural
+	 * log-probabilities of its tokens (n_scores = n_continuations) */
+	const double *scores;
+	int32_t		n_scores;
 } llm_event;
 
 typedef void (*llm_event_cb) (const llm_event *ev, void *cb_arg);
@@ -134,6 +80,33 @@ int32_t		llm_engine_n_ctx(const llm_engine *e);
  * bytes, NUL-terminated); returns length needed.
  */
 size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
+
+/*
+ * Queue a request (request.h): validates it, turns its prompt into token ids
+ * (chat template, tokenizer) and queues it; everything it points at is
+ * copied.  id must be unique among live requests.  Errors (nothing queued,
+ * no event): INVALID_PARAM / EMPTY_PROMPT (validation; also a prompt that
+ * cannot be rendered: invalid UTF-8, an unknown role, a TEXT/MESSAGES prompt
+ * on a model without a chat template), PROMPT_TOO_LONG (the prompt's ids alone fill the context; err
+ * names both lengths), OUT_OF_MEMORY, DUPLICATE_ID.
+ */
+llm_status	llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+							  char *err, size_t errlen);
+
+/*
+ * Token ids of text as plain text (no template, no BOS) into a malloc'd
+ * array (*ids, free() it); returns the count, or -1 + err (invalid UTF-8).
+ */
+int64_t		llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, int32_t **ids,
+								char *err, size_t errlen);
+
+/*
+ * Text of token ids (special tokens as their text; invalid UTF-8 as U+FFFD)
+ * into a malloc'd NUL-terminated buffer (*text, free() it); returns its
+ * length, or -1 + err (an id outside the vocabulary).
+ */
+int64_t		llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t n, char **text,
+								  char *err, size_t errlen);
 
 /*
  * Queue a request over prompt token ids (n >= 1, copied).  id must be unique

@@ -1,7 +1,7 @@
 /*
  * test_sampler.c — sampler edges: greedy is argmax whatever seed/top_p,
  * seeded draws reproduce, filters keep the right sets, empirical frequencies
- * follow the softmax, penalties and parameter validation.
+ * follow the softmax, penalties (request validation: test_request.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,8 +65,6 @@ main(void)
 	llm_rng		r1,
 				r2;
 	int			am;
-	char		err[256];
-	llm_sampling_params p;
 
 	test_scans();
 	CHECK(llm_sampler_scratch_init(&s, V) == 0, "scratch init");
@@ -205,34 +203,6 @@ main(void)
 	l[17] = INFINITY;
 	CHECK(!llm_logits_all_finite(l, V), "inf detected");
 
-	/* parameter validation */
-	llm_sampling_params_defaults(&p);
-	CHECK(llm_sampling_params_validate(&p, err, sizeof(err)) == LLM_OK, "defaults valid");
-#define BAD(field, val, name) do { llm_sampling_params q = p; q.field = val; \
-		CHECK(llm_sampling_params_validate(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, name), \
-			  "invalid " #field " = " #val " rejected: %s", err); } while (0)
-	BAD(max_tokens, 0, "max_tokens");
-	BAD(max_tokens, -1, "max_tokens");
-	BAD(temperature, -0.1, "temperature");
-	BAD(temperature, NAN, "temperature");
-	BAD(top_p, 0.0, "top_p");
-	BAD(top_p, 1.5, "top_p");
-	BAD(top_k, -1, "top_k");
-	BAD(min_p, -0.5, "min_p");
-	BAD(min_p, 2.0, "min_p");
-	BAD(repetition_penalty, 0.0, "repetition_penalty");
-	{
-		llm_sampling_params q = p;
-		const char *stops[1] = {""};
-
-		q.stop = stops;
-		q.n_stop = 1;
-		CHECK(llm_sampling_params_validate(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM,
-			  "empty stop string rejected");
-		q.max_tokens = 2147483647;
-		q.n_stop = 0;
-		CHECK(llm_sampling_params_validate(&q, err, sizeof(err)) == LLM_OK, "max_tokens INT_MAX accepted");
-	}
 	llm_sampler_scratch_free(&s);
 	return unit_done();
 }

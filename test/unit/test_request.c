@@ -1,0 +1,137 @@
+/*
+ * test_request.c — the one check of a request (request.h): defaults are
+ * valid, every out-of-range option and every malformed shape is rejected
+ * with a message naming the argument as SQL names it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "request.h"
+#include "unit.h"
+
+static llm_status
+check(const llm_request *r, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	return llm_request_validate(r, err, errlen);
+}
+
+int
+main(void)
+{
+	llm_request base;
+	char		err[256];
+
+	llm_request_init(&base);
+	base.prompt = "hi";
+	base.prompt_len = 2;
+	CHECK(check(&base, err, sizeof(err)) == LLM_OK, "defaults valid: %s", err);
+
+#define BAD(field, val, name) do { llm_request q = base; q.params.field = val; \
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, name), \
+			  "invalid " #field " = " #val " rejected: %s", err); } while (0)
+	BAD(max_tokens, 0, "max_tokens");
+	BAD(max_tokens, -1, "max_tokens");
+	BAD(temperature, -0.1, "temperature");
+	BAD(temperature, NAN, "temperature");
+	BAD(temperature, INFINITY, "temperature");
+	BAD(top_p, 0.0, "top_p");
+	BAD(top_p, 1.5, "top_p");
+	BAD(top_p, NAN, "top_p");
+	BAD(top_k, -1, "top_k");
+	BAD(min_p, -0.5, "min_p");
+	BAD(min_p, 2.0, "min_p");
+	BAD(min_p, NAN, "min_p");
+	BAD(repetition_penalty, 0.0, "repetition_penalty");
+	BAD(repetition_penalty, INFINITY, "repetition_penalty");
+	BAD(debug_poison_logits, -1, "debug_poison_logits");
+	{
+		llm_request q = base;
+		const char *stops[LLM_MAX_STOP_STRINGS + 1];
+		char		longstop[LLM_MAX_STOP_LEN + 2];
+
+		for (int i = 0; i <= LLM_MAX_STOP_STRINGS; i++)
+			stops[i] = "x";
+		q.params.stop = stops;
+		q.params.n_stop = LLM_MAX_STOP_STRINGS;
+		CHECK(check(&q, err, sizeof(err)) == LLM_OK, "%d stop strings accepted", LLM_MAX_STOP_STRINGS);
+		q.params.n_stop = LLM_MAX_STOP_STRINGS + 1;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "at most 16 stop strings"),
+			  "17 stop strings rejected: %s", err);
+		q.params.n_stop = 1;
+		stops[0] = "";
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "must not be empty"),
+			  "empty stop string rejected: %s", err);
+		stops[0] = NULL;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "must not be NULL"),
+			  "NULL stop string rejected: %s", err);
+		memset(longstop, 'x', sizeof(longstop) - 1);
+		longstop[sizeof(longstop) - 1] = '\0';
+		stops[0] = longstop;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "at most 256 bytes"),
+			  "257-byte stop string rejected: %s", err);
+		longstop[LLM_MAX_STOP_LEN] = '\0';
+		CHECK(check(&q, err, sizeof(err)) == LLM_OK, "256-byte stop string accepted: %s", err);
+		q.params.n_stop = 0;
+		q.params.max_tokens = 2147483647;
+		CHECK(check(&q, err, sizeof(err)) == LLM_OK, "max_tokens INT_MAX accepted");
+	}
+	/* shapes */
+	{
+		llm_request q = base;
+
+		q.prompt_len = 0;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_EMPTY_PROMPT && strstr(err, "prompt must not be empty"),
+			  "empty prompt: %s", err);
+		q = base;
+		q.prompt = "a\0b";
+		q.prompt_len = 3;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "NUL in prompt: %s", err);
+		q = base;
+		q.prompt_kind = LLM_PROMPT_RAW;
+		q.system = "s";
+		q.system_len = 1;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "raw"),
+			  "system with raw: %s", err);
+		q = base;
+		q.prompt_kind = LLM_PROMPT_MESSAGES;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "messages must not be empty"),
+			  "no messages: %s", err);
+		q = base;
+		q.prompt_kind = LLM_PROMPT_TOKENS;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_EMPTY_PROMPT, "no tokens: %s", err);
+		q = base;
+		q.prompt_kind = (llm_prompt_kind) 99;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "unknown prompt kind: %s", err);
+		q = base;
+		q.mode = (llm_request_mode) 7;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "unknown mode: %s", err);
+	}
+	/* scoring requests need continuations, generation requests have none */
+	{
+		llm_request q = base;
+		const char *conts[2] = {"yes", ""};
+		size_t		lens[2] = {3, 0};
+
+		q.mode = LLM_MODE_SCORE;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "score without continuations: %s", err);
+		q.continuations = conts;
+		q.continuation_lens = lens;
+		q.n_continuations = 1;
+		CHECK(check(&q, err, sizeof(err)) == LLM_OK, "score with one continuation: %s", err);
+		q.n_continuations = 2;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "must not be empty"),
+			  "empty continuation: %s", err);
+		q.n_continuations = LLM_MAX_CONTINUATIONS + 1;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "too many continuations: %s", err);
+		q.mode = LLM_MODE_GENERATE;
+		q.n_continuations = 1;
+		CHECK(check(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "continuations on a generate request: %s", err);
+	}
+	/* the one encoding of how a request ended */
+	CHECK(strcmp(llm_finish_reason_name(LLM_FINISH_STOP), "stop") == 0 &&
+		  strcmp(llm_finish_reason_name(LLM_FINISH_LENGTH), "length") == 0 &&
+		  strcmp(llm_finish_reason_name(LLM_FINISH_ABORT), "aborted") == 0 &&
+		  strcmp(llm_finish_reason_name(LLM_FINISH_ERROR), "error") == 0, "finish reason names");
+	return unit_done();
+}
