@@ -118,6 +118,26 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->prefix_caching = true;
 }
 
+static bool
+str_equal(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+bool
+llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
+{
+	return str_equal(a->model_path, b->model_path) &&
+		str_equal(a->device ? a->device : "auto", b->device ? b->device : "auto") &&
+		a->n_threads == b->n_threads &&
+		a->n_ctx == b->n_ctx &&
+		a->block_size == b->block_size &&
+		a->kv_cache_bytes == b->kv_cache_bytes &&
+		a->max_batched_tokens == b->max_batched_tokens &&
+		a->max_running == b->max_running &&
+		a->prefix_caching == b->prefix_caching;
+}
+
 /* ---------- request table ---------- */
 
 static uint32_t

@@ -41,6 +41,9 @@ typedef struct llm_engine_config
 /* Defaults for every field (model_path NULL). */
 void		llm_engine_config_defaults(llm_engine_config *c);
 
+/* True when an engine created from a would be the same as one from b (strings compared by value). */
+bool		llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b);
+
 typedef enum llm_event_kind
 {
 	LLM_EVENT_TEXT,				/* text delta (valid UTF-8, may be empty) */
