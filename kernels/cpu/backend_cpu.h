@@ -8,7 +8,7 @@
 
 /*
  * Choose the kernel implementation of a CPU backend: LLM_IMPL_BEST (default),
- * LLM_IMPL_SCALAR or LLM_IMPL_AVX2 (quant.h).  Returns -1 with last_error
+ * LLM_IMPL_SCALAR, LLM_IMPL_AVX2 or LLM_IMPL_AVX512VNNI (dispatch.h).  Returns -1 with last_error
  * set when b is not a CPU backend or the CPU lacks AVX2/FMA/F16C.  Call it
  * before load_weight: weights already repacked for the packed AVX512-VNNI
  * kernels (quant_packed.c) keep them (their results are the same).
