@@ -1221,8 +1221,11 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 const char *
 llm_backend_cpu_impl_name(llm_backend *b)
 {
-	const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_1, CPU(b)->impl);
+	const llm_qkernel *k;
 
+	if (b == NULL || b->ops != &cpu_ops)
+		return "none";
+	k = llm_qkernel_get(LLM_TYPE_Q4_1, CPU(b)->impl);
 	return k ? k->impl : "none";
 }
 

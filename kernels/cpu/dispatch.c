@@ -7,18 +7,20 @@
  * thing this file does that depends on the CPU: the kernels themselves live
  * in quant.c (scalar), quant_avx2.c and quant_packed.c (vector).
  *
- * Dependencies between the files of kernels/cpu (A -> B: A calls B); the
- * graph is acyclic, and no file below calls one above it:
+ * Dependencies between the files of kernels/cpu (A -> B: A calls a
+ * function defined in B); the graph is acyclic, and no file calls one
+ * listed above it:
  *
  *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
  *   dispatch.c     -> quant_packed.c, quant_avx2.c, quant.c
- *   quant_packed.c -> quant_avx2.c, quant.c
+ *   quant_packed.c -> quant_avx2.c
  *   quant_avx2.c   -> quant.c
  *   quant.c, threadpool.c, huge_pages.c -> (nothing in kernels/cpu)
  *
- * Headers follow the same graph: quant.h declares quant.c, quant_x86.h
- * quant_avx2.c and quant_packed.c, dispatch.h this file; simd_x86.h and
- * quant_tile.inc are inline code of the vector kernels.
+ * Headers follow the same graph: quant.h declares quant.c (and the types
+ * and inline helpers every kernel shares), quant_x86.h quant_avx2.c and
+ * quant_packed.c, dispatch.h this file; simd_x86.h and quant_tile.inc are
+ * inline code of the vector kernels.
  */
 #include "dispatch.h"
 #include "quant.h"

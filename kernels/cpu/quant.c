@@ -112,7 +112,7 @@ llm_bf16_to_fp32(uint16_t h)
 	return bits_f32((uint32_t) h << 16);
 }
 
-/* As ggml_compute_fp32_to_bf16 (ggml-impl.h): RNE, NaN forced quiet. */
+/* As ggml's ggml_compute_fp32_to_bf16: RNE, NaN forced quiet. */
 uint16_t
 llm_fp32_to_bf16(float f)
 {

@@ -14,9 +14,9 @@
  * ggml_vec_dot_q4_1_q8_1 / ggml_vec_dot_q8_0_q8_0 on AVX2/AVX512), so the
  * results are bit-identical to them.
  *
- * Depends on quant_avx2.c (each packed kernel takes the activation
- * quantizer of the GGUF-layout VNNI kernel of its type) and quant.c; the
- * instruction-set check is dispatch.c's.
+ * Depends on quant_avx2.c only (each packed kernel takes the activations
+ * of the GGUF-layout VNNI kernel of its type); the instruction-set check is
+ * dispatch.c's.
  *
  * Packed rows have the GGUF row size (row_bytes) and n a multiple of 64:
  *   Q4_1: uint16 d[nb]; uint16 m[nb]; uint8 qs[nb/2][32]
