@@ -529,6 +529,26 @@ test_embed_gather(tb *t, int nb)
 				report("gather", "2 rows", t[k].name, rel_err(hg, rg, 2 * cols), 0);
 				b->ops->free_f32(b, g);
 			}
+			if (ti == 0)
+			{
+				/* several rows per sequence, scrambled and repeated: n_out 7 > n_seqs 2 */
+				static const int32_t rows[7] = {8, 0, 12, 3, 3, 9, 1};
+				llm_step_desc d7 = st.d;
+				float	   *g = dev_alloc(b, 7 * cols);
+				float		hg[7 * 512];
+				double		rg[7 * 512];
+
+				d7.out_rows = rows;
+				d7.n_out = 7;
+				OK(b, b->ops->begin_step(b, &d7));
+				OK(b, b->ops->gather_rows(b, dout, g, (int) cols));
+				fetch(b, hg, g, 7 * cols);
+				for (int r = 0; r < 7; r++)
+					for (int j = 0; j < cols; j++)
+						rg[r * cols + j] = ref[(size_t) rows[r] * cols + j];
+				report("gather", "7 rows of 2 seqs", t[k].name, rel_err(hg, rg, 7 * cols), 0);
+				b->ops->free_f32(b, g);
+			}
 			b->ops->free_weight(b, &w);
 			b->ops->free_f32(b, dout);
 		}

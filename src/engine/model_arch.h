@@ -15,9 +15,11 @@
  *     row, sets cfg.arch, cfg.name and cfg.n_vocab (tokenizer tokens), then
  *     calls read_config (hyper-parameters into m->cfg, per-layer values
  *     into m->layer_cfg after llm_model_alloc_layers), checks what every
- *     architecture must satisfy (model.c check_config), sizes nothing yet,
- *     and calls load (tensors through m->b into m->arch_state and the
- *     shared head tensors via llm_model_load_head).
+ *     architecture must satisfy (model.c check_config: positive sizes,
+ *     n_kv_heads dividing n_heads, even head_dim, windows >= 0, positive
+ *     RoPE bases, epsilon and scale), then calls load (tensors through m->b
+ *     into m->arch_state, the shared head via llm_model_load_head).
+ *     Activation buffers are sized at the first forward step.
  *   llm_model_forward: model.c makes sure the activation buffers hold the
  *     step, calls begin_step, then forward, which must leave the final
  *     normed hidden state of every token row in m->act.h [n_tokens][dim];
