@@ -4,9 +4,9 @@
  * the architecture table) and one file per architecture (model_<arch>.c).
  * Internal to src/engine/model*.c.
  *
- * Adding an architecture: a file model_<arch>.c defining one llm_arch, a
- * row in model.c's table, and whatever backend ops its graph needs
- * (backend.h).  The header of that file states the source of every detail:
+ * Adding an architecture: a file model_<arch>.c defining one llm_arch
+ * (declared at the end of this header), a row in model.c's table, and
+ * whatever backend ops its graph needs (backend.h).  The header of that file states the source of every detail:
  * the GGUF keys and tensor names it reads and the reference graph it
  * reproduces.
  *
