@@ -1,7 +1,7 @@
 /*
  * backend.h — the compute interface every backend (CPU, CUDA) implements.
  *
- * The model (src/engine/model.c) drives a forward pass only through these
+ * The model (src/engine/model*.c) drives a forward pass only through these
  * ops; it never touches device memory directly.  All activations are fp32,
  * row-major, one row per token.  The paged KV cache is owned by the backend:
  * per layer one K and one V fp16 array of n_blocks blocks of block_size
@@ -15,16 +15,15 @@
  * ops.last_error; no op aborts the process.  Compute threads of a backend
  * never call PostgreSQL and block all signals.
  *
- * Numerics contract (batch invariance, issue "Engine core" item 8): the value
- * computed for a token row depends only on that row's inputs, its position
- * and its sequence's KV contents, never on which other rows share the batch or
- * how a prompt was chunked.  Attention for a query at position p reads keys
- * 0..p of its sequence from the cache (after this step's writes), in position
- * order, with one fixed reduction order.
+ * Numerics contract (batch invariance): the value computed for a token row
+ * depends only on that row's inputs, its position and its sequence's KV
+ * contents, never on which other rows share the batch or how a prompt was
+ * chunked.  Attention for a query at position p reads keys lo..p of its
+ * sequence from the cache (after this step's writes), lo = 0 or, with a
+ * sliding window of w keys, max(0, p - w + 1): bounds that are absolute
+ * positions, read in position order with one fixed reduction order.
  *
- * Sources: llama architecture as in llama.cpp src/models/llama.cpp; paged KV
- * as in vLLM (Kwon et al., "Efficient Memory Management for Large Language
- * Model Serving with PagedAttention", SOSP 2023).
+ * Paged KV cache as in vLLM's PagedAttention (Kwon et al., SOSP 2023).
  */
 #ifndef LLM_BACKEND_H
 #define LLM_BACKEND_H
@@ -70,7 +69,13 @@ typedef struct llm_step_desc
 	const int32_t *seq_kv_len;	/* [n_seqs] KV length of the sequence after this step */
 	const int32_t *block_tables;	/* [n_seqs][max_blocks_per_seq] block ids */
 	int			max_blocks_per_seq;
-	const int32_t *out_rows;	/* [n_out] token rows whose logits are wanted */
+	/*
+	 * [n_out] token rows whose logits are wanted, in the order the logits
+	 * come back: any rows, in any order, several of one sequence (e.g. every
+	 * row of a prompt being scored or of a draft being verified), repeats
+	 * allowed.  n_out may exceed n_seqs and n_tokens.
+	 */
+	const int32_t *out_rows;
 	int			n_out;
 	/*
 	 * [n_tokens] or NULL: 1 for generated (not prompt) tokens.  A backend may
@@ -107,7 +112,6 @@ typedef struct llm_backend_ops
 
 	/* Allocate the paged KV cache (fp16).  Called once before any step. */
 	int			(*kv_init) (llm_backend *b, const llm_kv_geometry *g);
-	/* Bytes one block takes over all layers, K and V: for sizing from a memory budget. */
 
 	/* Upload the step description; ops below refer to it until the next begin_step. */
 	int			(*begin_step) (llm_backend *b, const llm_step_desc *d);
@@ -152,15 +156,21 @@ typedef struct llm_backend_ops
 
 	/*
 	 * Causal attention over the paged cache for every token of the step:
-	 * out[t][h] = softmax(q[t][h] . K[0..pos(t)] * scale) V[0..pos(t)] using kv head
-	 * h / (n_heads / n_kv_heads) (GQA).  q, out [n_tokens][n_heads][head_dim].
+	 * out[t][h] = softmax(q[t][h] . K[lo..p] * scale) V[lo..p] with p =
+	 * pos(t), using kv head h / (n_heads / n_kv_heads) (GQA); q, out
+	 * [n_tokens][n_heads][head_dim].  window: the number of most recent
+	 * positions a query attends to, its own included: lo = max(0, p -
+	 * window + 1); 0 = all (lo = 0, full causal attention); negative is an
+	 * error.  A sliding-window layer is the same op with its window; the
+	 * cache still holds every position of the sequence.
 	 */
-	int			(*attention) (llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale);
+	int			(*attention) (llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale,
+							  int window);
 
 	/* out[i] = silu(gate[i]) * up[i], i < n; may alias gate. */
 	int			(*silu_mul) (llm_backend *b, const float *gate, const float *up, float *out, size_t n);
 
-	/* out[j] = x[out_rows[j]] for the step's out_rows: [n_out][dim]. */
+	/* out[j] = x[out_rows[j]] for the step's out_rows (j < n_out): [n_out][dim]. */
 	int			(*gather_rows) (llm_backend *b, const float *x, float *out, int dim);
 
 	int			(*sync) (llm_backend *b);

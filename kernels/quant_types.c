@@ -1,4 +1,4 @@
-/* quant_types.c — the table behind quant_types.h (GGUF spec, ggml-common.h). */
+/* quant_types.c — the table behind quant_types.h (GGUF's ggml_type ids, ggml's block sizes). */
 #include "quant_types.h"
 
 static const llm_type_info type_table[LLM_TYPE_COUNT_] = {

@@ -1,10 +1,10 @@
 /*
  * quant_types.h — tensor element types of GGUF files and their block layouts.
  *
- * Type ids and block layouts follow the GGUF specification
- * (ggml/docs/gguf.md, "ggml_type") and ggml's ggml-common.h: a quantized row of
- * n elements is n / block_elems blocks of block_bytes bytes each.
- * Shared by the GGUF loader (validation) and every compute backend.
+ * Type ids and block layouts follow the GGUF specification's ggml_type
+ * table and ggml's block structs: a quantized row of n elements is
+ * n / block_elems blocks of block_bytes bytes each.  Shared by the GGUF
+ * loader (validation) and every compute backend.
  */
 #ifndef LLM_QUANT_TYPES_H
 #define LLM_QUANT_TYPES_H

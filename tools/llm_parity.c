@@ -1,6 +1,6 @@
 /*
  * llm-parity — checks the CUDA backend against the CPU backend and a
- * double-precision reference (issue 6, item 3).
+ * double-precision reference.
  *
  *   llm-parity ops [--seed S]
  *       every op of kernels/backend.h on the CPU backend, the CUDA backend and
@@ -529,6 +529,26 @@ test_embed_gather(tb *t, int nb)
 				report("gather", "2 rows", t[k].name, rel_err(hg, rg, 2 * cols), 0);
 				b->ops->free_f32(b, g);
 			}
+			if (ti == 0)
+			{
+				/* several rows per sequence, scrambled and repeated: n_out 7 > n_seqs 2 */
+				static const int32_t rows[7] = {8, 0, 12, 3, 3, 9, 1};
+				llm_step_desc d7 = st.d;
+				float	   *g = dev_alloc(b, 7 * cols);
+				float		hg[7 * 512];
+				double		rg[7 * 512];
+
+				d7.out_rows = rows;
+				d7.n_out = 7;
+				OK(b, b->ops->begin_step(b, &d7));
+				OK(b, b->ops->gather_rows(b, dout, g, (int) cols));
+				fetch(b, hg, g, 7 * cols);
+				for (int r = 0; r < 7; r++)
+					for (int j = 0; j < cols; j++)
+						rg[r * cols + j] = ref[(size_t) rows[r] * cols + j];
+				report("gather", "7 rows of 2 seqs", t[k].name, rel_err(hg, rg, 7 * cols), 0);
+				b->ops->free_f32(b, g);
+			}
 			b->ops->free_weight(b, &w);
 			b->ops->free_f32(b, dout);
 		}
@@ -685,13 +705,14 @@ ref_rope(const float *x, double *outd, int n_heads, int hd, int pos, float theta
 }
 
 /*
- * Run one step on every backend: random q/k/v, rope_store_kv, attention;
- * check rope outputs and attention against the reference (which updates
- * rc with the step's fp16 K/V).  att_out[k] receives backend k's attention
- * output when not NULL.
+ * Run one step on every backend: random q/k/v, rope_store_kv, attention
+ * with the given window (keys per query, 0 = all); check rope outputs and
+ * attention against the reference (which updates rc with the step's fp16
+ * K/V).  att_out[k] receives backend k's attention output when not NULL.
  */
 static void
-attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char *label, float **att_out)
+attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char *label, int window,
+		  float **att_out)
 {
 	const int	nt = st->d.n_tokens,
 				hd = g->hd;
@@ -724,13 +745,14 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 				llm_fp16_to_fp32(llm_fp32_to_fp16(v[(size_t) i * g->n_kv * hd + e]));
 		}
 	}
-	/* reference attention over keys 0..pos of the token's sequence */
+	/* reference attention over keys lo..pos of the token's sequence */
 	for (int s = 0; s < st->d.n_seqs; s++)
 		for (int i = st->seq_start[s]; i < st->seq_start[s + 1]; i++)
 			for (int h = 0; h < g->n_heads; h++)
 			{
 				int			kvh = h / group,
-							pos = st->pos[i];
+							pos = st->pos[i],
+							lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
 				double	   *sc = xmalloc((pos + 1) * sizeof(double));
 				double		mx = -INFINITY,
 							sum = 0;
@@ -738,7 +760,7 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 
 				for (int d = 0; d < hd; d++)
 					qh[d] = llm_fp16_to_fp32(llm_fp32_to_fp16((float) qr[((size_t) i * g->n_heads + h) * hd + d]));
-				for (int p = 0; p <= pos; p++)
+				for (int p = lo; p <= pos; p++)
 				{
 					int			slot = st->bt[s * st->d.max_blocks_per_seq + p / BS] * BS + p % BS;
 					const float *kp = rc->k + ((size_t) slot * g->n_kv + kvh) * hd;
@@ -750,7 +772,7 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 					if (sc[p] > mx)
 						mx = sc[p];
 				}
-				for (int p = 0; p <= pos; p++)
+				for (int p = lo; p <= pos; p++)
 				{
 					sc[p] = exp(sc[p] - mx);
 					sum += sc[p];
@@ -759,7 +781,7 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 				{
 					double		o = 0;
 
-					for (int p = 0; p <= pos; p++)
+					for (int p = lo; p <= pos; p++)
 					{
 						int			slot = st->bt[s * st->d.max_blocks_per_seq + p / BS] * BS + p % BS;
 
@@ -787,7 +809,7 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 		fetch(b, out, dk, kn);
 		snprintf(cas, sizeof(cas), "%s k hd=%d", label, hd);
 		report("rope", cas, t[k].name, rel_err(out, kr, kn), 1e-5);
-		OK(b, b->ops->attention(b, 1, dq, dout, g->n_heads, scale));
+		OK(b, b->ops->attention(b, 1, dq, dout, g->n_heads, scale, window));
 		fetch(b, out, dout, qn);
 		/* prefill chunks go through the tensor-core kernel outside the deterministic mode */
 		tol = t[k].is_cuda ? 1e-4 : 1e-3;
@@ -795,7 +817,7 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 			for (int s = 0; s < st->d.n_seqs; s++)
 				if (st->seq_start[s + 1] - st->seq_start[s] > 1)
 					tol = 4e-3;
-		snprintf(cas, sizeof(cas), "%s hd=%d G=%d", label, hd, group);
+		snprintf(cas, sizeof(cas), "%s w=%d hd=%d G=%d", label, window, hd, group);
 		report("attention", cas, t[k].name, rel_err(out, att, qn), tol);
 		if (att_out)
 		{
@@ -818,13 +840,14 @@ attn_step(tb *t, int nb, const attn_geo *g, step *st, ref_cache *rc, const char 
 
 /*
  * Run sequence data q/k/v (nt tokens from position 0) through rope_store_kv
- * and attention on backend b in chunks (chunks[] sums to nt; blocks from
- * base), each step shared with an unrelated one-token sequence; attention
- * outputs of the nt tokens go to res.
+ * and attention (window: keys per query, 0 = all) on backend b in chunks
+ * (chunks[] sums to nt; blocks from base), each step shared with an
+ * unrelated one-token sequence; attention outputs of the nt tokens go to
+ * res.
  */
 static void
 run_chunked(llm_backend *b, const attn_geo *g, const float *q, const float *kk, const float *v, int nt,
-			const int *chunks, int base, float *res)
+			const int *chunks, int base, int window, float *res)
 {
 	const size_t row = (size_t) g->n_heads * g->hd,
 				kvrow = (size_t) g->n_kv * g->hd;
@@ -857,7 +880,7 @@ run_chunked(llm_backend *b, const attn_geo *g, const float *q, const float *kk, 
 		dout = dev_alloc(b, (size_t) (n_c + 1) * row);
 		OK(b, b->ops->begin_step(b, &sc.d));
 		OK(b, b->ops->rope_store_kv(b, 0, dq, dk, dv, g->n_heads, g->theta));
-		OK(b, b->ops->attention(b, 0, dq, dout, g->n_heads, 1.0f / sqrtf((float) g->hd)));
+		OK(b, b->ops->attention(b, 0, dq, dout, g->n_heads, 1.0f / sqrtf((float) g->hd), window));
 		fetch(b, res + (size_t) start * row, dout, (size_t) n_c * row);
 		b->ops->free_f32(b, dq);
 		b->ops->free_f32(b, dk);
@@ -873,11 +896,13 @@ run_chunked(llm_backend *b, const attn_geo *g, const float *q, const float *kk, 
 /*
  * Geometry g: step A prefills four sequences (37, 150, 600 tokens and a
  * 100-token first chunk) plus a one-token sequence; step B decodes one token
- * of each and prefills the second chunk (50 tokens) of the chunked one; both
- * against the reference.  Then batch invariance: a 150-token sequence run as
- * one chunk and as 7 + 142 + 1 (the last token a decode step), each step
- * shared with an unrelated sequence: the deterministic backends (CPU, CUDA
- * deterministic) must give bit-identical outputs.
+ * of each and prefills the second chunk (50 tokens) of the chunked one;
+ * steps C and D do the same with sliding windows of 100 and 17 keys (a
+ * 30- and a 20-token chunk); all against the reference.  Then batch
+ * invariance: a 150-token sequence run as one chunk and as 7 + 142 + 1 (the
+ * last token a decode step), each step shared with an unrelated sequence,
+ * with full attention and with a window of 37: the deterministic backends
+ * (CPU, CUDA deterministic) must give bit-identical outputs.
  */
 static void
 test_attention(const attn_geo *g)
@@ -902,7 +927,7 @@ test_attention(const attn_geo *g)
 		step		st;
 
 		step_build(&st, 5, p0, q, base, 40, 1000);
-		attn_step(t, nb, g, &st, &rc, "prefill", NULL);
+		attn_step(t, nb, g, &st, &rc, "prefill", 0, NULL);
 		step_free(&st);
 	}
 	{
@@ -912,7 +937,27 @@ test_attention(const attn_geo *g)
 		step		st;
 
 		step_build(&st, 5, p0, q, base, 40, 1000);
-		attn_step(t, nb, g, &st, &rc, "decode+chunk", NULL);
+		attn_step(t, nb, g, &st, &rc, "decode+chunk", 0, NULL);
+		step_free(&st);
+	}
+	{
+		int			p0[5] = {38, 151, 601, 150, 2},
+					q[5] = {1, 1, 1, 30, 1},
+					base[5] = {0, 10, 30, 80, 100};
+		step		st;
+
+		step_build(&st, 5, p0, q, base, 40, 1000);
+		attn_step(t, nb, g, &st, &rc, "decode+chunk", 100, NULL);
+		step_free(&st);
+	}
+	{
+		int			p0[5] = {39, 152, 602, 180, 3},
+					q[5] = {1, 1, 1, 20, 1},
+					base[5] = {0, 10, 30, 80, 100};
+		step		st;
+
+		step_build(&st, 5, p0, q, base, 40, 1000);
+		attn_step(t, nb, g, &st, &rc, "decode+chunk", 17, NULL);
 		step_free(&st);
 	}
 	{
@@ -932,10 +977,13 @@ test_attention(const attn_geo *g)
 		{
 			char		cas[80];
 
-			run_chunked(t[k].b, g, q, kk, v, nt, whole, 110, r1);
-			run_chunked(t[k].b, g, q, kk, v, nt, parts, 150, r2);
-			snprintf(cas, sizeof(cas), "150: whole vs 7+142+1 hd=%d", g->hd);
-			report_bitwise("attention", cas, t[k].name, r1, r2, (size_t) nt * row, t[k].det);
+			for (int w = 0; w <= 37; w += 37)
+			{
+				run_chunked(t[k].b, g, q, kk, v, nt, whole, 110, w, r1);
+				run_chunked(t[k].b, g, q, kk, v, nt, parts, 150, w, r2);
+				snprintf(cas, sizeof(cas), "150: whole vs 7+142+1 w=%d hd=%d", w, g->hd);
+				report_bitwise("attention", cas, t[k].name, r1, r2, (size_t) nt * row, t[k].det);
+			}
 		}
 		free(q);
 		free(kk);

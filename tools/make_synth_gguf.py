@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
 """make_synth_gguf.py - synthetic llama GGUF models with random weights.
 
-For the GPU benchmark (bench/gpu-check, workload W5): the lent GPU machine
-cannot receive the real model (64 MiB per call), so models in the shapes of
-SmolLM2-135M, Llama-3.2-1B and Llama-3.1-8B are written there with random
-weights.  The tokenizer is the real SmolLM2 one (gpt2 BPE, pre "smollm"),
-copied from the real model's metadata into a small tokenizer-only GGUF on
-the development machine; for vocabularies larger than its 49152 tokens the
-vocabulary is padded with "<|reserved_N|>" tokens of type UNUSED (5).
+For GPU benchmarks (bench/gpu-check) on a machine that has no copy of the
+real models: models in the shapes of SmolLM2-135M, Llama-3.2-1B and
+Llama-3.1-8B are written there with random weights.  The tokenizer is the
+real SmolLM2 one (gpt2 BPE, pre "smollm"), copied from the real model's
+metadata into a small tokenizer-only GGUF beforehand; for vocabularies
+larger than its 49152 tokens the vocabulary is padded with "<|reserved_N|>"
+tokens of type UNUSED (5).
 
     make_synth_gguf.py extract-tokenizer SRC.gguf OUT.gguf
     make_synth_gguf.py write NAME OUT.gguf --tokenizer TOK.gguf [--type Q4_1] [--embd-type Q8_0] [--seed S]
     make_synth_gguf.py config NAME      # JSON: shapes, parameter count (for HF transformers, rooflines)
     make_synth_gguf.py list
 
-Format: GGUF v3 as in ggml/docs/gguf.md (little-endian; metadata key/values;
-tensor infos with ne[0] = row length; data aligned to general.alignment = 32).
-Block layouts (ggml-common.h): Q4_1 = f16 d, f16 m, 16 bytes of nibbles
+Format: GGUF v3 as the GGUF specification describes it (little-endian;
+metadata key/values; tensor infos with ne[0] = row length; data aligned to
+general.alignment = 32).  Block layouts (ggml's block structs): Q4_1 = f16 d, f16 m, 16 bytes of nibbles
 (value = q*d + m); Q8_0 = f16 d, 32 int8 (value = q*d); F16; F32.
 Weights are uniform with standard deviation --std (0.02 as HF's
 initializer_range); norm weights are 1.

@@ -10,12 +10,12 @@
  * batch, the tiling or the thread count (the batch-invariance contract of
  * backend.h).
  *
- * Numerics reproduce llama.cpp's CPU backend (ggml-cpu of an AVX512 build,
- * as the oracle is built) bit for bit wherever it is itself deterministic:
- * matmul activation quantization and dot products (quant.h); RMS norm with a
- * double sum of float squares then (x * scale) * w (ops.cpp
+ * Numerics reproduce llama.cpp's CPU backend (ggml's CPU code of an AVX512
+ * build, as the oracle is built) bit for bit wherever it is itself
+ * deterministic: matmul activation quantization and dot products (quant.h);
+ * RMS norm with a double sum of float squares then (x * scale) * w (as
  * ggml_compute_forward_rms_norm_f32); RoPE "normal" mode with cos/sin from
- * theta *= powf(base, -2/head_dim) (ops.cpp ggml_rope_cache_init) and the
+ * theta *= powf(base, -2/head_dim) (as ggml_rope_cache_init) and the
  * rotation in the fused form GCC gives ggml's expressions; SiLU and softmax
  * exponentials as ggml_v_expf; attention (quant.h llm_attn_args) with Q
  * rounded to fp16, the softmax of ggml_vec_soft_max_f32, probabilities
@@ -23,11 +23,13 @@
  * multi-token path (tinyBLAS) or, for rows marked with
  * llm_backend_cpu_set_single_rows, of its one-token path (ggml_vec_dot_f16).
  * Prompt logits equal the oracle's exactly; with decode rows marked, so do
- * single-stream greedy generations.
+ * single-stream greedy generations.  Kernel implementations come from
+ * dispatch.h.
  */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "backend_cpu.h"
+#include "dispatch.h"
 #include "huge_pages.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -1045,6 +1047,7 @@ typedef struct attn_job
 	int			n_heads;
 	int			heads_per_item; /* the GQA group, or 1 to spread few tokens over threads */
 	float		scale;
+	int			window;			/* keys per query, 0 = all (backend.h attention) */
 } attn_job;
 
 /*
@@ -1094,6 +1097,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
 		a.single = cb->have_single && cb->single_rows[t] != 0;
 		a.n_keys = cb->positions[t] + 1;
+		a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
 		a.kv_head = h0 / group;
 		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
 		cb->attn(&a);
@@ -1101,10 +1105,10 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 }
 
 static int
-cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale)
+cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
 {
 	cpu_backend *cb = CPU(b);
-	attn_job	j = {cb, layer, q, out, n_heads, 1, scale};
+	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window};
 	int			group;
 	size_t		stride,
 				cap;
@@ -1115,6 +1119,8 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 		return fail(cb, "attention: layer %d out of range", layer);
 	if (n_heads <= 0 || n_heads % cb->geo.n_kv_heads != 0)
 		return fail(cb, "attention: %d heads is not a multiple of %d KV heads", n_heads, cb->geo.n_kv_heads);
+	if (window < 0)
+		return fail(cb, "attention: window %d is negative", window);
 	if (cb->n_tokens == 0)
 		return 0;
 	if (q == NULL || out == NULL)
@@ -1215,8 +1221,11 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 const char *
 llm_backend_cpu_impl_name(llm_backend *b)
 {
-	const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_1, CPU(b)->impl);
+	const llm_qkernel *k;
 
+	if (b == NULL || b->ops != &cpu_ops)
+		return "none";
+	k = llm_qkernel_get(LLM_TYPE_Q4_1, CPU(b)->impl);
 	return k ? k->impl : "none";
 }
 

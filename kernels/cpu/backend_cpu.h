@@ -1,5 +1,8 @@
 /*
  * backend_cpu.h — CPU-backend extras beyond backend.h (tests, diagnostics).
+ * Every function takes a backend made by llm_backend_cpu_create and fails
+ * (-1, NULL or "none") for any other; call them between ops, never during
+ * one.
  */
 #ifndef LLM_BACKEND_CPU_H
 #define LLM_BACKEND_CPU_H
@@ -7,15 +10,16 @@
 #include "backend.h"
 
 /*
- * Choose the kernel implementation of a CPU backend: LLM_IMPL_BEST (default),
- * LLM_IMPL_SCALAR or LLM_IMPL_AVX2 (quant.h).  Returns -1 with last_error
- * set when b is not a CPU backend or the CPU lacks AVX2/FMA/F16C.  Call it
- * before load_weight: weights already repacked for the packed AVX512-VNNI
- * kernels (quant_packed.c) keep them (their results are the same).
+ * Choose the kernel implementation of a CPU backend: LLM_IMPL_BEST
+ * (default), LLM_IMPL_SCALAR, LLM_IMPL_AVX2 or LLM_IMPL_AVX512VNNI
+ * (dispatch.h).  Returns -1 (with last_error set for a CPU backend) when b
+ * is not a CPU backend or the CPU lacks the instructions.  Call it before
+ * load_weight: weights already repacked for the packed AVX512-VNNI kernels
+ * (quant_packed.c) keep them (their results are the same).
  */
 int			llm_backend_cpu_set_impl(llm_backend *b, int impl);
 
-/* Name of the kernel implementation in use: "scalar" or "avx2". */
+/* Name of the kernel implementation in use: "scalar", "avx2" or "avx512vnni" (static string). */
 const char *llm_backend_cpu_impl_name(llm_backend *b);
 
 /*

@@ -1,15 +1,18 @@
 /*
- * quant.c — scalar reference code of the CPU backend's number formats:
- * fp16/bf16 conversion, dequantization, reference weight quantizers,
- * activation quantizers and the weight x activation dot products.
+ * quant.c — scalar reference code of the CPU backend (quant.h): fp16/bf16
+ * conversion, dequantization, reference weight quantizers, activation
+ * quantizers, the weight x activation dot products, SwiGLU and attention.
  *
- * Formats: GGUF / ggml-common.h.  Arithmetic mirrors llama.cpp's x86 CPU
- * backend (ggml-cpu/arch/x86/quants.c, AVX2 branch): every dot product
- * accumulates per-block integer sums in 8 "lanes" exactly as the AVX2 code's
- * 8 int32 lanes do, scales them with one fused multiply-add per lane and
- * block, and reduces the lanes in the order of ggml's hsum_float_8.  The
- * AVX2 versions (quant_avx2.c) perform the same operations, so scalar and
- * AVX2 results are bit-identical.  See quant.h for the table of types.
+ * Formats: GGUF / ggml's block structs.  Arithmetic mirrors the AVX2 branch
+ * of llama.cpp's x86 CPU kernels: every dot product accumulates per-block
+ * integer sums in 8 "lanes" exactly as the AVX2 code's 8 int32 lanes do,
+ * scales them with one fused multiply-add per lane and block, and reduces
+ * the lanes in the order of ggml's hsum_float_8.  The AVX2 versions
+ * (quant_avx2.c) perform the same operations, so scalar and AVX2 results
+ * are bit-identical.  See quant.h for the table of types.
+ *
+ * This file depends on no other file of kernels/cpu (dispatch.c states the
+ * whole graph): it is plain C for any CPU.
  */
 #include "quant.h"
 
@@ -109,7 +112,7 @@ llm_bf16_to_fp32(uint16_t h)
 	return bits_f32((uint32_t) h << 16);
 }
 
-/* As ggml_compute_fp32_to_bf16 (ggml-impl.h): RNE, NaN forced quiet. */
+/* As ggml's ggml_compute_fp32_to_bf16: RNE, NaN forced quiet. */
 uint16_t
 llm_fp32_to_bf16(float f)
 {
@@ -120,32 +123,8 @@ llm_fp32_to_bf16(float f)
 	return (uint16_t) ((u + (0x7fff + ((u >> 16) & 1))) >> 16);
 }
 
-void
-llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n)
-{
-	if (llm_cpu_has_avx2())
-	{
-		llm_fp16_to_fp32_row_f16c(src, dst, n);
-		return;
-	}
-	for (int64_t i = 0; i < n; i++)
-		dst[i] = llm_fp16_to_fp32(src[i]);
-}
-
-void
-llm_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n)
-{
-	if (llm_cpu_has_avx2())
-	{
-		llm_fp32_to_fp16_row_f16c(src, dst, n);
-		return;
-	}
-	for (int64_t i = 0; i < n; i++)
-		dst[i] = llm_fp32_to_fp16(src[i]);
-}
-
 /* ------------------------------------------------------------------------
- * Dequantization (ggml-quants.c dequantize_row_* formulas)
+ * Dequantization (ggml's dequantize_row_* formulas)
  * ------------------------------------------------------------------------ */
 
 /* The 6-bit scale and min of sub-block j of a Q4_K block (ggml get_scale_min_k4). */
@@ -173,7 +152,8 @@ llm_dequantize_row(uint32_t t, const void *src, float *dst, int64_t n)
 			memcpy(dst, src, (size_t) n * sizeof(float));
 			return true;
 		case LLM_TYPE_F16:
-			llm_fp16_to_fp32_row(src, dst, n);
+			for (int64_t i = 0; i < n; i++)
+				dst[i] = llm_fp16_to_fp32(((const uint16_t *) src)[i]);
 			return true;
 		case LLM_TYPE_BF16:
 			for (int64_t i = 0; i < n; i++)
@@ -580,7 +560,7 @@ round_even(float v)
 
 /*
  * Q8_0 / Q8_1 block of 32: d = amax/127, q = round_even(x * (127/amax)),
- * scale stored as fp16 (ggml-cpu/arch/x86/quants.c quantize_row_q8_0/q8_1).
+ * scale stored as fp16 (ggml's x86 quantize_row_q8_0 / quantize_row_q8_1).
  */
 static void
 quantize_act_q8(const float *x, void *dst, int64_t n, bool with_sum)
@@ -631,7 +611,7 @@ quantize_act_q8_1(const float *x, void *dst, int64_t n)
 }
 
 /*
- * Q8_K super-block of 256 (ggml-quants.c quantize_row_q8_K_ref, which the x86
+ * Q8_K super-block of 256 (ggml's quantize_row_q8_K_ref, which its x86
  * backend uses): iscale = -127/max with max the signed value of largest
  * magnitude, q = min(127, round_even(iscale*x)), d = 1/iscale kept as float,
  * bsums = sums of 16 consecutive q.
@@ -974,13 +954,22 @@ static const llm_qkernel scalar_kernels[] = {
 	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1, NULL, NULL},
 };
 
+const llm_qkernel *
+llm_qkernel_scalar_get(uint32_t t)
+{
+	for (size_t i = 0; i < sizeof(scalar_kernels) / sizeof(scalar_kernels[0]); i++)
+		if (scalar_kernels[i].weight_type == t)
+			return &scalar_kernels[i];
+	return NULL;
+}
+
 /* ------------------------------------------------------------------------
  * Attention (scalar twin of quant_avx2.c attend_avx2; see quant.h)
  * ------------------------------------------------------------------------ */
 
 /*
- * exp as ggml's vectorised ggml_v_expf of an AVX512 build (ggml-cpu/vec.h,
- * "adapted from arm limited optimized routine", max error 1.45 + 0.5 ulp):
+ * exp as ggml's vectorised ggml_v_expf of an AVX512 build (an adaptation
+ * of ARM's optimized-routines expf, max error 1.45 + 0.5 ulp):
  * n = round(x / ln2) via the 1.5*2^23 shifter, b = x - n ln2 in two fused
  * steps, a degree-5 polynomial, then scaling by 2^n with one rounding
  * (scalef).  llama.cpp uses it for softmax and SiLU, so using the same
@@ -1029,8 +1018,8 @@ llm_expf(float x)
 }
 
 /* out = silu(gate) * up with ggml_v_silu's x / (1 + exp(-x)). */
-static void
-swiglu_scalar(const float *gate, const float *up, float *out, int64_t n)
+void
+llm_swiglu_scalar(const float *gate, const float *up, float *out, int64_t n)
 {
 	for (int64_t i = 0; i < n; i++)
 	{
@@ -1081,18 +1070,25 @@ combine64(const float acc[64])
 	return (double) reduce16(c);
 }
 
-static void
-attend_scalar(const llm_attn_args *a)
+/*
+ * Scores and probabilities live at index j - j0 for keys j >= j0, j0 the
+ * first key rounded down to a multiple of 16: the softmax sum's chunks of 16
+ * are aligned on absolute positions, and keys before first_key hold p = 0.
+ */
+void
+llm_attn_scalar(const llm_attn_args *a)
 {
 	const int	hd = a->head_dim,
 				n = a->n_keys,
+				k0 = a->first_key,
+				j0 = k0 & ~15,
 				G = a->group;
-	const size_t npad = ((size_t) n + 15) & ~(size_t) 15;
+	const size_t npad = ((size_t) (n - j0) + 15) & ~(size_t) 15;
 	float	   *scores = a->scratch;
-	float	   *vsum = scores + (size_t) G * npad;	/* [G][16][hd] */
+	float	   *vsum = scores + (size_t) G * npad;	/* [G][R][hd] */
 
 	/* scores: 16 lanes over head_dim, fma chains, reduce16 (tinyBLAS order) */
-	for (int j = 0; j < n; j++)
+	for (int j = k0; j < n; j++)
 	{
 		const uint16_t *k = a->k_cache + llm_attn_key_offset(a, j);
 
@@ -1106,7 +1102,7 @@ attend_scalar(const llm_attn_args *a)
 				for (int c = 0; c < hd; c += 16)
 					for (int l = 0; l < 16; l++)
 						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
-				scores[h * npad + j] = reduce16(acc) * a->scale;
+				scores[h * npad + (j - j0)] = reduce16(acc) * a->scale;
 			}
 			else
 			{
@@ -1119,7 +1115,7 @@ attend_scalar(const llm_attn_args *a)
 				sum = combine64(acc);
 				for (int i = np; i < hd; i++)
 					sum += (double) (llm_fp16_to_fp32(k[i]) * q[i]);
-				scores[h * npad + j] = (float) sum * a->scale;
+				scores[h * npad + (j - j0)] = (float) sum * a->scale;
 			}
 		}
 	}
@@ -1130,30 +1126,32 @@ attend_scalar(const llm_attn_args *a)
 					inv;
 		double		sum = 0.0;
 
-		for (int j = 0; j < n; j++)
-			mx = sc[j] > mx ? sc[j] : mx;
-		for (int j = 0; j < n; j++)
-			sc[j] = llm_expf(sc[j] - mx);
-		for (int j = n; j < (int) npad; j++)
-			sc[j] = 0.0f;
-		for (size_t j0 = 0; j0 < npad; j0 += 16)
-			sum += (double) reduce16(sc + j0);
+		for (int r = k0 - j0; r < n - j0; r++)
+			mx = sc[r] > mx ? sc[r] : mx;
+		for (int r = k0 - j0; r < n - j0; r++)
+			sc[r] = llm_expf(sc[r] - mx);
+		for (int r = 0; r < k0 - j0; r++)
+			sc[r] = 0.0f;
+		for (int r = n - j0; r < (int) npad; r++)
+			sc[r] = 0.0f;
+		for (size_t r0 = 0; r0 < npad; r0 += 16)
+			sum += (double) reduce16(sc + r0);
 		inv = (float) (1.0 / sum);
-		for (int j = 0; j < n; j++)
-			sc[j] = llm_fp16_to_fp32(llm_fp32_to_fp16(sc[j] * inv));
+		for (int r = k0 - j0; r < n - j0; r++)
+			sc[r] = llm_fp16_to_fp32(llm_fp32_to_fp16(sc[r] * inv));
 	}
 	/* V sums: key j accumulates into lane row j % R (R = 16, or 64 when single) */
 	{
 		const int	R = a->single ? 64 : 16;
 
 		memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
-		for (int j = 0; j < n; j++)
+		for (int j = k0; j < n; j++)
 		{
 			const uint16_t *v = a->v_cache + llm_attn_key_offset(a, j);
 
 			for (int h = 0; h < G; h++)
 			{
-				float		p = scores[h * npad + j];
+				float		p = scores[h * npad + (j - j0)];
 				float	   *acc = vsum + ((size_t) h * R + (j & (R - 1))) * hd;
 
 				for (int d = 0; d < hd; d++)
@@ -1170,65 +1168,4 @@ attend_scalar(const llm_attn_args *a)
 				a->out[(size_t) h * hd + d] = a->single ? (float) combine64(lanes) : reduce16(lanes);
 			}
 	}
-}
-
-/* ------------------------------------------------------------------------
- * CPU detection and kernel lookup
- * ------------------------------------------------------------------------ */
-
-bool
-llm_cpu_has_avx2(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	static int	cached = -1;
-
-	if (cached < 0)
-	{
-		__builtin_cpu_init();
-		cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-			__builtin_cpu_supports("f16c");
-	}
-	return cached == 1;
-#else
-	return false;
-#endif
-}
-
-const llm_qkernel *
-llm_qkernel_get(uint32_t t, int impl)
-{
-	bool		vnni = llm_cpu_has_avx512vnni();
-
-	if (impl == LLM_IMPL_BEST)
-		impl = vnni ? LLM_IMPL_AVX512VNNI : llm_cpu_has_avx2() ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
-	if (impl == LLM_IMPL_AVX512VNNI)
-		return vnni ? llm_qkernel_avx2_get(t, true) : NULL;
-	if (impl == LLM_IMPL_AVX2)
-		return llm_cpu_has_avx2() ? llm_qkernel_avx2_get(t, false) : NULL;
-	if (impl != LLM_IMPL_SCALAR)
-		return NULL;
-	for (size_t i = 0; i < sizeof(scalar_kernels) / sizeof(scalar_kernels[0]); i++)
-		if (scalar_kernels[i].weight_type == t)
-			return &scalar_kernels[i];
-	return NULL;
-}
-
-llm_swiglu_fn
-llm_swiglu_get(int impl)
-{
-	if (impl == LLM_IMPL_SCALAR || (impl == LLM_IMPL_BEST && !llm_cpu_has_avx2()))
-		return swiglu_scalar;
-	if (impl == LLM_IMPL_AVX512VNNI && !llm_cpu_has_avx512vnni())
-		return NULL;
-	return llm_cpu_has_avx2() ? llm_swiglu_avx2_get() : NULL;
-}
-
-llm_attn_fn
-llm_attn_kernel_get(int impl)
-{
-	if (impl == LLM_IMPL_SCALAR || (impl == LLM_IMPL_BEST && !llm_cpu_has_avx2()))
-		return attend_scalar;
-	if (impl == LLM_IMPL_AVX512VNNI && !llm_cpu_has_avx512vnni())
-		return NULL;
-	return llm_cpu_has_avx2() ? llm_attn_kernel_avx2_get() : NULL;
 }

@@ -1,11 +1,15 @@
 /*
- * quant.h — block formats, fp16/bf16 conversion, activation quantizers and
- * weight-row x activation dot products of the CPU backend.
+ * quant.h — block formats, fp16/bf16 conversion, activation quantizers,
+ * weight-row x activation dot products, attention and SwiGLU of the CPU
+ * backend: the types every CPU kernel shares and the scalar reference code
+ * (quant.c).  The vector twins are in quant_x86.h; which one runs is chosen
+ * in dispatch.h.
  *
- * Block layouts are those of GGUF / ggml (ggml/src/ggml-common.h).  The
- * numerics mirror llama.cpp's x86 CPU backend (ggml/src/ggml-cpu/arch/x86/
- * quants.c, AVX2/AVX512 branches, which compute the same integers and the
- * same float operations) so that greedy decoding agrees with it:
+ * Block layouts are those of GGUF / ggml (ggml's block_q4_0 ... structs).
+ * The numerics mirror llama.cpp's x86 CPU backend (the AVX2/AVX512 branches
+ * of its ggml_vec_dot_* and quantize_row_q8_* functions, which compute the
+ * same integers and the same float operations) so that greedy decoding
+ * agrees with it:
  *
  *   weight type   activations converted to   dot product
  *   F32           F32                         fp32 FMA, 4 x 8 lanes
@@ -43,7 +47,7 @@
 #define LLM_QK 32				/* elements of a Q4_0/Q4_1/Q8_0/Q8_1 block */
 #define LLM_QK_K 256			/* elements of a k-quant super-block */
 
-/* ggml block structs (ggml-common.h); fp16 fields hold IEEE half bits. */
+/* ggml's block structs; fp16 fields hold IEEE half bits. */
 typedef struct
 {
 	uint16_t	d;
@@ -93,10 +97,6 @@ float		llm_bf16_to_fp32(uint16_t h);
 /* float -> bfloat16, round-to-nearest-even; NaN stays NaN (as ggml_compute_fp32_to_bf16). */
 uint16_t	llm_fp32_to_bf16(float f);
 
-/* Row conversions; use F16C when the CPU has it (bit-identical to the scalar code). */
-void		llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
-void		llm_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
-
 /* ---- whole rows, any supported type ---- */
 
 /*
@@ -135,7 +135,7 @@ typedef struct llm_qkernel
 	uint32_t	weight_type;
 	uint32_t	act_type;		/* LLM_TYPE_{F32,F16,BF16,Q8_0,Q8_1,Q8_K} */
 	int			block_elems;	/* n_cols must be a multiple of this */
-	const char *impl;			/* "scalar" or "avx2" */
+	const char *impl;			/* "scalar", "avx2", "avx512vnni", "avx512vnni-packed" */
 	size_t		(*act_row_bytes) (int64_t n);
 	void		(*quantize_act) (const float *x, void *dst, int64_t n);
 	/* one weight row x one activation row */
@@ -154,55 +154,39 @@ typedef struct llm_qkernel
 	void		(*unpack) (const void *src, void *dst, int64_t n);
 } llm_qkernel;
 
-enum
-{
-	LLM_IMPL_BEST = -1,
-	LLM_IMPL_SCALAR = 0,
-	LLM_IMPL_AVX2 = 1,			/* AVX2 + FMA + F16C */
-	LLM_IMPL_AVX512VNNI = 2		/* AVX2 kernels, integer tiles with 256-bit vpdpbusd */
-};
-
-/* True when the CPU has AVX2, FMA and F16C (the AVX2 kernels need all three). */
-bool		llm_cpu_has_avx2(void);
-
-/* True when it also has AVX512F/VL/VNNI. */
-bool		llm_cpu_has_avx512vnni(void);
-
 /*
- * Kernel for weight type t with implementation impl (LLM_IMPL_*); NULL when
- * the type is unsupported or the CPU lacks the instructions.  All
- * implementations give bit-identical results.
+ * The scalar kernel of weight type t (the reference every other
+ * implementation reproduces bit for bit), or NULL for an unsupported type.
  */
-const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
-
-/*
- * Kernel for weight type t over rows repacked by its repack function
- * (quant_packed.c: Q4_1 and Q8_0 with AVX512F/VL/BW/VNNI), or NULL.  Its
- * results are bit-identical to the GGUF-layout kernels on the unpacked rows.
- */
-const llm_qkernel *llm_qkernel_packed_get(uint32_t t);
+const llm_qkernel *llm_qkernel_scalar_get(uint32_t t);
 
 /*
  * Attention of one token for the `group` query heads sharing one KV head
- * (GQA), over keys 0..n_keys-1 of a paged fp16 cache.  The arithmetic is
- * that of llama.cpp's CPU backend without flash attention for batches of
- * two or more tokens (K.Q and V.P through llamafile's tinyBLAS on AVX512,
- * softmax by ggml_vec_soft_max_f32), identical in the scalar and AVX2
- * versions and independent of how tokens are batched:
+ * (GQA), over keys first_key..n_keys-1 of a paged fp16 cache (first_key > 0:
+ * a sliding window; the caller derives both bounds from the query's
+ * position alone, so results never depend on batching or chunking).  The
+ * arithmetic is that of llama.cpp's CPU backend without flash attention for
+ * batches of two or more tokens (K.Q and V.P through llamafile's tinyBLAS on
+ * AVX512, softmax by ggml_vec_soft_max_f32), identical in the scalar and
+ * AVX2 versions:
  *   reduce16(x) = _mm512_reduce_add_ps order of 16 floats
  *   score_j = reduce16(lanes) * scale, lane l = fma chain over c of
  *             k_j[16c+l] * q[16c+l]
  *   m = max_j score_j;  e_j = llm_expf(score_j - m)
- *   sum = double sum over chunks of 16 keys (from key 0, zero padded) of
- *         reduce16 of the chunk
+ *   sum = double sum over chunks of 16 keys of reduce16 of the chunk, the
+ *         chunks aligned on absolute key positions (multiples of 16) and
+ *         zero outside first_key..n_keys-1
  *   p_j = fp16(e_j * (float)(1.0 / sum))
  *   out[d] = reduce16(lanes), lane l = fma chain over keys j = l mod 16
- *            (in key order) of v_j[d] * p_j
+ *            (absolute j, in key order) of v_j[d] * p_j
+ * Hence a windowed result is bit for bit that of full causal attention whose
+ * keys before first_key have probability exactly 0 (a masked softmax).
  * With `single` set, K.Q and V.P follow instead ggml_vec_dot_f16, which
  * llama.cpp uses for a batch of one token (decode): 64 lanes (4 vectors of
  * 16) with fma chains over steps of 64, combined as (v0+v2)+(v1+v3), then
- * reduce16; K.Q elements past the last multiple of 64 are added one by one
- * in double.  head_dim is a multiple of 16.
+ * reduce16 (V lanes j mod 64); K.Q elements past the last multiple of 64 are
+ * added one by one in double.  head_dim is a multiple of 16;
+ * 0 <= first_key < n_keys.
  */
 typedef struct llm_attn_args
 {
@@ -210,7 +194,8 @@ typedef struct llm_attn_args
 	float	   *out;			/* [group][head_dim] */
 	int			group;
 	int			head_dim;
-	int			n_keys;
+	int			first_key;		/* first key attended to (0: full causal) */
+	int			n_keys;			/* keys end here: the query's position + 1 */
 	float		scale;
 	const uint16_t *k_cache;	/* layer K / V arrays, llm_kv_row_offset layout */
 	const uint16_t *v_cache;
@@ -219,7 +204,7 @@ typedef struct llm_attn_args
 	const int32_t *block_table; /* the sequence's block ids */
 	int			block_size;
 	int			single;			/* 1: llama.cpp's one-token-batch order (see above) */
-	float	   *scratch;		/* llm_attn_scratch_floats() floats */
+	float	   *scratch;		/* llm_attn_scratch_floats(group, head_dim, n_keys) floats */
 } llm_attn_args;
 
 typedef void (*llm_attn_fn) (const llm_attn_args *a);
@@ -245,15 +230,15 @@ llm_attn_key_offset(const llm_attn_args *a, int j)
 							 a->n_kv_heads, a->block_size, a->head_dim);
 }
 
-/* Scratch floats llm_attn_fn needs. */
+/* Scratch floats an llm_attn_fn needs for up to n_keys keys (any first_key). */
 size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
 
-/* Attention kernel of implementation impl; NULL if unavailable. */
-llm_attn_fn llm_attn_kernel_get(int impl);
+/* The scalar attention kernel (the reference). */
+void		llm_attn_scalar(const llm_attn_args *a);
 
 /*
- * exp(x) exactly as ggml's ggml_v_expf of an AVX512 build (ggml-cpu/vec.h;
- * max error about 2 ulp): what llama.cpp's softmax and SiLU use.
+ * exp(x) exactly as ggml's ggml_v_expf of an AVX512 build (max error about
+ * 2 ulp): what llama.cpp's softmax and SiLU use.
  */
 float		llm_expf(float x);
 
@@ -262,19 +247,16 @@ float		llm_expf(float x);
  * bit-identical to ggml_vec_swiglu_f32 of an AVX512 build.  out may alias.
  */
 typedef void (*llm_swiglu_fn) (const float *gate, const float *up, float *out, int64_t n);
-llm_swiglu_fn llm_swiglu_get(int impl);
-llm_swiglu_fn llm_swiglu_avx2_get(void);
 
-/* ---- internals shared by quant.c and quant_avx2.c ---- */
-llm_attn_fn llm_attn_kernel_avx2_get(void);
+/* The scalar SwiGLU kernel (the reference). */
+void		llm_swiglu_scalar(const float *gate, const float *up, float *out, int64_t n);
+
+/* ---- quant.c internals the vector kernels (quant_x86.h) reuse ---- */
 size_t		llm_act_bytes_q8_0(int64_t n);
 size_t		llm_act_bytes_q8_1(int64_t n);
 size_t		llm_act_bytes_q8_K(int64_t n);
 void		llm_quantize_act_q8_K(const float *x, void *dst, int64_t n);
 void		llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
-const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
-void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
-void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
 
 /* Pointers into an activation row of n elements (layout above). */
 static inline const float *

@@ -1,13 +1,14 @@
 /*
- * quant_avx2.c — AVX2/FMA/F16C kernels of the CPU backend, compiled with
- * per-function target attributes and selected at run time
- * (llm_qkernel_get checks __builtin_cpu_supports), so the library still runs
- * on CPUs without AVX2 using the scalar code of quant.c.
+ * quant_avx2.c — AVX2/FMA/F16C kernels of the CPU backend (quant_x86.h),
+ * compiled with per-function target attributes and handed out only by
+ * dispatch.c after it has detected the instructions, so the library still
+ * runs on CPUs without AVX2 using the scalar code of quant.c.  Depends on
+ * quant.c only (activation sizes, the Q8_K quantizer, k-quant scales).
  *
  * Each function performs exactly the operations of its scalar twin in
  * quant.c (same integer lanes, same fused multiply-adds, same reduction
- * order), which in turn mirror ggml-cpu/arch/x86/quants.c; results are
- * bit-identical.  The tile kernels compute several weight rows x several
+ * order), which in turn mirror the AVX2 branch of llama.cpp's x86 kernels;
+ * results are bit-identical.  The tile kernels compute several weight rows x several
  * activation rows at once so that a weight block, once unpacked, is reused
  * for every token of a batch; the per-(row, token) arithmetic is the same as
  * the single dot product, which keeps matmul batch invariant.
@@ -17,6 +18,7 @@
  * the scalar code.  Fused operations are written explicitly.
  */
 #include "quant.h"
+#include "quant_x86.h"
 
 #include <math.h>
 #include <string.h>
@@ -576,16 +578,19 @@ reduce16_4keys(const __m256 t[4], float out[4])
 
 /*
  * V sums of heads h0..h0+HG-1 (HG <= 4 a constant after inlining): lane row
- * l of head h = sum over keys j = l mod R, ascending, of v_j * p_hj, one fma
- * chain per element.  Each 16-element chunk of a V row is converted once for
- * all the group's heads (GQA) while their sums stay in registers.
+ * l of head h = sum over keys j >= first_key with j = l mod R (absolute
+ * positions), ascending, of v_j * p_hj, one fma chain per element.  rowoff
+ * and scores are indexed by j - jb.  Each 16-element chunk of a V row is
+ * converted once for all the group's heads (GQA) while their sums stay in
+ * registers.
  */
 INL void
-v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t npad,
+v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t npad, int jb,
 	   float *vsum, const int R, const int h0, const int HG)
 {
 	const int	hd = a->head_dim,
-				n = a->n_keys;
+				n = a->n_keys,
+				k0 = a->first_key;
 
 	for (int l = 0; l < R; l++)
 		for (int c = 0; c < hd; c += 16)
@@ -594,15 +599,15 @@ v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t
 
 			for (int h = 0; h < HG; h++)
 				s[h][0] = s[h][1] = _mm256_setzero_ps();
-			for (int j = l; j < n; j += R)
+			for (int j = k0 + ((l - k0) & (R - 1)); j < n; j += R)
 			{
-				const uint16_t *v = a->v_cache + rowoff[j] + c;
+				const uint16_t *v = a->v_cache + rowoff[j - jb] + c;
 				__m256		v0 = load_f16(v, 0),
 							v1 = load_f16(v, 8);
 
 				for (int h = 0; h < HG; h++)
 				{
-					__m256		pj = _mm256_broadcast_ss(scores + (size_t) (h0 + h) * npad + j);
+					__m256		pj = _mm256_broadcast_ss(scores + (size_t) (h0 + h) * npad + (j - jb));
 
 					s[h][0] = _mm256_fmadd_ps(v0, pj, s[h][0]);
 					s[h][1] = _mm256_fmadd_ps(v1, pj, s[h][1]);
@@ -618,48 +623,58 @@ v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t
 		}
 }
 
+/*
+ * Keys are indexed by r = j - jb, jb the first key rounded down to a multiple
+ * of 16 (the softmax sum's chunks are aligned on absolute positions, see
+ * quant.h); scores are computed 4 keys at a time from first_key rounded down
+ * to a multiple of 4, and entries before first_key are then masked.
+ */
 static TGT void
 attend_avx2(const llm_attn_args *a)
 {
 	const int	hd = a->head_dim,
 				n = a->n_keys,
+				k0 = a->first_key,
+				jb = k0 & ~15,
+				ks = k0 & ~3,
 				G = a->group;
-	const size_t npad = ((size_t) n + 15) & ~(size_t) 15;
+	const size_t npad = ((size_t) (n - jb) + 15) & ~(size_t) 15;
 	const int	row_bytes = hd * (int) sizeof(uint16_t);
-	size_t	   *rowoff = (size_t *) a->scratch;	/* [npad] cache offset of key j */
+	size_t	   *rowoff = (size_t *) a->scratch;	/* [npad] cache offset of key jb + r */
 	float	   *scores = a->scratch + 2 * npad;
 	float	   *vsum = scores + (size_t) G * npad;	/* [G][64][hd] */
 	float	   *kv = vsum + (size_t) G * 64 * hd;	/* [8][hd] converted rows */
 	float	   *inv = kv + 8 * (size_t) hd;	/* [G] */
-	row_walk	walk = {a, 0, 0};
+	row_walk	walk = {a, ks / a->block_size, ks % a->block_size};
 
 	/*
 	 * The cache rows of one sequence lie in blocks scattered over the pool:
 	 * their offsets once, so that both passes can prefetch ahead (the rows
 	 * are cold: every layer of every sequence reads its own).
 	 */
-	for (int j = 0; j < n; j++)
-		rowoff[j] = walk_next(&walk);
-	for (int j = 0; j < n && j < ATTN_PREFETCH_KEYS; j++)
-		PREFETCH_ROW(a->k_cache + rowoff[j], row_bytes, _MM_HINT_T0);
+	for (int j = ks; j < n; j++)
+		rowoff[j - jb] = walk_next(&walk);
+	for (int j = ks; j < n && j < ks + ATTN_PREFETCH_KEYS; j++)
+		PREFETCH_ROW(a->k_cache + rowoff[j - jb], row_bytes, _MM_HINT_T0);
 
 	/* scores, 4 keys at a time (rows past n are zero; masked below) */
-	for (int j0 = 0; j0 < n; j0 += 4)
+	for (int j0 = ks; j0 < n; j0 += 4)
 	{
 		int			nk = n - j0 < 4 ? n - j0 : 4;
+		int			r0 = j0 - jb;
 
 		for (int jj = 0; jj < 4; jj++)
 		{
 			if (j0 + jj + ATTN_PREFETCH_KEYS < n)
 			{
-				size_t		ahead = rowoff[j0 + jj + ATTN_PREFETCH_KEYS];
+				size_t		ahead = rowoff[r0 + jj + ATTN_PREFETCH_KEYS];
 
 				PREFETCH_ROW(a->k_cache + ahead, row_bytes, _MM_HINT_T0);
 				PREFETCH_ROW(a->v_cache + ahead, row_bytes, _MM_HINT_T1);
 			}
 			if (jj < nk)
 			{
-				const uint16_t *k = a->k_cache + rowoff[j0 + jj];
+				const uint16_t *k = a->k_cache + rowoff[r0 + jj];
 
 				for (int c = 0; c < hd; c += 8)
 					_mm256_storeu_ps(kv + jj * hd + c, load_f16(k, c));
@@ -694,7 +709,7 @@ attend_avx2(const llm_attn_args *a)
 				for (int jj = 0; jj < 4; jj++)
 					t[jj] = _mm256_add_ps(hi[jj], lo[jj]);
 				reduce16_4keys(t, r);
-				_mm_storeu_ps(scores + h * npad + j0, _mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(a->scale)));
+				_mm_storeu_ps(scores + h * npad + r0, _mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(a->scale)));
 			}
 			else
 			{
@@ -722,20 +737,22 @@ attend_avx2(const llm_attn_args *a)
 
 					for (int i = np; i < hd; i++)
 						sum += (double) (kv[jj * hd + i] * q[i]);
-					scores[h * npad + j0 + jj] = (float) sum * a->scale;
+					scores[h * npad + r0 + jj] = (float) sum * a->scale;
 				}
 			}
 		}
 	}
-	/* softmax per head as ggml_vec_soft_max_f32; padded keys get p = 0 */
+	/* softmax per head as ggml_vec_soft_max_f32; masked and padded keys get p = 0 */
 	for (int h = 0; h < G; h++)
 	{
 		float	   *sc = scores + h * npad;
 		__m256		mx = _mm256_set1_ps(-INFINITY);
 		float		m;
 
-		for (int j = n; j < (int) npad; j++)
-			sc[j] = -INFINITY;
+		for (int r = 0; r < k0 - jb; r++)
+			sc[r] = -INFINITY;
+		for (int r = n - jb; r < (int) npad; r++)
+			sc[r] = -INFINITY;
 		for (size_t j = 0; j < npad; j += 8)
 			mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + j));
 		{
@@ -747,8 +764,10 @@ attend_avx2(const llm_attn_args *a)
 		}
 		for (size_t j = 0; j < npad; j += 8)
 			_mm256_storeu_ps(sc + j, expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m))));
-		for (int j = n; j < (int) npad; j++)
-			sc[j] = 0.0f;
+		for (int r = 0; r < k0 - jb; r++)
+			sc[r] = 0.0f;
+		for (int r = n - jb; r < (int) npad; r++)
+			sc[r] = 0.0f;
 		{
 			double		sum = 0.0;
 
@@ -767,24 +786,24 @@ attend_avx2(const llm_attn_args *a)
 	}
 	/*
 	 * V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64
-	 * vec_dot_f16), keys in ascending order.  Computed lane row by lane row
+	 * vec_dot_f16; absolute j), keys in ascending order from first_key.  Computed lane row by lane row
 	 * with the sums in registers (the [G][R][hd] array is written once,
 	 * instead of read and written for every key).
 	 */
 	const int	R = a->single ? 64 : 16;
 
-	for (int j = 0; j < ATTN_PREFETCH_KEYS && j < n; j++)
-		PREFETCH_ROW(a->v_cache + rowoff[j], row_bytes, _MM_HINT_T0);
+	for (int j = k0; j < k0 + ATTN_PREFETCH_KEYS && j < n; j++)
+		PREFETCH_ROW(a->v_cache + rowoff[j - jb], row_bytes, _MM_HINT_T0);
 	for (int h0 = 0; h0 < G; h0 += 4)
 	{
 		const int	hg = G - h0 < 4 ? G - h0 : 4;
 
 		switch (hg)
 		{
-			case 1: v_sums(a, rowoff, scores, npad, vsum, R, h0, 1); break;
-			case 2: v_sums(a, rowoff, scores, npad, vsum, R, h0, 2); break;
-			case 3: v_sums(a, rowoff, scores, npad, vsum, R, h0, 3); break;
-			default: v_sums(a, rowoff, scores, npad, vsum, R, h0, 4); break;
+			case 1: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 1); break;
+			case 2: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 2); break;
+			case 3: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 3); break;
+			default: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 4); break;
 		}
 	}
 	/* out[d] = reduce16 over the 16 lane rows (single: rows combined (v0+v2)+(v1+v3) first) */
@@ -831,20 +850,6 @@ static const llm_qkernel vnni_kernels[] = {
 	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL},
 };
 
-bool
-llm_cpu_has_avx512vnni(void)
-{
-	static int	cached = -1;
-
-	if (cached < 0)
-	{
-		__builtin_cpu_init();
-		cached = llm_cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-			__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-	}
-	return cached == 1;
-}
-
 const llm_qkernel *
 llm_qkernel_avx2_get(uint32_t t, bool vnni)
 {
@@ -876,12 +881,6 @@ const llm_qkernel *
 llm_qkernel_avx2_get(uint32_t t, bool vnni)
 {
 	return NULL;
-}
-
-bool
-llm_cpu_has_avx512vnni(void)
-{
-	return false;
 }
 
 void

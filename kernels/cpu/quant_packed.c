@@ -14,6 +14,10 @@
  * ggml_vec_dot_q4_1_q8_1 / ggml_vec_dot_q8_0_q8_0 on AVX2/AVX512), so the
  * results are bit-identical to them.
  *
+ * Depends on quant_avx2.c only (each packed kernel takes the activations
+ * of the GGUF-layout VNNI kernel of its type); the instruction-set check is
+ * dispatch.c's.
+ *
  * Packed rows have the GGUF row size (row_bytes) and n a multiple of 64:
  *   Q4_1: uint16 d[nb]; uint16 m[nb]; uint8 qs[nb/2][32]
  *         qs[p][j] = e(2p, j) | e(2p + 1, j) << 4, e(b, j) = element j of
@@ -23,6 +27,7 @@
  * nb = n / 32.
  */
 #include "quant.h"
+#include "quant_x86.h"
 #include "simd_x86.h"
 
 #include <pthread.h>
@@ -389,7 +394,7 @@ static llm_qkernel
 packed_entry(uint32_t t, float (*dot) (int64_t, const void *, const void *), llm_dot_tile_fn tile,
 			 bool (*repack) (const void *, void *, int64_t), void (*unpack) (const void *, void *, int64_t))
 {
-	llm_qkernel k = *llm_qkernel_get(t, LLM_IMPL_AVX512VNNI);
+	llm_qkernel k = *llm_qkernel_avx2_get(t, true);
 
 	k.impl = "avx512vnni-packed";
 	k.dot = dot;
@@ -409,12 +414,10 @@ init_packed(void)
 }
 
 const llm_qkernel *
-llm_qkernel_packed_get(uint32_t t)
+llm_qkernel_packed_vnni_get(uint32_t t)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-	if (!llm_cpu_has_avx512vnni() || !__builtin_cpu_supports("avx512bw"))
-		return NULL;
 	pthread_once(&once, init_packed);
 	return t == LLM_TYPE_Q4_1 ? &q4_1_packed : t == LLM_TYPE_Q8_0 ? &q8_0_packed : NULL;
 }
@@ -422,7 +425,7 @@ llm_qkernel_packed_get(uint32_t t)
 #else							/* not x86 */
 
 const llm_qkernel *
-llm_qkernel_packed_get(uint32_t t)
+llm_qkernel_packed_vnni_get(uint32_t t)
 {
 	return NULL;
 }

@@ -938,7 +938,7 @@ cuda_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v
 }
 
 static int
-cuda_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale)
+cuda_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
 {
 	cuda_backend *cb = CB(b);
 	cuda_kv_layer kv;
@@ -952,11 +952,14 @@ cuda_attention(llm_backend *b, int layer, const float *q, float *out, int n_head
 	if (n_heads / cb->geo.n_kv_heads > ATTN_MAX_GROUP)
 		return fail(cb, "attention: GQA group of %d heads exceeds the CUDA backend's %d",
 					n_heads / cb->geo.n_kv_heads, ATTN_MAX_GROUP);
+	if (window < 0)
+		return fail(cb, "attention: window %d is negative", window);
 	if (cb->n_tokens > 0 && (q == NULL || out == NULL))
 		return fail(cb, "attention: NULL argument");
 	kv = kv_layer(cb, layer);
-	CK(cu_attention_decode(cb->stream, &kv, &cb->sd, q, out, cb->partials, n_heads, scale), "attention (decode)");
-	CK(cu_attention_prefill(cb->stream, &kv, &cb->sd, q, out, n_heads, scale), "attention (prefill)");
+	CK(cu_attention_decode(cb->stream, &kv, &cb->sd, q, out, cb->partials, n_heads, scale, window),
+	   "attention (decode)");
+	CK(cu_attention_prefill(cb->stream, &kv, &cb->sd, q, out, n_heads, scale, window), "attention (prefill)");
 	return 0;
 }
 

@@ -126,10 +126,15 @@ cudaError_t cu_gemv(cudaStream_t st, const cuda_weight *w, const float *x, float
 /* Shared-memory opt-in of the attention kernels; call once per device. */
 cudaError_t cu_attention_setup(void);
 bool		cu_attention_head_dim_ok(int head_dim);
+/*
+ * window: keys per query as backend.h's attention op (0 = all): the query
+ * at position p reads keys max(0, p - window + 1)..p.
+ */
 cudaError_t cu_attention_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-								const float *q, float *out, float *partials, int n_heads, float scale);
+								const float *q, float *out, float *partials, int n_heads, float scale,
+								int window);
 cudaError_t cu_attention_prefill(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-								 const float *q, float *out, int n_heads, float scale);
+								 const float *q, float *out, int n_heads, float scale, int window);
 
 #ifdef __cplusplus
 }

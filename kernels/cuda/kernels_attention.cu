@@ -13,13 +13,19 @@
  *    head; the combine kernel merges the splits in split order.  The split
  *    size is a constant, so a query's reduction order depends only on its own
  *    position: results are independent of the batch (the deterministic mode
- *    sends every token, prefill ones too, through this kernel).
+ *    sends every token, prefill ones too, through this kernel).  With a
+ *    window, a split's keys start at max(split start, p - window + 1); a
+ *    split wholly before the window leaves the empty partial (m = -inf,
+ *    l = 0, acc = 0), which the combine kernel weighs by exactly 0.
  *
  *  - FlashAttention-style prefill kernel (Dao et al., "FlashAttention",
  *    NeurIPS 2022; "FlashAttention-2", 2023): one CTA per (64 query rows of a
  *    sequence, query head); Q.K^T and P.V on the tensor cores through WMMA
  *    (fp16 operands, fp32 accumulation), scores and the output accumulator in
  *    shared memory, online softmax per row; no score matrix in global memory.
+ *    With a window, key tiles start at the tile (aligned to 64 keys) of the
+ *    first row's window start and each row masks the keys outside its own
+ *    window; a tile with no key for a row leaves that row's state unchanged.
  *
  * Numerics as the CPU backend: the query is rounded to fp16 (llama.cpp
  * converts Q to the K-cache type before K.Q), scores in fp32 times scale,
@@ -82,7 +88,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 attn_split_kernel(const __half *__restrict__ K, const __half *__restrict__ V, const float *__restrict__ q,
 				  const int32_t *__restrict__ items, const int32_t *__restrict__ positions,
 				  const int32_t *__restrict__ tok_seq, const int32_t *__restrict__ block_tables,
-				  int max_blocks, int block_size, int n_kv, int n_heads, float scale, float *__restrict__ part)
+				  int max_blocks, int block_size, int n_kv, int n_heads, float scale, int window,
+				  float *__restrict__ part)
 {
 	typedef split_cfg<HD> C;
 	__shared__ __align__(16) __half Ks[C::TILE][C::KPAD];
@@ -102,8 +109,9 @@ attn_split_kernel(const __half *__restrict__ K, const __half *__restrict__ V, co
 				split = items[2 * item + 1];
 	const int	G = n_heads / n_kv;
 	const int	pos = positions[t];
-	const int	k_begin = split * ATTN_SPLIT;
-	const int	k_end = min(k_begin + ATTN_SPLIT, pos + 1);
+	const int	k_lo = window > 0 ? max(0, pos - window + 1) : 0;
+	const int	k_begin = max(split * ATTN_SPLIT, k_lo);
+	const int	k_end = min(split * ATTN_SPLIT + ATTN_SPLIT, pos + 1);
 	const int32_t *bt = block_tables + (size_t) tok_seq[t] * max_blocks;
 	float2		acc[C::NI];
 
@@ -338,7 +346,7 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 attn_prefill_kernel(const __half *__restrict__ K, const __half *__restrict__ V, const float *__restrict__ q,
 					float *__restrict__ out, const int32_t *__restrict__ tiles,
 					const int32_t *__restrict__ positions, const int32_t *__restrict__ block_tables,
-					int max_blocks, int block_size, int n_kv, int n_heads, float scale)
+					int max_blocks, int block_size, int n_kv, int n_heads, float scale, int window)
 {
 	typedef prefill_cfg<HD> C;
 	extern __shared__ __align__(128) unsigned char smem[];
@@ -362,7 +370,8 @@ attn_prefill_kernel(const __half *__restrict__ K, const __half *__restrict__ V, 
 				row0 = tiles[3 * blockIdx.x + 1],
 				nq = tiles[3 * blockIdx.x + 2];
 	const int32_t *bt = block_tables + (size_t) seq * max_blocks;
-	int			n_keys = 0;
+	int			n_keys = 0,
+				k_first = 0;
 
 	for (int i = tid; i < C::BQ * HD; i += ATTN_THREADS)
 	{
@@ -383,8 +392,15 @@ attn_prefill_kernel(const __half *__restrict__ K, const __half *__restrict__ V, 
 	__syncthreads();
 	for (int r = 0; r < nq; r++)
 		n_keys = max(n_keys, qpos[r] + 1);
+	if (window > 0)
+	{
+		k_first = n_keys;
+		for (int r = 0; r < nq; r++)
+			k_first = min(k_first, max(0, qpos[r] - window + 1));
+		k_first -= k_first % C::BK;
+	}
 
-	for (int kt = 0; kt < n_keys; kt += C::BK)
+	for (int kt = k_first; kt < n_keys; kt += C::BK)
 	{
 		const int	nk = min(C::BK, n_keys - kt);
 
@@ -446,7 +462,7 @@ attn_prefill_kernel(const __half *__restrict__ K, const __half *__restrict__ V, 
 			for (int j = 0; j < C::BK / 32; j++)
 			{
 				int			kl = lane + 32 * j;
-				bool		valid = kl < nk && kt + kl <= qp;
+				bool		valid = kl < nk && kt + kl <= qp && (window <= 0 || kt + kl > qp - window);
 
 				s[j] = valid ? __fmul_rn(S[r * C::SLD + kl], scale) : -INFINITY;
 				mx = fmaxf(mx, s[j]);
@@ -538,7 +554,7 @@ cu_attention_setup(void)
 template <int HD>
 static cudaError_t
 launch_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd, const float *q,
-			  float *out, float *partials, int n_heads, float scale)
+			  float *out, float *partials, int n_heads, float scale, int window)
 {
 	dim3		g1((unsigned) sd->n_dec_items, (unsigned) kv->n_kv_heads);
 	dim3		g2((unsigned) sd->n_dec_tokens, (unsigned) n_heads);
@@ -547,7 +563,7 @@ launch_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
 	attn_split_kernel<HD><<<g1, ATTN_THREADS, 0, st>>>(kv->k, kv->v, q, sd->dec_items, sd->positions,
 													   sd->tok_seq, sd->block_tables, sd->max_blocks,
 													   kv->block_size, kv->n_kv_heads, n_heads, scale,
-													   partials);
+													   window, partials);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return e;
 	attn_combine_kernel<HD><<<g2, HD < 128 ? HD : 128, 0, st>>>(partials, sd->dec_tokens, sd->dec_item0,
@@ -562,18 +578,18 @@ launch_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
  */
 extern "C" cudaError_t
 cu_attention_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-					const float *q, float *out, float *partials, int n_heads, float scale)
+					const float *q, float *out, float *partials, int n_heads, float scale, int window)
 {
 	if (sd->n_dec_tokens <= 0)
 		return cudaSuccess;
 	switch (kv->head_dim)
 	{
 		case 64:
-			return launch_decode<64>(st, kv, sd, q, out, partials, n_heads, scale);
+			return launch_decode<64>(st, kv, sd, q, out, partials, n_heads, scale, window);
 		case 128:
-			return launch_decode<128>(st, kv, sd, q, out, partials, n_heads, scale);
+			return launch_decode<128>(st, kv, sd, q, out, partials, n_heads, scale, window);
 		case 256:
-			return launch_decode<256>(st, kv, sd, q, out, partials, n_heads, scale);
+			return launch_decode<256>(st, kv, sd, q, out, partials, n_heads, scale, window);
 		default:
 			return cudaErrorInvalidValue;
 	}
@@ -582,31 +598,31 @@ cu_attention_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_de
 template <int HD>
 static cudaError_t
 launch_prefill(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd, const float *q,
-			   float *out, int n_heads, float scale)
+			   float *out, int n_heads, float scale, int window)
 {
 	dim3		grid((unsigned) sd->n_pf_tiles, (unsigned) n_heads);
 
 	attn_prefill_kernel<HD><<<grid, ATTN_THREADS, prefill_cfg<HD>::BYTES, st>>>(
 		kv->k, kv->v, q, out, sd->pf_tiles, sd->positions, sd->block_tables, sd->max_blocks,
-		kv->block_size, kv->n_kv_heads, n_heads, scale);
+		kv->block_size, kv->n_kv_heads, n_heads, scale, window);
 	return cudaGetLastError();
 }
 
 /* Attention of the step's prefill tiles (sd->pf_tiles). */
 extern "C" cudaError_t
 cu_attention_prefill(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-					 const float *q, float *out, int n_heads, float scale)
+					 const float *q, float *out, int n_heads, float scale, int window)
 {
 	if (sd->n_pf_tiles <= 0)
 		return cudaSuccess;
 	switch (kv->head_dim)
 	{
 		case 64:
-			return launch_prefill<64>(st, kv, sd, q, out, n_heads, scale);
+			return launch_prefill<64>(st, kv, sd, q, out, n_heads, scale, window);
 		case 128:
-			return launch_prefill<128>(st, kv, sd, q, out, n_heads, scale);
+			return launch_prefill<128>(st, kv, sd, q, out, n_heads, scale, window);
 		case 256:
-			return launch_prefill<256>(st, kv, sd, q, out, n_heads, scale);
+			return launch_prefill<256>(st, kv, sd, q, out, n_heads, scale, window);
 		default:
 			return cudaErrorInvalidValue;
 	}

@@ -5,7 +5,7 @@
  * fused with the paged KV-cache write.
  *
  * Numerics mirror the CPU backend (kernels/cpu/backend_cpu.c, quant.c), which
- * follows llama.cpp's ggml-cpu: dequantization formulas of ggml-quants.c
+ * follows llama.cpp's CPU backend: ggml's dequantize_row_* formulas
  * (written with __fmul_rn/__fadd_rn so that nvcc does not contract them into
  * FMAs the x86-64 baseline CPU build does not use), RMSNorm with a double sum
  * of float squares, RoPE angles built by repeated multiplication by
@@ -31,7 +31,7 @@ grid_for(size_t n, unsigned threads)
 }
 
 /* ------------------------------------------------------------------------
- * GGUF block decoding (ggml-common.h layouts; little-endian bytes)
+ * GGUF block decoding (ggml's block layouts; little-endian bytes)
  * ------------------------------------------------------------------------ */
 
 __device__ __forceinline__ float
@@ -47,7 +47,7 @@ rd_u16(const uint8_t *p)
 }
 
 /*
- * Element e of a GGUF row of the given type (ggml-quants.c dequantize_row_*
+ * Element e of a GGUF row of the given type (ggml's dequantize_row_*
  * formulas, same operation order as kernels/cpu/quant.c llm_dequantize_row).
  */
 __device__ float

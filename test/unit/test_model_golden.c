@@ -21,7 +21,7 @@
  *     max |diff| and RMS diff relative to the std of the oracle logits, the
  *     argmax, and the top-5 overlap.
  *
- * Thresholds: the issue's own criteria.  Two correct llama.cpp execution
+ * Thresholds: two correct llama.cpp execution
  * paths (flash attention on/off, batched vs token-by-token prefill) already
  * differ by up to 0.51 std in the logits and on 39 of 66 greedy
  * continuations (test/golden/README.md, "Noise floor"), so these criteria

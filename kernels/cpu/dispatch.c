@@ -1,0 +1,162 @@
+/*
+ * dispatch.c — which CPU kernel implementation runs (dispatch.h).
+ *
+ * The CPU's instruction sets are read once (pthread_once, on the first call
+ * of any function here) into a table of what this CPU can run and the best
+ * implementation; lookups afterwards only read it.  Detection is the only
+ * thing this file does that depends on the CPU: the kernels themselves live
+ * in quant.c (scalar), quant_avx2.c and quant_packed.c (vector).
+ *
+ * Dependencies between the files of kernels/cpu (A -> B: A calls a
+ * function defined in B); the graph is acyclic, and no file calls one
+ * listed above it:
+ *
+ *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
+ *   dispatch.c     -> quant_packed.c, quant_avx2.c, quant.c
+ *   quant_packed.c -> quant_avx2.c
+ *   quant_avx2.c   -> quant.c
+ *   quant.c, threadpool.c, huge_pages.c -> (nothing in kernels/cpu)
+ *
+ * Headers follow the same graph: quant.h declares quant.c (and the types
+ * and inline helpers every kernel shares), quant_x86.h quant_avx2.c and
+ * quant_packed.c, dispatch.h this file; simd_x86.h and quant_tile.inc are
+ * inline code of the vector kernels.
+ */
+#include "dispatch.h"
+#include "quant.h"
+#include "quant_x86.h"
+
+#include <pthread.h>
+
+typedef struct cpu_features
+{
+	bool		avx2;			/* AVX2 + FMA + F16C */
+	bool		avx512vnni;		/* also AVX512F/VL/VNNI */
+	bool		packed;			/* also AVX512BW: the packed kernels */
+	int			best;			/* LLM_IMPL_* that LLM_IMPL_BEST means */
+} cpu_features;
+
+static cpu_features features;
+static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+
+static void
+detect(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_cpu_init();
+	features.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		__builtin_cpu_supports("f16c");
+	features.avx512vnni = features.avx2 && __builtin_cpu_supports("avx512f") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+	features.packed = features.avx512vnni && __builtin_cpu_supports("avx512bw");
+#endif
+	features.best = features.avx512vnni ? LLM_IMPL_AVX512VNNI :
+		features.avx2 ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
+}
+
+static inline const cpu_features *
+cpu(void)
+{
+	pthread_once(&features_once, detect);
+	return &features;
+}
+
+/* impl with LLM_IMPL_BEST resolved; -1 when this CPU cannot run it. */
+static int
+resolve(int impl)
+{
+	const cpu_features *f = cpu();
+
+	switch (impl)
+	{
+		case LLM_IMPL_BEST:
+			return f->best;
+		case LLM_IMPL_SCALAR:
+			return impl;
+		case LLM_IMPL_AVX2:
+			return f->avx2 ? impl : -1;
+		case LLM_IMPL_AVX512VNNI:
+			return f->avx512vnni ? impl : -1;
+		default:
+			return -1;
+	}
+}
+
+bool
+llm_cpu_has_avx2(void)
+{
+	return cpu()->avx2;
+}
+
+bool
+llm_cpu_has_avx512vnni(void)
+{
+	return cpu()->avx512vnni;
+}
+
+const llm_qkernel *
+llm_qkernel_get(uint32_t t, int impl)
+{
+	switch (resolve(impl))
+	{
+		case LLM_IMPL_SCALAR:
+			return llm_qkernel_scalar_get(t);
+		case LLM_IMPL_AVX2:
+			return llm_qkernel_avx2_get(t, false);
+		case LLM_IMPL_AVX512VNNI:
+			return llm_qkernel_avx2_get(t, true);
+		default:
+			return NULL;
+	}
+}
+
+const llm_qkernel *
+llm_qkernel_packed_get(uint32_t t)
+{
+	return cpu()->packed ? llm_qkernel_packed_vnni_get(t) : NULL;
+}
+
+/* Attention and SwiGLU have one vector version, used by the AVX2 and VNNI implementations. */
+llm_attn_fn
+llm_attn_kernel_get(int impl)
+{
+	int			r = resolve(impl);
+
+	if (r == LLM_IMPL_SCALAR)
+		return llm_attn_scalar;
+	return r < 0 ? NULL : llm_attn_kernel_avx2_get();
+}
+
+llm_swiglu_fn
+llm_swiglu_get(int impl)
+{
+	int			r = resolve(impl);
+
+	if (r == LLM_IMPL_SCALAR)
+		return llm_swiglu_scalar;
+	return r < 0 ? NULL : llm_swiglu_avx2_get();
+}
+
+void
+llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n)
+{
+	if (cpu()->avx2)
+	{
+		llm_fp16_to_fp32_row_f16c(src, dst, n);
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = llm_fp16_to_fp32(src[i]);
+}
+
+void
+llm_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n)
+{
+	if (cpu()->avx2)
+	{
+		llm_fp32_to_fp16_row_f16c(src, dst, n);
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = llm_fp32_to_fp16(src[i]);
+}

@@ -1,0 +1,63 @@
+/*
+ * dispatch.h — run-time choice of the CPU backend's kernel implementations.
+ *
+ * The instruction sets of the CPU are detected once per process (the first
+ * call of any function here, thread-safe); every lookup after that is a read
+ * of what was chosen then.  All implementations of a kernel give
+ * bit-identical results (quant.h), so the choice changes speed only.
+ *
+ * Implementations (LLM_IMPL_*):
+ *   scalar       quant.c, any CPU: the reference
+ *   avx2         quant_avx2.c: AVX2 + FMA + F16C
+ *   avx512vnni   quant_avx2.c's kernels with the integer tiles on 256-bit
+ *                vpdpbusd (AVX512F/VL/VNNI)
+ *   packed       quant_packed.c: Q4_1 / Q8_0 over rows repacked at load
+ *                (AVX512F/VL/BW/VNNI); asked for with llm_qkernel_packed_get
+ */
+#ifndef LLM_CPU_DISPATCH_H
+#define LLM_CPU_DISPATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+enum
+{
+	LLM_IMPL_BEST = -1,			/* the fastest this CPU runs */
+	LLM_IMPL_SCALAR = 0,
+	LLM_IMPL_AVX2 = 1,			/* AVX2 + FMA + F16C */
+	LLM_IMPL_AVX512VNNI = 2		/* AVX2 kernels, integer tiles with 256-bit vpdpbusd */
+};
+
+/* True when the CPU has AVX2, FMA and F16C (the AVX2 kernels need all three). */
+bool		llm_cpu_has_avx2(void);
+
+/* True when it also has AVX512F/VL/VNNI. */
+bool		llm_cpu_has_avx512vnni(void);
+
+/*
+ * Matmul kernel for weight type t with implementation impl (LLM_IMPL_*);
+ * NULL when the type is unsupported or the CPU lacks the instructions.
+ */
+const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
+
+/*
+ * Kernel for weight type t over rows repacked by its repack function
+ * (quant_packed.c: Q4_1 and Q8_0 on CPUs with AVX512F/VL/BW/VNNI), or NULL.
+ * Its results are bit-identical to the GGUF-layout kernels on the unpacked
+ * rows.
+ */
+const llm_qkernel *llm_qkernel_packed_get(uint32_t t);
+
+/* Attention kernel (quant.h llm_attn_args) of implementation impl; NULL if unavailable. */
+llm_attn_fn llm_attn_kernel_get(int impl);
+
+/* SwiGLU kernel (quant.h llm_swiglu_fn) of implementation impl; NULL if unavailable. */
+llm_swiglu_fn llm_swiglu_get(int impl);
+
+/* Row conversions with F16C when the CPU has it (bit-identical to quant.h's scalar ones). */
+void		llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void		llm_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+
+#endif

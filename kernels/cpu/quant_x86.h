@@ -1,0 +1,41 @@
+/*
+ * quant_x86.h — the vector kernels of the CPU backend (quant_avx2.c,
+ * quant_packed.c), as dispatch.c and the tests reach them.
+ *
+ * Nothing here checks the CPU: the caller (dispatch.c) hands these out only
+ * after detecting the instructions they need; calling one on a CPU without
+ * them faults.  On other architectures the getters return NULL and the row
+ * conversions are the scalar ones.  Each kernel performs the operations of
+ * its scalar twin in quant.c in the same order (bit-identical results).
+ */
+#ifndef LLM_CPU_QUANT_X86_H
+#define LLM_CPU_QUANT_X86_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/*
+ * quant_avx2.c (AVX2 + FMA + F16C): the matmul kernel of weight type t, or
+ * NULL; with vnni, the Q4_0 / Q4_1 / Q8_0 integer tiles use 256-bit
+ * vpdpbusd (AVX512F/VL/VNNI also needed), the other types stay AVX2.
+ */
+const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
+
+/* quant_avx2.c: attention (quant.h llm_attn_args) and SwiGLU. */
+llm_attn_fn llm_attn_kernel_avx2_get(void);
+llm_swiglu_fn llm_swiglu_avx2_get(void);
+
+/* quant_avx2.c: fp16 <-> fp32 rows with F16C (round-nearest-even, as quant.h's scalar ones). */
+void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
+void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
+
+/*
+ * quant_packed.c (AVX512F/VL/BW/VNNI): the kernel of weight type t over
+ * repacked rows (Q4_1, Q8_0), or NULL.  Its activations are those of
+ * llm_qkernel_avx2_get(t, true).
+ */
+const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
+
+#endif
