@@ -13,7 +13,7 @@ DECLARE
 	same boolean;
 BEGIN
 	FOR r IN
-		SELECT p.oid::regprocedure::text AS fn, a.n, p.proargnames[a.n] AS arg,
+		SELECT p.proname || '(' || p.proargtypes[0]::regtype || ', ...)' AS fn, a.n, p.proargnames[a.n] AS arg,
 		       p.proargtypes[a.n - 1]::regtype AS argtype,
 		       pg_get_function_arg_default(p.oid, a.n) AS sql_default,
 		       t.name IS NOT NULL AS known, t.type AS table_type, t.default_value

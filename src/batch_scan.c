@@ -17,17 +17,16 @@
  *        batchable call replaced by a Var on the node's scan tuple
  *        [call results ..., P' columns ...]
  *
- * Batchable calls are those of the generation functions the argument table
- * marks batchable (sql_args.h: by C symbol; their argument count from
+ * Batchable calls are those of the generation functions sql_args.h's
+ * function table marks batchable (by C symbol; their argument count from
  * pg_proc).  At run time the node reads up to llm.batch_window rows ahead
  * from P', builds each call's request from its argument columns by name
  * (sql_args.c, exactly as the function does), submits them all through the
- * channel and emits the
- * rows in their original order as their results arrive.  The window grows
- * from BATCH_INITIAL_WINDOW by one per emitted row (TCP slow start: it
- * doubles per window of rows), so a LIMIT above, whose bound never reaches a
- * custom scan, wastes at most about the rows it consumed.  Design and
- * fallbacks: docs/BATCH_SCAN.md.
+ * channel and emits the rows in their original order as their results
+ * arrive.  The window grows from BATCH_INITIAL_WINDOW by one per emitted row
+ * (TCP slow start: it doubles per window of rows), so a LIMIT above, whose
+ * bound never reaches a custom scan, wastes at most about the rows it
+ * consumed.  Design and fallbacks: docs/BATCH_SCAN.md.
  */
 #include "postgres.h"
 
@@ -103,7 +102,10 @@ batchable_nargs(SplitContext *cxt, Oid funcid)
 	return -1;
 }
 
-/* A call the node may evaluate: a batchable function with all its arguments (the planner filled in the defaults). */
+/*
+ * A call the node may evaluate: a batchable function called with all its
+ * arguments (the planner has filled in the defaults).
+ */
 static bool
 is_batchable_call(SplitContext *cxt, Node *node)
 {

@@ -3,7 +3,7 @@
  *
  * See channel.h for the contract and protocol.h for the messages.  The
  * channel is created lazily on first use, published in this backend's slot
- * of the registry (llm.h) and survives transactions (the mapping is pinned);
+ * of the registry (registry.h) and survives transactions (the mapping is pinned);
  * it is rebuilt when the worker generation changed (a queue's sender and
  * receiver can be set only once, so a restarted worker cannot reuse it).
  */
@@ -41,7 +41,8 @@ extern PGDLLIMPORT WaitEventSet *FeBeWaitSet;
 /* How often a waiting backend re-checks that the worker is alive (ms). */
 #define LLM_ALIVE_CHECK_MS 1000
 
-int			llm_worker_wait_timeout_ms = 30000;
+/* llm.worker_wait_timeout (ms): how long a submission waits for a running worker */
+static int	worker_wait_timeout_ms = 30000;
 
 typedef struct LlmChannel
 {
@@ -254,12 +255,12 @@ wait_for_worker(void)
 		LWLockRelease(llm_shared->lock);
 		if (pid != 0)
 			return gen;
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), llm_worker_wait_timeout_ms))
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), worker_wait_timeout_ms))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("llm worker is not running"),
 					 errdetail("Waited %d ms for it to start (llm.worker_wait_timeout).",
-							   llm_worker_wait_timeout_ms),
+							   worker_wait_timeout_ms),
 					 errhint("Check the server log for errors of the \"llm worker\" process.")));
 		wait_latch(100);
 	}
@@ -713,7 +714,7 @@ llm_channel_define_gucs(void)
 	DefineCustomIntVariable("llm.worker_wait_timeout",
 							"How long a request waits for the llm worker to be running before failing.",
 							"Covers a worker that is starting or restarting after an exit.",
-							&llm_worker_wait_timeout_ms,
+							&worker_wait_timeout_ms,
 							30000, 0, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -23,10 +23,7 @@
 
 #include "protocol.h"
 
-/* llm.worker_wait_timeout (ms): how long a submission waits for a running worker */
-extern int	llm_worker_wait_timeout_ms;
-
-/* Define the channel's settings (from _PG_init). */
+/* Define the channel's setting, llm.worker_wait_timeout (from _PG_init). */
 extern void llm_channel_define_gucs(void);
 
 /* A finished request, copied into the caller's memory context. */

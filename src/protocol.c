@@ -48,29 +48,17 @@ put_raw(writer *w, const void *p, size_t n)
 	w->len += n;
 }
 
-static void
-put_u32(writer *w, uint32_t v)
-{
-	put_raw(w, &v, sizeof(v));
+/* put_u32, put_i32, put_u64, put_f64: a scalar as its bytes */
+#define PUT_SCALAR(name, ctype) \
+static void \
+put_##name(writer *w, ctype v) \
+{ \
+	put_raw(w, &v, sizeof(v)); \
 }
-
-static void
-put_i32(writer *w, int32_t v)
-{
-	put_raw(w, &v, sizeof(v));
-}
-
-static void
-put_u64(writer *w, uint64_t v)
-{
-	put_raw(w, &v, sizeof(v));
-}
-
-static void
-put_f64(writer *w, double v)
-{
-	put_raw(w, &v, sizeof(v));
-}
+PUT_SCALAR(u32, uint32_t)
+PUT_SCALAR(i32, int32_t)
+PUT_SCALAR(u64, uint64_t)
+PUT_SCALAR(f64, double)
 
 static void
 put_flag(writer *w, bool v)
@@ -279,29 +267,17 @@ get_raw(reader *r, void *out, size_t n)
 	return true;
 }
 
-static bool
-get_u32(reader *r, uint32_t *v)
-{
-	return get_raw(r, v, sizeof(*v));
+/* get_u32, get_i32, get_u64, get_f64: a scalar from its bytes */
+#define GET_SCALAR(name, ctype) \
+static bool \
+get_##name(reader *r, ctype *v) \
+{ \
+	return get_raw(r, v, sizeof(*v)); \
 }
-
-static bool
-get_i32(reader *r, int32_t *v)
-{
-	return get_raw(r, v, sizeof(*v));
-}
-
-static bool
-get_u64(reader *r, uint64_t *v)
-{
-	return get_raw(r, v, sizeof(*v));
-}
-
-static bool
-get_f64(reader *r, double *v)
-{
-	return get_raw(r, v, sizeof(*v));
-}
+GET_SCALAR(u32, uint32_t)
+GET_SCALAR(i32, int32_t)
+GET_SCALAR(u64, uint64_t)
+GET_SCALAR(f64, double)
 
 static bool
 get_flag(reader *r, bool *v)

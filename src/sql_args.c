@@ -26,18 +26,32 @@
 
 PG_FUNCTION_INFO_V1(pg_llm_generation_arguments);
 
-int			llm_prefix_cache_isolation = LLM_PREFIX_ISOLATION_ROLE;
-int			llm_debug_poison_logits = 0;
+/* llm.prefix_cache_isolation: whose requests may share cached KV blocks */
+typedef enum LlmPrefixIsolation
+{
+	LLM_PREFIX_ISOLATION_NONE = 0,	/* every request */
+	LLM_PREFIX_ISOLATION_ROLE,	/* requests of the same current role */
+	LLM_PREFIX_ISOLATION_DATABASE	/* requests in the same database */
+} LlmPrefixIsolation;
+
+static int	prefix_cache_isolation = LLM_PREFIX_ISOLATION_ROLE;
+
+/* llm.debug_poison_logits: test hook, poison this many logits rows after the next request */
+static int	debug_poison_logits = 0;
 
 /* ---------- the argument table ---------- */
 
-typedef struct LlmArgDesc
+typedef struct LlmArgDesc LlmArgDesc;
+
+struct LlmArgDesc
 {
 	const char *name;			/* as in the functions' SQL declarations */
 	Oid			type;
 	const char *default_value;	/* the SQL DEFAULT, as input text of type; NULL: DEFAULT NULL */
-	void		(*apply) (LlmCall *call, Datum value);	/* a non-NULL value (or the default) */
-} LlmArgDesc;
+	/* a non-NULL value (or the default) applied to the call */
+	void		(*apply) (const LlmArgDesc *arg, LlmCall *call, Datum value);
+	size_t		param;			/* apply_param: offsetof(llm_sampling_params, the field) */
+};
 
 static void
 invalid_arg(const char *msg)
@@ -45,44 +59,29 @@ invalid_arg(const char *msg)
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", msg)));
 }
 
+/* An option that is a field of llm_sampling_params: int4 -> int32_t, float8 -> double. */
 static void
-apply_max_tokens(LlmCall *c, Datum v)
+apply_param(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
-	c->req.params.max_tokens = DatumGetInt32(v);
+	char	   *field = (char *) &c->req.params + arg->param;
+
+	switch (arg->type)
+	{
+		case INT4OID:
+			*(int32_t *) field = DatumGetInt32(v);
+			break;
+		case FLOAT8OID:
+			*(double *) field = DatumGetFloat8(v);
+			break;
+		default:
+			elog(ERROR, "llm: no field of type %u for argument %s", arg->type, arg->name);
+	}
 }
 
-static void
-apply_temperature(LlmCall *c, Datum v)
-{
-	c->req.params.temperature = DatumGetFloat8(v);
-}
+#define PARAM(f) .apply = apply_param, .param = offsetof(llm_sampling_params, f)
 
 static void
-apply_top_p(LlmCall *c, Datum v)
-{
-	c->req.params.top_p = DatumGetFloat8(v);
-}
-
-static void
-apply_top_k(LlmCall *c, Datum v)
-{
-	c->req.params.top_k = DatumGetInt32(v);
-}
-
-static void
-apply_min_p(LlmCall *c, Datum v)
-{
-	c->req.params.min_p = DatumGetFloat8(v);
-}
-
-static void
-apply_repetition_penalty(LlmCall *c, Datum v)
-{
-	c->req.params.repetition_penalty = DatumGetFloat8(v);
-}
-
-static void
-apply_seed(LlmCall *c, Datum v)
+apply_seed(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	c->req.params.has_seed = true;
 	c->req.params.seed = (uint64) DatumGetInt64(v);
@@ -90,7 +89,7 @@ apply_seed(LlmCall *c, Datum v)
 
 /* stop text[]: UTF-8 copies; a NULL element stays NULL for the check to name */
 static void
-apply_stop(LlmCall *c, Datum v)
+apply_stop(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(v);
 	Datum	   *elems;
@@ -109,20 +108,20 @@ apply_stop(LlmCall *c, Datum v)
 }
 
 static void
-apply_system(LlmCall *c, Datum v)
+apply_system(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	c->req.system = llm_text_to_utf8(DatumGetTextPP(v));
 	c->req.system_len = strlen(c->req.system);
 }
 
 static void
-apply_raw(LlmCall *c, Datum v)
+apply_raw(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	c->raw = DatumGetBool(v);
 }
 
 static void
-apply_on_error(LlmCall *c, Datum v)
+apply_on_error(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	char	   *mode = text_to_cstring(DatumGetTextPP(v));
 
@@ -141,12 +140,12 @@ apply_on_error(LlmCall *c, Datum v)
  * (appended at the end, README "Argument and upgrade policy").
  */
 static const LlmArgDesc arg_table[] = {
-	{"max_tokens", INT4OID, "256", apply_max_tokens},
-	{"temperature", FLOAT8OID, "0", apply_temperature},
-	{"top_p", FLOAT8OID, "1", apply_top_p},
-	{"top_k", INT4OID, "0", apply_top_k},
-	{"min_p", FLOAT8OID, "0", apply_min_p},
-	{"repetition_penalty", FLOAT8OID, "1", apply_repetition_penalty},
+	{"max_tokens", INT4OID, "256", PARAM(max_tokens)},
+	{"temperature", FLOAT8OID, "0", PARAM(temperature)},
+	{"top_p", FLOAT8OID, "1", PARAM(top_p)},
+	{"top_k", INT4OID, "0", PARAM(top_k)},
+	{"min_p", FLOAT8OID, "0", PARAM(min_p)},
+	{"repetition_penalty", FLOAT8OID, "1", PARAM(repetition_penalty)},
 	{"seed", INT8OID, NULL, apply_seed},
 	{"stop", TEXTARRAYOID, NULL, apply_stop},
 	{"system", TEXTOID, NULL, apply_system},
@@ -186,7 +185,6 @@ function_by_symbol(HeapTuple proctup)
 struct LlmArgMap
 {
 	const LlmSqlFunction *fn;
-	int			nargs;			/* the function's input arguments (pronargs) */
 	int			pos[N_ARGS];	/* per row: its input position in the function, -1 if absent */
 };
 
@@ -263,7 +261,6 @@ build_map(Oid funcid, MemoryContext cxt)
 
 	map = MemoryContextAllocZero(cxt, sizeof(LlmArgMap));
 	map->fn = fn;
-	map->nargs = proc->pronargs;
 	for (int r = 0; r < N_ARGS; r++)
 		map->pos[r] = -1;
 	for (int i = 1; i < proc->pronargs; i++)
@@ -349,7 +346,7 @@ llm_batchable_function(Oid funcid, int *nargs)
 static uint64
 prefix_cache_salt(void)
 {
-	switch (llm_prefix_cache_isolation)
+	switch (prefix_cache_isolation)
 	{
 		case LLM_PREFIX_ISOLATION_ROLE:
 			return ((uint64) LLM_PREFIX_ISOLATION_ROLE << 32) | (uint64) GetUserId();
@@ -393,12 +390,12 @@ llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCal
 		int			pos = map->pos[r];
 
 		if (pos >= 0 && pos < nargs && !args[pos].isnull)
-			arg_table[r].apply(call, args[pos].value);
+			arg_table[r].apply(&arg_table[r], call, args[pos].value);
 		else if (!defaults[r].isnull)
-			arg_table[r].apply(call, defaults[r].value);
+			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
 	}
 	call->req.params.cache_salt = prefix_cache_salt();
-	call->req.params.debug_poison_logits = llm_debug_poison_logits;
+	call->req.params.debug_poison_logits = debug_poison_logits;
 	check_options(call);
 }
 
@@ -490,7 +487,7 @@ llm_sql_args_define_gucs(void)
 							 "Which requests may share cached prompt prefixes: none (all), role or database.",
 							 "A shared prefix answers faster, so sharing lets one party detect by timing "
 							 "that another sent the same prompt start; see docs/PREFIX_CACHING.md.",
-							 &llm_prefix_cache_isolation,
+							 &prefix_cache_isolation,
 							 LLM_PREFIX_ISOLATION_ROLE,
 							 prefix_isolation_options,
 							 PGC_SUSET, 0,
@@ -499,7 +496,7 @@ llm_sql_args_define_gucs(void)
 	DefineCustomIntVariable("llm.debug_poison_logits",
 							"Developer option: make the logits of the next N rows non-finite after this session's next generation request.",
 							"Exercises the non-finite-logits error path in tests; superuser only.",
-							&llm_debug_poison_logits,
+							&debug_poison_logits,
 							0, 0, 1000,
 							PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);

@@ -38,18 +38,10 @@
 #include "channel.h"
 #include "request.h"
 
-/* llm.prefix_cache_isolation: whose requests may share cached KV blocks */
-typedef enum LlmPrefixIsolation
-{
-	LLM_PREFIX_ISOLATION_NONE = 0,	/* every request */
-	LLM_PREFIX_ISOLATION_ROLE,	/* requests of the same current role */
-	LLM_PREFIX_ISOLATION_DATABASE	/* requests in the same database */
-} LlmPrefixIsolation;
-
-extern int	llm_prefix_cache_isolation;
-extern int	llm_debug_poison_logits;
-
-/* Define llm.prefix_cache_isolation and llm.debug_poison_logits (from _PG_init). */
+/*
+ * Define the session settings every request carries, llm.prefix_cache_isolation
+ * and llm.debug_poison_logits (from _PG_init).
+ */
 extern void llm_sql_args_define_gucs(void);
 
 /* One call of a generation function: its request and its own options. */

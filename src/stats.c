@@ -1,5 +1,5 @@
 /*
- * stats.c — SQL views of the worker's shared state (stats.h, llm.h):
+ * stats.c — SQL views of the worker's shared state (stats.h, registry.h):
  * llm_stat() (behind the llm_stat view), llm_recent_requests(),
  * llm_stat_reset() and llm_model_info().  These read main shared memory
  * only, so they work while the worker is down or the model failed to load.

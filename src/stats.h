@@ -3,7 +3,7 @@
  * locking rule, and the two sides that touch them.
  *
  * Layout: LlmStats (behind the llm_stat view) and LlmRecentRequests (behind
- * llm_recent_requests()) live in the registry (llm.h, LlmShared.stats and
+ * llm_recent_requests()) live in the registry (registry.h, LlmShared.stats and
  * .recent).
  *
  * Locking (pg_stat_statements style, one lock for everything since it is
@@ -21,8 +21,8 @@
  *
  * Worker side: the request intake and event routing note what happened to
  * each request (finished with its usage, failed, aborted) and each engine
- * step; the main loop publishes once per iteration.  Noting never takes the
- * lock.
+ * step; the main loop publishes once per iteration.  Noting takes the lock
+ * only to flush its buffer of records when it is full.
  */
 #ifndef LLM_STATS_H
 #define LLM_STATS_H
