@@ -8,12 +8,20 @@
  *   llm-cli bench -m MODEL [-b B] [-p P] [-n N]    prefill and decode tokens/s
  *               [--prompt-file FILE]              request i's prompt = line i of FILE
  *                                                  (space-separated token ids)
+ *   llm-cli score -m MODEL [--chat] [--eot] PROMPT LABEL...
+ *                                                 one line per label: its log-probability
+ *                                                  after the prompt, a tab, the label
+ *
+ * Every prompt goes through llm_engine_submit (TEXT with --chat/--system,
+ * RAW otherwise, TOKENS for bench), so the engine is the one place prompts
+ * become token ids and options are checked.
  *
  * Options: --chat (apply the model's chat template), --system TEXT, -n N
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
  * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
  * --kv-mb MB, --max-batched-tokens N, --max-running N, --no-prefix-cache,
- * --ids (print generated token ids instead of text), --ignore-eos.
+ * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
+ * each label followed by the end-of-turn token).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +42,9 @@ typedef struct cli_opts
 	const char *system;
 	const char *batch_file;
 	const char *prompt;
+	const char **labels;		/* score: the positional arguments after the prompt */
+	int			n_labels;
+	bool		eot;
 	bool		print_ids;
 	int			bench_batch;
 	int			bench_prompt;
@@ -52,7 +63,8 @@ usage(void)
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
 			"               [--ids] [--ignore-eos] (PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
-			"               [--prompt-file FILE]\n");
+			"               [--prompt-file FILE]\n"
+			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] PROMPT LABEL...\n");
 	exit(2);
 }
 
@@ -222,6 +234,8 @@ parse_args(int argc, char **argv, cli_opts *o)
 			o->print_ids = true;
 		else if (!strcmp(a, "--ignore-eos"))
 			o->sp.ignore_eos = true;
+		else if (!strcmp(a, "--eot"))
+			o->eot = true;
 		else if (!strcmp(a, "--prompt-file"))
 		{
 			NEEDV();
@@ -239,6 +253,16 @@ parse_args(int argc, char **argv, cli_opts *o)
 		}
 		else if (o->prompt == NULL)
 			o->prompt = a;
+		else if (!strcmp(o->cmd, "score"))
+		{
+			o->labels = realloc(o->labels, (size_t) (o->n_labels + 1) * sizeof(char *));
+			if (o->labels == NULL)
+			{
+				fprintf(stderr, "llm-cli: out of memory\n");
+				exit(1);
+			}
+			o->labels[o->n_labels++] = a;
+		}
 		else
 			usage();
 #undef NEEDV
@@ -657,6 +681,80 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	return 0;
 }
 
+typedef struct score_slot
+{
+	bool		done;
+	char	   *error;
+	double	   *scores;
+	int32_t		n_scores;
+	llm_usage	usage;
+} score_slot;
+
+static void
+on_score_event(const llm_event *ev, void *arg)
+{
+	score_slot *s = ev->user_data;
+
+	(void) arg;
+	if (ev->kind == LLM_EVENT_TEXT)
+		return;
+	s->done = true;
+	s->usage = ev->usage;
+	if (ev->kind == LLM_EVENT_ERROR)
+		s->error = strdup(ev->text);
+	else
+	{
+		s->scores = malloc((size_t) (ev->n_scores > 0 ? ev->n_scores : 1) * sizeof(double));
+		memcpy(s->scores, ev->scores, (size_t) ev->n_scores * sizeof(double));
+		s->n_scores = ev->n_scores;
+	}
+}
+
+static int
+cmd_score(llm_engine *e, const cli_opts *o)
+{
+	char		err[512];
+	size_t	   *lens;
+	llm_request req;
+	score_slot	s;
+	llm_status	st;
+
+	if (o->prompt == NULL || o->n_labels == 0)
+		usage();
+	lens = calloc((size_t) o->n_labels, sizeof(size_t));
+	for (int i = 0; i < o->n_labels; i++)
+		lens[i] = strlen(o->labels[i]);
+	req = text_request(o, o->prompt);
+	req.mode = LLM_MODE_SCORE;
+	req.n_continuations = o->n_labels;
+	req.continuations = o->labels;
+	req.continuation_lens = lens;
+	req.continuation_eot = o->eot;
+	memset(&s, 0, sizeof(s));
+	st = llm_engine_submit(e, 1, &req, &s, err, sizeof(err));
+	free(lens);
+	if (st != LLM_OK)
+	{
+		fprintf(stderr, "llm-cli: %s: %s\n", llm_status_name(st), err);
+		return 1;
+	}
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, on_score_event, NULL) != LLM_OK)
+			break;
+	if (!s.done || s.error)
+	{
+		fprintf(stderr, "llm-cli: %s\n", s.error ? s.error : "engine failure");
+		free(s.error);
+		return 1;
+	}
+	for (int i = 0; i < s.n_scores; i++)
+		printf("%.9f\t%s\n", s.scores[i], o->labels[i]);
+	fprintf(stderr, "[%d prompt tokens (%d cached), total %.1f ms]\n", s.usage.prompt_tokens,
+			s.usage.cached_tokens, s.usage.total_ms);
+	free(s.scores);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -704,9 +802,12 @@ main(int argc, char **argv)
 		rc = cmd_generate(e, &o);
 	else if (strcmp(o.cmd, "bench") == 0)
 		rc = cmd_bench(e, &o);
+	else if (strcmp(o.cmd, "score") == 0)
+		rc = cmd_score(e, &o);
 	else
 		usage();
 	llm_engine_destroy(e);
 	free(o.stop);
+	free(o.labels);
 	return rc;
 }

@@ -80,8 +80,8 @@ engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const ll
 
 	if (c->device == NULL || strcmp(c->device, "auto") == 0)
 		c->device = b->ops->name;
-	if (c->n_threads == 0)
-		c->n_threads = b->n_threads;
+	/* what the backend runs: all CPUs for 0, 1 on a GPU */
+	c->n_threads = b->n_threads;
 	if (c->n_ctx == 0)
 		c->n_ctx = mc->n_ctx_train;
 	if (c->n_ctx < 2)

@@ -159,7 +159,8 @@ int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
 
 /*
  * Fill c's 0 = auto values from the loaded model and backend: n_ctx (the
- * model's), n_threads (the backend's), device (the backend's name),
+ * model's), n_threads (the backend's count, whatever was asked: all CPUs
+ * for 0, 1 on a GPU), device (the backend's name for "auto"),
  * kv_cache_bytes (enough for max_running full contexts, capped at 1 GiB),
  * rounded down to whole blocks of block_bytes.  0, or -1 + err when the
  * result is unusable (context < 2, fewer than 2 blocks).
