@@ -19,15 +19,6 @@
 #include "backend_loader.h"
 #include "quant_types.h"
 
-double
-engine_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---------- request table ---------- */
 
 static uint32_t

@@ -22,6 +22,8 @@
 #ifndef LLM_ENGINE_INTERNAL_H
 #define LLM_ENGINE_INTERNAL_H
 
+#include <time.h>
+
 #include "engine.h"
 
 #include "backend.h"
@@ -168,9 +170,17 @@ int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
 int			engine_config_resolve(llm_engine_config *c, const llm_model_config *mc,
 								  const llm_backend *b, size_t block_bytes, char *err, size_t errlen);
 
-/* ---------- engine.c ---------- */
+/* Monotonic clock in milliseconds (request timings). */
+static inline double
+engine_now_ms(void)
+{
+	struct timespec ts;
 
-double		engine_now_ms(void);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---------- engine.c ---------- */
 
 /*
  * Take r out of the table and the scheduler (its KV blocks released; full
