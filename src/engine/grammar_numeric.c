@@ -226,24 +226,19 @@ g_number_range(gctx *c, bool has_lo, int64_t lo, bool lo_excl, bool has_hi, int6
 	gnode_list	alts = {0};
 
 	/* negative x = -y, y > 0: x >= lo iff y <= -lo, x <= hi iff y >= -hi */
-	if (!has_hi || hi > 0 || (hi == 0 && !hi_excl) || hi < 0)
 	{
-		bool		yl_has = true,
-					yl_excl = true;
+		bool		yl_excl = true;
 		i128		yl = 0;
 		gnode	   *neg;
 
-		if (has_hi && (i128) -hi > 0)
+		if (has_hi && hi < 0)
 		{
 			/* the bound from hi is stronger than y > 0 */
 			yl = -(i128) hi;
 			yl_excl = hi_excl;
 		}
-		neg = nonneg_side(c, yl_has, yl, yl_excl, has_lo, -(i128) lo, lo_excl);
-		if (neg == NULL)
-			return NULL;
-		if (!(neg->kind == G_CLASS && neg->set.n == 0) &&
-			!gnode_list_push(c, &alts, g_cat2(c, g_lit(c, "-"), neg)))
+		neg = nonneg_side(c, true, yl, yl_excl, has_lo, -(i128) lo, lo_excl);
+		if (!gnode_list_push(c, &alts, g_cat2(c, g_lit(c, "-"), neg)))
 			return NULL;
 	}
 	if (!gnode_list_push(c, &alts, nonneg_side(c, has_lo, lo, lo_excl, has_hi, hi, hi_excl)))
