@@ -30,6 +30,161 @@ hash_bytes(const char *s, size_t n)
 	return h;
 }
 
+/* ---------- plain-text runs (grammar_impl.h) ---------- */
+
+/* UTF-8 decoder states: 0 at a boundary, 1-3 continuation bytes owed, 4-7 restricted second bytes. */
+static const struct
+{
+	uint8_t		lo,
+				hi,
+				next;
+}			utf8_cont[8] = {
+	{0, 0, 0}, {0x80, 0xBF, 0}, {0x80, 0xBF, 1}, {0x80, 0xBF, 2},
+	{0xA0, 0xBF, 1}, {0x80, 0x9F, 1}, {0x90, 0xBF, 2}, {0x80, 0x8F, 2},
+};
+
+static int
+utf8_lead(int b)
+{
+	if (b >= 0xC2 && b <= 0xDF)
+		return 1;
+	if (b == 0xE0)
+		return 4;
+	if (b == 0xED)
+		return 5;
+	if (b >= 0xE1 && b <= 0xEF)
+		return 2;
+	if (b == 0xF0)
+		return 6;
+	if (b >= 0xF1 && b <= 0xF3)
+		return 3;
+	if (b == 0xF4)
+		return 7;
+	return -1;
+}
+
+/*
+ * The common next state of every non-ASCII character from q (each through
+ * live intermediate states), or 0 when they do not all meet in want.  A
+ * depth-first walk over (decoder state, grammar state) pairs; pairs already
+ * checked are skipped.
+ */
+static bool
+utf8_all_reach(const llm_grammar *g, uint32_t q, int u, uint32_t want, uint32_t (*seen)[2], int *n_seen)
+{
+	for (int i = 0; i < *n_seen; i++)
+		if (seen[i][0] == (uint32_t) u && seen[i][1] == q)
+			return true;
+	if (*n_seen >= 64)
+		return false;			/* unusual structure: no shortcut, never a wrong one */
+	seen[*n_seen][0] = (uint32_t) u;
+	seen[*n_seen][1] = q;
+	(*n_seen)++;
+	for (int b = utf8_cont[u].lo; b <= utf8_cont[u].hi; b++)
+	{
+		uint32_t	t = g->trans[q + g->cls[b]];
+
+		if (t == 0)
+			return false;
+		if (utf8_cont[u].next == 0)
+		{
+			if (t != want)
+				return false;
+		}
+		else if (!utf8_all_reach(g, t, utf8_cont[u].next, want, seen, n_seen))
+			return false;
+	}
+	return true;
+}
+
+/* Row offset of the one next state of every plain character from row offset q, or 0. */
+static uint32_t
+plain_next(const llm_grammar *g, uint32_t q, bool ascii_only)
+{
+	uint32_t	n = 0;
+	uint32_t	seen[64][2];
+	int			n_seen = 0;
+
+	for (int b = 0x20; b < 0x80; b++)
+	{
+		uint32_t	t;
+
+		if (b == '"' || b == '\\')
+			continue;
+		t = g->trans[q + g->cls[b]];
+		if (t == 0 || (n != 0 && t != n))
+			return 0;
+		n = t;
+	}
+	if (ascii_only)
+		return n;
+	for (int b = 0xC2; b <= 0xF4; b++)
+	{
+		uint32_t	t = g->trans[q + g->cls[b]];
+
+		if (t == 0 || !utf8_all_reach(g, t, utf8_lead(b), n, seen, &n_seen))
+			return 0;
+	}
+	return n;
+}
+
+/* Every plain ASCII byte (and, unless ascii_only, every byte >= 0x80) is dead at row offset q. */
+static bool
+plain_cliff(const llm_grammar *g, uint32_t q, bool ascii_only)
+{
+	for (int b = 0x20; b < 0x100; b++)
+	{
+		if (b == '"' || b == '\\')
+			continue;
+		if (ascii_only && b >= 0x80)
+			break;
+		if (g->trans[q + g->cls[b]] != 0)
+			return false;
+	}
+	return true;
+}
+
+static bool
+compute_runs(llm_grammar *g)
+{
+	uint32_t	nc = (uint32_t) g->n_classes;
+	uint32_t   *next_full = malloc(sizeof(uint32_t) * g->n_rows),
+			   *next_ascii = malloc(sizeof(uint32_t) * g->n_rows);
+
+	g->run_full = calloc(g->n_rows, 1);
+	g->run_ascii = calloc(g->n_rows, 1);
+	if (!next_full || !next_ascii || !g->run_full || !g->run_ascii)
+	{
+		free(next_full);
+		free(next_ascii);
+		return false;
+	}
+	g->inv_classes = (uint32_t) (((uint64_t) 1 << 32) / nc + (((uint64_t) 1 << 32) % nc != 0));
+	next_full[0] = next_ascii[0] = 0;
+	for (int32_t q = 1; q < g->n_rows; q++)
+	{
+		next_ascii[q] = plain_next(g, (uint32_t) q * nc, true);
+		next_full[q] = next_ascii[q] ? plain_next(g, (uint32_t) q * nc, false) : 0;
+	}
+	for (int32_t q = 1; q < g->n_rows; q++)
+	{
+		int			rf = 0,
+					ra = 0;
+		uint32_t	ef = (uint32_t) q,
+					ea = (uint32_t) q;
+
+		for (; next_full[ef] != 0 && rf < G_RUN_CAP; ef = next_full[ef] / nc)
+			rf++;
+		for (; next_ascii[ea] != 0 && ra < G_RUN_CAP; ea = next_ascii[ea] / nc)
+			ra++;
+		g->run_full[q] = (uint8_t) (rf | (rf < G_RUN_CAP && plain_cliff(g, ef * nc, false) ? G_RUN_CLIFF : 0));
+		g->run_ascii[q] = (uint8_t) (ra | (ra < G_RUN_CAP && plain_cliff(g, ea * nc, true) ? G_RUN_CLIFF : 0));
+	}
+	free(next_full);
+	free(next_ascii);
+	return true;
+}
+
 llm_grammar_status
 g_finish(gctx *c, const gnode *root, llm_grammar_kind kind, const char *source, size_t len,
 		 llm_grammar **out)
@@ -86,6 +241,13 @@ g_finish(gctx *c, const gnode *root, llm_grammar_kind kind, const char *source, 
 			cont |= t != 0;
 		}
 		g->flags[q] = (d->accept[q] ? G_FLAG_ACCEPT : 0) | (cont ? G_FLAG_CONTINUE : 0);
+	}
+	if (!compute_runs(g))
+	{
+		llm_grammar_free(g);
+		gdfa_free(d);
+		gctx_fail(c, LLM_GRAMMAR_NO_MEMORY, "out of memory compiling the grammar");
+		return c->status;
 	}
 	memcpy(g->source, source, len);
 	g->source[len] = '\0';
@@ -206,6 +368,8 @@ llm_grammar_free(llm_grammar *g)
 		return;
 	free(g->trans);
 	free(g->flags);
+	free(g->run_full);
+	free(g->run_ascii);
 	free(g->source);
 	free(g);
 }
@@ -251,7 +415,8 @@ llm_grammar_n_classes(const llm_grammar *g)
 size_t
 llm_grammar_memory(const llm_grammar *g)
 {
-	return sizeof(*g) + sizeof(uint32_t) * (size_t) g->n_rows * g->n_classes + g->n_rows + g->source_len + 1;
+	return sizeof(*g) + sizeof(uint32_t) * (size_t) g->n_rows * g->n_classes + 3 * (size_t) g->n_rows +
+		g->source_len + 1;
 }
 
 void

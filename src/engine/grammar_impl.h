@@ -244,7 +244,26 @@ struct llm_grammar
 	uint8_t    *flags;			/* per state: G_FLAG_* */
 	int32_t		nfa_states,
 				dfa_states;
+
+	/*
+	 * Plain-text runs, for skipping whole trie subtrees in mask walks: a
+	 * state is plain when every plain character (printable ASCII but `"`
+	 * and `\`, and for run_full also every non-ASCII scalar value) leads
+	 * from it to one same next state, through live intermediate states.
+	 * run_*[s] & G_RUN_MASK: how many plain states follow one another from
+	 * s along those characters (capped at G_RUN_CAP): that many plain
+	 * characters from s are all alive.  G_RUN_CLIFF: the run ends (below
+	 * the cap) at a state where every plain byte (run_full: and every byte
+	 * >= 0x80) is dead, so one plain character more is never alive.
+	 */
+	uint8_t    *run_full;		/* n_rows */
+	uint8_t    *run_ascii;		/* n_rows */
+	uint32_t	inv_classes;	/* ceil(2^32 / n_classes): row = (offset * inv) >> 32 */
 };
+
+#define G_RUN_CAP	31
+#define G_RUN_MASK	0x7F
+#define G_RUN_CLIFF	0x80
 
 /*
  * Compile a tree into *out (all compile entry points end here): minimal DFA,

@@ -11,6 +11,22 @@
  * non-dead state of a grammar can still reach acceptance, a token is allowed
  * exactly when its node is reached.  Cost: the trie nodes whose prefix is
  * still alive, one table lookup each, streaming through memory.
+ *
+ * Plain-text subtrees: inside a JSON string (or a `.*`-like pattern) almost
+ * every token is allowed and a full walk would visit the whole trie.  The
+ * index marks each subtree whose remaining bytes are plain text (printable
+ * ASCII but `"` and `\`, and well-formed UTF-8) starting at a character
+ * boundary, with the most characters any of its tokens adds; the grammar
+ * knows for each state how many plain characters in a row stay alive
+ * (llm_grammar.run_*).  When that run covers the subtree, every token in it
+ * is allowed: they are marked from a preorder list of token ids, with no DFA
+ * step.  Such walks touch mostly the nodes above the first marked node of
+ * each path (the frontier); those are copied, in preorder, into a small
+ * top trie whose frontier nodes point into the full trie (followed only
+ * when the run is too short), so the walk streams through the top trie
+ * and the token list instead of jumping across the whole node array.  The
+ * root's children are reached through a 256-entry table, so a state that
+ * allows few first bytes touches few nodes.
  */
 #define _GNU_SOURCE				/* qsort_r */
 #include "grammar_impl.h"
@@ -34,18 +50,48 @@
 typedef struct tnode
 {
 	uint32_t	end;			/* one past the last node of this subtree */
-	int32_t		tok;			/* first token ending here; n_words * 32 (a spare mask bit) if none */
+	uint32_t	tok;			/* first token ending here; NO_TOK (a spare mask bit) if none */
+	uint32_t	tok_lo;			/* this subtree's tokens: pre_tok[tok_lo .. nodes[end].tok_lo) */
 	uint16_t	depth;			/* root 0 */
 	uint8_t		byte;			/* edge from the parent */
-	uint8_t		pad;			/* 1: more tokens with these bytes (dup_next chain from tok) */
+	uint8_t		info;			/* N_* below */
 } tnode;
+
+/* A node of the top trie: a node of the full trie above the frontier, or a frontier node (N_SKIP). */
+typedef struct ttop
+{
+	uint32_t	end;			/* one past this subtree in the top trie */
+	uint32_t	tok;
+	uint32_t	tok_lo,			/* the full subtree's tokens: pre_tok[tok_lo .. tok_hi) */
+				tok_hi;
+	uint32_t	full;			/* the same node in the full trie */
+	uint16_t	depth;
+	uint8_t		byte;
+	uint8_t		info;
+} ttop;
+
+#define N_CHARS		0x1F		/* most characters a token below adds (when N_SKIP) */
+#define N_DUP		0x20		/* more tokens with these bytes: dup_next chain from tok */
+#define N_ASCII		0x40		/* the bytes below are all ASCII */
+#define N_SKIP		0x80		/* plain-text subtree at a character boundary, 1..N_CHARS characters deep */
 
 struct llm_token_index
 {
 	int32_t		n_vocab;
 	int32_t		n_words;
-	int32_t		n_nodes;
+	int32_t		n_nodes;		/* the root included; nodes[n_nodes] is a sentinel (tok_lo = all) */
 	tnode	   *nodes;
+	ttop	   *top;			/* the top trie (index 0 the root) */
+	int32_t		n_top;
+	uint32_t	root_child[256];	/* top-trie node of each first byte, 0 if none */
+	int32_t    *pre_tok;		/* the trie's tokens in preorder (duplicates included) */
+	/*
+	 * Under each top-trie frontier node, its tokens again, sorted by the
+	 * characters they add below it (sorted_chars): with a run ending at a
+	 * cliff, the allowed ones are a prefix
+	 */
+	int32_t    *sorted_tok;
+	uint8_t    *sorted_chars;
 	int32_t    *dup_next;		/* n_vocab: next token with the same bytes, -1 */
 	uint8_t    *kind;			/* n_vocab: TK_* */
 	int32_t    *eog;			/* distinct end-of-generation ids */
@@ -63,6 +109,10 @@ llm_token_index_free(llm_token_index *ix)
 	if (ix == NULL)
 		return;
 	free(ix->nodes);
+	free(ix->top);
+	free(ix->pre_tok);
+	free(ix->sorted_tok);
+	free(ix->sorted_chars);
 	free(ix->dup_next);
 	free(ix->kind);
 	free(ix->eog);
@@ -87,6 +137,190 @@ cmp_tokens(const void *a, const void *b, void *arg)
 	if (nx != ny)
 		return nx < ny ? -1 : 1;
 	return (x > y) - (x < y);
+}
+
+static bool build_top(llm_token_index *ix, const int32_t *tok_chars, const int32_t *chars, char *err, size_t errlen);
+
+/* UTF-8 decoder step: 0 at a boundary, 1-3 continuation bytes owed, 4-7 restricted second bytes, 8 invalid. */
+static uint8_t
+utf8_step(uint8_t u, uint8_t b)
+{
+	static const uint8_t lo[8] = {0, 0x80, 0x80, 0x80, 0xA0, 0x80, 0x90, 0x80};
+	static const uint8_t hi[8] = {0, 0xBF, 0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+	static const uint8_t next[8] = {0, 0, 1, 2, 1, 1, 2, 2};
+
+	if (u == 8)
+		return 8;
+	if (u == 0)
+	{
+		if (b < 0x80)
+			return 0;
+		if (b >= 0xC2 && b <= 0xDF)
+			return 1;
+		if (b == 0xE0)
+			return 4;
+		if (b == 0xED)
+			return 5;
+		if (b >= 0xE1 && b <= 0xEF)
+			return 2;
+		if (b == 0xF0)
+			return 6;
+		if (b >= 0xF1 && b <= 0xF3)
+			return 3;
+		if (b == 0xF4)
+			return 7;
+		return 8;
+	}
+	return (b >= lo[u] && b <= hi[u]) ? next[u] : 8;
+}
+
+static bool
+plain_byte(uint8_t b)
+{
+	return b >= 0x80 || (b >= 0x20 && b != '"' && b != '\\');
+}
+
+/*
+ * Preorder token list, root table and the plain-text subtree marks (N_*):
+ * decoder state and character count along each path, then, from the
+ * leaves up, whether everything below is plain, ASCII, well-formed, and
+ * the most characters below.
+ */
+static bool
+annotate_trie(llm_token_index *ix, int32_t n_tokens, char *err, size_t errlen)
+{
+	int32_t		n = ix->n_nodes;
+	int32_t    *parent = malloc(sizeof(int32_t) * n);
+	uint8_t    *u = malloc(n);
+	int32_t    *chars = malloc(sizeof(int32_t) * n);
+	int32_t    *maxc = malloc(sizeof(int32_t) * n);
+	uint8_t    *below = malloc(n);	/* 1 plain, 2 ASCII, 4 well-formed */
+	int32_t    *last = malloc(sizeof(int32_t) * ((size_t) ix->max_depth + 1));
+	int32_t    *tok_chars = malloc(sizeof(int32_t) * (n_tokens > 0 ? n_tokens : 1));
+	int32_t		w = 0;
+	bool		ok = false;
+
+	ix->pre_tok = malloc(sizeof(int32_t) * (n_tokens > 0 ? n_tokens : 1));
+	if (!parent || !u || !chars || !maxc || !below || !last || !tok_chars || !ix->pre_tok)
+	{
+		llm_set_err(err, errlen, "token index: out of memory");
+		goto out;
+	}
+	last[0] = 0;
+	u[0] = 0;
+	chars[0] = 0;
+	for (int32_t i = 0; i < n; i++)
+	{
+		tnode	   *t = &ix->nodes[i];
+
+		if (i > 0)
+		{
+			int32_t		p = last[t->depth - 1];
+
+			parent[i] = p;
+			last[t->depth] = i;
+			u[i] = utf8_step(u[p], t->byte);
+			chars[i] = chars[p] + ((t->byte & 0xC0) != 0x80);
+		}
+		maxc[i] = -1;
+		below[i] = 7;
+		t->tok_lo = (uint32_t) w;
+		if (t->tok != (uint32_t) NO_TOK(ix))
+			for (int32_t id = (int32_t) t->tok; id >= 0; id = ix->dup_next[id])
+			{
+				tok_chars[w] = chars[i];
+				ix->pre_tok[w++] = id;
+			}
+	}
+	ix->nodes[n].tok_lo = (uint32_t) w;
+	for (int32_t i = n - 1; i > 0; i--)
+	{
+		int32_t		p = parent[i];
+		uint8_t		b = ix->nodes[i].byte;
+		uint8_t		mine = (plain_byte(b) ? 1 : 0) | (b < 0x80 ? 2 : 0) | (u[i] != 8 ? 4 : 0);
+		int32_t		mc = maxc[i] > chars[i] ? maxc[i] : chars[i];
+
+		below[p] &= mine & below[i];
+		if (mc > maxc[p])
+			maxc[p] = mc;
+	}
+	for (int32_t i = 1; i < n; i++)
+	{
+		tnode	   *t = &ix->nodes[i];
+		int32_t		cb = maxc[i] - chars[i];
+
+		if (u[i] == 0 && (below[i] & 5) == 5 && maxc[i] >= 0 && cb >= 1 && cb <= N_CHARS)
+			t->info |= N_SKIP | (uint8_t) cb | ((below[i] & 2) ? N_ASCII : 0);
+	}
+	ok = build_top(ix, tok_chars, chars, err, errlen);
+out:
+	free(tok_chars);
+	free(parent);
+	free(u);
+	free(chars);
+	free(maxc);
+	free(below);
+	free(last);
+	return ok;
+}
+
+/* The top trie: the full trie in preorder, each N_SKIP node standing for its whole subtree. */
+static bool
+build_top(llm_token_index *ix, const int32_t *tok_chars, const int32_t *chars, char *err, size_t errlen)
+{
+	int32_t		n = 0,
+				depth = 0;
+	uint32_t   *open = malloc(sizeof(uint32_t) * ((size_t) ix->max_depth + 1));
+
+	for (int32_t i = 0; i < ix->n_nodes; n++)
+		i = (ix->nodes[i].info & N_SKIP) ? (int32_t) ix->nodes[i].end : i + 1;
+	ix->top = malloc(sizeof(ttop) * (n > 0 ? n : 1));
+	ix->sorted_tok = malloc(sizeof(int32_t) * ((size_t) ix->nodes[ix->n_nodes].tok_lo + 1));
+	ix->sorted_chars = malloc((size_t) ix->nodes[ix->n_nodes].tok_lo + 1);
+	if (ix->top == NULL || open == NULL || ix->sorted_tok == NULL || ix->sorted_chars == NULL)
+	{
+		free(open);
+		llm_set_err(err, errlen, "token index: out of memory");
+		return false;
+	}
+	memset(ix->root_child, 0, sizeof(ix->root_child));
+	n = 0;
+	for (int32_t i = 0; i < ix->n_nodes;)
+	{
+		const tnode *t = &ix->nodes[i];
+
+		/* the open path is depths 0..depth: close those at t's depth and below it */
+		if (i > 0)
+			for (int32_t d = depth; d >= t->depth; d--)
+				ix->top[open[d]].end = (uint32_t) n;
+		ix->top[n] = (ttop) {0, t->tok, t->tok_lo, ix->nodes[t->end].tok_lo, (uint32_t) i, t->depth, t->byte, t->info};
+		open[t->depth] = (uint32_t) n;
+		depth = t->depth;
+		if (t->depth == 1)
+			ix->root_child[t->byte] = (uint32_t) n;
+		if (t->info & N_SKIP)
+		{
+			/* this frontier's tokens by added characters (counting sort, stable) */
+			uint32_t	lo = t->tok_lo,
+						hi = ix->nodes[t->end].tok_lo,
+						w = lo;
+
+			for (int32_t c = 0; c <= N_CHARS; c++)
+				for (uint32_t k = lo; k < hi; k++)
+					if (tok_chars[k] - chars[i] == c)
+					{
+						ix->sorted_tok[w] = ix->pre_tok[k];
+						ix->sorted_chars[w++] = (uint8_t) c;
+					}
+		}
+		n++;
+		i = (t->info & N_SKIP) ? (int32_t) t->end : i + 1;
+	}
+	for (int32_t d = depth; d >= 0; d--)
+		ix->top[open[d]].end = (uint32_t) n;
+	ix->n_top = n;
+	free(open);
+	return true;
 }
 
 static bool
@@ -124,7 +358,7 @@ build_trie(llm_token_index *ix, char *err, size_t errlen)
 	path = malloc(sizeof(uint32_t) * (TRIE_MAX_DEPTH + 1));
 	if (ix->nodes == NULL || path == NULL)
 		goto oom;
-	ix->nodes[0] = (tnode) {0, NO_TOK(ix), 0, 0, 0};
+	ix->nodes[0] = (tnode) {0, NO_TOK(ix), 0, 0, 0, 0};
 	ix->n_nodes = 1;
 	path[0] = 0;
 	for (int32_t k = 0; k < n_order; k++)
@@ -148,7 +382,7 @@ build_trie(llm_token_index *ix, char *err, size_t errlen)
 			ix->nodes[path[d]].end = (uint32_t) ix->n_nodes;
 		for (int32_t d = lcp + 1; d <= len; d++)
 		{
-			if (ix->n_nodes == cap)
+			if (ix->n_nodes + 1 >= cap)
 			{
 				tnode	   *nn;
 
@@ -163,29 +397,30 @@ build_trie(llm_token_index *ix, char *err, size_t errlen)
 					goto oom;
 				ix->nodes = nn;
 			}
-			ix->nodes[ix->n_nodes] = (tnode) {0, NO_TOK(ix), (uint16_t) d, b[d - 1], 0};
+			ix->nodes[ix->n_nodes] = (tnode) {0, NO_TOK(ix), 0, (uint16_t) d, b[d - 1], 0};
 			path[d] = (uint32_t) ix->n_nodes++;
 		}
 		depth = len;
 		if (len > ix->max_depth)
 			ix->max_depth = len;
 		leaf = path[len];
-		if (ix->nodes[leaf].tok == NO_TOK(ix))
-			ix->nodes[leaf].tok = id;
+		if (ix->nodes[leaf].tok == (uint32_t) NO_TOK(ix))
+			ix->nodes[leaf].tok = (uint32_t) id;
 		else
 		{
 			/* same bytes as an earlier id: chained after the node's first token */
 			ix->dup_next[id] = ix->dup_next[ix->nodes[leaf].tok];
 			ix->dup_next[ix->nodes[leaf].tok] = id;
-			ix->nodes[leaf].pad = 1;
+			ix->nodes[leaf].info = N_DUP;
 		}
 		prev = id;
 	}
 	for (int32_t d = depth; d >= 0; d--)
 		ix->nodes[path[d]].end = (uint32_t) ix->n_nodes;
+	ix->nodes[ix->n_nodes] = (tnode) {(uint32_t) ix->n_nodes + 1, NO_TOK(ix), 0, 0, 0, 0};
 	free(order);
 	free(path);
-	return true;
+	return annotate_trie(ix, n_order, err, errlen);
 oom:
 	llm_set_err(err, errlen, "token index: out of memory");
 fail:
@@ -342,7 +577,8 @@ llm_token_index_n_nodes(const llm_token_index *ix)
 size_t
 llm_token_index_memory(const llm_token_index *ix)
 {
-	return sizeof(*ix) + sizeof(tnode) * (size_t) ix->n_nodes +
+	return sizeof(*ix) + sizeof(tnode) * (size_t) (ix->n_nodes + 1) + sizeof(ttop) * (size_t) ix->n_top +
+		(2 * sizeof(int32_t) + 1) * (size_t) ix->n_vocab +
 		(sizeof(int32_t) + 1 + sizeof(uint64_t)) * (size_t) ix->n_vocab + ix->off[ix->n_vocab] +
 		sizeof(int32_t) * (size_t) (ix->n_eog + ix->n_long);
 }
@@ -355,10 +591,67 @@ llm_grammar_advance_token(const llm_token_index *ix, const llm_grammar *g, llm_g
 	return llm_grammar_advance(g, s, ix->bytes + ix->off[id], ix->off[id + 1] - ix->off[id]);
 }
 
+static inline void
+mark_node(uint32_t *bits, const int32_t *dup, uint32_t tok, uint8_t info)
+{
+	bits[tok >> 5] |= 1u << (tok & 31);
+	if (__builtin_expect(info & N_DUP, 0))
+		for (int32_t id = dup[tok]; id >= 0; id = dup[id])
+			bits[id >> 5] |= 1u << (id & 31);
+}
+
+static inline void
+mark_range(uint32_t *bits, const int32_t *pre_tok, uint32_t lo, uint32_t hi)
+{
+	for (uint32_t k = lo; k < hi; k++)
+	{
+		uint32_t	id = (uint32_t) pre_tok[k];
+
+		bits[id >> 5] |= 1u << (id & 31);
+	}
+}
+
+/* Walk full-trie nodes [i, lim) (a subtree whose parent state is on the stack). */
+static void
+walk_full(const tnode *nd, const int32_t *pre_tok, const int32_t *dup, const llm_grammar *g,
+		  uint32_t *stack, uint32_t *bits, uint32_t i, uint32_t lim)
+{
+	const uint32_t *trans = g->trans;
+	const uint8_t *cls = g->cls;
+
+	while (i < lim)
+	{
+		const tnode *t = &nd[i];
+		uint32_t	st = trans[stack[t->depth - 1] + cls[t->byte]];
+
+		if (st == 0)
+		{
+			i = t->end;
+			continue;
+		}
+		if (t->info & N_SKIP)
+		{
+			uint32_t	row = (uint32_t) (((uint64_t) st * g->inv_classes) >> 32);
+			uint8_t		run = (t->info & N_ASCII) ? g->run_ascii[row] : g->run_full[row];
+
+			if ((run & G_RUN_MASK) >= (t->info & N_CHARS))
+			{
+				mark_range(bits, pre_tok, t->tok_lo, nd[t->end].tok_lo);
+				i = t->end;
+				continue;
+			}
+		}
+		stack[t->depth] = st;
+		mark_node(bits, dup, t->tok, t->info);
+		i++;
+	}
+}
+
 int32_t
 llm_grammar_mask_compute(const llm_token_index *ix, const llm_grammar *g, llm_grammar_state s, uint32_t *mask)
 {
 	const tnode *nd = ix->nodes;
+	const ttop *top = ix->top;
 	const uint32_t *trans = g->trans;
 	const uint8_t *cls = g->cls;
 	const int32_t *dup = ix->dup_next;
@@ -366,7 +659,6 @@ llm_grammar_mask_compute(const llm_token_index *ix, const llm_grammar *g, llm_gr
 			   *stack,
 			   *bits;
 	int32_t		count = 0;
-	uint32_t	n = (uint32_t) ix->n_nodes;
 	int32_t		nw = ix->n_words;
 
 	memset(mask, 0, sizeof(uint32_t) * nw);
@@ -385,24 +677,55 @@ llm_grammar_mask_compute(const llm_token_index *ix, const llm_grammar *g, llm_gr
 		bits = scratch + ix->max_depth + 1;
 		memset(bits, 0, sizeof(uint32_t) * (nw + 1));
 		stack[0] = s * (uint32_t) g->n_classes;
-		for (uint32_t i = 1; i < n;)
+		for (int b = 0; b < 256; b++)
 		{
-			const tnode *t = &nd[i];
-			uint32_t	st = trans[stack[t->depth - 1] + cls[t->byte]];
-			uint32_t	tok;
+			uint32_t	i = ix->root_child[b],
+						lim;
 
-			if (st == 0)
-			{
-				i = t->end;
+			if (i == 0 || trans[stack[0] + cls[b]] == 0)
 				continue;
+			lim = top[i].end;
+			while (i < lim)
+			{
+				const ttop *t = &top[i];
+				uint32_t	st = trans[stack[t->depth - 1] + cls[t->byte]];
+
+				if (st == 0)
+				{
+					i = t->end;
+					continue;
+				}
+				if (t->info & N_SKIP)
+				{
+					uint32_t	row = (uint32_t) (((uint64_t) st * g->inv_classes) >> 32);
+					uint8_t		run = (t->info & N_ASCII) ? g->run_ascii[row] : g->run_full[row];
+
+					if ((run & G_RUN_MASK) >= (t->info & N_CHARS))
+						mark_range(bits, ix->pre_tok, t->tok_lo, t->tok_hi);
+					else if (run & G_RUN_CLIFF)
+					{
+						/* exactly the tokens adding at most run characters */
+						for (uint32_t k = t->tok_lo; k < t->tok_hi && ix->sorted_chars[k] <= (run & G_RUN_MASK); k++)
+						{
+							uint32_t	id = (uint32_t) ix->sorted_tok[k];
+
+							bits[id >> 5] |= 1u << (id & 31);
+						}
+					}
+					else
+					{
+						/* the run is too short for the whole subtree: walk it in the full trie */
+						stack[t->depth] = st;
+						mark_node(bits, dup, t->tok, t->info);
+						walk_full(nd, ix->pre_tok, dup, g, stack, bits, t->full + 1, nd[t->full].end);
+					}
+					i++;
+					continue;
+				}
+				stack[t->depth] = st;
+				mark_node(bits, dup, t->tok, t->info);
+				i++;
 			}
-			stack[t->depth] = st;
-			tok = (uint32_t) t->tok;
-			bits[tok >> 5] |= 1u << (tok & 31);
-			if (__builtin_expect(t->pad, 0))
-				for (int32_t id = dup[tok]; id >= 0; id = dup[id])
-					bits[id >> 5] |= 1u << (id & 31);
-			i++;
 		}
 		memcpy(mask, bits, sizeof(uint32_t) * nw);
 		free(scratch);
@@ -428,20 +751,29 @@ llm_grammar_mask_compute(const llm_token_index *ix, const llm_grammar *g, llm_gr
 void
 llm_grammar_mask_apply(const uint32_t *mask, int32_t n_vocab, float *logits)
 {
-	int32_t		n_words = (n_vocab + 31) / 32;
+	int32_t		full = n_vocab / 32;
 
-	for (int32_t w = 0; w < n_words; w++)
+	for (int32_t w = 0; w < full; w++)
 	{
 		uint32_t	m = mask[w];
-		int32_t		base = w * 32,
-					lim = n_vocab - base < 32 ? n_vocab - base : 32;
+		float	   *l = logits + (size_t) w * 32;
 
 		if (m == 0xFFFFFFFFu)
 			continue;
-		for (int32_t b = 0; b < lim; b++)
+		if (m == 0)
+		{
+			/* the common case in structural states: a whole word masked (vector stores) */
+			for (int b = 0; b < 32; b++)
+				l[b] = -INFINITY;
+			continue;
+		}
+		for (int b = 0; b < 32; b++)
 			if (!(m & (1u << b)))
-				logits[base + b] = -INFINITY;
+				l[b] = -INFINITY;
 	}
+	for (int32_t i = full * 32; i < n_vocab; i++)
+		if (!((mask[i >> 5] >> (i & 31)) & 1))
+			logits[i] = -INFINITY;
 }
 
 /* ---------- mask cache ---------- */

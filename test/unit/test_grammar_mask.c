@@ -200,22 +200,22 @@ test_synthetic(void)
 		CHECK(s != LLM_GRAMMAR_DEAD && m[0] == (1u << 10), "after a token ending mid-character only its continuation");
 		llm_grammar_free(g);
 	}
-	/* mask_apply */
+	/* mask_apply: a partial word, a full one, an empty one, a partial tail */
 	{
-		float		logits[70];
-		uint32_t	m[3] = {0x80000001u, 0xFFFFFFFFu, 0x20u};
+		float		logits[102];
+		uint32_t	m[4] = {0x80000001u, 0xFFFFFFFFu, 0u, 0x20u};
 		bool		ok = true;
 
-		for (int i = 0; i < 70; i++)
+		for (int i = 0; i < 102; i++)
 			logits[i] = (float) i;
-		llm_grammar_mask_apply(m, 70, logits);
-		for (int i = 0; i < 70; i++)
+		llm_grammar_mask_apply(m, 102, logits);
+		for (int i = 0; i < 102; i++)
 		{
 			bool		keep = (m[i / 32] >> (i % 32)) & 1;
 
 			ok = ok && (keep ? logits[i] == (float) i : (isinf(logits[i]) && logits[i] < 0));
 		}
-		CHECK(ok, "mask_apply sets exactly the disallowed logits to -inf (70 ids)");
+		CHECK(ok, "mask_apply sets exactly the disallowed logits to -inf (102 ids)");
 	}
 	/* bad input */
 	{
@@ -1402,6 +1402,50 @@ test_real(const char *path)
 		{
 			walks(ix, g, 40, 40, check_choice, choices, &ws);
 			report("choices", &ws, 30);
+			llm_grammar_free(g);
+		}
+	}
+	/*
+	 * Every state of small grammars against brute force: bounded strings
+	 * (plain-text runs that end at a cliff), runs ending where only some
+	 * plain characters continue, patterns that exclude non-ASCII text.
+	 */
+	{
+		static const struct
+		{
+			bool		schema;
+			const char *src;
+		}			small[] = {
+			{true, "{\"type\":\"string\",\"maxLength\":12}"},
+			{true, "{\"type\":\"string\",\"minLength\":2,\"maxLength\":5,\"pattern\":\".*\"}"},
+			{true, "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},"
+			"\"b\":{\"type\":\"string\"}},\"required\":[\"a\"]}"},
+			{false, ".{3}[a-z]+"},
+			{false, "[^\"]{0,6}x"},
+			{false, "[\\x{400}-\\x{4FF} ]{0,9}"},
+			{false, "[ -~]{0,4}"},
+			{false, "(\\w|\xC3\xA9){2,7}\\."},
+		};
+
+		for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++)
+		{
+			llm_grammar *g = NULL;
+			int32_t		bad = 0,
+						na;
+			char		why[256] = "";
+
+			if (small[i].schema)
+				llm_grammar_compile_json_schema(small[i].src, strlen(small[i].src), &g, err, sizeof(err));
+			else
+				llm_grammar_compile_regex(small[i].src, strlen(small[i].src), &g, err, sizeof(err));
+			if (g == NULL)
+			{
+				CHECK(0, "%s compiles (%s)", small[i].src, err);
+				continue;
+			}
+			for (llm_grammar_state st = 1; st <= (llm_grammar_state) llm_grammar_n_states(g); st++)
+				bad += compare_mask(&rv, ix, g, st, why, sizeof(why), &na);
+			CHECK(bad == 0, "%s: masks of all %d states equal brute force %s", small[i].src, llm_grammar_n_states(g), why);
 			llm_grammar_free(g);
 		}
 	}
