@@ -97,30 +97,26 @@ typedef struct subset_builder
 	int32_t		n_classes;
 } subset_builder;
 
+/* Order-independent hash of a set of NFA ids (sets are kept unsorted). */
 static uint32_t
 hash_set(const int32_t *s, int32_t n)
 {
-	uint32_t	h = 2166136261u;
+	uint64_t	h = (uint64_t) n * 0x9E3779B97F4A7C15ull;
 
 	for (int32_t i = 0; i < n; i++)
 	{
-		h ^= (uint32_t) s[i];
-		h *= 16777619u;
-		h ^= h >> 15;
+		uint64_t	z = (uint64_t) (uint32_t) s[i] * 0xBF58476D1CE4E5B9ull;
+
+		h += z ^ (z >> 31);
 	}
-	return h ^ (uint32_t) n;
+	return (uint32_t) (h ^ (h >> 32));
 }
 
-static int
-cmp_i32(const void *a, const void *b)
-{
-	int32_t		x = *(const int32_t *) a,
-				y = *(const int32_t *) b;
-
-	return (x > y) - (x < y);
-}
-
-/* Epsilon closure of seeds[0..n) into sb->result (sorted); returns its size. */
+/*
+ * Epsilon closure of seeds[0..n) into sb->result (in discovery order);
+ * returns its size.  Its members keep mark == stamp until the next closure,
+ * which is how intern_set compares sets without sorting them.
+ */
 static int32_t
 closure(subset_builder *sb, const int32_t *seeds, int32_t n)
 {
@@ -159,7 +155,6 @@ closure(subset_builder *sb, const int32_t *seeds, int32_t n)
 			sb->stack[sp++] = s[q].out;
 		}
 	}
-	qsort(sb->result, nr, sizeof(int32_t), cmp_i32);
 	return nr;
 }
 
@@ -186,7 +181,11 @@ table_grow(subset_builder *sb)
 	return true;
 }
 
-/* The DFA id of NFA set r[0..n) (sorted), adding a state when new; -1 on failure. */
+/*
+ * The DFA id of NFA set r[0..n) (the last closure's result, or the empty
+ * set), adding a state when new; -1 on failure.  Equal sets: same size and
+ * every member of the stored one marked by the last closure.
+ */
 static int32_t
 intern_set(subset_builder *sb, const int32_t *r, int32_t n)
 {
@@ -197,9 +196,16 @@ intern_set(subset_builder *sb, const int32_t *r, int32_t n)
 	while (sb->table[i] >= 0)
 	{
 		id = sb->table[i];
-		if (sb->set_hash[id] == h && sb->set_len[id] == n &&
-			memcmp(sb->pool + sb->set_off[id], r, sizeof(int32_t) * n) == 0)
-			return id;
+		if (sb->set_hash[id] == h && sb->set_len[id] == n)
+		{
+			const int32_t *m = sb->pool + sb->set_off[id];
+			int32_t		k = 0;
+
+			while (k < n && sb->mark[m[k]] == sb->stamp)
+				k++;
+			if (k == n)
+				return id;
+		}
 		i = (i + 1) & sb->table_mask;
 	}
 	if (sb->n_states >= LLM_GRAMMAR_MAX_BUILD_STATES)
