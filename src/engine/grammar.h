@@ -23,9 +23,13 @@
  *   - it is an ordinary token with non-empty bytes and advancing s by its
  *     bytes does not reach the dead state.
  * Special/control tokens that are not end-of-generation, and tokens with no
- * bytes, are never allowed.  A state that accepts and cannot continue allows
- * only end-of-generation tokens: the driver should finish the request there
- * whether or not the vocabulary has one (llm_grammar_can_continue).
+ * bytes (they could never advance the grammar), are never allowed.  A state
+ * that accepts and cannot continue allows only end-of-generation tokens: the
+ * driver should finish the request there whether or not the vocabulary has
+ * one (llm_grammar_can_continue).  With a byte-level vocabulary (every
+ * single byte a token, as in GPT-2-style BPE) every live state allows at
+ * least one token; llm_grammar_mask_compute returns the count so a driver
+ * can fail a request whose vocabulary cannot continue.
  *
  * Ownership and threads: a grammar and a token index are malloc'ed and
  * immutable after creation: share them between requests and threads; free
@@ -44,7 +48,13 @@
 
 /* Live states of the final (minimized) automaton. */
 #define LLM_GRAMMAR_MAX_STATES			65536
-/* States the subset construction may create before minimization. */
+/*
+ * States the subset construction may create before minimization.  It also
+ * stops when its transition table or its store of NFA sets would pass 32
+ * MiB, and minimization when it would see more than 4M live transitions, so
+ * the largest accepted compiles peak near 300 MiB; realistic schemas need a
+ * few MiB.
+ */
 #define LLM_GRAMMAR_MAX_BUILD_STATES	262144
 /* States of the intermediate NFA (Thompson construction). */
 #define LLM_GRAMMAR_MAX_NFA_STATES		(1 << 21)
@@ -117,9 +127,10 @@ llm_grammar_status llm_grammar_compile_choices(const char *const *choices, const
  * and other (?...) groups, lazy (*?) and possessive (*+) quantifiers, ^ or $
  * anywhere but the ends, \b \B \A \z \Z \p \P \k \g and other unknown
  * escapes, POSIX classes [[:alpha:]], malformed {m,n}, m > n, counts over
- * the limit, a quantifier with nothing to repeat, unbalanced parentheses,
- * empty pattern groups are fine.  A pattern that matches nothing (e.g. an
- * empty class) is an error.
+ * the limit, a quantifier with nothing to repeat, unbalanced parentheses or
+ * brackets, invalid UTF-8 in the pattern.  Empty groups and empty branches
+ * are fine.  A pattern that matches nothing (e.g. [^\s\S]) is an error
+ * ("accepts no string").
  */
 llm_grammar_status llm_grammar_compile_regex(const char *pattern, size_t len,
 											 llm_grammar **out, char *err, size_t errlen);
@@ -138,12 +149,16 @@ llm_grammar_status llm_grammar_compile_regex(const char *pattern, size_t len,
  *                 in order or absent; additionalProperties must be false or
  *                 absent, and absent means false: only the listed
  *                 properties are ever generated
- *   string        minLength / maxLength (in characters), pattern (the regex
- *                 subset above, matching the whole decoded value; not
- *                 together with min/maxLength), format "date" (YYYY-MM-DD,
- *                 month 01-12, day 01-31), "time" (hh:mm:ss with optional
- *                 fraction and Z or +hh:mm), "date-time" (date T time),
- *                 "uuid" (8-4-4-4-12 lowercase or uppercase hex), "ipv4"
+ *   string        minLength / maxLength (in characters, an escape counting
+ *                 as the one character it stands for), pattern (the regex
+ *                 subset above, matching the whole decoded value, which
+ *                 is then written with canonical escapes), format "date"
+ *                 (YYYY-MM-DD, month 01-12, day 01-31), "time" (hh:mm:ss,
+ *                 optional fraction, then Z or +hh:mm / -hh:mm),
+ *                 "date-time" (date T time), "uuid" (8-4-4-4-12 hex, either
+ *                 case), "ipv4" (dotted quad, no leading zeros); several of
+ *                 these on one string must all hold (their automata are
+ *                 intersected)
  *   integer       minimum / maximum / exclusiveMinimum / exclusiveMaximum
  *                 (numbers), enforced exactly; without bounds the int64
  *                 range [-2^63, 2^63-1] (so the value always fits a bigint)
@@ -154,7 +169,7 @@ llm_grammar_status llm_grammar_compile_regex(const char *pattern, size_t len,
  *                 without bounds unbounded
  *   boolean, null
  *   array         items (required: one schema for every item), minItems,
- *                 maxItems
+ *                 maxItems (counts and lengths at most LLM_GRAMMAR_MAX_REPEAT)
  *   enum, const   scalar values (string, number, boolean, null), combinable
  *                 only with type (values of other types are dropped)
  *   anyOf         any of the subschemas
@@ -162,10 +177,14 @@ llm_grammar_status llm_grammar_compile_regex(const char *pattern, size_t len,
  *                 examples, deprecated, readOnly, writeOnly, $defs,
  *                 definitions
  * Anything else ($ref, oneOf, allOf, not, if/then/else, patternProperties,
- * dependentRequired, uniqueItems, prefixItems, contains, minProperties, ...),
- * a keyword that applies to none of the schema's types, or a schema without
- * type/enum/const/anyOf (any value) is an error naming the keyword and its
- * JSON path ($.properties.a.items); so is a schema accepting no value.
+ * dependentRequired, uniqueItems, prefixItems, contains, minProperties,
+ * multipleOf, propertyNames, nullable, unknown words, ...), a keyword that
+ * applies to none of the schema's types, anyOf beside other keywords, a
+ * schema without type/enum/const/anyOf (any value), the boolean schemas,
+ * and items as an array are errors naming the keyword and its JSON path
+ * ("json_schema: $.properties.a.uniqueItems: ..."); so is a schema
+ * accepting no value.  The schema text itself must be strict JSON
+ * (json_min.h: duplicate keys are an error).
  */
 llm_grammar_status llm_grammar_compile_json_schema(const char *schema, size_t len,
 												   llm_grammar **out, char *err, size_t errlen);

@@ -17,9 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Entries of the construction's transition table and its NFA-set pool (each 4 bytes). */
-#define MAX_BUILD_TABLE		(32u << 20)
-#define MAX_SET_POOL		(32u << 20)
+/*
+ * Memory caps of one compile, in 4-byte entries: the construction's
+ * transition table, its store of NFA sets, one state's per-class target
+ * lists, and the live transitions minimization works on (about 12 entries
+ * each).  Together with the NFA they keep a compile's peak near 300 MiB.
+ */
+#define MAX_BUILD_TABLE		(8u << 20)
+#define MAX_SET_POOL		(8u << 20)
+#define MAX_BUCKETS			(8u << 20)
+#define MAX_LIVE_TRANS		(4u << 20)
 
 static bool
 too_large_states(gctx *c)
@@ -371,6 +378,13 @@ gdfa_from_nfa(gctx *c, const gnfa *nfa)
 			for (int32_t cl = cls[st->lo]; cl <= cls[st->hi]; cl++)
 				bucket_n[cl]++;
 		}
+		if (total > MAX_BUCKETS)
+		{
+			gctx_fail(c, LLM_GRAMMAR_TOO_LARGE,
+					  "grammar too large: one automaton state would need more than %u MiB of transitions while being built",
+					  (unsigned) (MAX_BUCKETS * 4 >> 20));
+			goto out;
+		}
 		if (total > bucket_cap)
 		{
 			int32_t    *nb = realloc(bucket, sizeof(int32_t) * total);
@@ -674,6 +688,12 @@ gdfa_minimize(gctx *c, const gdfa *d)
 
 	for (size_t i = 0; i < (size_t) nn * k; i++)
 		mm += d->trans[i] != 0;
+	if (mm > MAX_LIVE_TRANS)
+	{
+		gctx_fail(c, LLM_GRAMMAR_TOO_LARGE, "grammar too large: more than %u live transitions to minimize",
+				  MAX_LIVE_TRANS);
+		return NULL;
+	}
 	m.nn = nn;
 	m.mm = (int32_t) mm;
 	m.T = malloc(sizeof(int32_t) * (mm + 1));
@@ -917,6 +937,13 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 				if (n >= LLM_GRAMMAR_MAX_BUILD_STATES)
 				{
 					too_large_states(c);
+					goto fail;
+				}
+				if ((size_t) (n + 1) * n_classes > MAX_BUILD_TABLE)
+				{
+					gctx_fail(c, LLM_GRAMMAR_TOO_LARGE,
+							  "grammar too large: the intersected automaton's table would exceed %u MiB",
+							  (unsigned) (MAX_BUILD_TABLE * 4 >> 20));
 					goto fail;
 				}
 				if (n == cap)

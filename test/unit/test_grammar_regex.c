@@ -231,7 +231,9 @@ static const error_case error_cases[] = {
 	{"a[^\\s\\S]b", LLM_GRAMMAR_INVALID, "accepts no string", -1},
 	{"a{0}[^\\d\\D]", LLM_GRAMMAR_INVALID, "accepts no string", -1},
 	/* exponential subset construction */
-	{"(a|b)*a(a|b){20}", LLM_GRAMMAR_TOO_LARGE, "too large", -1},
+	{"(a|b)*a(a|b){20}", LLM_GRAMMAR_TOO_LARGE, "more than 262144 states while being built", -1},
+	/* built, but over the final state limit: 2^17 states */
+	{"(a|b)*a(a|b){16}", LLM_GRAMMAR_TOO_LARGE, "131072 states (at most 65536)", -1},
 	/* nesting */
 	{"((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((a)))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))",
 	LLM_GRAMMAR_TOO_LARGE, "nested deeper", 64},
