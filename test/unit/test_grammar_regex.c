@@ -408,33 +408,75 @@ check_invariants(const llm_grammar *g, const char *name)
 
 /* ---------- PCRE2 cross-check ---------- */
 
-/* A random accepted string of g (a walk that stops at accepting states with probability 1/4). */
+/* Bytes from each state to acceptance (backward BFS over all byte transitions); -1 if none. */
+static int32_t *
+distances(const llm_grammar *g)
+{
+	int32_t		n = llm_grammar_n_states(g);
+	int32_t    *dist = malloc(sizeof(int32_t) * (n + 1));
+	bool		changed = true;
+
+	for (int32_t s = 0; s <= n; s++)
+		dist[s] = (s > 0 && llm_grammar_is_accepting(g, s)) ? 0 : -1;
+	/* Bellman-Ford style relaxation: fine for the small automata of this file */
+	while (changed)
+	{
+		changed = false;
+		for (int32_t s = 1; s <= n; s++)
+			for (int b = 0; b < 256; b++)
+			{
+				uint8_t		byte = (uint8_t) b;
+				llm_grammar_state t = llm_grammar_advance(g, s, &byte, 1);
+
+				if (t != LLM_GRAMMAR_DEAD && dist[t] >= 0 && (dist[s] < 0 || dist[t] + 1 < dist[s]))
+				{
+					dist[s] = dist[t] + 1;
+					changed = true;
+				}
+			}
+	}
+	return dist;
+}
+
+/*
+ * A random accepted string of g: random bytes, stopping at accepting states
+ * with probability 1/4; past half the buffer, the byte closest to
+ * acceptance.
+ */
 static size_t
 random_member(const llm_grammar *g, uint8_t *out, size_t cap)
 {
 	llm_grammar_state s = llm_grammar_start(g);
 	size_t		n = 0;
+	int32_t    *dist = distances(g);
 
 	for (;;)
 	{
 		uint8_t		opts[256];
 		int			no = 0;
+		int			best = -1;
 
-		if (llm_grammar_is_accepting(g, s) && (!llm_grammar_can_continue(g, s) || rnd() % 4 == 0 || n + 8 > cap))
-			return n;
+		if (llm_grammar_is_accepting(g, s) && (!llm_grammar_can_continue(g, s) || rnd() % 4 == 0 || n > cap / 2))
+			break;
 		for (int b = 0; b < 256; b++)
 		{
 			uint8_t		byte = (uint8_t) b;
+			llm_grammar_state t = llm_grammar_advance(g, s, &byte, 1);
 
-			if (llm_grammar_advance(g, s, &byte, 1) != LLM_GRAMMAR_DEAD)
-				opts[no++] = byte;
+			if (t == LLM_GRAMMAR_DEAD)
+				continue;
+			opts[no++] = byte;
+			if (best < 0 || dist[t] < dist[llm_grammar_advance(g, s, &opts[best], 1)])
+				best = no - 1;
 		}
 		if (no == 0 || n >= cap)
-			return n;
-		out[n] = opts[rnd() % no];
+			break;
+		out[n] = opts[n > cap / 2 ? best : (int) (rnd() % no)];
 		s = llm_grammar_advance(g, s, &out[n], 1);
 		n++;
 	}
+	free(dist);
+	return n;
 }
 
 static size_t
@@ -645,9 +687,65 @@ test_hash(void)
 	llm_grammar_free(c);
 }
 
+/* Random patterns over the metacharacters: each compiles to a sound automaton or fails with a message. */
+static void
+test_random_patterns(void)
+{
+	static const char *const pieces[] = {"a", "b", "(", ")", "(?:", "[", "]", "^", "-", "|", "*", "+", "?", "{", "}",
+		"{2}", "{1,3}", "{2,}", ",", ".", "\\", "\\d", "\\w", "\\s", "\\S", "\\u00e9", "\\x{1F600}", "\\n",
+		"\xC3\xA9", "$", "\\1", "(?=", "0", "9", "[^", "\\]", "\\.", ":"};
+	int			ok = 0,
+				failed = 0,
+				bad = 0;
+
+	for (int k = 0; k < 4000; k++)
+	{
+		char		re[128];
+		size_t		n = 0;
+		int			len = 1 + (int) (rnd() % 12);
+		char		err[256] = "";
+		llm_grammar_status st;
+		llm_grammar *g;
+
+		for (int i = 0; i < len; i++)
+		{
+			const char *p = pieces[rnd() % (sizeof(pieces) / sizeof(pieces[0]))];
+			size_t		pl = strlen(p);
+
+			if (n + pl >= sizeof(re))
+				break;
+			memcpy(re + n, p, pl);
+			n += pl;
+		}
+		re[n] = '\0';
+		g = compile(re, err, sizeof(err), &st);
+		if (g)
+		{
+			uint8_t		buf[256];
+			size_t		m = random_member(g, buf, sizeof(buf));
+
+			ok++;
+			if (!llm_grammar_matches(g, buf, m) || llm_grammar_n_states(g) < 1)
+			{
+				if (bad++ < 3)
+					printf("# /%s/: random member not accepted\n", re);
+			}
+			llm_grammar_free(g);
+		}
+		else if ((st == LLM_GRAMMAR_INVALID || st == LLM_GRAMMAR_TOO_LARGE) && strncmp(err, "regex: ", 7) == 0)
+			failed++;
+		else if (bad++ < 3)
+			printf("# /%s/: status %d, message \"%s\"\n", re, (int) st, err);
+	}
+	CHECK(bad == 0 && ok > 100 && failed > 100,
+		  "4000 random patterns: %d compiled (a random member each accepted), %d rejected with a message, %d wrong",
+		  ok, failed, bad);
+}
+
 int
 main(void)
 {
+	test_random_patterns();
 	test_match_table();
 	test_errors();
 	test_sizes();

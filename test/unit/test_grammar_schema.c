@@ -616,9 +616,67 @@ test_sizes(void)
 	llm_grammar_free(g);
 }
 
+/* Mutated schema texts: each compiles or fails with a json_schema message; never anything else. */
+static void
+test_mutations(void)
+{
+	const char *base = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":5,"
+		"\"pattern\":\"[a-z]+\"},\"b\":{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":-3},"
+		"\"maxItems\":2},\"c\":{\"anyOf\":[{\"type\":\"null\"},{\"enum\":[1,\"x\"]}]}},\"required\":[\"a\"]}";
+	static const char alphabet[] = "{}[]:,\"\\01-9.eE+atrufnl ";
+	int			ok = 0,
+				failed = 0,
+				bad = 0;
+	size_t		bl = strlen(base);
+
+	for (int k = 0; k < 3000; k++)
+	{
+		char		s[512];
+		size_t		n = bl;
+		int			muts = 1 + (int) (rnd() % 3);
+		llm_grammar *g;
+
+		memcpy(s, base, bl);
+		for (int m = 0; m < muts; m++)
+		{
+			size_t		at = rnd() % n;
+			int			op = (int) (rnd() % 3);
+
+			if (op == 0 && n > 1)
+			{
+				memmove(s + at, s + at + 1, n - at - 1);
+				n--;
+			}
+			else if (op == 1 && n + 1 < sizeof(s))
+			{
+				memmove(s + at + 1, s + at, n - at);
+				s[at] = alphabet[rnd() % (sizeof(alphabet) - 1)];
+				n++;
+			}
+			else
+				s[at] = alphabet[rnd() % (sizeof(alphabet) - 1)];
+		}
+		s[n] = '\0';
+		g = schema(s);
+		if (g)
+		{
+			ok++;
+			llm_grammar_free(g);
+		}
+		else if ((last_status == LLM_GRAMMAR_INVALID || last_status == LLM_GRAMMAR_TOO_LARGE) &&
+				 strncmp(last_err, "json_schema: ", 13) == 0 && strlen(last_err) > 20)
+			failed++;
+		else
+			bad++;
+	}
+	CHECK(bad == 0 && ok > 20 && failed > 500, "3000 mutated schemas: %d compiled, %d rejected with a message, %d wrong",
+		  ok, failed, bad);
+}
+
 int
 main(void)
 {
+	test_mutations();
 	test_integers();
 	test_numbers();
 	test_strings();
