@@ -72,9 +72,6 @@ bool		gcpset_contains(const gcpset *s, uint32_t cp);
 /* out = s minus [lo, hi] */
 bool		gcpset_remove(gctx *c, const gcpset *s, uint32_t lo, uint32_t hi, gcpset *out);
 
-/* UTF-8 encoding of a scalar value; returns the byte count (1..4). */
-int			g_utf8_encode(uint32_t cp, uint8_t *out);
-
 /* ---------- tree ---------- */
 
 typedef enum gnode_kind

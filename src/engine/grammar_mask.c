@@ -611,6 +611,15 @@ mark_range(uint32_t *bits, const int32_t *pre_tok, uint32_t lo, uint32_t hi)
 	}
 }
 
+/* The plain-character run of row offset st for a node with these N_* bits (G_RUN_* encoded). */
+static inline uint8_t
+node_run(const llm_grammar *g, uint32_t st, uint8_t info)
+{
+	uint32_t	row = (uint32_t) (((uint64_t) st * g->inv_classes) >> 32);
+
+	return (info & N_ASCII) ? g->run_ascii[row] : g->run_full[row];
+}
+
 /* Walk full-trie nodes [i, lim) (a subtree whose parent state is on the stack). */
 static void
 walk_full(const tnode *nd, const int32_t *pre_tok, const int32_t *dup, const llm_grammar *g,
@@ -629,17 +638,11 @@ walk_full(const tnode *nd, const int32_t *pre_tok, const int32_t *dup, const llm
 			i = t->end;
 			continue;
 		}
-		if (t->info & N_SKIP)
+		if ((t->info & N_SKIP) && (node_run(g, st, t->info) & G_RUN_MASK) >= (t->info & N_CHARS))
 		{
-			uint32_t	row = (uint32_t) (((uint64_t) st * g->inv_classes) >> 32);
-			uint8_t		run = (t->info & N_ASCII) ? g->run_ascii[row] : g->run_full[row];
-
-			if ((run & G_RUN_MASK) >= (t->info & N_CHARS))
-			{
-				mark_range(bits, pre_tok, t->tok_lo, nd[t->end].tok_lo);
-				i = t->end;
-				continue;
-			}
+			mark_range(bits, pre_tok, t->tok_lo, nd[t->end].tok_lo);
+			i = t->end;
+			continue;
 		}
 		stack[t->depth] = st;
 		mark_node(bits, dup, t->tok, t->info);
@@ -697,8 +700,7 @@ llm_grammar_mask_compute(const llm_token_index *ix, const llm_grammar *g, llm_gr
 				}
 				if (t->info & N_SKIP)
 				{
-					uint32_t	row = (uint32_t) (((uint64_t) st * g->inv_classes) >> 32);
-					uint8_t		run = (t->info & N_ASCII) ? g->run_ascii[row] : g->run_full[row];
+					uint8_t		run = node_run(g, st, t->info);
 
 					if ((run & G_RUN_MASK) >= (t->info & N_CHARS))
 						mark_range(bits, ix->pre_tok, t->tok_lo, t->tok_hi);

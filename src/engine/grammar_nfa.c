@@ -12,6 +12,7 @@
  * (x(x(x)?)?)? so that epsilon closures stay small.
  */
 #include "grammar_impl.h"
+#include "utf8_encode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +155,8 @@ split_utf8(emitter *e, seq_list *l, uint32_t lo, uint32_t hi)
 					return split_utf8(e, l, lo, (hi & ~m) - 1) && split_utf8(e, l, hi & ~m, hi);
 			}
 		}
-	na = g_utf8_encode(lo, a);
-	nb = g_utf8_encode(hi, b);
+	na = llm_utf8_encode(lo, a);
+	nb = llm_utf8_encode(hi, b);
 	(void) nb;
 	return emit_seq(e, l, a, b, na);
 }

@@ -10,6 +10,7 @@
  */
 #include "grammar_impl.h"
 #include "text_util.h"
+#include "utf8_encode.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -289,7 +290,7 @@ static gnode *
 literal_node(rparser *p, uint32_t cp)
 {
 	uint8_t		b[4];
-	int			n = g_utf8_encode(cp, b);
+	int			n = llm_utf8_encode(cp, b);
 
 	return p->json ? g_json_chars_lit(p->c, b, n) : g_bytes(p->c, b, n);
 }

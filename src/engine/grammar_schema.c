@@ -288,6 +288,33 @@ get_count(sparser *sp, const llm_json *s, const char *kw, int32_t *out, bool *pr
 	return v;
 }
 
+/*
+ * A pair of counts such as minLength/maxLength: *min (0 when absent), *max
+ * (-1 when absent); false when one is bad or max < min (accepts nothing).
+ */
+static bool
+get_count_range(sparser *sp, const llm_json *s, const char *kmin, const char *kmax, int32_t *min, int32_t *max)
+{
+	bool		has_min,
+				has_max;
+	char		msg[96];
+
+	*min = 0;
+	*max = -1;
+	if (!get_count(sp, s, kmin, min, &has_min) && gctx_failed(sp->c))
+		return false;
+	if (!get_count(sp, s, kmax, max, &has_max) && gctx_failed(sp->c))
+		return false;
+	if (!has_max)
+		*max = -1;
+	if (has_max && *max < *min)
+	{
+		snprintf(msg, sizeof(msg), "%s < %s: the schema accepts no value", kmax, kmin);
+		return sfail(sp, LLM_GRAMMAR_INVALID, NULL, "%s", msg);
+	}
+	return true;
+}
+
 /* Compact text of a scalar enum/const value of an allowed type, or NULL (skipped) / failure. */
 static bool
 scalar_text(sparser *sp, const llm_json *v, int types, const char *kw, gnode_list *alts)
@@ -485,23 +512,15 @@ string_node(sparser *sp, const llm_json *s)
 {
 	const llm_json *pat = llm_json_member(s, "pattern");
 	const llm_json *fmt = llm_json_member(s, "format");
-	int32_t		min_len = 0,
-				max_len = -1;
-	bool		has_min,
-				has_max;
+	int32_t		min_len,
+				max_len;
 	gnode	   *parts[3];
 	int			n_parts = 0;
 	gcpset		all = {0};
 	gnode	   *body;
 
-	if (!get_count(sp, s, "minLength", &min_len, &has_min) && gctx_failed(sp->c))
+	if (!get_count_range(sp, s, "minLength", "maxLength", &min_len, &max_len))
 		return NULL;
-	if (!get_count(sp, s, "maxLength", &max_len, &has_max) && gctx_failed(sp->c))
-		return NULL;
-	if (!has_max)
-		max_len = -1;
-	if (has_max && max_len < min_len)
-		return sfail(sp, LLM_GRAMMAR_INVALID, NULL, "maxLength < minLength: the schema accepts no value", NULL), NULL;
 	if (pat)
 	{
 		const char *saved = sp->c->where;
@@ -535,7 +554,7 @@ string_node(sparser *sp, const llm_json *s)
 	}
 	if (!gcpset_add(sp->c, &all, 0, G_MAX_CP))
 		return NULL;
-	if (has_min || has_max || n_parts == 0)
+	if (min_len > 0 || max_len >= 0 || n_parts == 0)
 		parts[n_parts++] = g_repeat(sp->c, g_json_chars(sp->c, &all), min_len, max_len);
 	if (n_parts == 1)
 		body = parts[0];
@@ -642,10 +661,8 @@ static gnode *
 array_node(sparser *sp, const llm_json *s, int depth)
 {
 	const llm_json *items = llm_json_member(s, "items");
-	int32_t		min = 0,
-				max = -1;
-	bool		has_min,
-				has_max;
+	int32_t		min,
+				max;
 	gnode	   *item,
 			   *more;
 	size_t		old;
@@ -655,14 +672,8 @@ array_node(sparser *sp, const llm_json *s, int depth)
 					 NULL), NULL;
 	if (items->type == LLM_JSON_ARRAY)
 		return sfail(sp, LLM_GRAMMAR_INVALID, "items", "an array of schemas (tuple) is not supported", NULL), NULL;
-	if (!get_count(sp, s, "minItems", &min, &has_min) && gctx_failed(sp->c))
+	if (!get_count_range(sp, s, "minItems", "maxItems", &min, &max))
 		return NULL;
-	if (!get_count(sp, s, "maxItems", &max, &has_max) && gctx_failed(sp->c))
-		return NULL;
-	if (!has_max)
-		max = -1;
-	if (has_max && max < min)
-		return sfail(sp, LLM_GRAMMAR_INVALID, NULL, "maxItems < minItems: the schema accepts no value", NULL), NULL;
 	old = path_push(sp, ".items");
 	item = schema_node(sp, items, depth + 1);
 	path_pop(sp, old);

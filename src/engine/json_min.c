@@ -1,6 +1,7 @@
 /* json_min.c — see json_min.h. */
 #include "json_min.h"
 #include "text_util.h"
+#include "utf8_encode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -99,34 +100,6 @@ hex4(const uint8_t *s)
 	return v;
 }
 
-static size_t
-put_utf8(uint32_t cp, char *out)
-{
-	if (cp < 0x80)
-	{
-		out[0] = (char) cp;
-		return 1;
-	}
-	if (cp < 0x800)
-	{
-		out[0] = (char) (0xC0 | (cp >> 6));
-		out[1] = (char) (0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000)
-	{
-		out[0] = (char) (0xE0 | (cp >> 12));
-		out[1] = (char) (0x80 | ((cp >> 6) & 0x3F));
-		out[2] = (char) (0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (char) (0xF0 | (cp >> 18));
-	out[1] = (char) (0x80 | ((cp >> 12) & 0x3F));
-	out[2] = (char) (0x80 | ((cp >> 6) & 0x3F));
-	out[3] = (char) (0x80 | (cp & 0x3F));
-	return 4;
-}
-
 /* A string starting at the opening quote; decoded into the arena. */
 static bool
 parse_string(parser *p, const char **out, size_t *out_len)
@@ -216,11 +189,11 @@ parse_string(parser *p, const char **out, size_t *out_len)
 							fail(p, p->pos, "lone high surrogate escape");
 							return false;
 						}
-						w += put_utf8(0x10000 + (((uint32_t) v - 0xD800) << 10) + ((uint32_t) lo - 0xDC00), buf + w);
+						w += llm_utf8_encode(0x10000 + (((uint32_t) v - 0xD800) << 10) + ((uint32_t) lo - 0xDC00), (uint8_t *) buf + w);
 						p->pos += 6;
 					}
 					else
-						w += put_utf8((uint32_t) v, buf + w);
+						w += llm_utf8_encode((uint32_t) v, (uint8_t *) buf + w);
 					p->pos += 4;
 					break;
 				}
