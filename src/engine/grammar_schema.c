@@ -141,11 +141,12 @@ static const keyword keywords[] = {
 	{"writeOnly", K_ANNOTATION}, {"$defs", K_ANNOTATION}, {"definitions", K_ANNOTATION},
 };
 
+/* The keyword spelled exactly name[0..len) (a decoded key may hold U+0000), or NULL. */
 static const keyword *
-find_keyword(const char *name)
+find_keyword(const char *name, size_t len)
 {
 	for (size_t i = 0; i < sizeof(keywords) / sizeof(keywords[0]); i++)
-		if (strcmp(keywords[i].name, name) == 0)
+		if (strlen(keywords[i].name) == len && memcmp(keywords[i].name, name, len) == 0)
 			return &keywords[i];
 	return NULL;
 }
@@ -758,7 +759,7 @@ schema_node(sparser *sp, const llm_json *s, int depth)
 	/* every keyword is known and applies to a type of this schema */
 	for (int32_t i = 0; i < s->n; i++)
 	{
-		const keyword *k = find_keyword(s->keys[i]);
+		const keyword *k = find_keyword(s->keys[i], s->key_lens[i]);
 
 		if (k == NULL)
 			return sfail(sp, LLM_GRAMMAR_INVALID, s->keys[i], "keyword \"%s\" is not supported", s->keys[i]), NULL;

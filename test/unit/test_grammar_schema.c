@@ -480,6 +480,7 @@ static const schema_error schema_errors[] = {
 	{"{\"type\":\"object\",\"propertyNames\":{\"maxLength\":3}}", LLM_GRAMMAR_INVALID, "$.propertyNames:", "not supported"},
 	{"{\"type\":\"string\",\"nullable\":true}", LLM_GRAMMAR_INVALID, "$.nullable:", "not supported"},
 	{"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"integer\",\"foo\":1}]}", LLM_GRAMMAR_INVALID, "$.anyOf[1].foo:", "not supported"},
+	{"{\"type\":\"string\",\"maxLength\\u0000\":1}", LLM_GRAMMAR_INVALID, "$.maxLength", "not supported"},
 	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"additionalProperties\":true}", LLM_GRAMMAR_INVALID, "$.additionalProperties:", "must be false or absent"},
 	{"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}", LLM_GRAMMAR_INVALID, "$.additionalProperties:", "absent means false"},
 	{"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"b\"]}", LLM_GRAMMAR_INVALID, "$.required:", "\"b\" is not in properties"},
