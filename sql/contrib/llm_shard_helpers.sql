@@ -302,14 +302,14 @@ $$;
 --                pg_read_server_files there), NULL unless with_digest
 --   identity     md5 of the fields that decide the generated text: the
 --                model's description (architecture, sizes, vocabulary,
---                weight type, chat template), the device, the file's size and
---                its digest when computed
+--                weight type, chat template), the device, the extension's
+--                version, the file's size and its digest when computed
 --   same_as_first  whether identity equals the first server's
 -- Check:  SELECT bool_and(same_as_first AND status = 'ready')
 --         FROM llm_shard_models(llm_shard_servers('tickets'));
 CREATE FUNCTION llm_shard_models(servers name[], with_digest boolean DEFAULT true)
 RETURNS TABLE (server name, status text, model_path text, file_size bigint, file_digest text,
-			   device text, model jsonb, identity text, same_as_first boolean)
+			   device text, extension_version text, model jsonb, identity text, same_as_first boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
 	srv name;
@@ -327,7 +327,7 @@ BEGIN
 												  '\x'::bytea ORDER BY o)), 'hex')
 				  FROM generate_series(0, f.size - 1, 16777216) o)
 			   END,
-			   m->'model'->>'device', m->'model'
+			   m->'model'->>'device', (SELECT extversion FROM pg_extension WHERE extname = 'llm'), m->'model'
 		FROM llm_model_info() m
 		LEFT JOIN LATERAL pg_stat_file(m->>'model_path', true) f ON true$q$, with_digest);
 	PERFORM llm_shard_open(servers);
@@ -343,9 +343,11 @@ BEGIN
 		BEGIN
 			PERFORM llm_shard_wait(srv);
 			SELECT * INTO r FROM dblink_get_result('llm_shard:' || srv)
-				AS t(status text, model_path text, file_size bigint, file_digest text, device text, model jsonb);
+				AS t(status text, model_path text, file_size bigint, file_digest text, device text,
+					 extension_version text, model jsonb);
 			PERFORM * FROM dblink_get_result('llm_shard:' || srv)
-				AS t(status text, model_path text, file_size bigint, file_digest text, device text, model jsonb);
+				AS t(status text, model_path text, file_size bigint, file_digest text, device text,
+					 extension_version text, model jsonb);
 		EXCEPTION
 			WHEN query_canceled THEN
 				PERFORM llm_shard_close(servers);
@@ -361,13 +363,14 @@ BEGIN
 		file_size := r.file_size;
 		file_digest := r.file_digest;
 		device := r.device;
+		extension_version := r.extension_version;
 		model := r.model;
 		-- engine settings that do not change the text (threads, KV blocks,
 		-- scheduler limits, prefix caching) are left out
 		identity := md5(concat_ws('|',
 			r.model - ARRAY['threads', 'kv_blocks', 'block_size', 'max_batched_tokens', 'max_running',
 							'prefix_caching', 'context_length', 'device']::text[],
-			r.device, r.file_size, r.file_digest));
+			r.device, r.extension_version, r.file_size, r.file_digest));
 		first_identity := coalesce(first_identity, identity);
 		same_as_first := identity = first_identity;
 		RETURN NEXT;
