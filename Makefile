@@ -89,6 +89,11 @@ build/bench/matmul_layers: bench/matmul_layers.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# Constrained decoding: compile times, mask cost cold/warm (docs/STRUCTURED_OUTPUT.md).
+build/bench/grammar_bench: bench/grammar_bench.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
