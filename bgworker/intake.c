@@ -4,11 +4,13 @@
 #include "postgres.h"
 
 #include "lib/ilist.h"
+#include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
 #include "intake.h"
 #include "registry.h"
 #include "protocol.h"
+#include "result_store.h"
 #include "sqlstate.h"
 #include "stats.h"
 #include "worker_channel.h"
@@ -16,14 +18,23 @@
 /* A request living in the engine. */
 typedef struct WorkerRequest
 {
-	dlist_node	node;			/* in its slot's list */
-	int			slot;
-	uint64		client_id;		/* the backend's id */
+	dlist_node	node;			/* in its slot's list, or in async_requests */
+	int			slot;			/* ASYNC_SLOT: an asynchronous request (result_store.h) */
+	uint64		client_id;		/* the backend's id, or the store entry's id */
 	uint64		engine_id;
+	llm_wire_client client;		/* its submitter */
+	int			async_index;	/* asynchronous: the store entry */
+	StringInfoData text;		/* asynchronous: the output so far */
 } WorkerRequest;
+
+#define ASYNC_SLOT (-1)
+
+/* how many store entries one look at the store takes at most */
+#define ASYNC_TAKE_BATCH 64
 
 static MemoryContext intake_cxt;
 static dlist_head *slot_requests;	/* per slot: its WorkerRequests */
+static dlist_head async_requests;	/* the asynchronous ones */
 static int	n_slots;
 static llm_engine *engine = NULL;
 static int	unavailable_sqlstate;
@@ -41,6 +52,7 @@ intake_init(int slots, MemoryContext cxt)
 	slot_requests = MemoryContextAlloc(cxt, sizeof(dlist_head) * slots);
 	for (int i = 0; i < slots; i++)
 		dlist_init(&slot_requests[i]);
+	dlist_init(&async_requests);
 }
 
 void
@@ -55,6 +67,8 @@ static void
 free_request(WorkerRequest *r)
 {
 	dlist_delete(&r->node);
+	if (r->text.data)
+		pfree(r->text.data);
 	pfree(r);
 }
 
@@ -66,15 +80,34 @@ answer_error(int slot, uint64 id, llm_status st, const char *err)
 
 /* ---------- requests ---------- */
 
+static int
+unavailable_message(char *msg, size_t size)
+{
+	snprintf(msg, size, "llm model is not available: %s",
+			 unavailable_error[0] ? unavailable_error : "the model is not loaded");
+	return unavailable_sqlstate ? unavailable_sqlstate : ERRCODE_INTERNAL_ERROR;
+}
+
 static void
-model_unavailable(int slot, uint64 id)
+model_unavailable(int slot, const llm_wire_msg *m)
 {
 	char		msg[LLM_MODEL_ERROR_LEN + 64];
+	llm_wire_client client = m->client;
 
-	snprintf(msg, sizeof(msg), "llm model is not available: %s",
-			 unavailable_error[0] ? unavailable_error : "the model is not loaded");
-	wch_queue_error(slot, id, unavailable_sqlstate ? unavailable_sqlstate : ERRCODE_INTERNAL_ERROR, msg);
-	llm_stats_note_failed();
+	if (client.pid == 0)
+		client.pid = wch_pid(slot);
+	wch_queue_error(slot, m->id, unavailable_message(msg, sizeof(msg)), msg);
+	llm_stats_note_failed(&client);
+}
+
+/* Hand m's request to the engine as r (slot, client_id and async fields set by the caller). */
+static llm_status
+engine_submit(WorkerRequest *r, const llm_wire_msg *m, char *err, size_t errsize)
+{
+	r->engine_id = next_engine_id++;
+	r->client = m->client;
+	err[0] = '\0';
+	return llm_engine_submit(engine, r->engine_id, &m->request, r, err, errsize);
 }
 
 static void
@@ -84,16 +117,14 @@ submit(int slot, const llm_wire_msg *m)
 	char		err[1100];
 	llm_status	st;
 
-	r = MemoryContextAlloc(intake_cxt, sizeof(WorkerRequest));
+	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = m->id;
-	r->engine_id = next_engine_id++;
-	err[0] = '\0';
-	st = llm_engine_submit(engine, r->engine_id, &m->request, r, err, sizeof(err));
+	st = engine_submit(r, m, err, sizeof(err));
 	if (st != LLM_OK)
 	{
 		answer_error(slot, m->id, st, err);
-		llm_stats_note_failed();
+		llm_stats_note_failed(&r->client);
 		pfree(r);
 		return;
 	}
@@ -168,8 +199,8 @@ abort_request(int slot, uint64 client_id)
 		{
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_aborted(&r->client);
 			free_request(r);
-			llm_stats_note_aborted();
 			return;
 		}
 	}
@@ -201,7 +232,7 @@ intake_message(int slot, const void *data, Size len)
 	}
 	if (engine == NULL)
 	{
-		model_unavailable(slot, m.id);
+		model_unavailable(slot, &m);
 		llm_stats_note_change();
 		return;
 	}
@@ -233,7 +264,7 @@ intake_abort_slot(int slot)
 
 		if (engine)
 			llm_engine_abort(engine, r->engine_id);
-		llm_stats_note_aborted();
+		llm_stats_note_aborted(&r->client);
 		free_request(r);
 	}
 	llm_stats_note_change();
@@ -253,14 +284,148 @@ intake_fail_all(int sqlstate, const char *message)
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
 			wch_queue_error(i, r->client_id, sqlstate, message);
-			llm_stats_note_failed();
+			llm_stats_note_failed(&r->client);
+			free_request(r);
+		}
+	}
+	{
+		dlist_mutable_iter it;
+
+		/* asynchronous requests outlive the engine: the next one runs them again */
+		dlist_foreach_modify(it, &async_requests)
+		{
+			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+			if (engine)
+				llm_engine_abort(engine, r->engine_id);
+			llm_async_requeue(r->async_index, r->client_id);
+			llm_stats_note_aborted(&r->client);
 			free_request(r);
 		}
 	}
 	llm_stats_note_change();
 }
 
+/* ---------- asynchronous requests ---------- */
+
+static WorkerRequest *
+async_request(uint64 id)
+{
+	dlist_iter	it;
+
+	dlist_foreach(it, &async_requests)
+	{
+		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+		if (r->client_id == id)
+			return r;
+	}
+	return NULL;
+}
+
+/* One entry taken from the store: decode its SUBMIT message and start it. */
+static void
+async_submit(const LlmAsyncTaken *t)
+{
+	llm_wire_msg m;
+	const char *why;
+	char		err[1100];
+	WorkerRequest *r;
+	llm_status	st;
+
+	if (llm_wire_decode(t->request, t->request_len, &m, &wire_arrays, &why) != LLM_WIRE_OK ||
+		m.kind != LLM_WIRE_SUBMIT)
+	{
+		llm_async_fail(t->index, t->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
+		llm_stats_note_failed(NULL);
+		return;
+	}
+	if (engine == NULL)
+	{
+		int			sqlstate = unavailable_message(err, sizeof(err));
+
+		llm_async_fail(t->index, t->id, sqlstate, err);
+		llm_stats_note_failed(&m.client);
+		return;
+	}
+	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
+	r->slot = ASYNC_SLOT;
+	r->client_id = t->id;
+	r->async_index = t->index;
+	st = engine_submit(r, &m, err, sizeof(err));
+	if (st != LLM_OK)
+	{
+		llm_async_fail(t->index, t->id, llm_status_sqlstate(st), err[0] ? err : llm_status_name(st));
+		llm_stats_note_failed(&r->client);
+		pfree(r);
+		return;
+	}
+	{
+		MemoryContext old = MemoryContextSwitchTo(intake_cxt);
+
+		initStringInfo(&r->text);
+		MemoryContextSwitchTo(old);
+	}
+	dlist_push_tail(&async_requests, &r->node);
+}
+
+void
+intake_async(uint32 generation)
+{
+	LlmAsyncTaken taken[ASYNC_TAKE_BATCH];
+	LlmAsyncTaken cancel[ASYNC_TAKE_BATCH];
+	bool		more = true;
+
+	while (more)
+	{
+		int			n_cancel;
+		int			n = llm_async_take(generation, taken, ASYNC_TAKE_BATCH, &more, cancel, &n_cancel);
+
+		for (int i = 0; i < n; i++)
+			async_submit(&taken[i]);
+		for (int i = 0; i < n_cancel; i++)
+		{
+			WorkerRequest *r = async_request(cancel[i].id);
+
+			llm_async_cancelled(cancel[i].index, cancel[i].id);
+			if (r == NULL)
+				continue;
+			if (engine)
+				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_aborted(&r->client);
+			free_request(r);
+		}
+		if (n > 0 || n_cancel > 0)
+			llm_stats_note_change();
+	}
+}
+
 /* ---------- engine events ---------- */
+
+/* An event of an asynchronous request: its output collects here, its end goes to the store. */
+static void
+async_event(WorkerRequest *r, const llm_event *ev)
+{
+	switch (ev->kind)
+	{
+		case LLM_EVENT_TEXT:
+			appendBinaryStringInfo(&r->text, ev->text, ev->text_len);
+			break;
+		case LLM_EVENT_FINISHED:
+			llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
+							 ev->finish_reason, &ev->usage);
+			llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
+			free_request(r);
+			break;
+		case LLM_EVENT_ERROR:
+			llm_async_fail(r->async_index, r->client_id, llm_status_sqlstate(ev->status),
+						   ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
+			llm_stats_note_failed(&r->client);
+			free_request(r);
+			break;
+	}
+	llm_stats_note_change();
+}
 
 void
 intake_on_event(const llm_event *ev, void *cb_arg)
@@ -270,6 +435,11 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 
 	if (r == NULL)
 		return;
+	if (r->slot == ASYNC_SLOT)
+	{
+		async_event(r, ev);
+		return;
+	}
 	memset(&m, 0, sizeof(m));
 	m.id = r->client_id;
 
@@ -291,12 +461,12 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.scores = ev->scores;
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
-			llm_stats_note_finished(ev->finish_reason, &ev->usage);
+			llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
-			llm_stats_note_failed();
+			llm_stats_note_failed(&r->client);
 			free_request(r);
 			break;
 	}

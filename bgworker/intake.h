@@ -6,7 +6,11 @@
  *
  * Every request living in the engine is owned here, listed under the
  * channel slot it came from, from its submission to its final event, its
- * abort, or its slot's channel being dropped.  Statuses become SQLSTATEs by
+ * abort, or its slot's channel being dropped.  Asynchronous requests
+ * (src/result_store.h) come from the store instead of a channel, belong to
+ * no slot (a backend's exit does not end them) and end in the store; when
+ * the engine is replaced they go back to the store's queue, so the next
+ * engine runs them again.  Statuses become SQLSTATEs by
  * src/sqlstate.h's table; what happens to each request is noted in the
  * statistics (src/stats.h).
  */
@@ -35,7 +39,13 @@ extern void intake_on_event(const llm_event *ev, void *cb_arg);
 /* Slot's channel is being dropped: abort its requests in the engine (no answers). */
 extern void intake_abort_slot(int slot);
 
-/* Fail every live request with an ERROR (the engine is about to be replaced). */
+/*
+ * Fail every live request with an ERROR (the engine is about to be
+ * replaced); asynchronous ones are queued again instead.
+ */
 extern void intake_fail_all(int sqlstate, const char *message);
+
+/* Take new asynchronous requests of the store into the engine, abort the cancelled ones. */
+extern void intake_async(uint32 generation);
 
 #endif

@@ -72,7 +72,7 @@ append_recent_locked(void)
 
 /* One record for llm_recent_requests(); usage NULL: failed or aborted before the engine reported it. */
 static void
-record_request(llm_finish_reason outcome, const llm_usage *usage)
+record_request(llm_finish_reason outcome, const llm_usage *usage, const llm_wire_client *client)
 {
 	LlmRequestRecord *rec;
 
@@ -98,11 +98,14 @@ record_request(llm_finish_reason outcome, const llm_usage *usage)
 		rec->prompt_tokens = rec->cached_tokens = rec->completion_tokens = -1;
 		rec->ttft_ms = rec->total_ms = -1.0;
 	}
+	rec->pid = client ? client->pid : 0;
+	rec->role = client ? client->role : InvalidOid;
+	rec->database = client ? client->database : InvalidOid;
 	stats_dirty = true;
 }
 
 void
-llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage)
+llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage, const llm_wire_client *client)
 {
 	delta.finished++;
 	delta.prompt_tokens += usage->prompt_tokens;
@@ -113,21 +116,21 @@ llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage)
 	if (usage->completion_tokens > 1 && delta.n_tpot < lengthof(delta.tpot))
 		delta.tpot[delta.n_tpot++] = (usage->total_ms - usage->ttft_ms) /
 			(usage->completion_tokens - 1);
-	record_request(reason, usage);
+	record_request(reason, usage, client);
 }
 
 void
-llm_stats_note_failed(void)
+llm_stats_note_failed(const llm_wire_client *client)
 {
 	delta.failed++;
-	record_request(LLM_FINISH_ERROR, NULL);
+	record_request(LLM_FINISH_ERROR, NULL, client);
 }
 
 void
-llm_stats_note_aborted(void)
+llm_stats_note_aborted(const llm_wire_client *client)
 {
 	delta.aborted++;
-	record_request(LLM_FINISH_ABORT, NULL);
+	record_request(LLM_FINISH_ABORT, NULL, client);
 }
 
 void

@@ -35,6 +35,7 @@
 #include "engine_config.h"
 #include "intake.h"
 #include "registry.h"
+#include "result_store.h"
 #include "stats.h"
 #include "worker_channel.h"
 
@@ -261,6 +262,7 @@ llm_worker_main(Datum arg)
 	LWLockRelease(llm_shared->lock);
 
 	intake_init(llm_shared->n_slots, worker_cxt);
+	llm_async_attach();
 	wch_init(llm_shared->n_slots, generation, worker_cxt, intake_abort_slot);
 
 	first_cxt = current_config(&first);
@@ -277,6 +279,8 @@ llm_worker_main(Datum arg)
 
 		wch_scan();
 		drain_requests();
+		intake_async(generation);	/* llm_submit's requests (src/result_store.h) */
+		llm_async_sweep();
 		llm_stats_publish(engine);	/* show new/aborted requests before a long step */
 
 		busy = engine != NULL && llm_engine_has_work(engine);

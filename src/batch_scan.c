@@ -47,6 +47,7 @@
 
 #include "batch_scan.h"
 #include "channel.h"
+#include "progress.h"
 #include "registry.h"
 #include "sql_args.h"
 #include "sql_result.h"
@@ -838,6 +839,7 @@ batch_exec(CustomScanState *node)
 	st->emitted = st->head;
 	st->head = (st->head + 1) % st->ring_size;
 	st->count--;
+	llm_progress_note_batch_row();
 	/* slow start: one more row in flight per row consumed */
 	if (st->window < st->max_window)
 		st->window++;

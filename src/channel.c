@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 
 #include "channel.h"
+#include "progress.h"
 #include "registry.h"
 
 /*
@@ -53,11 +54,15 @@ typedef struct LlmChannel
 	bool		send_in_progress;	/* a message is partly in the request queue */
 } LlmChannel;
 
+/* nest_level of a request that outlives transactions (llm_submit_session) */
+#define SESSION_LEVEL (-1)
+
 /* One submitted request, until its result is taken or it is aborted. */
 typedef struct PendingRequest
 {
 	uint64		id;				/* hash key */
-	int			nest_level;		/* transaction nesting level at submit */
+	int			nest_level;		/* transaction nesting level at submit, or SESSION_LEVEL */
+	bool		generation;		/* a SUBMIT: counted in llm_progress */
 	bool		done;
 	bool		failed;
 	StringInfoData text;		/* TEXT deltas (UTF-8) */
@@ -226,6 +231,8 @@ drop_channel(const char *reason)
 			p->failed = true;
 			p->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
 			p->message = MemoryContextStrdup(channel_cxt, reason);
+			if (p->generation)
+				llm_progress_note_failed();
 		}
 	}
 }
@@ -381,6 +388,8 @@ dispatch(const char *data, Size nbytes)
 				p->scores = MemoryContextAlloc(channel_cxt, m.n_scores * sizeof(double));
 				memcpy(p->scores, m.scores, m.n_scores * sizeof(double));
 			}
+			if (p->generation)
+				llm_progress_note_finished(&m.usage);
 			break;
 		case LLM_WIRE_ERROR:
 			p->done = true;
@@ -389,6 +398,8 @@ dispatch(const char *data, Size nbytes)
 			p->message = MemoryContextAlloc(channel_cxt, m.text_len + 1);
 			memcpy(p->message, m.text, m.text_len);
 			p->message[m.text_len] = '\0';
+			if (p->generation)
+				llm_progress_note_failed();
 			break;
 		case LLM_WIRE_TOKENS:
 			p->done = true;
@@ -464,9 +475,9 @@ channel_send(const char *data, Size len)
 	channel->send_in_progress = false;
 }
 
-/* Register a pending request for m (its id assigned here), then send it. */
+/* Register a pending request for m (its id assigned here) at nest_level, then send it. */
 static uint64
-submit(llm_wire_msg *m)
+submit_at(llm_wire_msg *m, int nest_level)
 {
 	PendingRequest *p;
 	bool		found;
@@ -486,14 +497,31 @@ submit(llm_wire_msg *m)
 
 	p = hash_search(pending, &id, HASH_ENTER, &found);
 	memset(((char *) p) + sizeof(uint64), 0, sizeof(PendingRequest) - sizeof(uint64));
-	p->nest_level = GetCurrentTransactionNestLevel();
+	p->nest_level = nest_level;
+	p->generation = m->kind == LLM_WIRE_SUBMIT;
 	old = MemoryContextSwitchTo(channel_cxt);
 	initStringInfo(&p->text);
 	MemoryContextSwitchTo(old);
+	if (p->generation)
+		llm_progress_note_submitted();
 
 	channel_send(buf, len);
 	pfree(buf);
 	return id;
+}
+
+static uint64
+submit(llm_wire_msg *m)
+{
+	return submit_at(m, GetCurrentTransactionNestLevel());
+}
+
+void
+llm_fill_client(llm_wire_client *client)
+{
+	client->pid = MyProcPid;
+	client->role = GetUserId();
+	client->database = MyDatabaseId;
 }
 
 uint64
@@ -504,7 +532,20 @@ llm_submit(const llm_request *req)
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_SUBMIT;
 	m.request = *req;
+	llm_fill_client(&m.client);
 	return submit(&m);
+}
+
+uint64
+llm_submit_session(const llm_request *req)
+{
+	llm_wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_SUBMIT;
+	m.request = *req;
+	llm_fill_client(&m.client);
+	return submit_at(&m, SESSION_LEVEL);
 }
 
 uint64
@@ -650,7 +691,11 @@ llm_abort_request(uint64 id)
 	if (p == NULL)
 		return;
 	if (!p->done)
+	{
 		send_abort(id);
+		if (p->generation)
+			llm_progress_note_aborted();
+	}
 	forget(p);
 }
 
@@ -706,6 +751,12 @@ llm_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		abort_from_level(GetCurrentTransactionNestLevel());
+}
+
+int
+llm_worker_wait_timeout(void)
+{
+	return worker_wait_timeout_ms;
 }
 
 void

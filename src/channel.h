@@ -13,6 +13,9 @@
  *    submitted at that nesting level or deeper (an abort message, or, if the
  *    queue is mid-message, dropping the whole channel: the worker aborts all
  *    requests of a channel it sees detached);
+ *  - a request sent with llm_submit_session outlives transactions: only
+ *    llm_abort_request, a dropped channel or the process's exit ends it
+ *    (the job runner's requests span its short transactions);
  *  - the worker exiting makes every waiter raise ERROR 55000 at once;
  *  - a channel built for an older worker generation is rebuilt on next use.
  */
@@ -25,6 +28,9 @@
 
 /* Define the channel's setting, llm.worker_wait_timeout (from _PG_init). */
 extern void llm_channel_define_gucs(void);
+
+/* llm.worker_wait_timeout (ms): how long to wait for a running worker. */
+extern int	llm_worker_wait_timeout(void);
 
 /* A finished request, copied into the caller's memory context. */
 typedef struct LlmResult
@@ -48,6 +54,12 @@ typedef struct LlmResult
  * running worker and for room in the queue.
  */
 extern uint64 llm_submit(const llm_request *req);
+
+/* llm_submit, but not aborted at the end of the (sub)transaction. */
+extern uint64 llm_submit_session(const llm_request *req);
+
+/* This backend as a request's submitter: pid, current role, database. */
+extern void llm_fill_client(llm_wire_client *client);
 extern uint64 llm_submit_tokenize(const char *utf8, int len);
 extern uint64 llm_submit_detokenize(const int32 *ids, int n);
 

@@ -1,7 +1,8 @@
 /*
  * llm.c — module entry point of pg_llm: defines the settings of every
  * module, installs their hooks, requests the shared-memory registry
- * (registry.c) and registers the background worker that owns the model.
+ * (registry.c) and the other shared structures, and registers the
+ * background worker that owns the model and the job launcher.
  *
  * The library must be in shared_preload_libraries: shared memory for the
  * registry is requested from the postmaster (shmem_request_hook, PG15) and
@@ -18,8 +19,11 @@
 #include "batch_scan.h"
 #include "channel.h"
 #include "engine_config.h"
+#include "job_registry.h"
 #include "on_error.h"
+#include "progress.h"
 #include "registry.h"
+#include "result_store.h"
 #include "sql_args.h"
 
 PG_MODULE_MAGIC;
@@ -49,6 +53,29 @@ llm_register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
+/*
+ * The job launcher (bgworker/job_launcher.c): after recovery only, so a hot
+ * standby runs no jobs and a promoted one starts them.  It starts one
+ * runner per database with jobs as dynamic workers.
+ */
+static void
+llm_register_job_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "llm");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "llm_job_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "llm job launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "llm job launcher");
+	worker.bgw_main_arg = (Datum) 0;
+	worker.bgw_notify_pid = 0;
+	RegisterBackgroundWorker(&worker);
+}
+
 void
 _PG_init(void)
 {
@@ -61,9 +88,15 @@ _PG_init(void)
 	llm_engine_config_define_gucs();
 	llm_sql_args_define_gucs();
 	llm_channel_define_gucs();
+	llm_result_store_define_gucs();
+	llm_jobs_define_gucs();
 	MarkGUCPrefixReserved("llm");
 	llm_batch_init();			/* llm.batch_window, the planner hook (batch_scan.c) */
 	llm_on_error_init();		/* the statement's on_error => 'null' summary (on_error.c) */
+	llm_progress_request();		/* llm_progress's slots (progress.c) */
+	llm_result_store_request();	/* llm_submit's store (result_store.c) */
+	llm_job_registry_request();	/* databases with jobs (job_registry.c) */
 	llm_registry_request();
 	llm_register_worker();
+	llm_register_job_launcher();
 }

@@ -190,6 +190,9 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 	{
 		case LLM_WIRE_SUBMIT:
 			put_request(&w, &m->request);
+			put_i32(&w, m->client.pid);
+			put_u32(&w, m->client.role);
+			put_u32(&w, m->client.database);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			put_str(&w, m->text, m->text_len);
@@ -470,7 +473,9 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 		case LLM_WIRE_SUBMIT:
 			if (arrays == NULL)
 				return fail(r, "no room for a request's arrays");
-			return get_request(r, &m->request, arrays);
+			return get_request(r, &m->request, arrays) &&
+				get_i32(r, &m->client.pid) && get_u32(r, &m->client.role) &&
+				get_u32(r, &m->client.database);
 		case LLM_WIRE_TOKENIZE:
 			return get_str(r, &m->text, &m->text_len);
 		case LLM_WIRE_DETOKENIZE:

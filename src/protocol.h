@@ -29,7 +29,8 @@
  *   SUBMIT      an llm_request (request.h): mode, prompt kind, flags, the
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
- *               continuations, token ids
+ *               continuations, token ids; then the submitter
+ *               (llm_wire_client: pid, role, database)
  *   TOKENIZE    text: its token ids as plain text (answer: TOKENS)
  *   DETOKENIZE  token ids: their text (answer: TEXT, then DONE)
  *   ABORT       nothing: drop request id (no answer follows)
@@ -106,6 +107,18 @@ typedef enum llm_wire_kind
 	X(i32, debug_poison_logits)
 
 /*
+ * Who submitted a SUBMIT request: the backend's pid, its current role and
+ * database (OIDs), so the worker's records (llm_recent_requests) can be tied
+ * to a session.  Informational only: the worker trusts nothing in it.
+ */
+typedef struct llm_wire_client
+{
+	int32_t		pid;
+	uint32_t	role;
+	uint32_t	database;
+} llm_wire_client;
+
+/*
  * One message, decoded or to encode.  Which fields count depends on kind;
  * the others are zero.  A decoded message points into the received bytes
  * (and into an llm_wire_arrays for the pointer arrays of a request): it is
@@ -130,6 +143,8 @@ typedef struct llm_wire_msg
 	int32_t		n_scores;		/* <= LLM_MAX_CONTINUATIONS */
 	/* ERROR */
 	int32_t		sqlstate;
+	/* SUBMIT: the submitter */
+	llm_wire_client client;
 } llm_wire_msg;
 
 /* Where a decoded request's pointer arrays live (the strings stay in the message). */

@@ -1,6 +1,7 @@
 /*
  * registry.c — the registry in main shared memory (registry.h): its size,
- * its creation at postmaster start, the names of its model states.
+ * its creation at postmaster start, the names of its model states; and the
+ * other shared structures of the library, requested and created with it.
  */
 #include "postgres.h"
 
@@ -15,6 +16,30 @@ LlmShared  *llm_shared = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+typedef struct ShmemUser
+{
+	const char *name;
+	LlmShmemSizeFn size;
+	LlmShmemInitFn init;
+	int			n_locks;
+} ShmemUser;
+
+#define MAX_SHMEM_USERS 8
+static ShmemUser shmem_users[MAX_SHMEM_USERS];
+static int	n_shmem_users = 0;
+
+void
+llm_registry_add_shmem(const char *name, LlmShmemSizeFn size, LlmShmemInitFn init, int n_locks)
+{
+	if (n_shmem_users == MAX_SHMEM_USERS)
+		elog(ERROR, "llm: too many shared memory structures");
+	shmem_users[n_shmem_users].name = name;
+	shmem_users[n_shmem_users].size = size;
+	shmem_users[n_shmem_users].init = init;
+	shmem_users[n_shmem_users].n_locks = n_locks;
+	n_shmem_users++;
+}
 
 const char *
 llm_model_state_name(LlmModelState s)
@@ -46,6 +71,12 @@ llm_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(llm_shmem_size());
 	RequestNamedLWLockTranche("llm", 1);
+	for (int i = 0; i < n_shmem_users; i++)
+	{
+		RequestAddinShmemSpace(shmem_users[i].size());
+		if (shmem_users[i].n_locks > 0)
+			RequestNamedLWLockTranche(shmem_users[i].name, shmem_users[i].n_locks);
+	}
 }
 
 static void
@@ -67,6 +98,12 @@ llm_shmem_startup(void)
 		llm_shared->n_slots = MaxBackends;
 		for (int i = 0; i < MaxBackends; i++)
 			llm_shared->slots[i].handle = DSM_HANDLE_INVALID;
+	}
+	for (int i = 0; i < n_shmem_users; i++)
+	{
+		void	   *mem = ShmemInitStruct(shmem_users[i].name, shmem_users[i].size(), &found);
+
+		shmem_users[i].init(mem, found);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

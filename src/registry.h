@@ -79,4 +79,18 @@ extern LlmShared *llm_shared;
 /* Ask the postmaster for the registry's shared memory and lock (from _PG_init). */
 extern void llm_registry_request(void);
 
+/*
+ * Another structure of the library in main shared memory, requested and set
+ * up together with the registry: size() bytes (called in the postmaster once
+ * the settings are loaded) under name, n_locks LWLocks in a tranche of that
+ * name (GetNamedLWLockTranche(name)), and init(mem, found) called at
+ * postmaster start (found false: zero the structure) and, in EXEC_BACKEND
+ * builds, in every process (found true: only set the module's pointer).
+ * Call from _PG_init, before llm_registry_request(); at most 8.
+ */
+typedef Size (*LlmShmemSizeFn) (void);
+typedef void (*LlmShmemInitFn) (void *mem, bool found);
+extern void llm_registry_add_shmem(const char *name, LlmShmemSizeFn size, LlmShmemInitFn init,
+								   int n_locks);
+
 #endif

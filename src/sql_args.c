@@ -14,6 +14,8 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -162,6 +164,7 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_generate_array", TEXTARRAYOID, TEXTARRAYOID, NULL},
 	{"pg_llm_complete", TEXTOID, RECORDOID, NULL},
 	{"pg_llm_chat", JSONBOID, TEXTOID, NULL},
+	{"pg_llm_submit", TEXTOID, INT8OID, NULL},
 };
 
 static const LlmSqlFunction *
@@ -440,6 +443,121 @@ llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 	llm_call_read(map, args, nargs, call);
 	*refused = llm_call_set_prompt(call, DatumGetTextPP(args[0].value));
 	return true;
+}
+
+/* ---------- a call's options kept by name ---------- */
+
+Jsonb *
+llm_call_options_collect(FunctionCallInfo fcinfo)
+{
+	HeapTuple	tup;
+	Form_pg_proc proc;
+	bool		isnull;
+	Datum		names_d;
+	Datum		modes_d;
+	char	  **names = NULL;
+	int			n_names;
+	StringInfoData buf;
+	bool		first = true;
+
+	parse_defaults();
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	names_d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargnames, &isnull);
+	if (isnull)
+		names_d = PointerGetDatum(NULL);
+	modes_d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargmodes, &isnull);
+	if (isnull)
+		modes_d = PointerGetDatum(NULL);
+	n_names = get_func_input_arg_names(names_d, modes_d, &names);
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < proc->pronargs && i < PG_NARGS(); i++)
+	{
+		int			r = row_by_name(i < n_names ? names[i] : NULL);
+		Oid			output;
+		bool		varlena;
+
+		if (r < 0 || PG_ARGISNULL(i))
+			continue;
+		if (arg_table[r].type != proc->proargtypes.values[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+					 errmsg("argument %s of function %s must be of type %s",
+							arg_table[r].name, format_procedure(fcinfo->flinfo->fn_oid),
+							format_type_be(arg_table[r].type))));
+		getTypeOutputInfo(arg_table[r].type, &output, &varlena);
+		if (!first)
+			appendStringInfoString(&buf, ", ");
+		first = false;
+		escape_json(&buf, arg_table[r].name);
+		appendStringInfoString(&buf, ": ");
+		escape_json(&buf, OidOutputFunctionCall(output, PG_GETARG_DATUM(i)));
+	}
+	appendStringInfoChar(&buf, '}');
+	ReleaseSysCache(tup);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+void
+llm_call_read_options(Jsonb *options, LlmCall *call)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	bool		given[N_ARGS];
+	char	   *values[N_ARGS];
+
+	parse_defaults();
+	memset(given, 0, sizeof(given));
+	if (!JB_ROOT_IS_OBJECT(options))
+		invalid_arg("options must be a JSON object");
+	it = JsonbIteratorInit(&options->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *key;
+		int			r;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = pnstrdup(v.val.string.val, v.val.string.len);
+		r = row_by_name(key);
+		if (r < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown llm option \"%s\"", key),
+					 errhint("llm_generation_arguments() lists the options this library knows.")));
+		tok = JsonbIteratorNext(&it, &v, true);
+		if (tok != WJB_VALUE || v.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("llm option \"%s\" must be a JSON string", key)));
+		given[r] = true;
+		values[r] = pnstrdup(v.val.string.val, v.val.string.len);
+	}
+
+	memset(call, 0, sizeof(*call));
+	llm_request_init(&call->req);
+	for (int r = 0; r < N_ARGS; r++)
+	{
+		if (given[r])
+		{
+			Oid			input;
+			Oid			ioparam;
+
+			getTypeInputInfo(arg_table[r].type, &input, &ioparam);
+			arg_table[r].apply(&arg_table[r], call,
+							   OidInputFunctionCall(input, values[r], ioparam, -1));
+		}
+		else if (!defaults[r].isnull)
+			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
+	}
+	call->req.params.cache_salt = prefix_cache_salt();
+	call->req.params.debug_poison_logits = debug_poison_logits;
+	check_options(call);
 }
 
 /* ---------- introspection ---------- */

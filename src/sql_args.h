@@ -34,6 +34,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/jsonb.h"
 
 #include "channel.h"
 #include "request.h"
@@ -115,5 +116,21 @@ extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, i
  */
 extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 								LlmCall *call, LlmResult **refused);
+
+/*
+ * A call kept for later (llm_enrich's job): the generation options among
+ * the arguments of the function fcinfo calls, by name (every argument whose
+ * name is a row of the argument table), as a jsonb object {name: value as
+ * the type's output text}; NULL arguments (their defaults) are left out.  A
+ * function widened with a new option passes it on with no change here.
+ */
+extern Jsonb *llm_call_options_collect(FunctionCallInfo fcinfo);
+
+/*
+ * The call such an object describes (the missing options take the table's
+ * defaults), with the session's request settings, checked like
+ * llm_call_read: ERROR 22023 naming an unknown or invalid option.
+ */
+extern void llm_call_read_options(Jsonb *options, LlmCall *call);
 
 #endif

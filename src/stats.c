@@ -11,8 +11,10 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "commands/dbcommands.h"
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
@@ -169,17 +171,33 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-#define LLM_RECENT_COLS 9
+#define LLM_RECENT_COLS 12
+
+static Datum
+name_datum(const char *s)
+{
+	Name		n = palloc0(NAMEDATALEN);
+
+	namestrcpy(n, s);
+	return NameGetDatum(n);
+}
 
 /*
  * llm_recent_requests() -> setof (seq bigint, finished_at timestamptz,
  * outcome text, prompt_tokens int, cached_tokens int, completion_tokens int,
- * ttft_ms float8, tpot_ms float8, total_ms float8): the last
+ * ttft_ms float8, tpot_ms float8, total_ms float8, pid int, role name,
+ * database name): the last
  * LLM_RECENT_REQUESTS requests the worker finished since start or
  * llm_stat_reset(), oldest first.  seq numbers them from 1 since the reset.
  * Times are the worker's (engine add -> first token, -> finish; ms);
  * tpot_ms = (total_ms - ttft_ms) / (completion_tokens - 1), NULL below 2
  * tokens.  Failed and aborted requests have NULL token counts and times.
+ * pid, role and database are the submitter's (names looked up now: NULL
+ * for a dropped role or database, or an unknown submitter).
+ *
+ * The columns are filled as far as the function's declaration goes: a
+ * catalog from before pid, role and database were appended (0.2) declares 9,
+ * and a stored query reads the first columns only (llm_widen_result).
  */
 Datum
 pg_llm_recent_requests(PG_FUNCTION_ARGS)
@@ -188,9 +206,11 @@ pg_llm_recent_requests(PG_FUNCTION_ARGS)
 	LlmRequestRecord *recs;
 	int64		written;
 	int64		first;
+	int			natts;
 
 	require_registry();
 	InitMaterializedSRF(fcinfo, 0);
+	natts = Min(rsinfo->setDesc->natts, LLM_RECENT_COLS);
 
 	recs = palloc(sizeof(LlmRequestRecord) * LLM_RECENT_REQUESTS);
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
@@ -224,7 +244,19 @@ pg_llm_recent_requests(PG_FUNCTION_ARGS)
 		nulls[c++] = !known || r->completion_tokens < 2;
 		values[c] = Float8GetDatum(r->total_ms);
 		nulls[c++] = !known || r->total_ms < 0;
-		Assert(c == LLM_RECENT_COLS);
+		values[c] = Int32GetDatum(r->pid);
+		nulls[c++] = r->pid == 0;
+		if (natts > c)
+		{
+			char	   *role = OidIsValid(r->role) ? GetUserNameFromId(r->role, true) : NULL;
+			char	   *db = OidIsValid(r->database) ? get_database_name(r->database) : NULL;
+
+			values[c] = role ? name_datum(role) : (Datum) 0;
+			nulls[c++] = role == NULL;
+			values[c] = db ? name_datum(db) : (Datum) 0;
+			nulls[c++] = db == NULL;
+		}
+		Assert(c == LLM_RECENT_COLS || natts <= 9);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	pfree(recs);

@@ -32,6 +32,7 @@
 #include "datatype/timestamp.h"
 
 #include "engine.h"
+#include "protocol.h"
 
 /* Latency samples kept for mean / p99 (a ring of the most recent requests). */
 #define LLM_LATENCY_RING 1024
@@ -84,6 +85,10 @@ typedef struct LlmRequestRecord
 	int32		completion_tokens;
 	double		ttft_ms;		/* engine add -> first token; < 0: none */
 	double		total_ms;		/* engine add -> finished; < 0: unknown */
+	/* the submitter (protocol.h's llm_wire_client); pid 0: unknown */
+	int32		pid;
+	Oid			role;
+	Oid			database;
 } LlmRequestRecord;
 
 typedef struct LlmRecentRequests
@@ -94,14 +99,16 @@ typedef struct LlmRecentRequests
 
 /* ---------- worker side (bgworker/stats_publish.c) ---------- */
 
-/* A request finished (reason STOP or LENGTH) with its usage. */
-extern void llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage);
-
-/* A request failed (any ERROR answer of the worker). */
-extern void llm_stats_note_failed(void);
-
-/* A request was dropped: its backend aborted it or went away. */
-extern void llm_stats_note_aborted(void);
+/*
+ * What happened to one request of client (its submitter, recorded with it;
+ * NULL: unknown): finished (reason STOP or LENGTH) with its usage, failed
+ * (any ERROR answer of the worker), or dropped (its backend aborted it or
+ * went away).
+ */
+extern void llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage,
+									const llm_wire_client *client);
+extern void llm_stats_note_failed(const llm_wire_client *client);
+extern void llm_stats_note_aborted(const llm_wire_client *client);
 
 /* One engine step ran. */
 extern void llm_stats_note_step(void);

@@ -1,5 +1,9 @@
 /*
- * widen.c — llm_widen_function(target regprocedure, template regprocedure):
+ * widen.c — in-place widening of a function for extension updates:
+ * llm_widen_function (new optional arguments, below) and llm_widen_result
+ * (new result columns, at the end of the file).
+ *
+ * llm_widen_function(target regprocedure, template regprocedure):
  * how an extension update adds optional arguments to a function that user
  * objects depend on (README, "Argument and upgrade policy").
  *
@@ -215,6 +219,115 @@ pg_llm_widen_function(PG_FUNCTION_ARGS)
 	CommandCounterIncrement();
 
 	/* the template's work is done */
+	ObjectAddressSet(ref, ProcedureRelationId, tmpl);
+	performDeletion(&ref, DROP_RESTRICT, 0);
+	PG_RETURN_VOID();
+}
+
+/*
+ * llm_widen_result(target regprocedure, template regprocedure): how an
+ * extension update appends result columns (OUT arguments) to a function
+ * returning record that user objects depend on.  template is a function
+ * with another name, target's input arguments unchanged (types, names,
+ * defaults) and target's OUT arguments followed by the new ones.  This
+ * copies its proallargtypes, proargmodes and proargnames into target's
+ * pg_proc row, records target's dependencies on the new columns' types and
+ * drops template.  A query stored before keeps reading the columns it was
+ * stored with: a function scan ignores columns past the ones its plan
+ * knows, and a dumped view names its columns.  The C function fills as many
+ * columns as its declaration has, so it also runs against an older catalog.
+ *
+ * Refused (ERROR, nothing changed) unless: the caller is a superuser; both
+ * are plain, non-variadic functions returning record with the same
+ * set-ness and no INOUT arguments; their input arguments and defaults are
+ * equal; target's OUT arguments are a proper prefix of template's; every
+ * new column has a name.
+ */
+PG_FUNCTION_INFO_V1(pg_llm_widen_result);
+
+Datum
+pg_llm_widen_result(PG_FUNCTION_ARGS)
+{
+	Oid			target = PG_GETARG_OID(0);
+	Oid			tmpl = PG_GETARG_OID(1);
+	Relation	rel;
+	HeapTuple	ttup;
+	HeapTuple	mtup;
+	Form_pg_proc tproc;
+	Form_pg_proc mproc;
+	ArgLists	ta;
+	ArgLists	ma;
+	Datum		values[Natts_pg_proc];
+	bool		nulls[Natts_pg_proc];
+	bool		replaces[Natts_pg_proc];
+	static const int copied[] = {
+		Anum_pg_proc_proallargtypes, Anum_pg_proc_proargmodes, Anum_pg_proc_proargnames
+	};
+	HeapTuple	newtup;
+	ObjectAddress myself;
+	ObjectAddress ref;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be superuser to widen a function")));
+	if (target == tmpl)
+		refuse(target, "The template must be another function.");
+
+	rel = table_open(ProcedureRelationId, RowExclusiveLock);
+	ttup = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(target));
+	if (!HeapTupleIsValid(ttup))
+		elog(ERROR, "cache lookup failed for function %u", target);
+	mtup = SearchSysCache1(PROCOID, ObjectIdGetDatum(tmpl));
+	if (!HeapTupleIsValid(mtup))
+		elog(ERROR, "cache lookup failed for function %u", tmpl);
+	tproc = (Form_pg_proc) GETSTRUCT(ttup);
+	mproc = (Form_pg_proc) GETSTRUCT(mtup);
+
+	arg_lists(ttup, target, &ta);
+	arg_lists(mtup, target, &ma);
+	if (tproc->prorettype != RECORDOID || mproc->prorettype != RECORDOID ||
+		tproc->proretset != mproc->proretset)
+		refuse(target, "Both functions must return record (with OUT arguments), both sets or both not.");
+	if (ta.n_in != ma.n_in)
+		refuse(target, "The template has other input arguments.");
+	for (int i = 0; i < ta.n_in; i++)
+		if (ta.in_types[i] != ma.in_types[i] || !same_name(ta.in_names[i], ma.in_names[i]))
+			refuse(target, "The template has other input arguments.");
+	if (ta.n_defaults != ma.n_defaults || !equal(ta.defaults, ma.defaults))
+		refuse(target, "The template has other defaults.");
+	if (ma.n_out <= ta.n_out)
+		refuse(target, "The template has no new result columns.");
+	for (int i = 0; i < ta.n_out; i++)
+		if (ta.out_types[i] != ma.out_types[i] || !same_name(ta.out_names[i], ma.out_names[i]))
+			refuse(target, "The template does not begin with the function's result columns, unchanged.");
+	for (int i = ta.n_out; i < ma.n_out; i++)
+		if (ma.out_names[i] == NULL)
+			refuse(target, "Every new result column needs a name.");
+
+	memset(replaces, 0, sizeof(replaces));
+	for (int i = 0; i < lengthof(copied); i++)
+	{
+		int			att = copied[i];
+
+		values[att - 1] = SysCacheGetAttr(PROCOID, mtup, att, &nulls[att - 1]);
+		replaces[att - 1] = true;
+	}
+	newtup = heap_modify_tuple(ttup, RelationGetDescr(rel), values, nulls, replaces);
+	CatalogTupleUpdate(rel, &newtup->t_self, newtup);
+
+	ObjectAddressSet(myself, ProcedureRelationId, target);
+	for (int i = ta.n_out; i < ma.n_out; i++)
+	{
+		ObjectAddressSet(ref, TypeRelationId, ma.out_types[i]);
+		recordDependencyOn(&myself, &ref, DEPENDENCY_NORMAL);
+	}
+
+	ReleaseSysCache(mtup);
+	table_close(rel, RowExclusiveLock);
+	InvokeObjectPostAlterHook(ProcedureRelationId, target, 0);
+	CommandCounterIncrement();
+
 	ObjectAddressSet(ref, ProcedureRelationId, tmpl);
 	performDeletion(&ref, DROP_RESTRICT, 0);
 	PG_RETURN_VOID();

@@ -145,11 +145,16 @@ main(void)
 	m.request.params.ignore_eos = true;
 	m.request.params.cache_salt = (2ULL << 32) | 16384;
 	m.request.params.debug_poison_logits = 3;
+	m.client.pid = 4242;
+	m.client.role = 16384;
+	m.client.database = 5;
 	buf = encode(&m, &len);
 	CHECK(buf != NULL, "TEXT request encodes (%zu bytes)", len);
 	CHECK(llm_wire_decode(buf, len, &d, &arrays, &why) == LLM_WIRE_OK, "TEXT request decodes (%s)", why ? why : "ok");
 	CHECK(d.kind == LLM_WIRE_SUBMIT && d.id == m.id && request_eq(&m.request, &d.request),
 		  "TEXT request: every field survives");
+	CHECK(d.client.pid == 4242 && d.client.role == 16384 && d.client.database == 5,
+		  "TEXT request: the submitter (pid, role, database) survives");
 	CHECK(d.request.prompt >= (const char *) buf && d.request.prompt < (const char *) buf + len &&
 		  d.request.prompt[d.request.prompt_len] == '\0', "decoded prompt points into the bytes, NUL-terminated");
 	CHECK(llm_wire_encode(&m, buf, len - 1) == len, "a short buffer gets the size back");

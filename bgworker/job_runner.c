@@ -1,0 +1,928 @@
+/*
+ * job_runner.c — the job runner of one database: a dynamic background
+ * worker, started by the launcher (job_launcher.c), that runs that
+ * database's jobs (docs/JOBS.md) as a client of the llm worker, like any
+ * backend, through its channel (src/channel.h; its requests are
+ * session-level, so they span the runner's short transactions).
+ *
+ * Loop, each time a result arrives, a commit wakes it or llm.job_naptime
+ * passes:
+ *   1. read the answers that arrived on the channel;
+ *   2. transaction A: look at the jobs (state changes, definitions); write
+ *      every finished result by the write protocol below, each row in a
+ *      subtransaction; move jobs queued -> running -> done; claim rows
+ *      (job_queue.h) while fewer than llm.batch_window are in flight, up to
+ *      a quarter more, round robin over the jobs; add the counts to the
+ *      jobs; commit (the claims, with their attempt counted, are durable
+ *      before any row is evaluated);
+ *   3. transaction B: for each claimed row, read its prompt as the job's
+ *      role (job_rows.h) and submit the request, or settle the row; commit;
+ *   4. exit when no job is active, nothing is in flight and no wake came
+ *      (job_registry.h), else sleep on the latch.
+ *
+ * Write protocol of a finished row (transaction A, one subtransaction):
+ *   lock the queue row, still claimed by this runner (else the job was
+ *   cancelled or paused: the result is dropped); lock the target row
+ *   (FOR UPDATE SKIP LOCKED: a row a user transaction holds is retried a
+ *   little later, the result kept); then
+ *     row gone, output no longer NULL, where clause false, prompt NULL
+ *                                     -> remove the queue row (skipped);
+ *     prompt text differs from the one generated from
+ *                                     -> release the claim: the row is
+ *                                        generated again (requeued);
+ *     else write the output, remove the queue row (done) — the write and
+ *     the removal commit together, so a row is written once.
+ *
+ * Failures:
+ *   - a request the llm worker fails for the row (prompt too long, bad
+ *     output for the column's type, a trigger error on the write...) is an
+ *     attempt: the row is released with its error, or after max_attempts
+ *     moved to llm_job_error; the subtransaction has been rolled back, so
+ *     a poison row cannot loop, and an attempt the runner did not survive
+ *     counts too (attempts are counted at the claim);
+ *   - a request lost because the llm worker exited or reloaded is no
+ *     attempt: its claim is released with the attempt given back;
+ *   - errors that no row can escape (class 42: the table, a column or a
+ *     privilege is gone; the role is gone) fail the job, not its rows;
+ *   - anything else escapes to the top: the runner exits (FATAL), the
+ *     launcher starts a new one, which releases this runner's claims.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/ps_status.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "batch_scan.h"
+#include "channel.h"
+#include "job_queue.h"
+#include "job_registry.h"
+#include "job_rows.h"
+#include "registry.h"
+#include "sql_args.h"
+#include "utf8_text.h"
+
+extern PGDLLEXPORT void llm_job_runner_main(Datum arg);
+
+/* how soon a write held back by a locked target row is tried again */
+#define DEFER_MS 200
+/* the rate shown as rows_per_s is measured over this much recent time */
+#define RATE_WINDOW_MS 60000
+#define RATE_SAMPLES 64
+
+typedef struct RunnerJob
+{
+	LlmJob	   *def;
+	MemoryContext cxt;			/* def and its strings */
+	bool		listed;			/* in the last fetch of active jobs */
+	bool		prepared;
+	bool		stale;			/* its table changed: resolve and prepare again */
+	int			in_flight;
+	LlmJobCounts counts;		/* since the last report */
+	int64		total_done;		/* by this runner */
+	TimestampTz rate_t[RATE_SAMPLES];
+	int64		rate_done[RATE_SAMPLES];
+	int			rate_n;
+	double		rate;
+} RunnerJob;
+
+typedef enum RowState
+{
+	ROW_CLAIMED,				/* to read and submit (transaction B) */
+	ROW_RUNNING,				/* its request in flight */
+	ROW_FINISHED				/* its result taken, to write (transaction A) */
+} RowState;
+
+typedef struct RunnerRow
+{
+	dlist_node	node;
+	RunnerJob  *job;
+	RowState	state;
+	Datum		key;			/* text[], in runner_cxt */
+	int			attempts;		/* including this claim */
+	char	   *prompt;			/* the text the request was made from */
+	uint64		request;
+	LlmResult  *result;
+	TimestampTz retry_at;		/* a held-back write: not before */
+} RunnerRow;
+
+static MemoryContext runner_cxt;
+static List *jobs = NIL;		/* RunnerJob * */
+static dlist_head rows;
+static int	n_rows = 0;
+static int64 token;
+static int	rotate = 0;
+
+/* ---------- rows ---------- */
+
+static RunnerRow *
+row_new(RunnerJob *rj, Datum key, int attempts)
+{
+	RunnerRow  *r = MemoryContextAllocZero(runner_cxt, sizeof(RunnerRow));
+
+	r->job = rj;
+	r->key = key;
+	r->attempts = attempts;
+	r->state = ROW_CLAIMED;
+	dlist_push_tail(&rows, &r->node);
+	rj->in_flight++;
+	n_rows++;
+	return r;
+}
+
+static void
+row_forget(RunnerRow *r)
+{
+	if (r->request != 0)
+		llm_abort_request(r->request);
+	dlist_delete(&r->node);
+	r->job->in_flight--;
+	n_rows--;
+	if (r->prompt)
+		pfree(r->prompt);
+	if (r->result)
+	{
+		if (r->result->text)
+			pfree(r->result->text);
+		if (r->result->message)
+			pfree(r->result->message);
+		pfree(r->result);
+	}
+	pfree(DatumGetPointer(r->key));
+	pfree(r);
+}
+
+/* Forget every row of rj (aborting its requests). */
+static void
+forget_job_rows(RunnerJob *rj)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->job == rj)
+			row_forget(r);
+	}
+}
+
+/* ---------- guarded steps ---------- */
+
+typedef void (*StepFn) (void *arg);
+
+/*
+ * Run fn(arg) in a subtransaction; on ERROR roll it back and return the
+ * error (copied into runner_cxt), else NULL.  Errors of an operator's
+ * intervention (cancel, shutdown) are raised on.
+ */
+static ErrorData *
+guarded(StepFn fn, void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *err = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(runner_cxt);
+		err = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(err->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+			PG_RE_THROW();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	return err;
+}
+
+/* An error no row can escape: the job's definition no longer runs. */
+static bool
+job_level(int sqlstate)
+{
+	return ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
+		sqlstate == ERRCODE_UNDEFINED_OBJECT || ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_INVALID_SCHEMA_NAME;
+}
+
+/* A failure that was not the row's: the llm worker went away or replaced its engine. */
+static bool
+transient(int sqlstate)
+{
+	return sqlstate == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+		ERRCODE_TO_CATEGORY(sqlstate) == ERRCODE_OPERATOR_INTERVENTION;
+}
+
+/* ---------- jobs ---------- */
+
+static void
+report_counts(RunnerJob *rj)
+{
+	LlmJobCounts *c = &rj->counts;
+	TimestampTz now = GetCurrentTimestamp();
+	int			first = 0;
+
+	if (c->done == 0 && c->failed == 0 && c->skipped == 0 && c->requeued == 0 &&
+		c->tokens_in == 0 && c->tokens_out == 0)
+		return;
+	rj->total_done += c->done;
+	if (rj->rate_n == RATE_SAMPLES)
+	{
+		memmove(rj->rate_t, rj->rate_t + 1, sizeof(TimestampTz) * (RATE_SAMPLES - 1));
+		memmove(rj->rate_done, rj->rate_done + 1, sizeof(int64) * (RATE_SAMPLES - 1));
+		rj->rate_n--;
+	}
+	rj->rate_t[rj->rate_n] = now;
+	rj->rate_done[rj->rate_n] = rj->total_done;
+	rj->rate_n++;
+	while (first < rj->rate_n - 2 && now - rj->rate_t[first] > (int64) RATE_WINDOW_MS * 1000)
+		first++;
+	if (rj->rate_n >= 2 && now > rj->rate_t[first])
+		rj->rate = (double) (rj->total_done - rj->rate_done[first]) /
+			((double) (now - rj->rate_t[first]) / 1e6);
+	llm_job_add_counts(rj->def->id, c, rj->rate_n >= 2 ? rj->rate : -1.0);
+	memset(c, 0, sizeof(*c));
+}
+
+/* The job cannot run: failed with msg, its requests aborted, its claims given back. */
+static void
+fail_job(RunnerJob *rj, const char *msg)
+{
+	ereport(LOG, (errmsg("llm job " INT64_FORMAT " failed: %s", rj->def->id, msg)));
+	(void) llm_job_set_state(rj->def->id, rj->def->state, LLM_JOB_FAILED, msg, false);
+	rj->def->state = LLM_JOB_FAILED;
+	forget_job_rows(rj);
+	llm_queue_release_job(rj->def->id, token, true);
+}
+
+static void
+prepare_step(void *arg)
+{
+	RunnerJob  *rj = arg;
+	LlmJobContext c;
+	char	   *problem;
+
+	llm_job_unprepare(rj->def);
+	rj->prepared = false;
+	problem = llm_job_resolve(rj->def, false);
+	if (problem != NULL)
+		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("%s", problem)));
+	if (pg_class_aclcheck(rj->def->target, rj->def->owner, ACL_SELECT | ACL_UPDATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the role of job " INT64_FORMAT " lost SELECT or UPDATE on its table", rj->def->id)));
+	llm_job_enter(rj->def, &c);
+	llm_job_prepare(rj->def, true);
+	llm_job_leave(&c);
+	rj->prepared = true;
+	rj->stale = false;
+}
+
+/* Ready to run rows: resolved, prepared, its role and rights still there; else the job fails. */
+static bool
+job_ready(RunnerJob *rj)
+{
+	ErrorData  *err;
+
+	if (rj->prepared && !rj->stale &&
+		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(rj->def->owner)) &&
+		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rj->def->target)) &&
+		pg_class_aclcheck(rj->def->target, rj->def->owner, ACL_SELECT | ACL_UPDATE) == ACLCHECK_OK)
+		return true;
+	err = guarded(prepare_step, rj);
+	if (err == NULL)
+		return true;
+	fail_job(rj, err->message);
+	return false;
+}
+
+static RunnerJob *
+job_by_id(int64 id)
+{
+	ListCell   *lc;
+
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (rj->def->id == id)
+			return rj;
+	}
+	return NULL;
+}
+
+static void
+job_free(RunnerJob *rj)
+{
+	forget_job_rows(rj);
+	llm_job_unprepare(rj->def);
+	MemoryContextDelete(rj->cxt);
+	pfree(rj);
+}
+
+/*
+ * The active jobs as the table has them now: new ones are added; a job
+ * paused, failed, cancelled or deleted by its owner gives its work up
+ * (claims released with the attempt given back).
+ */
+static void
+refresh_jobs(void)
+{
+	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "llm runner fetch", ALLOCSET_SMALL_SIZES);
+	int			n;
+	LlmJob	  **active = llm_job_fetch_active(tmp, &n);
+	ListCell   *lc;
+	List	   *keep = NIL;
+	List	   *gone = NIL;
+
+	foreach(lc, jobs)
+		((RunnerJob *) lfirst(lc))->listed = false;
+	for (int i = 0; i < n; i++)
+	{
+		RunnerJob  *rj = job_by_id(active[i]->id);
+
+		if (rj == NULL)
+		{
+			MemoryContext cxt = AllocSetContextCreate(runner_cxt, "llm runner job", ALLOCSET_SMALL_SIZES);
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			rj = MemoryContextAllocZero(runner_cxt, sizeof(RunnerJob));
+			rj->cxt = cxt;
+			rj->def = llm_job_fetch(active[i]->id, false, cxt);
+			MemoryContextSwitchTo(old);
+			if (rj->def == NULL)
+			{
+				MemoryContextDelete(cxt);
+				pfree(rj);
+				continue;
+			}
+			old = MemoryContextSwitchTo(runner_cxt);
+			jobs = lappend(jobs, rj);
+			MemoryContextSwitchTo(old);
+		}
+		rj->def->state = active[i]->state;
+		rj->listed = true;
+	}
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (!rj->listed || rj->def->state == LLM_JOB_PAUSED)
+		{
+			if (rj->in_flight > 0)
+			{
+				forget_job_rows(rj);
+				llm_queue_release_job(rj->def->id, token, true);
+			}
+			report_counts(rj);
+		}
+		if (rj->listed)
+		{
+			MemoryContext old = MemoryContextSwitchTo(runner_cxt);
+
+			keep = lappend(keep, rj);
+			MemoryContextSwitchTo(old);
+		}
+		else
+			gone = lappend(gone, rj);
+	}
+	/* the relcache callback reads the list: it never holds a freed job */
+	list_free(jobs);
+	jobs = keep;
+	foreach(lc, gone)
+		job_free(lfirst(lc));
+	list_free(gone);
+	MemoryContextDelete(tmp);
+}
+
+/* ---------- writing ---------- */
+
+typedef enum WriteOutcome
+{
+	WRITE_DONE,
+	WRITE_SKIPPED,
+	WRITE_STALE,
+	WRITE_DEFERRED,
+	WRITE_LOST					/* the claim is gone (cancelled, paused): drop the result */
+} WriteOutcome;
+
+typedef struct WriteStep
+{
+	RunnerRow  *row;
+	WriteOutcome outcome;
+} WriteStep;
+
+static void
+write_step(void *arg)
+{
+	WriteStep  *w = arg;
+	RunnerRow  *r = w->row;
+	LlmJob	   *job = r->job->def;
+	LlmJobContext c;
+	LlmJobRow	now;
+
+	if (llm_queue_lock(job->id, r->key, token) < 0)
+	{
+		w->outcome = WRITE_LOST;
+		return;
+	}
+	llm_job_enter(job, &c);
+	llm_job_read_row(job, r->key, true, &now, CurrentMemoryContext);
+	if (!now.found)
+	{
+		bool		exists = llm_job_row_exists(job, r->key);
+
+		llm_job_leave(&c);
+		if (exists)
+			w->outcome = WRITE_DEFERRED;
+		else
+		{
+			llm_queue_delete(job->id, r->key);
+			w->outcome = WRITE_SKIPPED;
+		}
+		return;
+	}
+	if (!now.output_null || !now.matches || now.prompt == NULL)
+	{
+		llm_job_leave(&c);
+		llm_queue_delete(job->id, r->key);
+		w->outcome = WRITE_SKIPPED;
+		return;
+	}
+	if (strcmp(now.prompt, r->prompt) != 0)
+	{
+		llm_job_leave(&c);
+		w->outcome = WRITE_STALE;
+		return;
+	}
+	if (llm_job_write_row(job, r->key,
+						  llm_utf8_to_cstring(r->result->text, r->result->text_len)) != 1)
+		elog(ERROR, "llm: the locked row of job " INT64_FORMAT " was not updated", job->id);
+	llm_job_leave(&c);
+	llm_queue_delete(job->id, r->key);
+	w->outcome = WRITE_DONE;
+}
+
+/* A failed attempt at row r: retried, or after max_attempts moved to llm_job_error. */
+static void
+row_failed(RunnerRow *r, int sqlstate, const char *message)
+{
+	RunnerJob  *rj = r->job;
+
+	if (r->attempts >= rj->def->max_attempts)
+	{
+		llm_queue_fail(rj->def->id, r->key, r->attempts, unpack_sql_state(sqlstate), message);
+		rj->counts.failed++;
+	}
+	else
+		llm_queue_release(rj->def->id, r->key, token, false, message);
+	row_forget(r);
+}
+
+static void
+write_finished(RunnerRow *r, TimestampTz now)
+{
+	RunnerJob  *rj = r->job;
+	WriteStep	w = {r, WRITE_LOST};
+	ErrorData  *err;
+
+	if (r->retry_at != 0 && now < r->retry_at)
+		return;
+	if (r->result->failed)
+	{
+		if (transient(r->result->sqlstate))
+		{
+			llm_queue_release(rj->def->id, r->key, token, true, NULL);
+			row_forget(r);
+		}
+		else
+			row_failed(r, r->result->sqlstate,
+					   llm_utf8_to_cstring(r->result->message, strlen(r->result->message)));
+		return;
+	}
+	err = guarded(write_step, &w);
+	if (err != NULL)
+	{
+		if (job_level(err->sqlerrcode))
+			fail_job(rj, err->message);
+		else
+			row_failed(r, err->sqlerrcode, err->message);
+		return;
+	}
+	switch (w.outcome)
+	{
+		case WRITE_DONE:
+			rj->counts.done++;
+			row_forget(r);
+			break;
+		case WRITE_SKIPPED:
+			rj->counts.skipped++;
+			row_forget(r);
+			break;
+		case WRITE_STALE:
+			rj->counts.requeued++;
+			if (r->attempts >= rj->def->max_attempts)
+				row_failed(r, ERRCODE_T_R_SERIALIZATION_FAILURE,
+						   psprintf("the row's prompt changed while its result was in flight, %d times",
+									r->attempts));
+			else
+			{
+				llm_queue_release(rj->def->id, r->key, token, false, NULL);
+				row_forget(r);
+			}
+			break;
+		case WRITE_DEFERRED:
+			r->retry_at = TimestampTzPlusMilliseconds(now, DEFER_MS);
+			break;
+		case WRITE_LOST:
+			row_forget(r);
+			break;
+	}
+}
+
+/* ---------- claiming ---------- */
+
+static bool
+model_ready(void)
+{
+	bool		ready;
+
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	ready = llm_shared->worker_pid != 0 && llm_shared->model_state == LLM_MODEL_READY;
+	LWLockRelease(llm_shared->lock);
+	return ready;
+}
+
+/* Claim rows so at least llm.batch_window (and up to a quarter more) are in flight. */
+static void
+claim_rows(List *runnable)
+{
+	int			window = Max(llm_batch_window, 1);
+	int			budget;
+	int			n_jobs = list_length(runnable);
+	LlmClaim   *claims;
+
+	if (n_jobs == 0 || n_rows >= window || !model_ready())
+		return;
+	budget = window + Max(window / 4, 1) - n_rows;
+	claims = palloc(sizeof(LlmClaim) * budget);
+	for (int k = 0; k < n_jobs && budget > 0; k++)
+	{
+		RunnerJob  *rj = list_nth(runnable, (rotate + k) % n_jobs);
+		int			share = (budget + (n_jobs - k) - 1) / (n_jobs - k);
+		int			got = llm_queue_claim(rj->def->id, token, share, claims, runner_cxt);
+
+		for (int i = 0; i < got; i++)
+			(void) row_new(rj, claims[i].key, claims[i].attempts);
+		budget -= got;
+		if (got > 0 && rj->def->state == LLM_JOB_QUEUED &&
+			llm_job_set_state(rj->def->id, LLM_JOB_QUEUED, LLM_JOB_RUNNING, NULL, false))
+			rj->def->state = LLM_JOB_RUNNING;
+	}
+	rotate++;
+	pfree(claims);
+}
+
+/* ---------- the loop ---------- */
+
+static void
+begin_transaction(const char *what)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "llm: SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, what);
+}
+
+static void
+end_transaction(void)
+{
+	PopActiveSnapshot();
+	SPI_finish();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* Transaction A: job states, writes, claims, counts.  Returns whether any job is active. */
+static bool
+write_and_claim(void)
+{
+	dlist_mutable_iter it;
+	ListCell   *lc;
+	List	   *runnable = NIL;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		active = false;
+
+	begin_transaction("llm job runner: writing results, claiming rows");
+	refresh_jobs();
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (rj->def->state != LLM_JOB_QUEUED && rj->def->state != LLM_JOB_RUNNING)
+			continue;
+		if (job_ready(rj))
+			runnable = lappend(runnable, rj);
+	}
+	dlist_foreach_modify(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->state == ROW_FINISHED && list_member_ptr(runnable, r->job))
+			write_finished(r, now);
+	}
+	claim_rows(runnable);
+	foreach(lc, runnable)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (rj->in_flight == 0 && !rj->def->continuous && llm_queue_count(rj->def->id) == 0)
+		{
+			LlmJobState from = rj->def->state;
+
+			if (llm_job_set_state(rj->def->id, from, LLM_JOB_DONE, NULL, false))
+				rj->def->state = LLM_JOB_DONE;
+		}
+		else
+			active = true;
+		report_counts(rj);
+	}
+	list_free(runnable);
+	end_transaction();
+	return active;
+}
+
+typedef struct SubmitStep
+{
+	RunnerRow  *row;
+	bool		skipped;
+	LlmResult  *refused;
+} SubmitStep;
+
+static void
+submit_step(void *arg)
+{
+	SubmitStep *s = arg;
+	RunnerRow  *r = s->row;
+	LlmJob	   *job = r->job->def;
+	LlmJobContext c;
+	LlmJobRow	row;
+	LlmCall		call;
+
+	llm_job_enter(job, &c);
+	llm_job_read_row(job, r->key, false, &row, runner_cxt);
+	if (!row.found || !row.output_null || !row.matches || row.prompt == NULL)
+	{
+		llm_job_leave(&c);
+		if (row.prompt)
+			pfree(row.prompt);
+		llm_queue_delete(job->id, r->key);
+		s->skipped = true;
+		return;
+	}
+	/* built as the job's role: its prefix-cache isolation and its name in llm_recent_requests */
+	llm_call_read_options(job->options, &call);
+	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));
+	if (s->refused == NULL)
+	{
+		r->prompt = row.prompt;
+		r->request = llm_submit_session(&call.req);
+		r->state = ROW_RUNNING;
+	}
+	else
+		pfree(row.prompt);
+	llm_job_leave(&c);
+}
+
+/* Transaction B: read and submit the claimed rows. */
+static void
+submit_claimed(void)
+{
+	dlist_mutable_iter it;
+	dlist_iter	look;
+	bool		any = false;
+	ListCell   *lc;
+
+	dlist_foreach(look, &rows)
+		if (dlist_container(RunnerRow, node, look.cur)->state == ROW_CLAIMED)
+			any = true;
+	if (!any)
+		return;
+	begin_transaction("llm job runner: submitting rows");
+	dlist_foreach_modify(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+		RunnerJob  *rj = r->job;
+		SubmitStep	s = {r, false, NULL};
+		ErrorData  *err;
+
+		if (r->state != ROW_CLAIMED)
+			continue;
+		if (r->attempts > rj->def->max_attempts)
+		{
+			/* its earlier attempts ended with the runner */
+			r->attempts--;
+			row_failed(r, ERRCODE_ADMIN_SHUTDOWN,
+					   psprintf("the job runner stopped while working on this row %d times", r->attempts));
+			continue;
+		}
+		err = guarded(submit_step, &s);
+		if (err != NULL)
+		{
+			if (job_level(err->sqlerrcode))
+				fail_job(rj, err->message);
+			else if (transient(err->sqlerrcode))
+			{
+				llm_queue_release(rj->def->id, r->key, token, true, NULL);
+				row_forget(r);
+			}
+			else
+				row_failed(r, err->sqlerrcode, err->message);
+		}
+		else if (s.skipped)
+		{
+			rj->counts.skipped++;
+			row_forget(r);
+		}
+		else if (s.refused != NULL)
+			row_failed(r, s.refused->sqlstate, s.refused->message);
+	}
+	foreach(lc, jobs)
+		report_counts(lfirst(lc));
+	end_transaction();
+}
+
+/* Take the answers that arrived (a vanished llm worker fails every request: handled as transient). */
+static void
+receive_results(void)
+{
+	dlist_iter	it;
+	MemoryContext old;
+
+	if (n_rows == 0)
+		return;
+	old = MemoryContextSwitchTo(runner_cxt);
+	PG_TRY();
+	{
+		llm_channel_poll(false);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(runner_cxt);
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	dlist_foreach(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->state == ROW_RUNNING && llm_request_is_done(r->request))
+		{
+			r->result = llm_take_result(r->request);
+			r->request = 0;
+			r->state = ROW_FINISHED;
+			if (!r->result->failed)
+			{
+				r->job->counts.tokens_in += r->result->usage.prompt_tokens;
+				r->job->counts.tokens_out += r->result->usage.completion_tokens;
+			}
+		}
+	}
+	MemoryContextSwitchTo(old);
+}
+
+static long
+next_timeout(void)
+{
+	dlist_iter	it;
+	TimestampTz now = GetCurrentTimestamp();
+	long		timeout = llm_job_naptime_ms;
+
+	dlist_foreach(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->state == ROW_FINISHED)
+		{
+			long		ms = r->retry_at > now ? (long) ((r->retry_at - now) / 1000) : 0;
+
+			timeout = Min(timeout, ms);
+		}
+	}
+	return Max(timeout, 1);
+}
+
+/* Plans of a job whose table changed are prepared again before their next use. */
+static void
+relcache_changed(Datum arg, Oid relid)
+{
+	ListCell   *lc;
+
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (relid == InvalidOid || rj->def->target == relid)
+			rj->stale = true;
+	}
+}
+
+static void
+runner_exit(int code, Datum arg)
+{
+	llm_job_registry_runner_detach(MyDatabaseId);
+}
+
+void
+llm_job_runner_main(Datum arg)
+{
+	Oid			database = DatumGetObjectId(arg);
+	uint64		seq;
+
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
+	llm_am_job_runner = true;
+
+	if (!llm_job_registry_runner_attach(database, &seq))
+		proc_exit(0);			/* another runner serves this database */
+	before_shmem_exit(runner_exit, (Datum) 0);
+	runner_cxt = AllocSetContextCreate(TopMemoryContext, "llm job runner", ALLOCSET_DEFAULT_SIZES);
+	dlist_init(&rows);
+	CacheRegisterRelcacheCallback(relcache_changed, (Datum) 0);
+	token = (int64) GetCurrentTimestamp();
+
+	/* a database without the extension has no jobs */
+	StartTransactionCommand();
+	if (!OidIsValid(get_extension_oid("llm", true)))
+	{
+		CommitTransactionCommand();
+		while (!llm_job_registry_runner_done(database, seq))
+			seq = llm_job_registry_wake_seq(database);
+		proc_exit(0);
+	}
+	CommitTransactionCommand();
+
+	/* the runner this one replaces is gone: its claims are free */
+	begin_transaction("llm job runner: releasing claims");
+	if (llm_queue_release_others(token) > 0)
+		ereport(LOG, (errmsg("llm job runner: released the claims of the previous runner")));
+	end_transaction();
+	set_ps_display("running");
+
+	for (;;)
+	{
+		bool		active;
+
+		seq = llm_job_registry_wake_seq(database);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		receive_results();
+		active = write_and_claim();
+		submit_claimed();
+		if (!active && n_rows == 0)
+		{
+			if (llm_job_registry_runner_done(database, seq))
+				proc_exit(0);
+			continue;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 next_timeout(), PG_WAIT_EXTENSION);
+	}
+}

@@ -1,0 +1,301 @@
+/* pg_llm 0.2 -> 0.3 (a fresh CREATE EXTENSION runs llm--0.2.sql, then this). */
+
+\echo Use "ALTER EXTENSION llm UPDATE TO '0.3'" to load this file. \quit
+
+-- jobs, asynchronous requests, statement progress (docs/JOBS.md)
+
+-- Appending result columns to a function returning record, in place (src/widen.c).
+CREATE FUNCTION llm_widen_result(target regprocedure, template regprocedure)
+RETURNS void
+AS 'MODULE_PATHNAME', 'pg_llm_widen_result'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION llm_widen_result(regprocedure, regprocedure) IS
+'Extension updates only (superuser): give target (returning record) the result columns of template (target''s columns, then new ones) in place, keeping its OID, and drop template.';
+
+REVOKE ALL ON FUNCTION llm_widen_result(regprocedure, regprocedure) FROM PUBLIC;
+
+-- llm_recent_requests() gains the submitter: pid, role, database.  Widened in
+-- place so user views on it keep working (they keep their columns).
+CREATE FUNCTION llm_recent_requests_0_3(
+	OUT seq bigint,
+	OUT finished_at timestamptz,
+	OUT outcome text,
+	OUT prompt_tokens int,
+	OUT cached_tokens int,
+	OUT completion_tokens int,
+	OUT ttft_ms float8,
+	OUT tpot_ms float8,
+	OUT total_ms float8,
+	OUT pid int,
+	OUT role name,
+	OUT database name)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_recent_requests'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 4096;
+
+SELECT llm_widen_result('llm_recent_requests()', 'llm_recent_requests_0_3()');
+
+COMMENT ON FUNCTION llm_recent_requests() IS
+'The last 4096 requests the worker finished (oldest first): outcome, prompt/cached/completion tokens, time to first token, time per output token and total time measured in the worker (ms), and the submitter''s pid, role and database. Cleared by llm_stat_reset().';
+
+-- Progress of running statements: one row per backend whose current
+-- statement has asked the llm worker for something.
+CREATE FUNCTION llm_progress(
+	OUT pid int,
+	OUT statement_start timestamptz,
+	OUT first_call timestamptz,
+	OUT last_change timestamptz,
+	OUT calls_submitted bigint,
+	OUT calls_finished bigint,
+	OUT calls_failed bigint,
+	OUT calls_aborted bigint,
+	OUT prompt_tokens bigint,
+	OUT cached_tokens bigint,
+	OUT completion_tokens bigint,
+	OUT batch_rows bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_progress'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 100;
+
+COMMENT ON FUNCTION llm_progress() IS
+'Raw per-backend LLM counters of the statement each backend last ran (see the llm_progress view).';
+
+CREATE VIEW llm_progress AS
+SELECT p.pid, a.datname AS database, a.usename AS role, a.backend_type,
+       p.calls_submitted, p.calls_finished, p.calls_failed, p.calls_aborted,
+       p.calls_submitted - p.calls_finished - p.calls_failed - p.calls_aborted AS calls_in_flight,
+       p.prompt_tokens, p.cached_tokens, p.completion_tokens,
+       p.batch_rows AS batch_rows_done,
+       clock_timestamp() - p.statement_start AS elapsed,
+       p.statement_start, p.last_change, a.query
+FROM llm_progress() p
+JOIN pg_stat_activity a ON a.pid = p.pid AND a.query_start = p.statement_start AND a.state = 'active';
+
+COMMENT ON VIEW llm_progress IS
+'One row per running statement that calls the llm worker: calls submitted / finished / failed / aborted / in flight, tokens, rows returned by its LLM Batch nodes, elapsed time. Like pg_stat_activity, other roles'' statements show only to members of pg_read_all_stats.';
+
+-- Asynchronous requests: llm_submit returns at once, llm_result fetches.
+CREATE FUNCTION llm_submit(
+	prompt text,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	on_error text DEFAULT 'raise')
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pg_llm_submit'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) IS
+'Submit a generation (options as llm_generate) that outlives the statement, the transaction and the session; returns its id at once. Fetch it with llm_result, drop it with llm_cancel; results are kept for llm.async_result_ttl.';
+
+CREATE FUNCTION llm_result(
+	id bigint,
+	wait boolean DEFAULT true,
+	OUT text text,
+	OUT finish_reason text,
+	OUT prompt_tokens int,
+	OUT cached_tokens int,
+	OUT completion_tokens int,
+	OUT ttft_ms float8,
+	OUT total_ms float8,
+	OUT status text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pg_llm_result'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_result(bigint, boolean) IS
+'The outcome of an llm_submit request, as llm_complete gives it, with status (queued | running | done | failed | cancelled); waits for it unless wait is false. Only the submitting role or a superuser may fetch it.';
+
+CREATE FUNCTION llm_cancel(id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pg_llm_cancel'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_cancel(bigint) IS
+'Cancel a queued or running llm_submit request, or drop a finished one''s result; false if there is no such request.';
+
+-- Jobs: llm_enrich fills a column in the background, resumably.
+CREATE TYPE llm_job_state AS ENUM ('queued', 'running', 'paused', 'done', 'failed', 'cancelled');
+
+CREATE TABLE llm_job (
+	id bigserial PRIMARY KEY,
+	owner regrole NOT NULL,
+	target regclass NOT NULL,
+	output_column name NOT NULL,
+	prompt text NOT NULL,
+	where_clause text,
+	options jsonb NOT NULL DEFAULT '{}',
+	mode text NOT NULL CHECK (mode IN ('once', 'continuous')),
+	max_attempts int NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
+	search_path text NOT NULL,
+	state llm_job_state NOT NULL DEFAULT 'queued',
+	created_at timestamptz NOT NULL DEFAULT now(),
+	started_at timestamptz,
+	finished_at timestamptz,
+	last_progress_at timestamptz,
+	rows_done bigint NOT NULL DEFAULT 0,
+	rows_failed bigint NOT NULL DEFAULT 0,
+	rows_skipped bigint NOT NULL DEFAULT 0,
+	rows_requeued bigint NOT NULL DEFAULT 0,
+	tokens_in bigint NOT NULL DEFAULT 0,
+	tokens_out bigint NOT NULL DEFAULT 0,
+	rows_per_s float8,
+	last_error text
+);
+
+-- one job at a time per column (failed jobs can be resumed, so they count)
+CREATE UNIQUE INDEX llm_job_one_per_column ON llm_job (target, output_column)
+	WHERE state NOT IN ('done', 'cancelled');
+
+CREATE TABLE llm_job_queue (
+	job_id bigint NOT NULL REFERENCES llm_job (id) ON DELETE CASCADE,
+	key text[] NOT NULL,
+	seq bigserial NOT NULL,
+	enqueued_at timestamptz NOT NULL DEFAULT now(),
+	attempts int NOT NULL DEFAULT 0,
+	claimed_by bigint,
+	lease_until timestamptz,
+	last_error text,
+	PRIMARY KEY (job_id, key)
+);
+
+CREATE INDEX llm_job_queue_order ON llm_job_queue (job_id, seq);
+
+CREATE TABLE llm_job_error (
+	job_id bigint NOT NULL REFERENCES llm_job (id) ON DELETE CASCADE,
+	key text[] NOT NULL,
+	attempts int NOT NULL,
+	sqlstate text NOT NULL,
+	error text NOT NULL,
+	failed_at timestamptz NOT NULL,
+	PRIMARY KEY (job_id, key)
+);
+
+COMMENT ON TABLE llm_job IS 'Jobs of llm_enrich (see the llm_jobs view); written by the extension only.';
+COMMENT ON TABLE llm_job_queue IS 'Rows jobs still have to fill, with their claims; written by the extension only.';
+COMMENT ON TABLE llm_job_error IS 'Rows jobs gave up on, with their last error (see the llm_job_errors view).';
+
+-- dumped by pg_dump with their data, so a restored database keeps its jobs
+SELECT pg_catalog.pg_extension_config_dump('llm_job', '');
+SELECT pg_catalog.pg_extension_config_dump('llm_job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('llm_job_queue', '');
+SELECT pg_catalog.pg_extension_config_dump('llm_job_queue_seq_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('llm_job_error', '');
+
+-- any change of a job (created, controlled, restored) wakes the database's runner at commit
+CREATE FUNCTION llm_job_wake()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pg_llm_job_wake'
+LANGUAGE C VOLATILE;
+
+CREATE TRIGGER llm_job_wake AFTER INSERT OR UPDATE ON llm_job
+	FOR EACH STATEMENT EXECUTE FUNCTION llm_job_wake();
+
+-- the row triggers a continuous job installs on its table
+CREATE FUNCTION llm_job_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'pg_llm_job_trigger'
+LANGUAGE C VOLATILE;
+
+CREATE FUNCTION llm_enrich(
+	target regclass,
+	output_column name,
+	prompt text,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	where_clause text DEFAULT NULL,
+	mode text DEFAULT 'once',
+	max_attempts int DEFAULT 3)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pg_llm_enrich'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int) IS
+'Start a job filling output_column of every row of target where it is NULL (and where_clause holds) with the generation from prompt, an SQL expression over the row, in the background, in short transactions, resumably; mode ''continuous'' also fills rows inserted or updated later. Returns the job id (llm_jobs). Needs a primary key.';
+
+CREATE FUNCTION llm_job_pause(job bigint) RETURNS void
+AS 'MODULE_PATHNAME', 'pg_llm_job_pause' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION llm_job_resume(job bigint) RETURNS void
+AS 'MODULE_PATHNAME', 'pg_llm_job_resume' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION llm_job_cancel(job bigint) RETURNS void
+AS 'MODULE_PATHNAME', 'pg_llm_job_cancel' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION llm_job_retry_failed(job bigint) RETURNS bigint
+AS 'MODULE_PATHNAME', 'pg_llm_job_retry_failed' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION llm_job_pause(bigint) IS 'Pause a queued or running job: its rows in flight are given back; llm_job_resume continues it.';
+COMMENT ON FUNCTION llm_job_resume(bigint) IS 'Resume a paused or failed job.';
+COMMENT ON FUNCTION llm_job_cancel(bigint) IS 'Cancel a job: its queue is emptied, a continuous job''s triggers are dropped; written rows stay.';
+COMMENT ON FUNCTION llm_job_retry_failed(bigint) IS 'Queue the rows a job gave up on (llm_job_errors) again; returns how many.';
+
+CREATE VIEW llm_jobs AS
+SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
+       j.state, j.mode, j.owner,
+       j.rows_done + j.rows_failed + j.rows_skipped + coalesce(q.queued, 0) AS rows_total,
+       j.rows_done, j.rows_failed, coalesce(q.in_flight, 0) AS rows_in_flight,
+       coalesce(q.queued, 0) AS rows_queued, j.rows_skipped, j.rows_requeued,
+       j.tokens_in, j.tokens_out,
+       CASE WHEN j.state = 'running' THEN j.rows_per_s END AS rows_per_s,
+       CASE WHEN j.state = 'running' AND j.rows_per_s > 0
+            THEN make_interval(secs => coalesce(q.queued, 0) / j.rows_per_s) END AS eta,
+       j.created_at, j.started_at, j.finished_at, j.last_error
+FROM llm_job j
+LEFT JOIN LATERAL (
+	SELECT count(*) AS queued,
+	       count(*) FILTER (WHERE claimed_by IS NOT NULL AND lease_until > now()) AS in_flight
+	FROM llm_job_queue WHERE job_id = j.id) q ON true
+WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
+
+COMMENT ON VIEW llm_jobs IS
+'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error. Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
+
+CREATE VIEW llm_job_errors AS
+SELECT e.job_id, j.target AS "table", j.output_column AS "column", e.key, e.attempts, e.sqlstate, e.error,
+       e.failed_at
+FROM llm_job_error e JOIN llm_job j ON j.id = e.job_id
+WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
+
+COMMENT ON VIEW llm_job_errors IS
+'Rows a job gave up on after max_attempts, with the primary key, attempts and last error; llm_job_retry_failed queues them again.';
+
+REVOKE ALL ON FUNCTION llm_progress() FROM PUBLIC;
+REVOKE ALL ON llm_progress FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_result(bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_cancel(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_job_wake() FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_job_trigger() FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_job_pause(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_job_resume(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_job_cancel(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_job_retry_failed(bigint) FROM PUBLIC;
+REVOKE ALL ON llm_job, llm_job_queue, llm_job_error, llm_jobs, llm_job_errors FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION llm_progress() TO llm_user, pg_monitor;
+GRANT SELECT ON llm_progress TO llm_user, pg_monitor;
+GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_result(bigint, boolean) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_cancel(bigint) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_job_trigger() TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_job_pause(bigint) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_job_resume(bigint) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_job_cancel(bigint) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_job_retry_failed(bigint) TO llm_user;
+GRANT SELECT ON llm_jobs, llm_job_errors TO llm_user, pg_monitor;

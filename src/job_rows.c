@@ -1,0 +1,459 @@
+/*
+ * job_rows.c — a job's definition resolved against the catalog, its
+ * statements on the target table, and the context they run in
+ * (job_rows.h).
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/sysattr.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
+#include "parser/parser.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/plancache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "job_rows.h"
+
+static const char *const state_names[] = {
+	"queued", "running", "paused", "done", "failed", "cancelled"
+};
+
+const char *
+llm_job_state_name(LlmJobState s)
+{
+	return (s >= 0 && s < lengthof(state_names)) ? state_names[s] : "unknown";
+}
+
+LlmJobState
+llm_job_state_from_name(const char *name)
+{
+	for (int i = 0; i < lengthof(state_names); i++)
+		if (strcmp(state_names[i], name) == 0)
+			return (LlmJobState) i;
+	elog(ERROR, "llm: unknown job state \"%s\"", name);
+	return LLM_JOB_FAILED;
+}
+
+/* ---------- expressions ---------- */
+
+void
+llm_job_check_expression(const char *expr, const char *what)
+{
+	char	   *sql = psprintf("SELECT (%s)", expr);
+	List	   *stmts;
+	SelectStmt *sel;
+	bool		one;
+
+	stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
+	one = list_length(stmts) == 1 && IsA(linitial_node(RawStmt, stmts)->stmt, SelectStmt);
+	if (one)
+	{
+		sel = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
+		one = sel->op == SETOP_NONE && list_length(sel->targetList) == 1 &&
+			sel->distinctClause == NIL && sel->intoClause == NULL && sel->fromClause == NIL &&
+			sel->whereClause == NULL && sel->groupClause == NIL && sel->havingClause == NULL &&
+			sel->windowClause == NIL && sel->valuesLists == NIL && sel->sortClause == NIL &&
+			sel->limitOffset == NULL && sel->limitCount == NULL && sel->lockingClause == NIL &&
+			sel->withClause == NULL;
+	}
+	if (!one)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYNTAX_ERROR),
+				 errmsg("%s must be a single SQL expression", what),
+				 errdetail("It is evaluated as (%s) over each row of the table.", what)));
+	pfree(sql);
+}
+
+/* ---------- resolving ---------- */
+
+static char *
+problem(bool raise, int sqlstate, const char *msg)
+{
+	if (raise)
+		ereport(ERROR, (errcode(sqlstate), errmsg("%s", msg)));
+	return (char *) msg;
+}
+
+char *
+llm_job_resolve(LlmJob *job, bool raise)
+{
+	Relation	rel;
+	HeapTuple	idx;
+	Form_pg_index index;
+	Oid			pk;
+	char	   *msg = NULL;
+
+	job->resolved = false;
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(job->owner)))
+		return problem(raise, ERRCODE_UNDEFINED_OBJECT,
+					   psprintf("the role that created job " INT64_FORMAT " (OID %u) no longer exists",
+								job->id, job->owner));
+	rel = try_relation_open(job->target, AccessShareLock);
+	if (rel == NULL)
+		return problem(raise, ERRCODE_UNDEFINED_TABLE,
+					   psprintf("the table of job " INT64_FORMAT " (OID %u) no longer exists",
+								job->id, job->target));
+	if (rel->rd_rel->relkind != RELKIND_RELATION && rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		msg = psprintf("\"%s\" is not a table", RelationGetRelationName(rel));
+	if (msg == NULL)
+	{
+		job->partitioned = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE;
+		job->target_sql = psprintf("%s%s", job->partitioned ? "" : "ONLY ",
+								   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+															  RelationGetRelationName(rel)));
+		job->out_attnum = get_attnum(job->target, job->output_column);
+		if (job->out_attnum == InvalidAttrNumber)
+			msg = psprintf("column \"%s\" of table \"%s\" does not exist",
+						   job->output_column, RelationGetRelationName(rel));
+		else if (job->out_attnum < 0)
+			msg = psprintf("column \"%s\" is a system column", job->output_column);
+	}
+	if (msg != NULL)
+	{
+		relation_close(rel, AccessShareLock);
+		return problem(raise, ERRCODE_UNDEFINED_COLUMN, msg);
+	}
+	get_atttypetypmodcoll(job->target, job->out_attnum, &job->out_type, &job->out_typmod,
+						  &(Oid) {InvalidOid});
+
+	pk = RelationGetPrimaryKeyIndex(rel);
+	if (!OidIsValid(pk))
+	{
+		msg = psprintf("table \"%s\" has no primary key", RelationGetRelationName(rel));
+		relation_close(rel, AccessShareLock);
+		if (raise)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s", msg),
+					 errdetail("A job names each row by its primary key."),
+					 errhint("Add one: ALTER TABLE ... ADD PRIMARY KEY (...).")));
+		return msg;
+	}
+	idx = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(pk));
+	if (!HeapTupleIsValid(idx))
+		elog(ERROR, "cache lookup failed for index %u", pk);
+	index = (Form_pg_index) GETSTRUCT(idx);
+	job->n_keys = index->indnkeyatts;
+	if (job->n_keys > LLM_JOB_MAX_KEYS)
+		elog(ERROR, "llm: primary key of more than %d columns", LLM_JOB_MAX_KEYS);
+	for (int i = 0; i < job->n_keys; i++)
+	{
+		job->key_attnums[i] = index->indkey.values[i];
+		job->key_types[i] = TupleDescAttr(RelationGetDescr(rel), job->key_attnums[i] - 1)->atttypid;
+		if (job->key_attnums[i] == job->out_attnum)
+			msg = psprintf("column \"%s\" is part of the primary key", job->output_column);
+	}
+	ReleaseSysCache(idx);
+	relation_close(rel, AccessShareLock);
+	if (msg != NULL)
+		return problem(raise, ERRCODE_INVALID_PARAMETER_VALUE, msg);
+	job->resolved = true;
+	return NULL;
+}
+
+/* ---------- statements ---------- */
+
+static const char *
+key_column(const LlmJob *job, int i)
+{
+	return quote_identifier(get_attname(job->target, job->key_attnums[i], false));
+}
+
+/* " WHERE k1 = $1 AND k2 = $2 ..." */
+static void
+append_key_quals(StringInfo buf, const LlmJob *job)
+{
+	for (int i = 0; i < job->n_keys; i++)
+		appendStringInfo(buf, "%s%s OPERATOR(pg_catalog.=) $%d", i == 0 ? " WHERE " : " AND ",
+						 key_column(job, i), i + 1);
+}
+
+static char *
+row_sql(const LlmJob *job, const char *tail)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "SELECT (%s)::pg_catalog.text, %s IS NULL, COALESCE((%s), false) FROM %s",
+					 job->prompt, quote_identifier(job->output_column),
+					 job->where_clause ? job->where_clause : "true", job->target_sql);
+	append_key_quals(&buf, job);
+	appendStringInfoString(&buf, tail);
+	return buf.data;
+}
+
+char *
+llm_job_fill_sql(const LlmJob *job)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "SELECT ");
+	for (int i = 0; i < job->n_keys; i++)
+		appendStringInfo(&buf, "%s%s", i ? ", " : "", key_column(job, i));
+	appendStringInfo(&buf, " FROM %s WHERE %s IS NULL AND COALESCE((%s), false)",
+					 job->target_sql, quote_identifier(job->output_column),
+					 job->where_clause ? job->where_clause : "true");
+	return buf.data;
+}
+
+static SPIPlanPtr
+prepare(const char *sql, int nargs, Oid *types, bool keep)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "llm: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);
+	if (keep)
+		SPI_keepplan(plan);
+	return plan;
+}
+
+void
+llm_job_prepare(LlmJob *job, bool keep)
+{
+	StringInfoData buf;
+	Oid			types[LLM_JOB_MAX_KEYS + 1];
+
+	Assert(job->resolved);
+	memcpy(types, job->key_types, sizeof(Oid) * job->n_keys);
+	job->read_plan = prepare(row_sql(job, ""), job->n_keys, types, keep);
+	job->lock_plan = prepare(row_sql(job, " FOR UPDATE SKIP LOCKED"), job->n_keys, types, keep);
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "SELECT 1 FROM %s", job->target_sql);
+	append_key_quals(&buf, job);
+	job->exists_plan = prepare(buf.data, job->n_keys, types, keep);
+
+	resetStringInfo(&buf);
+	appendStringInfo(&buf, "UPDATE %s SET %s = $%d", job->target_sql,
+					 quote_identifier(job->output_column), job->n_keys + 1);
+	append_key_quals(&buf, job);
+	types[job->n_keys] = job->out_type;
+	job->write_plan = prepare(buf.data, job->n_keys + 1, types, keep);
+	job->kept = keep;
+}
+
+void
+llm_job_unprepare(LlmJob *job)
+{
+	if (job->kept)
+	{
+		if (job->read_plan)
+			SPI_freeplan(job->read_plan);
+		if (job->lock_plan)
+			SPI_freeplan(job->lock_plan);
+		if (job->exists_plan)
+			SPI_freeplan(job->exists_plan);
+		if (job->write_plan)
+			SPI_freeplan(job->write_plan);
+	}
+	job->read_plan = job->lock_plan = job->exists_plan = job->write_plan = NULL;
+	job->kept = false;
+}
+
+/* Vars of the target (range table entry 1 of the outermost query) at any depth. */
+typedef struct ColumnWalk
+{
+	int			sublevels_up;
+	Bitmapset  *cols;
+	int			natts;
+} ColumnWalk;
+
+static bool
+columns_walker(Node *node, ColumnWalk *w)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *v = (Var *) node;
+
+		if (v->varno == 1 && v->varlevelsup == w->sublevels_up)
+		{
+			if (v->varattno == 0)
+				for (int a = 1; a <= w->natts; a++)
+					w->cols = bms_add_member(w->cols, a - FirstLowInvalidHeapAttributeNumber);
+			else
+				w->cols = bms_add_member(w->cols, v->varattno - FirstLowInvalidHeapAttributeNumber);
+		}
+		return false;
+	}
+	if (IsA(node, Query))
+	{
+		bool		r;
+
+		w->sublevels_up++;
+		r = query_tree_walker((Query *) node, columns_walker, w, 0);
+		w->sublevels_up--;
+		return r;
+	}
+	return expression_tree_walker(node, columns_walker, w);
+}
+
+Bitmapset *
+llm_job_read_columns(LlmJob *job, bool *volatile_expr)
+{
+	CachedPlanSource *src = linitial(SPI_plan_get_plan_sources(job->read_plan));
+	Query	   *q = linitial_node(Query, src->query_list);
+	TargetEntry *prompt = list_nth(q->targetList, 0);
+	TargetEntry *where = list_nth(q->targetList, 2);
+	ColumnWalk	w = {0, NULL, 0};
+
+	{
+		HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(job->target));
+
+		if (!HeapTupleIsValid(tup))
+			elog(ERROR, "cache lookup failed for relation %u", job->target);
+		w.natts = ((Form_pg_class) GETSTRUCT(tup))->relnatts;
+		ReleaseSysCache(tup);
+	}
+	(void) columns_walker((Node *) prompt->expr, &w);
+	(void) columns_walker((Node *) where->expr, &w);
+	*volatile_expr = contain_volatile_functions((Node *) prompt->expr) ||
+		contain_volatile_functions((Node *) where->expr);
+	return w.cols;
+}
+
+/* ---------- context ---------- */
+
+void
+llm_job_enter(const LlmJob *job, LlmJobContext *c)
+{
+	GetUserIdAndSecContext(&c->save_user, &c->save_sec);
+	c->guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", job->search_path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	SetUserIdAndSecContext(job->owner,
+						   c->save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+}
+
+void
+llm_job_leave(LlmJobContext *c)
+{
+	SetUserIdAndSecContext(c->save_user, c->save_sec);
+	AtEOXact_GUC(true, c->guc_level);
+}
+
+/* ---------- rows ---------- */
+
+/* The key's values as parameters of the statements above. */
+static void
+key_params(const LlmJob *job, Datum key, Datum *values)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(DatumGetArrayTypeP(key), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n != job->n_keys)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("queued key of job " INT64_FORMAT " has %d values, the primary key %d columns",
+						job->id, n, job->n_keys)));
+	for (int i = 0; i < n; i++)
+	{
+		Oid			input;
+		Oid			ioparam;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("queued key of job " INT64_FORMAT " has a NULL value", job->id)));
+		getTypeInputInfo(job->key_types[i], &input, &ioparam);
+		values[i] = OidInputFunctionCall(input, TextDatumGetCString(elems[i]), ioparam, -1);
+	}
+}
+
+void
+llm_job_read_row(LlmJob *job, Datum key, bool lock, LlmJobRow *row, MemoryContext cxt)
+{
+	Datum		values[LLM_JOB_MAX_KEYS];
+	int			rc;
+
+	memset(row, 0, sizeof(*row));
+	key_params(job, key, values);
+	rc = SPI_execute_plan(lock ? job->lock_plan : job->read_plan, values, NULL, !lock, 1);
+	if (rc < 0)
+		elog(ERROR, "llm: reading a row of job " INT64_FORMAT " failed: %s", job->id,
+			 SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		return;
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		p = SPI_getbinval(tup, desc, 1, &isnull);
+
+		row->found = true;
+		if (!isnull)
+			row->prompt = MemoryContextStrdup(cxt, TextDatumGetCString(p));
+		row->output_null = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
+		row->matches = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+	}
+}
+
+bool
+llm_job_row_exists(LlmJob *job, Datum key)
+{
+	Datum		values[LLM_JOB_MAX_KEYS];
+	int			rc;
+
+	key_params(job, key, values);
+	rc = SPI_execute_plan(job->exists_plan, values, NULL, true, 1);
+	if (rc < 0)
+		elog(ERROR, "llm: looking for a row of job " INT64_FORMAT " failed", job->id);
+	return SPI_processed > 0;
+}
+
+uint64
+llm_job_write_row(LlmJob *job, Datum key, const char *value)
+{
+	Datum		values[LLM_JOB_MAX_KEYS + 1];
+	Oid			input;
+	Oid			ioparam;
+	int			rc;
+
+	key_params(job, key, values);
+	/* the column's own input function: its checks (length, JSON syntax) apply */
+	getTypeInputInfo(job->out_type, &input, &ioparam);
+	values[job->n_keys] = OidInputFunctionCall(input, (char *) value, ioparam, job->out_typmod);
+	rc = SPI_execute_plan(job->write_plan, values, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "llm: writing a row of job " INT64_FORMAT " failed: %s", job->id,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+Datum
+llm_job_key_of(const LlmJob *job, const Datum *values, const bool *isnull)
+{
+	Datum		elems[LLM_JOB_MAX_KEYS];
+
+	for (int i = 0; i < job->n_keys; i++)
+	{
+		Oid			out;
+		bool		varlena;
+
+		if (isnull[i])
+			elog(ERROR, "llm: NULL primary key value");
+		getTypeOutputInfo(job->key_types[i], &out, &varlena);
+		elems[i] = CStringGetTextDatum(OidOutputFunctionCall(out, values[i]));
+	}
+	return PointerGetDatum(construct_array(elems, job->n_keys, TEXTOID, -1, false, TYPALIGN_INT));
+}

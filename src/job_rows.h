@@ -1,0 +1,153 @@
+/*
+ * job_rows.h — a job (one row of llm_job) and the statements on its target
+ * table that the claim/write protocol runs (docs/JOBS.md).
+ *
+ * A job fills output_column of every row of target (found by its primary
+ * key) where output_column IS NULL and where_clause holds, with the result
+ * of generating from prompt, an SQL expression over the row, under the
+ * generation options it keeps by name (sql_args.h).  Its statements run as
+ * its owner with the search_path captured when it was created
+ * (llm_job_enter), so the expressions mean what they meant then and the
+ * owner's privileges and row security apply.
+ *
+ * Statements (n keys: $1..$n are the key columns, in their own types):
+ *   read   SELECT prompt::text, out IS NULL, coalesce(where, false)
+ *          FROM [ONLY] target WHERE keys                      (to submit)
+ *   lock   the same, FOR UPDATE SKIP LOCKED                   (to write)
+ *   exists SELECT 1 ... WHERE keys          (locked, or gone? see lock)
+ *   write  UPDATE [ONLY] target SET out = $n+1 WHERE keys
+ *   fill   SELECT keys FROM [ONLY] target WHERE out IS NULL AND where
+ * The write runs only after lock returned the row with out still NULL,
+ * where still true and the prompt text equal to the one the result was
+ * generated from: a result is never written for inputs it was not made
+ * from (the row is queued again instead).
+ *
+ * Expressions: prompt and where_clause must each parse as one expression
+ * (llm_job_check_expression); they are pasted into the statements above
+ * inside parentheses, which that check makes safe.  A volatile expression
+ * is refused: the write compares the prompt evaluated again.
+ */
+#ifndef LLM_JOB_ROWS_H
+#define LLM_JOB_ROWS_H
+
+#include "postgres.h"
+
+#include "access/attnum.h"
+#include "executor/spi.h"
+#include "nodes/bitmapset.h"
+#include "utils/jsonb.h"
+
+typedef enum LlmJobState
+{
+	LLM_JOB_QUEUED = 0,
+	LLM_JOB_RUNNING,
+	LLM_JOB_PAUSED,
+	LLM_JOB_DONE,
+	LLM_JOB_FAILED,
+	LLM_JOB_CANCELLED
+} LlmJobState;
+
+extern const char *llm_job_state_name(LlmJobState s);
+extern LlmJobState llm_job_state_from_name(const char *name);
+
+#define LLM_JOB_MAX_KEYS 32
+
+typedef struct LlmJob
+{
+	/* the llm_job row */
+	int64		id;
+	Oid			owner;
+	Oid			target;
+	char	   *output_column;
+	char	   *prompt;
+	char	   *where_clause;	/* NULL: every row */
+	Jsonb	   *options;
+	bool		continuous;
+	int			max_attempts;
+	char	   *search_path;
+	LlmJobState state;
+	/* resolved from the catalog (llm_job_resolve) */
+	bool		resolved;
+	bool		partitioned;
+	char	   *target_sql;		/* [ONLY] "schema"."table" */
+	AttrNumber	out_attnum;
+	Oid			out_type;
+	int32		out_typmod;
+	int			n_keys;
+	AttrNumber	key_attnums[LLM_JOB_MAX_KEYS];
+	Oid			key_types[LLM_JOB_MAX_KEYS];
+	/* prepared by llm_job_prepare (kept plans when keep) */
+	SPIPlanPtr	read_plan;
+	SPIPlanPtr	lock_plan;
+	SPIPlanPtr	exists_plan;
+	SPIPlanPtr	write_plan;
+	bool		kept;
+} LlmJob;
+
+/* ERROR 42601 unless expr (what: its argument's name) is one SQL expression. */
+extern void llm_job_check_expression(const char *expr, const char *what);
+
+/*
+ * Resolve job's target from the catalog (relation, output column, primary
+ * key).  With raise, problems are ERRORs with their SQLSTATE; else the
+ * message is returned (NULL: resolved) and job->resolved stays false.
+ */
+extern char *llm_job_resolve(LlmJob *job, bool raise);
+
+/*
+ * Prepare job's statements as the current user with the current
+ * search_path (keep: SPI_keepplan, for the runner).  Raises what parsing
+ * raises (undefined column, bad type, ...).
+ */
+extern void llm_job_prepare(LlmJob *job, bool keep);
+
+/* Free kept plans (the definition changed or the job is forgotten). */
+extern void llm_job_unprepare(LlmJob *job);
+
+/*
+ * After llm_job_prepare: the target's columns the prompt and where clause
+ * read (attribute numbers offset by FirstLowInvalidHeapAttributeNumber,
+ * whole-row references as every column), and whether either expression
+ * is volatile.
+ */
+extern Bitmapset *llm_job_read_columns(LlmJob *job, bool *volatile_expr);
+
+/* Run job's statements as its owner with its search_path, until llm_job_leave. */
+typedef struct LlmJobContext
+{
+	Oid			save_user;
+	int			save_sec;
+	int			guc_level;
+} LlmJobContext;
+
+extern void llm_job_enter(const LlmJob *job, LlmJobContext *c);
+extern void llm_job_leave(LlmJobContext *c);
+
+/* A row as the read and lock statements see it. */
+typedef struct LlmJobRow
+{
+	bool		found;
+	char	   *prompt;			/* NULL: the expression is NULL for this row */
+	bool		output_null;
+	bool		matches;		/* the where clause holds */
+} LlmJobRow;
+
+/* read / lock (SKIP LOCKED) the row of key (text[]); strings in the caller's context cxt. */
+extern void llm_job_read_row(LlmJob *job, Datum key, bool lock, LlmJobRow *row, MemoryContext cxt);
+
+/* Does a row with key exist (after lock found none: locked by someone else)? */
+extern bool llm_job_row_exists(LlmJob *job, Datum key);
+
+/* Write value (the output text, database encoding) into the row of key; returns rows updated. */
+extern uint64 llm_job_write_row(LlmJob *job, Datum key, const char *value);
+
+/*
+ * The key (text[]) of a row of the target from its key columns' values (in
+ * key order: key_attnums), as the queue stores it.
+ */
+extern Datum llm_job_key_of(const LlmJob *job, const Datum *values, const bool *isnull);
+
+/* The fill statement's text: every row the job needs, its key columns. */
+extern char *llm_job_fill_sql(const LlmJob *job);
+
+#endif

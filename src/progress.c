@@ -1,0 +1,235 @@
+/*
+ * progress.c — per-backend progress slots of the running statement's LLM
+ * work (progress.h) and llm_progress(), the function behind the
+ * llm_progress view.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/backendid.h"
+#include "storage/ipc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "progress.h"
+#include "registry.h"
+
+PG_FUNCTION_INFO_V1(pg_llm_progress);
+
+typedef struct LlmProgressSlot
+{
+	uint32		changecount;	/* odd while the owner writes */
+	int32		pid;			/* 0: never used since the slot's backend started */
+	TimestampTz statement_start;	/* the statement the counters belong to */
+	TimestampTz first_call;		/* its first request */
+	TimestampTz last_change;
+	int64		submitted;
+	int64		finished;
+	int64		failed;
+	int64		aborted;
+	int64		prompt_tokens;
+	int64		cached_tokens;
+	int64		completion_tokens;
+	int64		batch_rows;		/* rows returned by LLM Batch nodes */
+} LlmProgressSlot;
+
+static LlmProgressSlot *slots = NULL;
+static bool exit_registered = false;
+
+static Size
+progress_size(void)
+{
+	return mul_size(MaxBackends, sizeof(LlmProgressSlot));
+}
+
+static void
+progress_init(void *mem, bool found)
+{
+	slots = mem;
+	if (!found)
+		memset(slots, 0, progress_size());
+}
+
+void
+llm_progress_request(void)
+{
+	llm_registry_add_shmem("llm progress", progress_size, progress_init, 0);
+}
+
+static void
+slot_clear(int code, Datum arg)
+{
+	LlmProgressSlot *s = &slots[MyBackendId - 1];
+
+	s->changecount++;
+	pg_write_barrier();
+	s->pid = 0;
+	s->statement_start = 0;
+	pg_write_barrier();
+	s->changecount++;
+}
+
+/* This backend's slot, opened for writing (changecount odd) with the counters of the current statement. */
+static LlmProgressSlot *
+slot_begin(void)
+{
+	LlmProgressSlot *s;
+	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (slots == NULL || MyBackendId == InvalidBackendId || MyBackendId > MaxBackends)
+		return NULL;
+	if (!exit_registered)
+	{
+		before_shmem_exit(slot_clear, (Datum) 0);
+		exit_registered = true;
+	}
+	s = &slots[MyBackendId - 1];
+	s->changecount++;
+	pg_write_barrier();
+	if (s->pid != MyProcPid || s->statement_start != stmt)
+	{
+		s->pid = MyProcPid;
+		s->statement_start = stmt;
+		s->first_call = now;
+		s->submitted = s->finished = s->failed = s->aborted = 0;
+		s->prompt_tokens = s->cached_tokens = s->completion_tokens = 0;
+		s->batch_rows = 0;
+	}
+	s->last_change = now;
+	return s;
+}
+
+static void
+slot_end(LlmProgressSlot *s)
+{
+	pg_write_barrier();
+	s->changecount++;
+}
+
+void
+llm_progress_note_submitted(void)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	s->submitted++;
+	slot_end(s);
+}
+
+void
+llm_progress_note_finished(const llm_usage *usage)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	s->finished++;
+	s->prompt_tokens += usage->prompt_tokens;
+	s->cached_tokens += usage->cached_tokens;
+	s->completion_tokens += usage->completion_tokens;
+	slot_end(s);
+}
+
+void
+llm_progress_note_failed(void)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	s->failed++;
+	slot_end(s);
+}
+
+void
+llm_progress_note_aborted(void)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	s->aborted++;
+	slot_end(s);
+}
+
+void
+llm_progress_note_batch_row(void)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	s->batch_rows++;
+	slot_end(s);
+}
+
+/* A consistent copy of slot i (the changecount protocol); false if it was never used. */
+static bool
+slot_copy(int i, LlmProgressSlot *out)
+{
+	volatile LlmProgressSlot *s = &slots[i];
+
+	for (;;)
+	{
+		uint32		before = s->changecount;
+
+		pg_read_barrier();
+		memcpy(out, (const void *) s, sizeof(LlmProgressSlot));
+		pg_read_barrier();
+		if (before == s->changecount && (before & 1) == 0)
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	return out->pid != 0 && out->statement_start != 0;
+}
+
+#define LLM_PROGRESS_COLS 12
+
+/*
+ * llm_progress() -> setof (pid, statement_start, first_call, last_change,
+ * calls_submitted, calls_finished, calls_failed, calls_aborted,
+ * prompt_tokens, cached_tokens, completion_tokens, batch_rows): every slot
+ * in use, whatever its backend runs now; the llm_progress view keeps the
+ * ones of statements still running.
+ */
+Datum
+pg_llm_progress(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (slots == NULL)
+		return (Datum) 0;
+	for (int i = 0; i < MaxBackends; i++)
+	{
+		LlmProgressSlot s;
+		Datum		values[LLM_PROGRESS_COLS];
+		bool		nulls[LLM_PROGRESS_COLS];
+		int			c = 0;
+
+		if (!slot_copy(i, &s))
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[c++] = Int32GetDatum(s.pid);
+		values[c++] = TimestampTzGetDatum(s.statement_start);
+		values[c++] = TimestampTzGetDatum(s.first_call);
+		values[c++] = TimestampTzGetDatum(s.last_change);
+		values[c++] = Int64GetDatum(s.submitted);
+		values[c++] = Int64GetDatum(s.finished);
+		values[c++] = Int64GetDatum(s.failed);
+		values[c++] = Int64GetDatum(s.aborted);
+		values[c++] = Int64GetDatum(s.prompt_tokens);
+		values[c++] = Int64GetDatum(s.cached_tokens);
+		values[c++] = Int64GetDatum(s.completion_tokens);
+		values[c++] = Int64GetDatum(s.batch_rows);
+		Assert(c == LLM_PROGRESS_COLS);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

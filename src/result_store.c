@@ -1,0 +1,647 @@
+/*
+ * result_store.c — the store of asynchronous requests (result_store.h):
+ * its shared memory and settings, the submitting backends' side and the
+ * worker's side.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "storage/lwlock.h"
+#include "utils/dsa.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "channel.h"
+#include "protocol.h"
+#include "registry.h"
+#include "result_store.h"
+
+typedef struct LlmAsyncEntry
+{
+	uint64		id;
+	LlmAsyncState state;
+	bool		cancel_requested;	/* RUNNING: llm_cancel asked the worker to abort it */
+	bool		on_error_null;
+	Oid			role;			/* submitter: who may fetch or cancel */
+	uint32		generation;		/* RUNNING: the worker generation running it */
+	TimestampTz submitted_at;
+	TimestampTz ended_at;		/* DONE, FAILED, CANCELLED */
+	dsa_pointer request;		/* QUEUED, RUNNING: the encoded SUBMIT message */
+	Size		request_len;
+	dsa_pointer text;			/* DONE: the output (UTF-8), InvalidDsaPointer if empty */
+	Size		text_len;
+	llm_finish_reason finish_reason;
+	llm_usage	usage;
+	int			sqlstate;		/* FAILED */
+	char		error[LLM_ASYNC_ERROR_LEN];
+} LlmAsyncEntry;
+
+typedef struct LlmAsyncStore
+{
+	LWLock	   *lock;
+	ConditionVariable cv;		/* broadcast when an entry ends */
+	int			area_tranche;	/* LWLock tranche of the area's own locks */
+	uint64		next_id;
+	uint64		version;		/* bumped when the worker has something to look at */
+	int			n_entries;
+	Size		area_offset;	/* from the store's start */
+	Size		area_size;
+	LlmAsyncEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} LlmAsyncStore;
+
+/* settings */
+static int	async_max_requests = 1024;
+static int	async_memory_mb = 32;
+static int	async_result_ttl_s = 600;
+
+static LlmAsyncStore *store = NULL;
+static dsa_area *area = NULL;
+
+const char *
+llm_async_state_name(LlmAsyncState s)
+{
+	switch (s)
+	{
+		case LLM_ASYNC_QUEUED:
+			return "queued";
+		case LLM_ASYNC_RUNNING:
+			return "running";
+		case LLM_ASYNC_DONE:
+			return "done";
+		case LLM_ASYNC_FAILED:
+			return "failed";
+		case LLM_ASYNC_CANCELLED:
+			return "cancelled";
+		default:
+			return "free";
+	}
+}
+
+static bool
+is_final(LlmAsyncState s)
+{
+	return s == LLM_ASYNC_DONE || s == LLM_ASYNC_FAILED || s == LLM_ASYNC_CANCELLED;
+}
+
+/* ---------- shared memory ---------- */
+
+static Size
+entries_end(void)
+{
+	return MAXALIGN(add_size(offsetof(LlmAsyncStore, entries),
+							 mul_size(async_max_requests, sizeof(LlmAsyncEntry))));
+}
+
+static Size
+store_size(void)
+{
+	return add_size(entries_end(), mul_size((Size) async_memory_mb, 1024 * 1024));
+}
+
+static void
+store_init(void *mem, bool found)
+{
+	dsa_area   *a;
+
+	store = mem;
+	if (found)
+		return;
+	memset(store, 0, entries_end());
+	store->lock = &(GetNamedLWLockTranche("llm async"))->lock;
+	ConditionVariableInit(&store->cv);
+	store->next_id = (uint64) GetCurrentTimestamp();
+	store->n_entries = async_max_requests;
+	store->area_offset = entries_end();
+	store->area_size = store_size() - entries_end();
+	store->area_tranche = LWLockNewTrancheId();
+	/* in plain shared memory, never growing: the postmaster cannot make DSM segments */
+	a = dsa_create_in_place((char *) store + store->area_offset, store->area_size,
+							store->area_tranche, NULL);
+	dsa_pin(a);
+	dsa_set_size_limit(a, store->area_size);
+	dsa_detach(a);
+}
+
+void
+llm_result_store_request(void)
+{
+	llm_registry_add_shmem("llm async", store_size, store_init, 1);
+}
+
+void
+llm_async_attach(void)
+{
+	MemoryContext old;
+
+	if (area != NULL)
+		return;
+	if (store == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pg_llm is not initialized"),
+				 errhint("Add 'llm' to shared_preload_libraries in postgresql.conf and restart the server.")));
+	LWLockRegisterTranche(store->area_tranche, "llm async area");
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	area = dsa_attach_in_place((char *) store + store->area_offset, NULL);
+	dsa_pin_mapping(area);
+	MemoryContextSwitchTo(old);
+}
+
+/* Free what entry e holds in the area; caller holds the lock exclusively. */
+static void
+release_chunks(LlmAsyncEntry *e)
+{
+	if (DsaPointerIsValid(e->request))
+		dsa_free(area, e->request);
+	if (DsaPointerIsValid(e->text))
+		dsa_free(area, e->text);
+	e->request = InvalidDsaPointer;
+	e->text = InvalidDsaPointer;
+	e->request_len = e->text_len = 0;
+}
+
+static void
+free_entry(LlmAsyncEntry *e)
+{
+	release_chunks(e);
+	memset(e, 0, sizeof(*e));
+	e->request = InvalidDsaPointer;
+	e->text = InvalidDsaPointer;
+}
+
+/* Free ended entries past their time to live; caller holds the lock exclusively. */
+static int
+sweep_locked(TimestampTz now)
+{
+	int			freed = 0;
+
+	for (int i = 0; i < store->n_entries; i++)
+	{
+		LlmAsyncEntry *e = &store->entries[i];
+
+		if (is_final(e->state) &&
+			TimestampDifferenceExceeds(e->ended_at, now, async_result_ttl_s * 1000))
+		{
+			free_entry(e);
+			freed++;
+		}
+	}
+	return freed;
+}
+
+/* The entry with id; caller holds the lock. */
+static LlmAsyncEntry *
+find_entry(uint64 id)
+{
+	for (int i = 0; i < store->n_entries; i++)
+		if (store->entries[i].state != LLM_ASYNC_FREE && store->entries[i].id == id)
+			return &store->entries[i];
+	return NULL;
+}
+
+/* ---------- backend side ---------- */
+
+static void
+store_full(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("the llm asynchronous request store is full (%s)", what),
+			 errhint("Fetch or cancel finished requests (llm_result, llm_cancel), wait for results to expire "
+					 "(llm.async_result_ttl), or raise llm.async_max_requests / llm.async_memory.")));
+}
+
+uint64
+llm_async_submit(const llm_request *req, bool on_error_null)
+{
+	llm_wire_msg m;
+	size_t		len;
+	dsa_pointer chunk;
+	LlmAsyncEntry *e = NULL;
+	uint64		id;
+	Latch	   *worker_latch;
+
+	llm_async_attach();
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_SUBMIT;
+	m.request = *req;
+	llm_fill_client(&m.client);
+
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	id = store->next_id++;
+	LWLockRelease(store->lock);
+	m.id = id;
+	len = llm_wire_encode(&m, NULL, 0);
+	if (len == 0)
+		elog(ERROR, "llm: request cannot be encoded");
+	chunk = dsa_allocate_extended(area, len, DSA_ALLOC_NO_OOM);
+	if (!DsaPointerIsValid(chunk))
+		store_full("no memory left for the request, llm.async_memory");
+	(void) llm_wire_encode(&m, dsa_get_address(area, chunk), len);
+
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	for (int pass = 0; pass < 2 && e == NULL; pass++)
+	{
+		if (pass == 1 && sweep_locked(GetCurrentTimestamp()) == 0)
+			break;
+		for (int i = 0; i < store->n_entries; i++)
+			if (store->entries[i].state == LLM_ASYNC_FREE)
+			{
+				e = &store->entries[i];
+				break;
+			}
+	}
+	if (e == NULL)
+	{
+		dsa_free(area, chunk);
+		LWLockRelease(store->lock);
+		store_full("every entry is in use, llm.async_max_requests");
+	}
+	memset(e, 0, sizeof(*e));
+	e->id = id;
+	e->state = LLM_ASYNC_QUEUED;
+	e->on_error_null = on_error_null;
+	e->role = GetUserId();
+	e->submitted_at = GetCurrentTimestamp();
+	e->request = chunk;
+	e->request_len = len;
+	e->text = InvalidDsaPointer;
+	store->version++;
+	LWLockRelease(store->lock);
+
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	worker_latch = llm_shared->worker_latch;
+	LWLockRelease(llm_shared->lock);
+	if (worker_latch)
+		SetLatch(worker_latch);
+	return id;
+}
+
+/* Entry id for the caller, who must be its submitter or a superuser; caller holds the lock. */
+static LlmAsyncEntry *
+entry_for_caller(uint64 id)
+{
+	LlmAsyncEntry *e = find_entry(id);
+
+	if (e == NULL)
+		return NULL;
+	if (e->role != GetUserId() && !superuser())
+	{
+		LWLockRelease(store->lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("llm request " UINT64_FORMAT " belongs to another role", id),
+				 errhint("Only the role that submitted a request, or a superuser, may fetch or cancel it.")));
+	}
+	return e;
+}
+
+static void
+no_such_request(uint64 id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("llm request " UINT64_FORMAT " does not exist", id),
+			 errhint("Results are kept for llm.async_result_ttl after the request ends, until llm_cancel, "
+					 "or until the server restarts.")));
+}
+
+void
+llm_async_fetch(uint64 id, bool wait, LlmAsyncResult *out)
+{
+	TimestampTz no_worker_since = 0;
+	bool		sleeping = false;
+
+	llm_async_attach();
+	memset(out, 0, sizeof(*out));
+	for (;;)
+	{
+		LlmAsyncEntry *e;
+		bool		worker_up;
+
+		LWLockAcquire(store->lock, LW_SHARED);
+		e = entry_for_caller(id);
+		if (e == NULL)
+		{
+			LWLockRelease(store->lock);
+			if (sleeping)
+				ConditionVariableCancelSleep();
+			no_such_request(id);
+		}
+		if (is_final(e->state) || !wait)
+		{
+			out->state = e->state;
+			out->on_error_null = e->on_error_null;
+			out->finish_reason = e->finish_reason;
+			out->usage = e->usage;
+			out->sqlstate = e->sqlstate;
+			memcpy(out->error, e->error, sizeof(out->error));
+			out->text_len = (int) e->text_len;
+			out->text = palloc(e->text_len + 1);
+			if (e->text_len > 0)
+				memcpy(out->text, dsa_get_address(area, e->text), e->text_len);
+			out->text[e->text_len] = '\0';
+			LWLockRelease(store->lock);
+			break;
+		}
+		LWLockRelease(store->lock);
+
+		LWLockAcquire(llm_shared->lock, LW_SHARED);
+		worker_up = llm_shared->worker_pid != 0;
+		LWLockRelease(llm_shared->lock);
+		if (worker_up)
+			no_worker_since = 0;
+		else if (no_worker_since == 0)
+			no_worker_since = GetCurrentTimestamp();
+		else if (TimestampDifferenceExceeds(no_worker_since, GetCurrentTimestamp(),
+											llm_worker_wait_timeout()))
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("llm worker is not running"),
+					 errdetail("Waited %d ms for it to start (llm.worker_wait_timeout); request " UINT64_FORMAT
+							   " stays queued.", llm_worker_wait_timeout(), id),
+					 errhint("Check the server log for errors of the \"llm worker\" process.")));
+		}
+		if (!sleeping)
+		{
+			ConditionVariablePrepareToSleep(&store->cv);
+			sleeping = true;
+			continue;			/* recheck: it may have ended before we were on the list */
+		}
+		(void) ConditionVariableTimedSleep(&store->cv, 1000, PG_WAIT_EXTENSION);
+	}
+	if (sleeping)
+		ConditionVariableCancelSleep();
+}
+
+bool
+llm_async_cancel(uint64 id)
+{
+	LlmAsyncEntry *e;
+	Latch	   *worker_latch = NULL;
+	bool		ended = false;
+
+	llm_async_attach();
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	e = entry_for_caller(id);
+	if (e == NULL)
+	{
+		LWLockRelease(store->lock);
+		return false;
+	}
+	switch (e->state)
+	{
+		case LLM_ASYNC_QUEUED:
+			release_chunks(e);
+			e->state = LLM_ASYNC_CANCELLED;
+			e->ended_at = GetCurrentTimestamp();
+			ended = true;
+			break;
+		case LLM_ASYNC_RUNNING:
+			e->cancel_requested = true;
+			store->version++;
+			break;
+		default:
+			free_entry(e);
+			break;
+	}
+	LWLockRelease(store->lock);
+	if (ended)
+		ConditionVariableBroadcast(&store->cv);
+	else
+	{
+		LWLockAcquire(llm_shared->lock, LW_SHARED);
+		worker_latch = llm_shared->worker_latch;
+		LWLockRelease(llm_shared->lock);
+		if (worker_latch)
+			SetLatch(worker_latch);
+	}
+	return true;
+}
+
+/* ---------- worker side ---------- */
+
+static void
+end_entry(LlmAsyncEntry *e, LlmAsyncState state)
+{
+	if (DsaPointerIsValid(e->request))
+		dsa_free(area, e->request);
+	e->request = InvalidDsaPointer;
+	e->request_len = 0;
+	e->state = state;
+	e->cancel_requested = false;
+	e->ended_at = GetCurrentTimestamp();
+}
+
+
+static uint64 seen_version = 0;
+static bool seen_any = false;
+
+int
+llm_async_take(uint32 generation, LlmAsyncTaken *out, int max, bool *more,
+			   LlmAsyncTaken *cancel, int *n_cancel)
+{
+	int			n = 0;
+
+	*more = false;
+	*n_cancel = 0;
+	if (store == NULL)
+		return 0;
+	llm_async_attach();
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	if (seen_any && store->version == seen_version)
+	{
+		LWLockRelease(store->lock);
+		return 0;
+	}
+	for (int i = 0; i < store->n_entries; i++)
+	{
+		LlmAsyncEntry *e = &store->entries[i];
+		bool		not_here = e->state == LLM_ASYNC_QUEUED ||
+			(e->state == LLM_ASYNC_RUNNING && e->generation != generation);
+
+		if (not_here && e->cancel_requested)
+		{
+			/* cancelled while no engine of this worker ran it */
+			end_entry(e, LLM_ASYNC_CANCELLED);
+		}
+		else if (not_here)
+		{
+			if (n == max)
+			{
+				*more = true;
+				continue;
+			}
+			e->state = LLM_ASYNC_RUNNING;
+			e->generation = generation;
+			out[n].index = i;
+			out[n].id = e->id;
+			out[n].request = dsa_get_address(area, e->request);
+			out[n].request_len = e->request_len;
+			n++;
+		}
+		else if (e->state == LLM_ASYNC_RUNNING && e->cancel_requested)
+		{
+			if (*n_cancel == max)
+			{
+				*more = true;
+				continue;
+			}
+			cancel[*n_cancel].index = i;
+			cancel[*n_cancel].id = e->id;
+			cancel[*n_cancel].request = NULL;
+			cancel[*n_cancel].request_len = 0;
+			(*n_cancel)++;
+		}
+	}
+	if (!*more)
+	{
+		seen_version = store->version;
+		seen_any = true;
+	}
+	LWLockRelease(store->lock);
+	ConditionVariableBroadcast(&store->cv);
+	return n;
+}
+
+/* The entry (index, id) if it is still the one the worker runs; caller holds the lock. */
+static LlmAsyncEntry *
+running_entry(int index, uint64 id)
+{
+	LlmAsyncEntry *e;
+
+	if (index < 0 || index >= store->n_entries)
+		return NULL;
+	e = &store->entries[index];
+	return (e->id == id && e->state == LLM_ASYNC_RUNNING) ? e : NULL;
+}
+
+void
+llm_async_finish(int index, uint64 id, const char *text, Size len,
+				 llm_finish_reason reason, const llm_usage *usage)
+{
+	LlmAsyncEntry *e;
+
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	e = running_entry(index, id);
+	if (e != NULL)
+	{
+		dsa_pointer chunk = InvalidDsaPointer;
+
+		if (len > 0)
+			chunk = dsa_allocate_extended(area, len, DSA_ALLOC_NO_OOM);
+		if (len > 0 && !DsaPointerIsValid(chunk))
+		{
+			e->sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
+			strlcpy(e->error, "no room for the result in the llm asynchronous request store (llm.async_memory)",
+					sizeof(e->error));
+			end_entry(e, LLM_ASYNC_FAILED);
+		}
+		else
+		{
+			if (len > 0)
+				memcpy(dsa_get_address(area, chunk), text, len);
+			e->text = chunk;
+			e->text_len = len;
+			e->finish_reason = reason;
+			e->usage = *usage;
+			end_entry(e, LLM_ASYNC_DONE);
+		}
+	}
+	LWLockRelease(store->lock);
+	ConditionVariableBroadcast(&store->cv);
+}
+
+void
+llm_async_fail(int index, uint64 id, int sqlstate, const char *message)
+{
+	LlmAsyncEntry *e;
+
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	e = running_entry(index, id);
+	if (e != NULL)
+	{
+		e->sqlstate = sqlstate;
+		strlcpy(e->error, message, sizeof(e->error));
+		end_entry(e, LLM_ASYNC_FAILED);
+	}
+	LWLockRelease(store->lock);
+	ConditionVariableBroadcast(&store->cv);
+}
+
+void
+llm_async_cancelled(int index, uint64 id)
+{
+	LlmAsyncEntry *e;
+
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	e = running_entry(index, id);
+	if (e != NULL)
+		end_entry(e, LLM_ASYNC_CANCELLED);
+	LWLockRelease(store->lock);
+	ConditionVariableBroadcast(&store->cv);
+}
+
+void
+llm_async_requeue(int index, uint64 id)
+{
+	LlmAsyncEntry *e;
+
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	e = running_entry(index, id);
+	if (e != NULL)
+	{
+		e->state = LLM_ASYNC_QUEUED;
+		e->generation = 0;
+		store->version++;
+	}
+	LWLockRelease(store->lock);
+}
+
+void
+llm_async_sweep(void)
+{
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (store == NULL || !TimestampDifferenceExceeds(last, now, 1000))
+		return;
+	last = now;
+	llm_async_attach();
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	(void) sweep_locked(now);
+	LWLockRelease(store->lock);
+}
+
+/* ---------- settings ---------- */
+
+void
+llm_result_store_define_gucs(void)
+{
+	DefineCustomIntVariable("llm.async_max_requests",
+							"Asynchronous requests (llm_submit) the server keeps at once, running or with a result.",
+							"Each holds its request until it ends and its result until llm.async_result_ttl passed.",
+							&async_max_requests,
+							1024, 16, 1000000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("llm.async_memory",
+							"Shared memory for the requests and results of llm_submit.",
+							"Allocated at server start; llm_submit fails when it is full.",
+							&async_memory_mb,
+							32, 1, 65536,
+							PGC_POSTMASTER, GUC_UNIT_MB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("llm.async_result_ttl",
+							"How long the result of an asynchronous request is kept after it ends.",
+							"Until then llm_result can fetch it any number of times; llm_cancel drops it earlier.",
+							&async_result_ttl_s,
+							600, 1, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
