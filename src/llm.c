@@ -90,8 +90,9 @@ _PG_init(void)
 	llm_channel_define_gucs();
 	llm_result_store_define_gucs();
 	llm_jobs_define_gucs();
-	MarkGUCPrefixReserved("llm");
+	/* before the prefix is reserved, or a llm.batch_window in postgresql.conf is dropped */
 	llm_batch_init();			/* llm.batch_window, the planner hook (batch_scan.c) */
+	MarkGUCPrefixReserved("llm");
 	llm_on_error_init();		/* the statement's on_error => 'null' summary (on_error.c) */
 	llm_progress_request();		/* llm_progress's slots (progress.c) */
 	llm_result_store_request();	/* llm_submit's store (result_store.c) */

@@ -1,0 +1,231 @@
+# Durable enrichment jobs (llm_enrich) under faults.  Every write of a
+# job's target column is recorded by a trigger; after each fault the job
+# resumes by itself and the record shows 0 rows lost, 0 written twice and
+# 0 stale results: each stored value equals what the prompt over the row's
+# final inputs generates now (greedy generation is batch-invariant, so the
+# same prompt gives the same text alone or in any batch).
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use LlmTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = LlmTest::new_node('jobs', q{
+llm.job_naptime = 200ms
+llm.batch_window = 8
+max_worker_processes = 16
+});
+
+my $N = 32;
+$node->safe_psql('postgres', qq{
+CREATE TABLE tickets (id int PRIMARY KEY, body text NOT NULL, summary text);
+INSERT INTO tickets SELECT i, 'Say the number ' || i || ' in words.' FROM generate_series(1, $N) i;
+CREATE TABLE writes (id int, body text, summary text, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+	IF NEW.summary IS DISTINCT FROM OLD.summary AND NEW.summary IS NOT NULL THEN
+		INSERT INTO writes (id, body, summary) VALUES (NEW.id, NEW.body, NEW.summary);
+	END IF;
+	RETURN NEW;
+END \$\$;
+CREATE TRIGGER record_write AFTER UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTION record_write();
+});
+
+my $MT = 4;
+my $enrich = "SELECT llm_enrich('tickets', 'summary', \$\$'Summarize: ' || body\$\$, max_tokens => $MT)";
+
+sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+sub wait_state
+{
+	my ($id, $state, $what) = @_;
+	ok($node->poll_query_until('postgres', "SELECT state = '$state' FROM llm_jobs WHERE id = $id"),
+		"job $id $state ($what)")
+	  or diag(q1("SELECT * FROM llm_jobs WHERE id = $id"));
+}
+
+sub wait_rows_done
+{
+	my ($id, $n) = @_;
+	$node->poll_query_until('postgres', "SELECT rows_done >= $n FROM llm_jobs WHERE id = $id");
+}
+
+sub reset_table
+{
+	q1('UPDATE tickets SET summary = NULL; TRUNCATE writes');
+}
+
+# 0 lost, 0 doubled, 0 stale over table tickets
+sub check_writes
+{
+	my ($what, $expect_null) = @_;
+	is(q1('SELECT count(*) FROM tickets WHERE summary IS NULL'), $expect_null // '0', "$what: 0 rows lost");
+	is(q1('SELECT count(*) FROM (SELECT id, body FROM writes GROUP BY id, body HAVING count(*) > 1) d'),
+		'0', "$what: 0 rows written twice");
+	is(q1(qq{SELECT count(*) FROM tickets t WHERE t.summary IS NOT NULL
+	         AND t.summary IS DISTINCT FROM llm_generate('Summarize: ' || t.body, max_tokens => $MT)}),
+		'0', "$what: 0 stale results");
+	is(q1(q{SELECT count(*) FROM writes w JOIN tickets t USING (id) WHERE w.body <> t.body
+	        AND w.at > (SELECT max(at) FROM writes w2 WHERE w2.id = w.id AND w2.body = t.body)}),
+		'0', "$what: no write from old inputs after the last write from the final ones");
+}
+
+# ---------- a plain run ----------
+my $job = q1($enrich);
+ok($job > 0, "job $job created");
+wait_state($job, 'done', 'plain run');
+check_writes('plain run');
+is(q1("SELECT rows_total, rows_done, rows_failed, rows_in_flight FROM llm_jobs WHERE id = $job"), "$N|$N|0|0",
+	"rows total / done / failed / in flight");
+cmp_ok(q1("SELECT tokens_out FROM llm_jobs WHERE id = $job"), '>', 0, 'tokens counted');
+
+# ---------- refusals ----------
+reset_table();
+$job = q1($enrich);
+q1("SELECT llm_job_pause($job)");
+like(q1(qq{SELECT try_sql(\$q\$$enrich\$q\$)}), qr/^42710: job $job \(\w+\) already fills column "summary"/,
+	'a second job on the same column is refused');
+q1("SELECT llm_job_cancel($job)");
+is(q1("SELECT state FROM llm_jobs WHERE id = $job"), 'cancelled', 'cancelled');
+is(q1("SELECT count(*) FROM llm_job_queue WHERE job_id = $job"), '0', 'a cancelled job has no queue');
+q1('CREATE TABLE nopk (id int, body text, summary text)');
+like(q1(q{SELECT try_sql($$SELECT llm_enrich('nopk', 'summary', 'body')$$)}),
+	qr/^55000: table "nopk" has no primary key/, 'a table without a primary key is refused');
+
+# ---------- the runner killed mid-job ----------
+reset_table();
+$job = q1($enrich);
+wait_rows_done($job, 8);
+my $runner = q1("SELECT pid FROM pg_stat_activity WHERE backend_type = 'llm job runner'");
+ok($runner > 0, "runner runs (pid $runner)");
+q1("SELECT pg_terminate_backend($runner)");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'llm job runner' AND pid <> $runner"),
+	'a new runner started');
+wait_state($job, 'done', 'after the runner was killed');
+check_writes('runner killed');
+
+# ---------- the llm worker killed mid-job ----------
+reset_table();
+$job = q1($enrich);
+wait_rows_done($job, 8);
+q1('SELECT pg_terminate_backend(worker_pid) FROM llm_stat');
+wait_state($job, 'done', 'after the llm worker was killed');
+check_writes('llm worker killed');
+is(q1("SELECT rows_failed FROM llm_jobs WHERE id = $job"), '0', 'lost requests are no failed rows');
+
+# ---------- immediate shutdown and restart ----------
+reset_table();
+$job = q1($enrich);
+wait_rows_done($job, 8);
+$node->stop('immediate');
+$node->start;
+LlmTest::wait_ready($node);
+wait_state($job, 'done', 'after an immediate shutdown and restart');
+check_writes('immediate restart');
+
+# ---------- rows updated while their results are in flight ----------
+reset_table();
+q1('ALTER TABLE tickets ADD COLUMN round int DEFAULT 0');
+$job = q1($enrich);
+my $requeued = 0;
+for my $round (1 .. 20)
+{
+	$node->poll_query_until('postgres',
+		"SELECT count(*) > 0 FROM llm_job_queue WHERE job_id = $job AND claimed_by IS NOT NULL")
+	  or last;
+	q1(qq{UPDATE tickets SET body = body || ' Again.', round = round + 1 WHERE summary IS NULL AND id IN
+	      (SELECT key[1]::int FROM llm_job_queue WHERE job_id = $job AND claimed_by IS NOT NULL)});
+	$requeued = q1("SELECT rows_requeued FROM llm_job WHERE id = $job");
+	last if $requeued > 0 && $round >= 3;
+	sleep 0.2;
+}
+wait_state($job, 'done', 'with rows updated in flight');
+cmp_ok(q1("SELECT rows_requeued FROM llm_job WHERE id = $job"), '>', 0,
+	'results of changed rows were not written: the rows were generated again');
+check_writes('rows updated in flight');
+q1(q{UPDATE tickets SET body = 'Say the number ' || id || ' in words.'});
+q1('ALTER TABLE tickets DROP COLUMN round');
+
+# ---------- poison rows: one fails evaluating, one fails writing ----------
+reset_table();
+q1('ALTER TABLE tickets ADD CONSTRAINT not_17 CHECK (id <> 17 OR summary IS NULL)');
+$job = q1(qq{SELECT llm_enrich('tickets', 'summary',
+	\$\$'Summarize: ' || body || CASE WHEN id = 13 THEN (1 / (id - 13))::text ELSE '' END\$\$,
+	max_tokens => $MT, max_attempts => 2)});
+wait_state($job, 'done', 'with two poison rows');
+is(q1("SELECT rows_done, rows_failed FROM llm_jobs WHERE id = $job"), ($N - 2) . '|2', 'two rows failed');
+is(q1("SELECT string_agg(key[1] || ':' || attempts || ':' || sqlstate, ',' ORDER BY key[1]::int) FROM llm_job_errors WHERE job_id = $job"),
+	'13:2:22012,17:2:23514', 'each failed row recorded with its attempts and SQLSTATE');
+check_writes('poison rows', '2');
+q1('ALTER TABLE tickets DROP CONSTRAINT not_17');
+is(q1("SELECT llm_job_retry_failed($job)"), '2', 'retry_failed queues the two rows');
+wait_state($job, 'done', 'retried');
+is(q1("SELECT rows_failed FROM llm_jobs WHERE id = $job"), '1', 'the evaluation poison fails again, the other is written');
+check_writes('after retry', '1');
+
+# ---------- pause, resume ----------
+reset_table();
+$job = q1($enrich);
+wait_rows_done($job, 4);
+q1("SELECT llm_job_pause($job)");
+ok($node->poll_query_until('postgres',
+		"SELECT rows_in_flight = 0 FROM llm_jobs WHERE id = $job"), 'paused: nothing in flight');
+my $done = q1("SELECT rows_done FROM llm_jobs WHERE id = $job");
+sleep 1;
+is(q1("SELECT rows_done FROM llm_jobs WHERE id = $job"), $done, 'paused: no progress');
+q1("SELECT llm_job_resume($job)");
+wait_state($job, 'done', 'resumed');
+check_writes('paused and resumed');
+
+# ---------- DROP COLUMN and DROP TABLE of a job's target ----------
+q1("CREATE TABLE t2 AS SELECT i AS id, 'Say ' || i || '.' AS body, NULL::text AS s FROM generate_series(1, 200) i");
+q1('ALTER TABLE t2 ADD PRIMARY KEY (id)');
+$job = q1("SELECT llm_enrich('t2', 's', 'body', max_tokens => 16)");
+wait_rows_done($job, 2);
+q1('ALTER TABLE t2 DROP COLUMN s');
+wait_state($job, 'failed', 'its output column dropped');
+like(q1("SELECT last_error FROM llm_jobs WHERE id = $job"), qr/column "s"/, 'last error names the column');
+q1('ALTER TABLE t2 ADD COLUMN s text');
+like(q1(q{SELECT try_sql($$SELECT llm_enrich('t2', 's', 'body')$$)}), qr/^42710: job $job \(failed\) already fills/,
+	'a failed job still holds its column');
+q1("SELECT llm_job_resume($job)");
+my $before = q1("SELECT rows_done FROM llm_job WHERE id = $job");
+ok($node->poll_query_until('postgres', "SELECT rows_done > $before FROM llm_job WHERE id = $job"),
+	'a failed job resumed once its column is back');
+q1('DROP TABLE t2');
+wait_state($job, 'failed', 'its table dropped');
+like(q1("SELECT last_error FROM llm_job WHERE id = $job"), qr/no longer exists|does not exist/, 'last error: the table is gone');
+
+# ---------- the job's role dropped ----------
+q1(q{CREATE ROLE jobber LOGIN; GRANT llm_user TO jobber;
+     CREATE TABLE t3 AS SELECT i AS id, 'Say ' || i || '.' AS body, NULL::text AS s FROM generate_series(1, 200) i;
+     ALTER TABLE t3 ADD PRIMARY KEY (id); GRANT SELECT, UPDATE ON t3 TO jobber});
+$job = $node->safe_psql('postgres', "SELECT llm_enrich('t3', 's', 'body', max_tokens => 16)",
+	extra_params => ['-U', 'jobber']);
+is(q1("SELECT owner FROM llm_jobs WHERE id = $job"), 'jobber', 'the job runs as its creator');
+wait_rows_done($job, 2);
+is(q1("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'llm job runner'"), '1', 'one runner');
+q1('DROP OWNED BY jobber; DROP ROLE jobber');
+wait_state($job, 'failed', 'its role dropped');
+q1('DROP TABLE t3');
+
+# ---------- a second database with jobs gets its own runner ----------
+q1('CREATE DATABASE other');
+$node->safe_psql('other', q{CREATE EXTENSION llm;
+CREATE TABLE o (id int PRIMARY KEY, body text, s text);
+INSERT INTO o SELECT i, 'Say ' || i || '.' FROM generate_series(1, 10) i});
+reset_table();
+my $jobo = $node->safe_psql('other', "SELECT llm_enrich('o', 's', 'body', max_tokens => 4)");
+$job = q1($enrich);
+ok($node->poll_query_until('other', "SELECT state = 'done' FROM llm_jobs WHERE id = $jobo"),
+	'the other database\'s job done');
+wait_state($job, 'done', 'beside the other database\'s job');
+is($node->safe_psql('other', 'SELECT count(*) FROM o WHERE s IS NULL'), '0', 'other database: every row filled');
+check_writes('two databases');
+
+LlmTest::no_crash($node);
+$node->stop;
+done_testing();
