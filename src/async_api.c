@@ -46,7 +46,9 @@ pg_llm_submit(PG_FUNCTION_ARGS)
  * llm_result(id bigint, wait boolean DEFAULT true) -> record (text,
  * finish_reason, prompt_tokens, cached_tokens, completion_tokens, ttft_ms,
  * total_ms, status): the request's outcome like llm_complete's, status
- * 'done'; a failed or cancelled request raises its error, or with
+ * 'done'; a failed or cancelled request raises its error (a cancelled
+ * one 55000, not 57014: that would read as the statement's own cancel and
+ * escape exception handlers), or with
  * on_error => 'null' at submission gives text NULL, finish_reason 'error'
  * and status 'failed' or 'cancelled'.  With wait => false an unfinished
  * request gives NULLs and status 'queued' or 'running'.  A result can be
@@ -80,7 +82,7 @@ pg_llm_result(PG_FUNCTION_ARGS)
 		LlmResult  *res;
 
 		if (r.state == LLM_ASYNC_CANCELLED)
-			res = llm_local_failure(ERRCODE_QUERY_CANCELED,
+			res = llm_local_failure(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 									psprintf("llm request " UINT64_FORMAT " was cancelled", id));
 		else
 			res = llm_local_failure(r.sqlstate ? r.sqlstate : ERRCODE_INTERNAL_ERROR, r.error);

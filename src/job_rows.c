@@ -54,7 +54,7 @@ llm_job_state_from_name(const char *name)
 void
 llm_job_check_expression(const char *expr, const char *what)
 {
-	char	   *sql = psprintf("SELECT (%s)", expr);
+	char	   *sql = psprintf("SELECT (%s\n)", expr);
 	List	   *stmts;
 	SelectStmt *sel;
 	bool		one;
@@ -189,7 +189,7 @@ row_sql(const LlmJob *job, const char *tail)
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	appendStringInfo(&buf, "SELECT (%s)::pg_catalog.text, %s IS NULL, COALESCE((%s), false) FROM %s",
+	appendStringInfo(&buf, "SELECT (%s\n)::pg_catalog.text, %s IS NULL, COALESCE((%s\n), false) FROM %s",
 					 job->prompt, quote_identifier(job->output_column),
 					 job->where_clause ? job->where_clause : "true", job->target_sql);
 	append_key_quals(&buf, job);
@@ -206,7 +206,7 @@ llm_job_fill_sql(const LlmJob *job)
 	appendStringInfoString(&buf, "SELECT ");
 	for (int i = 0; i < job->n_keys; i++)
 		appendStringInfo(&buf, "%s%s", i ? ", " : "", key_column(job, i));
-	appendStringInfo(&buf, " FROM %s WHERE %s IS NULL AND COALESCE((%s), false)",
+	appendStringInfo(&buf, " FROM %s WHERE %s IS NULL AND COALESCE((%s\n), false)",
 					 job->target_sql, quote_identifier(job->output_column),
 					 job->where_clause ? job->where_clause : "true");
 	return buf.data;

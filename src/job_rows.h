@@ -24,7 +24,8 @@
  *
  * Expressions: prompt and where_clause must each parse as one expression
  * (llm_job_check_expression); they are pasted into the statements above
- * inside parentheses, which that check makes safe.  A volatile expression
+ * inside parentheses, with a newline before the closing one (so a trailing
+ * "--" comment cannot swallow it), exactly as that check parsed them.  A volatile expression
  * is refused: the write compares the prompt evaluated again.
  */
 #ifndef LLM_JOB_ROWS_H
