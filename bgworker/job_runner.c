@@ -272,15 +272,40 @@ report_counts(RunnerJob *rj)
 	memset(c, 0, sizeof(*c));
 }
 
-/* The job cannot run: failed with msg, its requests aborted, its claims given back. */
+/*
+ * The job cannot run: failed with msg, its claims given back.  Its rows
+ * stay listed until forget_failed_rows(): this is called from inside loops
+ * over the rows, which must not lose their next node; until then every
+ * loop passes over the rows of a failed job.
+ */
 static void
 fail_job(RunnerJob *rj, const char *msg)
 {
 	ereport(LOG, (errmsg("llm job " INT64_FORMAT " failed: %s", rj->def->id, msg)));
 	(void) llm_job_set_state(rj->def->id, rj->def->state, LLM_JOB_FAILED, msg, false);
 	rj->def->state = LLM_JOB_FAILED;
-	forget_job_rows(rj);
 	llm_queue_release_job(rj->def->id, token, true);
+}
+
+static bool
+job_failed(const RunnerJob *rj)
+{
+	return rj->def->state == LLM_JOB_FAILED;
+}
+
+/* Forget the rows of failed jobs (aborting their requests); outside any loop over the rows. */
+static void
+forget_failed_rows(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (job_failed(rj) && rj->in_flight > 0)
+			forget_job_rows(rj);
+	}
 }
 
 static void
@@ -598,7 +623,11 @@ claim_rows(List *runnable)
 	{
 		RunnerJob  *rj = list_nth(runnable, (rotate + k) % n_jobs);
 		int			share = (budget + (n_jobs - k) - 1) / (n_jobs - k);
-		int			got = llm_queue_claim(rj->def->id, token, share, claims, runner_cxt);
+		int			got;
+
+		if (job_failed(rj))
+			continue;
+		got = llm_queue_claim(rj->def->id, token, share, claims, runner_cxt);
 
 		for (int i = 0; i < got; i++)
 			(void) row_new(rj, claims[i].key, claims[i].attempts);
@@ -658,15 +687,18 @@ write_and_claim(void)
 	{
 		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
 
-		if (r->state == ROW_FINISHED && list_member_ptr(runnable, r->job))
+		if (r->state == ROW_FINISHED && !job_failed(r->job) && list_member_ptr(runnable, r->job))
 			write_finished(r, now);
 	}
+	forget_failed_rows();
 	claim_rows(runnable);
 	foreach(lc, runnable)
 	{
 		RunnerJob  *rj = lfirst(lc);
 
-		if (rj->in_flight == 0 && !rj->def->continuous && llm_queue_count(rj->def->id) == 0)
+		if (job_failed(rj))
+			;					/* its rows are given back; refresh_jobs drops it */
+		else if (rj->in_flight == 0 && !rj->def->continuous && llm_queue_count(rj->def->id) == 0)
 		{
 			LlmJobState from = rj->def->state;
 
@@ -746,7 +778,7 @@ submit_claimed(void)
 		SubmitStep	s = {r, false, NULL};
 		ErrorData  *err;
 
-		if (r->state != ROW_CLAIMED)
+		if (r->state != ROW_CLAIMED || job_failed(rj))
 			continue;
 		if (r->attempts > rj->def->max_attempts)
 		{
@@ -777,6 +809,7 @@ submit_claimed(void)
 		else if (s.refused != NULL)
 			row_failed(r, s.refused->sqlstate, s.refused->message);
 	}
+	forget_failed_rows();
 	foreach(lc, jobs)
 		report_counts(lfirst(lc));
 	end_transaction();

@@ -171,7 +171,9 @@ SELECT llm_cancel(:req) AS cancelled;
 SELECT regexp_replace(try_sql(format('SELECT llm_result(%s)', :req)), '[0-9]{6,}', 'N', 'g') AS fetch_cancelled;
 SELECT llm_submit('Say yes.', max_tokens => 2, on_error => 'null') AS req \gset
 SELECT llm_cancel(:req) AS cancelled;
+SET client_min_messages = error;  -- the WARNING names the request's id
 SELECT text, finish_reason, status FROM llm_result(:req);
+RESET client_min_messages;
 SELECT llm_submit(NULL) IS NULL AS null_prompt;
 SELECT try_sql($$SELECT llm_submit('x', max_tokens => 0)$$);
 RESET ROLE;

@@ -2,7 +2,9 @@
 
 \echo Use "ALTER EXTENSION llm UPDATE TO '0.3'" to load this file. \quit
 
--- jobs, asynchronous requests, statement progress (docs/JOBS.md)
+-- durable jobs
+-- (llm_enrich and its jobs, llm_submit / llm_result / llm_cancel, llm_progress,
+-- the submitter columns of llm_recent_requests; docs/JOBS.md)
 
 -- Appending result columns to a function returning record, in place (src/widen.c).
 CREATE FUNCTION llm_widen_result(target regprocedure, template regprocedure)
@@ -299,3 +301,5 @@ GRANT EXECUTE ON FUNCTION llm_job_resume(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_cancel(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_retry_failed(bigint) TO llm_user;
 GRANT SELECT ON llm_jobs, llm_job_errors TO llm_user, pg_monitor;
+
+-- end of durable jobs

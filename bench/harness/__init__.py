@@ -7,5 +7,7 @@ Modules:
   pg         a throwaway PostgreSQL with pg_llm, pgbench, plpython3u for the pgai-style peer
   llamacpp   the llama.cpp peer: llama-bench and a llama-server with HTTP clients
   workloads  the comparisons bench/run knows about (engine: single, batchB; PostgreSQL: W1, W3, W4)
+  jobs       durable jobs (llm_enrich) vs the one-statement UPDATE, resume after a killed runner,
+             continuous-mode latency
   selftest   checks of the harness arithmetic (percentiles, decode rates, the W1 bound), no model needed
 """
