@@ -197,6 +197,39 @@ SELECT llm_generate('Say yes.', max_tokens => 1) IS NOT NULL AS generated;
 SELECT pg_sleep(0.3);
 SELECT pid = pg_backend_pid() AS pid, role = current_user AS role, database = current_database() AS database
 FROM llm_recent_requests() ORDER BY seq DESC LIMIT 1;
+-- a view on llm_recent_requests() stored before the update keeps working:
+-- the columns are appended in place (llm_widen_result), the OID kept
+CREATE DATABASE llm_widen_result;
+\c llm_widen_result
+SET client_min_messages = warning;
+CREATE EXTENSION llm VERSION '0.2';
+RESET client_min_messages;
+CREATE VIEW rr AS SELECT seq, outcome FROM llm_recent_requests();
+CREATE VIEW rr_all AS SELECT * FROM llm_recent_requests();
+SELECT 'llm_recent_requests()'::regprocedure::oid AS before_oid \gset
+ALTER EXTENSION llm UPDATE TO '0.3';
+SELECT 'llm_recent_requests()'::regprocedure::oid = :before_oid AS same_oid,
+       (SELECT count(*) FROM rr) >= 0 AS view_works, (SELECT count(*) FROM rr_all) >= 0 AS star_view_works;
+SELECT attname FROM pg_attribute WHERE attrelid = 'rr_all'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT string_agg(name, ', ' ORDER BY ord) AS columns
+FROM unnest((SELECT proargnames FROM pg_proc WHERE oid = 'llm_recent_requests()'::regprocedure)) WITH ORDINALITY AS a(name, ord);
+-- refusals (superuser-only helper for update scripts)
+CREATE FUNCTION try_sql(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+CREATE FUNCTION t_bad(OUT seq int, OUT finished_at timestamptz) RETURNS SETOF record LANGUAGE plpgsql AS 'BEGIN RETURN; END';
+SELECT try_sql($$SELECT llm_widen_result('llm_recent_requests()', 't_bad()')$$);
+CREATE FUNCTION t_none(OUT seq bigint, OUT finished_at timestamptz, OUT outcome text, OUT prompt_tokens int,
+  OUT cached_tokens int, OUT completion_tokens int, OUT ttft_ms float8, OUT tpot_ms float8, OUT total_ms float8,
+  OUT pid int, OUT role name, OUT database name) RETURNS SETOF record LANGUAGE plpgsql AS 'BEGIN RETURN; END';
+SELECT try_sql($$SELECT llm_widen_result('llm_recent_requests()', 't_none()')$$);
+\c contrib_regression
+DROP DATABASE llm_widen_result;
 DROP FUNCTION progress_probe();
 DROP TABLE jt, jt_expected, jt_nopk;
 REVOKE CREATE ON SCHEMA public FROM job_owner;
