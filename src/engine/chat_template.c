@@ -95,6 +95,20 @@ extract_default_system(const char *tmpl, size_t len)
 	return NULL;
 }
 
+/* The marker tokens of family must be special tokens of t: 0, or -1 + err naming what (e.g. "ChatML template"). */
+static int
+check_markers(llm_chat_family family, const char *what, const llm_tokenizer *t, char *err, size_t errlen)
+{
+	const char *start = family == LLM_CHAT_CHATML ? "<|im_start|>" : "<start_of_turn>";
+	const char *end = family == LLM_CHAT_CHATML ? "<|im_end|>" : "<end_of_turn>";
+
+	if (llm_tokenizer_special_id(t, start) >= 0 && llm_tokenizer_special_id(t, end) >= 0)
+		return 0;
+	llm_set_err(err, errlen, "chat template: %s but %s/%s are not special tokens of the vocabulary",
+				what, start, end);
+	return -1;
+}
+
 /*
  * Recognise the template family from tokenizer.chat_template and check the
  * tokenizer has its marker tokens.  A GGUF without a template, or with one of
@@ -113,28 +127,66 @@ llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_toke
 
 	if (find_str(tmpl.ptr, tmpl.len, 0, "<|im_start|>") >= 0)
 	{
-		if (llm_tokenizer_special_id(t, "<|im_start|>") < 0 ||
-			llm_tokenizer_special_id(t, "<|im_end|>") < 0)
-		{
-			llm_set_err(err, errlen, "chat template: ChatML template but <|im_start|>/<|im_end|> are not special tokens of the vocabulary");
+		if (check_markers(LLM_CHAT_CHATML, "ChatML template", t, err, errlen) != 0)
 			return -1;
-		}
 		ct->family = LLM_CHAT_CHATML;
 		ct->default_system = extract_default_system(tmpl.ptr, tmpl.len);
 		return 0;
 	}
 	if (find_str(tmpl.ptr, tmpl.len, 0, "<start_of_turn>") >= 0)
 	{
-		if (llm_tokenizer_special_id(t, "<start_of_turn>") < 0 ||
-			llm_tokenizer_special_id(t, "<end_of_turn>") < 0)
-		{
-			llm_set_err(err, errlen, "chat template: Gemma template but <start_of_turn>/<end_of_turn> are not special tokens of the vocabulary");
+		if (check_markers(LLM_CHAT_GEMMA, "Gemma template", t, err, errlen) != 0)
 			return -1;
-		}
 		ct->family = LLM_CHAT_GEMMA;
 		return 0;
 	}
 	return 0;
+}
+
+int
+llm_chat_template_init_family(llm_chat_template *ct, llm_chat_family family,
+							  const llm_tokenizer *t, char *err, size_t errlen)
+{
+	memset(ct, 0, sizeof(*ct));
+	if (family != LLM_CHAT_NONE && family != LLM_CHAT_CHATML && family != LLM_CHAT_GEMMA)
+	{
+		llm_set_err(err, errlen, "chat template: unknown family %d", (int) family);
+		return -1;
+	}
+	if (family != LLM_CHAT_NONE &&
+		check_markers(family, family == LLM_CHAT_CHATML ? "configured chat template \"chatml\"" :
+					  "configured chat template \"gemma\"", t, err, errlen) != 0)
+		return -1;
+	ct->family = family;
+	return 0;
+}
+
+static const char *const family_names[] = {
+	[LLM_CHAT_NONE] = "none",
+	[LLM_CHAT_CHATML] = "chatml",
+	[LLM_CHAT_GEMMA] = "gemma",
+};
+
+bool
+llm_chat_family_parse(const char *name, llm_chat_family *out)
+{
+	for (size_t i = 0; i < sizeof(family_names) / sizeof(family_names[0]); i++)
+	{
+		if (name != NULL && strcmp(name, family_names[i]) == 0)
+		{
+			*out = (llm_chat_family) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *
+llm_chat_family_name(llm_chat_family family)
+{
+	if ((size_t) family < sizeof(family_names) / sizeof(family_names[0]))
+		return family_names[family];
+	return "unknown";
 }
 
 void
@@ -325,7 +377,7 @@ llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 
 	if (ct == NULL || ct->family == LLM_CHAT_NONE)
 	{
-		llm_set_err(err, errlen, "chat template: the model has no supported chat template (ChatML or Gemma)");
+		llm_set_err(err, errlen, "%s", LLM_CHAT_NONE_ERROR);
 		return -1;
 	}
 	if (n < 0 || (n > 0 && msgs == NULL))
