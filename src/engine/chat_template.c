@@ -14,8 +14,9 @@
  * ChatML follows SmolLM2's template: when the first message is not a system
  * one, the template's default system message (read from the template text,
  * not hard-coded) is inserted.  Gemma follows llama.cpp's gemma rendering
- * (llama-chat.cpp): system text is merged into the first user turn,
- * "assistant" is called "model", contents are trimmed, BOS first.
+ * (llama-chat.cpp, LLM_CHAT_TEMPLATE_GEMMA): system texts are concatenated
+ * into the next user turn, "assistant" is called "model", contents are
+ * trimmed, BOS first (llama.cpp adds it when tokenizing with add_special).
  */
 #include "chat_template.h"
 #include "text_util.h"
@@ -328,12 +329,12 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 	int32_t		start = llm_tokenizer_special_id(o->t, "<start_of_turn>");
 	int32_t		end = llm_tokenizer_special_id(o->t, "<end_of_turn>");
 	int32_t		bos = llm_tokenizer_bos(o->t);
-	const char *sys = NULL;
+	char	   *sys = NULL;		/* system texts seen since the last user turn, concatenated */
 	size_t		sys_len = 0;
 
 	if (bos >= 0)
 		emit_marker(o, bos);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !o->failed; i++)
 	{
 		const char *c;
 		size_t		cn;
@@ -343,8 +344,20 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 		if (strcmp(msgs[i].role, "system") == 0)
 		{
 			/* Gemma has no system turn: prepend it to the next user turn */
-			sys = c;
-			sys_len = cn;
+			char	   *p;
+
+			if (cn == 0)
+				continue;
+			p = realloc(sys, sys_len + cn);
+			if (p == NULL)
+			{
+				llm_set_err(o->err, o->errlen, "chat template: out of memory");
+				o->failed = true;
+				break;
+			}
+			sys = p;
+			memcpy(sys + sys_len, c, cn);
+			sys_len += cn;
 			continue;
 		}
 		emit_marker(o, start);
@@ -359,6 +372,7 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 		emit_marker(o, end);
 		text_append_str(o, "\n");
 	}
+	free(sys);
 	emit_marker(o, start);
 	text_append_str(o, "model\n");
 	text_flush(o);

@@ -514,10 +514,14 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	uint64_t	total_text = 0;
 	uint64_t	dec_len = 0;
 	bool		add_bos;
+	/* llama.cpp's end-of-generation texts (llama_vocab::impl::load, special_eog_ids) */
 	static const char *const eog_texts[] = {
-		"<|im_end|>", "<end_of_turn>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>",
-		"<|end_of_text|>"
+		"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+		"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+		"\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence" "\xef\xbd\x9c", "[e~["
 	};
+	bool		normal_slash_s;
 
 	if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
 	{
@@ -690,16 +694,26 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	add_eog(t, t->eos);
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eot_token_id", t->n_vocab));
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eom_token_id", t->n_vocab));
-	/* as llama.cpp: these texts end generation whatever their type, and count as control tokens */
+	/*
+	 * As llama.cpp: these texts end generation whatever their type, and count
+	 * as control tokens, except "</s>" in a vocabulary that also has
+	 * <|tool_response>, where it is a normal token.  (Gemma 3's USER_DEFINED
+	 * "</s>" thus ends generation and is not split out of text.)
+	 */
+	normal_slash_s = str_lookup(t, "<|tool_response>", 16) >= 0;
 	for (size_t i = 0; i < sizeof(eog_texts) / sizeof(eog_texts[0]); i++)
 	{
 		int32_t		id = str_lookup(t, eog_texts[i], strlen(eog_texts[i]));
 
-		if (id >= 0 && id < t->n_vocab)
+		if (id < 0 || id >= t->n_vocab)
+			continue;
+		if (normal_slash_s && strcmp(eog_texts[i], "</s>") == 0)
 		{
-			t->tok_type[id] = TOKTYPE_CONTROL;
-			add_eog(t, id);
+			t->tok_type[id] = TOKTYPE_NORMAL;
+			continue;
 		}
+		t->tok_type[id] = TOKTYPE_CONTROL;
+		add_eog(t, id);
 	}
 	if (!build_udef(t))
 		goto oom;
