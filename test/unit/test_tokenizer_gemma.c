@@ -15,9 +15,9 @@
  * and never emits part of a character, also over byte-fallback runs; no
  * control id from any text (the battery's control-token lookalikes
  * included); BOS / EOS / end-of-generation ids and add_bos as llama.cpp has
- * them (greedy.tsv's header and prompt ids); the GGUF's missing chat
- * template gives family NONE with its error; an explicitly configured
- * "gemma" family renders as llama.cpp's built-in gemma template.
+ * them (the headers and prompt ids of greedy.tsv and logits.tsv); the
+ * missing chat template gives family NONE with its error; an explicitly
+ * configured "gemma" family renders as llama.cpp's built-in gemma template.
  */
 #include "unit.h"
 #include "gguf.h"
@@ -192,72 +192,107 @@ test_vocab(const llm_tokenizer *t)
 	CHECK(llm_token_to_bytes(t, 2, b, sizeof(b)) == 5 && memcmp(b, "<bos>", 5) == 0, "<bos> decodes to its text");
 }
 
-/* "# eog: 1 106 212" and "# bos: 2, add_bos true" of greedy.tsv's header, against the tokenizer. */
-static void
-test_oracle_header(const llm_tokenizer *t)
+/* Split line at tabs (in place) into at most max columns; returns the count. */
+static int
+split_tabs(char *l, char **col, int max)
 {
-	FILE	   *fp = fopen(GOLDEN_DIR "greedy.tsv", "r");
-	int			n_eog = 0,
-				n_eog_ok = 0,
-				n_prompts = 0,
-				n_prompts_ok = 0;
-	bool		saw_eog = false,
-				saw_bos = false;
+	int			n = 0;
 
-	if (!CHECK(fp != NULL, "open " GOLDEN_DIR "greedy.tsv"))
-		return;
+	l[strcspn(l, "\n")] = '\0';
+	while (n < max)
+	{
+		col[n++] = l;
+		l = strchr(l, '\t');
+		if (l == NULL)
+			break;
+		*l++ = '\0';
+	}
+	return n;
+}
+
+/*
+ * Prompt lines of greedy.tsv (text hex in column 2, ids in 3) or logits.tsv
+ * (4, ids in 4): llama.cpp tokenized the text with add_special, so the ids
+ * must be [bos] + llm_tokenize(text).  Header lines "# eog: ..." and
+ * "# bos: N, add_bos B" must match the tokenizer.  Returns the number of
+ * prompts; *n_ok gets the matching ones.
+ */
+static int
+check_oracle_file(const llm_tokenizer *t, const char *path, int hex_col, int ids_col, int *n_ok,
+				  bool *saw_eog, bool *saw_bos)
+{
+	FILE	   *fp = fopen(path, "r");
+	int			n_prompts = 0;
+
+	*n_ok = 0;
+	if (!CHECK(fp != NULL, "open %s", path))
+		return 0;
 	while (fgets(line, sizeof(line), fp))
 	{
+		char	   *col[16];
+		int			nc;
+
 		if (strncmp(line, "# eog:", 6) == 0)
 		{
 			int32_t		eog[32];
 			int			n = parse_ids(line + 6, eog, 32);
-			int			listed = 0;
+			int			n_eog_ok = 0,
+						listed = 0;
 
-			saw_eog = true;
+			*saw_eog = true;
 			for (int i = 0; i < n && i < 32; i++)
 				n_eog_ok += llm_tokenizer_is_eog(t, eog[i]);
-			n_eog = n;
 			for (int32_t id = 0; id < llm_tokenizer_n_vocab(t); id++)
 				listed += llm_tokenizer_is_eog(t, id);
-			CHECK(n > 0 && n_eog_ok == n && listed == n, "end-of-generation ids == llama.cpp's (%d of %d, %d in all)",
-				  n_eog_ok, n_eog, listed);
+			CHECK(n > 0 && n_eog_ok == n && listed == n, "%s: end-of-generation ids == llama.cpp's (%d of %d, %d in all)",
+				  path, n_eog_ok, n, listed);
+			continue;
 		}
-		else if (strncmp(line, "# bos:", 6) == 0)
+		if (strncmp(line, "# bos:", 6) == 0)
 		{
 			int			bos = atoi(line + 6);
 
-			saw_bos = true;
+			*saw_bos = true;
 			CHECK(bos == llm_tokenizer_bos(t) && (strstr(line, "add_bos true") != NULL) == llm_tokenizer_add_bos(t),
-				  "bos %d and add_bos as llama.cpp: %.40s", bos, line + 2);
+				  "%s: bos %d and add_bos as llama.cpp", path, bos);
+			continue;
 		}
-		else if (line[0] != '#')
+		if (line[0] == '#' || (nc = split_tabs(line, col, 16)) <= ids_col)
+			continue;
 		{
-			/* columns: id, text hex, prompt ids, ...: BOS + plain tokens of the text */
-			char	   *c1 = strchr(line, '\t'),
-					   *c2 = c1 ? strchr(c1 + 1, '\t') : NULL;
-			long		len;
-			int			nwant;
+			long		len = unhex(col[hex_col], strlen(col[hex_col]), text);
+			int			nwant = parse_ids(col[ids_col], want_buf, MAX_IDS);
 			int64_t		n;
 			char		err[256];
 
-			if (c2 == NULL)
-				continue;
 			n_prompts++;
-			len = unhex(c1 + 1, (size_t) (c2 - c1 - 1), text);
-			nwant = parse_ids(c2 + 1, want_buf, MAX_IDS);
 			ids_buf[0] = llm_tokenizer_bos(t);
 			n = len < 0 ? -1 : llm_tokenize(t, text, (size_t) len, ids_buf + 1, MAX_IDS - 1, err, sizeof(err));
 			if (n >= 0 && n + 1 == nwant && memcmp(ids_buf, want_buf, sizeof(int32_t) * nwant) == 0)
-				n_prompts_ok++;
+				(*n_ok)++;
 			else
-				printf("# prompt %d: BOS + tokens differ from llama.cpp's prompt ids\n", n_prompts);
+				printf("# %s prompt %s: BOS + tokens differ from llama.cpp's prompt ids\n", path, col[0]);
 		}
 	}
 	fclose(fp);
-	CHECK(saw_eog && saw_bos, "greedy.tsv header has the eog and bos lines");
-	CHECK(n_prompts >= 50 && n_prompts_ok == n_prompts,
-		  "raw prompts: [bos] + llm_tokenize == llama.cpp's add_special tokenization: %d/%d", n_prompts_ok, n_prompts);
+	return n_prompts;
+}
+
+/* The forward-pass goldens' headers and prompt ids (make_golden.sh gemma3) against the tokenizer. */
+static void
+test_oracle_prompts(const llm_tokenizer *t)
+{
+	bool		saw_eog = false,
+				saw_bos = false;
+	int			ok_g,
+				ok_l;
+	int			n_g = check_oracle_file(t, GOLDEN_DIR "greedy.tsv", 1, 2, &ok_g, &saw_eog, &saw_bos);
+	int			n_l = check_oracle_file(t, GOLDEN_DIR "logits.tsv", 2, 3, &ok_l, &saw_eog, &saw_bos);
+
+	CHECK(saw_eog && saw_bos, "the goldens' headers have the eog and bos lines");
+	CHECK(n_g >= 50 && ok_g == n_g, "greedy prompts: [bos] + llm_tokenize == llama.cpp's add_special tokenization: %d/%d",
+		  ok_g, n_g);
+	CHECK(n_l >= 10 && ok_l == n_l, "logits prompts: the same: %d/%d", ok_l, n_l);
 }
 
 static void
@@ -449,7 +484,7 @@ main(void)
 
 	test_vocab(t);
 	test_golden(t);
-	test_oracle_header(t);
+	test_oracle_prompts(t);
 	test_injection(t);
 	test_byte_fallback_stream(t);
 	test_chat(f, t);
