@@ -480,12 +480,11 @@ build_udef(llm_tokenizer *t)
 		return false;
 	for (int32_t i = 0; i < t->n_vocab; i++)
 	{
-		/* a later duplicate text owns the string: split to the id lookups give */
+		/* of duplicate texts only the id a lookup returns (the last) is split out */
 		if (t->tok_type[i] != TOKTYPE_USER_DEFINED || t->str_len[i] == 0 ||
 			str_lookup(t, t->arena + t->str_off[i], t->str_len[i]) != i)
 			continue;
 		t->udef[t->n_udef++] = i;
-		t->udef_first[(uint8_t) t->arena[t->str_off[i]]] = true;
 	}
 	qsort_r(t->udef, (size_t) t->n_udef, sizeof(int32_t), udef_cmp, t);
 	return true;

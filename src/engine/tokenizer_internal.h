@@ -73,12 +73,10 @@ struct llm_tokenizer
 	/*
 	 * USER_DEFINED tokens, longest text first (then lowest id): split out of
 	 * text before encoding, as llama.cpp's tokenizer_st_partition does even
-	 * without special-token parsing.  udef_first[b]: some entry starts with
-	 * byte b.
+	 * without special-token parsing.
 	 */
 	int32_t    *udef;
 	int32_t		n_udef;
-	bool		udef_first[256];
 
 	/* byte-level BPE */
 	merge_entry *merges;
