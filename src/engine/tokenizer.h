@@ -55,7 +55,9 @@ bool		llm_tokenizer_is_eog(const llm_tokenizer *t, int32_t id);
  * Tokenize len bytes of UTF-8 text as plain text (no BOS added, special
  * tokens not parsed).  Writes at most cap ids to out and returns the total
  * number of tokens (may exceed cap: call again with a larger buffer), or -1
- * with err set (invalid UTF-8).
+ * with err set (invalid UTF-8).  Decoding the ids gives text back exactly,
+ * except for SentencePiece: a literal U+2581 reads back as a space, and with
+ * add_space_prefix (not Gemma's) the text gains a leading space.
  */
 int64_t		llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 						 int32_t *out, int64_t cap, char *err, size_t errlen);
