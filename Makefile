@@ -4,7 +4,9 @@
 #
 #   make                 extension (llm.so) + build/llm-cli + unit tests
 #   make install         extension, SQL scripts and the default model
+#                        (MODELS="smollm2 gemma3-270m": several by name)
 #   make model           fetch the default model into models/
+#                        (MODEL=gemma3-270m: another one by name)
 #   make test            everything README.md's test command runs
 #   make demo            throwaway server + the tickets demo
 #   make bench           benchmarks (bench/run)
@@ -101,11 +103,18 @@ build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 -include $(ENGINE_OBJS:.o=.d)
 -include $(OBJS:.o=.d)
 
-MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
+# Models by name, from scripts/fetch-model.sh's table (NAME=models/FILE):
+# `make model MODEL=gemma3-270m` fetches another one; the default is SmolLM2.
+MODEL       ?= smollm2
+MODEL_TABLE := $(shell scripts/fetch-model.sh --list)
+MODEL_NAMES := $(foreach e,$(MODEL_TABLE),$(firstword $(subst =, ,$(e))))
+model_path   = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(MODEL_TABLE))),unknown-model)
+MODEL_FILE  := $(call model_path,smollm2)
 
-model: $(MODEL_FILE)
-$(MODEL_FILE):
-	scripts/fetch-model.sh
+model: $(call model_path,$(MODEL))
+$(foreach e,$(MODEL_TABLE),$(eval $(lastword $(subst =, ,$(e))): ; scripts/fetch-model.sh $(firstword $(subst =, ,$(e)))))
+unknown-model:
+	@echo "unknown model name in MODEL=\"$(MODEL)\" / MODELS=\"$(MODELS)\" (known: $(MODEL_NAMES))" >&2; exit 1
 
 unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
 	test/run-unit
@@ -118,11 +127,14 @@ test:
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
-# $(datadir)/extension/llm/ (the share directory of pg_config).
+# $(datadir)/extension/llm/ (the share directory of pg_config); more by name
+# with e.g. `make install MODELS="smollm2 gemma3-270m"`.
+MODELS      ?= smollm2
+INSTALL_MODEL_FILES = $(foreach m,$(MODELS),$(call model_path,$(m)))
 install: install-model
-install-model: $(MODEL_FILE)
+install-model: $(INSTALL_MODEL_FILES)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
-	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
+	$(INSTALL_DATA) $(INSTALL_MODEL_FILES) '$(DESTDIR)$(datadir)/extension/llm/'
 
 # README's demo command: a throwaway server summarising 20 support tickets.
 demo:
@@ -143,5 +155,5 @@ endif
 bench:
 	bench/run $(BENCH_ARGS)
 
-.PHONY: model unit-test test install-model demo bench
+.PHONY: model unknown-model unit-test test install-model demo bench
 endif
