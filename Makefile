@@ -8,6 +8,8 @@
 #   make test            everything README.md's test command runs
 #   make demo            throwaway server + the tickets demo
 #   make bench           benchmarks (bench/run)
+#   make fuzz            libFuzzer targets under ASan+UBSan, FUZZ_SECONDS each
+#                        (fuzz/fuzz.mk, docs/FUZZING.md; not part of make test)
 #   make USE_CUDA=0      no CUDA backend even where nvcc exists (else, when
 #                        $(CUDA_HOME)/bin/nvcc exists: build/llm_cuda.so and
 #                        build/llm-parity, rules in kernels/cuda/cuda.mk)
@@ -17,6 +19,19 @@ MODULE_big  = llm
 DATA        = $(wildcard sql/llm--*.sql)
 PGFILEDESC  = "pg_llm - LLM inference inside PostgreSQL"
 OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
+
+# pg_regress suites, PGXS style: every sql/*.sql but the extension scripts,
+# setup first (it defines the helpers the others use), then in name order.
+# `make installcheck` runs them against the running server of PG_CONFIG,
+# which must have shared_preload_libraries = 'llm', the settings of
+# test/regress.conf and a model at llm.model (make install puts the default
+# one where llm.model's default points).  On a throwaway instance of an
+# installation the extension is installed in (no server needed):
+#   make installcheck EXTRA_REGRESS_OPTS="--temp-instance=/tmp/llm_check --temp-config=test/regress.conf"
+# test/run-regress does the same on this checkout's private copy of the
+# installation (test/private-pg) and never touches the system's.
+REGRESS      = setup $(sort $(filter-out setup llm--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=. --load-extension=llm --encoding=UTF8 --no-locale
 
 # The server was built with LLVM; our objects need no JIT bitcode.
 override with_llvm = no
@@ -107,6 +122,8 @@ model: $(MODEL_FILE)
 $(MODEL_FILE):
 	scripts/fetch-model.sh
 
+include fuzz/fuzz.mk
+
 unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
 	test/run-unit
 
@@ -118,8 +135,13 @@ test:
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
-# $(datadir)/extension/llm/ (the share directory of pg_config).
+# $(datadir)/extension/llm/ (the share directory of pg_config), fetching it
+# first if models/ lacks it; LLM_INSTALL_MODEL=no installs the extension
+# without it (a package built without network, see debian/README.source).
+LLM_INSTALL_MODEL ?= yes
+ifeq ($(LLM_INSTALL_MODEL),yes)
 install: install-model
+endif
 install-model: $(MODEL_FILE)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
 	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
