@@ -61,15 +61,25 @@ LlmTest::wait_idle($node, 'after LIMIT');
 cmp_ok($node->safe_psql('postgres', 'SELECT completion_tokens FROM llm_stat') - $completion0, '<', 1000,
 	'no generation beyond the window');
 
-# a cursor closed early: the same
-$node->safe_psql('postgres', q{
+# a cursor closed early: the same (the rows read ahead beyond the first
+# would generate 2000 tokens each, so they are still running at CLOSE)
+($aborted0, $completion0) = split /\|/,
+  $node->safe_psql('postgres', 'SELECT requests_aborted, completion_tokens FROM llm_stat');
+my $fetched = $node->safe_psql('postgres', q{
 BEGIN;
-DECLARE c CURSOR FOR SELECT llm_generate(body, max_tokens => 32, temperature => 0.7, seed => 7) FROM tickets;
+DECLARE c CURSOR FOR SELECT id, llm_generate(body, max_tokens => CASE WHEN id = 1 THEN 8 ELSE 2000 END,
+                                             temperature => 0.7, seed => 7) <> '' FROM tickets;
 FETCH 1 FROM c;
 CLOSE c;
 COMMIT;});
-ok(1, 'cursor fetched one row and closed');
+is($fetched, '1|t', 'cursor fetched the first row, with text');
+ok($node->poll_query_until('postgres', 'SELECT requests_running = 0 AND requests_waiting = 0 FROM llm_stat'),
+	'no request running after CLOSE');
+cmp_ok($node->safe_psql('postgres', 'SELECT requests_aborted FROM llm_stat') - $aborted0, '>=', 1,
+	'read-ahead requests of the closed cursor aborted');
 LlmTest::wait_idle($node, 'after closing a cursor');
+cmp_ok($node->safe_psql('postgres', 'SELECT completion_tokens FROM llm_stat') - $completion0, '<', 1000,
+	'no generation beyond the window after CLOSE');
 
 is($node->safe_psql('postgres', "SELECT count(llm_generate(body, max_tokens => 2) IS NOT NULL) FROM tickets WHERE id <= 4"),
 	'4', 'next statement works');
