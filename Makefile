@@ -159,7 +159,7 @@ install-cuda: build/llm_cuda.so
 .PHONY: install-cuda
 endif
 
-# Benchmarks of ../shared/BENCHMARKS.md against llama.cpp and a pgai-style
+# Benchmarks (docs/PERFORMANCE.md) against llama.cpp and a pgai-style
 # function (bench/run builds and installs what it needs; about 80 minutes at
 # full size; BENCH_ARGS e.g. "--only single,batch16 -r 5").
 bench:
