@@ -61,22 +61,33 @@ LlmTest::wait_idle($node, 'after LIMIT');
 cmp_ok($node->safe_psql('postgres', 'SELECT completion_tokens FROM llm_stat') - $completion0, '<', 1000,
 	'no generation beyond the window');
 
-# a cursor closed early: the same (the rows read ahead beyond the first
-# would generate 2000 tokens each, so they are still running at CLOSE)
+# a cursor closed early: the same, at CLOSE, not only at the end of the
+# transaction (the rows read ahead beyond the first would generate 2000
+# tokens each, so they are still running at CLOSE; the transaction then
+# sleeps, and nothing may run while it does)
 ($aborted0, $completion0) = split /\|/,
   $node->safe_psql('postgres', 'SELECT requests_aborted, completion_tokens FROM llm_stat');
-my $fetched = $node->safe_psql('postgres', q{
+my $cq = LlmTest::start_query($node, q{
 BEGIN;
 DECLARE c CURSOR FOR SELECT id, llm_generate(body, max_tokens => CASE WHEN id = 1 THEN 8 ELSE 2000 END,
                                              temperature => 0.7, seed => 7) <> '' FROM tickets;
 FETCH 1 FROM c;
 CLOSE c;
-COMMIT;});
-is($fetched, '1|t', 'cursor fetched the first row, with text');
+SELECT pg_sleep(60) /* cursor closed */;
+COMMIT;
+}, script => 1);
+my $sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%cursor closed */%' "
+  . "AND state = 'active' AND pid <> pg_backend_pid()";
+ok($node->poll_query_until('postgres', "$sleeping = 1"), 'cursor closed, its transaction still open');
 ok($node->poll_query_until('postgres', 'SELECT requests_running = 0 AND requests_waiting = 0 FROM llm_stat'),
 	'no request running after CLOSE');
+is($node->safe_psql('postgres', $sleeping), '1', '... while the transaction is still open');
 cmp_ok($node->safe_psql('postgres', 'SELECT requests_aborted FROM llm_stat') - $aborted0, '>=', 1,
 	'read-ahead requests of the closed cursor aborted');
+$node->safe_psql('postgres',
+	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%cursor closed */%' AND pid <> pg_backend_pid()");
+my ($fetched) = LlmTest::finish_query($cq);
+like($fetched, qr/^1\|t$/m, 'cursor fetched the first row, with text');
 LlmTest::wait_idle($node, 'after closing a cursor');
 cmp_ok($node->safe_psql('postgres', 'SELECT completion_tokens FROM llm_stat') - $completion0, '<', 1000,
 	'no generation beyond the window after CLOSE');
