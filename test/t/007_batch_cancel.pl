@@ -9,6 +9,7 @@ use lib $FindBin::RealBin;
 use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 my $node = LlmTest::new_node('batch', "llm.max_running_requests = 8\n");
 $node->safe_psql('postgres', q{
@@ -78,7 +79,14 @@ COMMIT;
 }, script => 1);
 my $sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%cursor closed */%' "
   . "AND state = 'active' AND pid <> pg_backend_pid()";
-ok($node->poll_query_until('postgres', "$sleeping = 1"), 'cursor closed, its transaction still open');
+my $closed = 0;
+for (1 .. 1500)
+{
+	$cq->{h}->pump_nb;			# feeds the script to psql
+	last if ($closed = $node->safe_psql('postgres', "SELECT ($sleeping) = 1") eq 't');
+	usleep(200_000);
+}
+ok($closed, 'cursor closed, its transaction still open');
 ok($node->poll_query_until('postgres', 'SELECT requests_running = 0 AND requests_waiting = 0 FROM llm_stat'),
 	'no request running after CLOSE');
 is($node->safe_psql('postgres', $sleeping), '1', '... while the transaction is still open');
