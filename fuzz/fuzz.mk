@@ -16,7 +16,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= gguf tokenizer protocol chat_template
 FUZZ_FLAGS   ?=
-FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -std=gnu11 \
+FUZZ_CFLAGS  := -g -O2 -fno-omit-frame-pointer -std=gnu11 \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -Isrc/engine -Ikernels -Isrc -Ifuzz
 
