@@ -580,7 +580,7 @@ agg_count_walker(Node *node, Split *s)
 	if (!IsA(node, Aggref))
 		return expression_tree_walker(node, agg_count_walker, s);
 	a = (Aggref *) node;
-	/* equal aggregates share one transition state, so one set of calls */
+	/* one aggregate (one aggno) met twice is one transition: one set of calls */
 	if (list_member(s->agg_from, a))
 		return false;
 	s->agg_from = lappend(s->agg_from, a);
