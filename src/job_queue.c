@@ -173,13 +173,21 @@ llm_job_internal_exec(const char *sql, int nargs, const Oid *types,
 
 /* ---------- the queue ---------- */
 
+/*
+ * The rows to claim are picked once, in a materialized CTE: as a subquery
+ * in FROM the planner may rescan it (the inner side of a nested loop), and
+ * each rescan skips the rows this statement already updated and takes the
+ * next ones past LIMIT, so more than $3 rows would be claimed.
+ */
 static const char claim_sql[] =
+"WITH c AS MATERIALIZED ("
+"  SELECT job_id, key FROM @.llm_job_queue "
+"  WHERE job_id = $1 AND (claimed_by IS NULL OR lease_until < pg_catalog.now()) "
+"  ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) "
 "UPDATE @.llm_job_queue q "
 "SET claimed_by = $2, lease_until = pg_catalog.now() + pg_catalog.make_interval(secs => $4), "
 "    attempts = q.attempts + 1 "
-"FROM (SELECT job_id, key FROM @.llm_job_queue "
-"      WHERE job_id = $1 AND (claimed_by IS NULL OR lease_until < pg_catalog.now()) "
-"      ORDER BY seq LIMIT $3 FOR UPDATE SKIP LOCKED) c "
+"FROM c "
 "WHERE q.job_id = c.job_id AND q.key = c.key "
 "RETURNING q.key, q.attempts";
 
@@ -196,6 +204,10 @@ llm_queue_claim(int64 job, int64 token, int n, LlmClaim *out, MemoryContext cxt)
 	values[3] = Float8GetDatum((double) llm_job_lease_s);
 	llm_job_internal_exec(claim_sql, 4, types, values, NULL, 0);
 	got = (int) SPI_processed;
+	/* out holds n: never write past it, whatever the statement returned */
+	if (SPI_processed > (uint64) n)
+		elog(ERROR, "llm: claimed " UINT64_FORMAT " rows of job " INT64_FORMAT ", asked for %d",
+			 SPI_processed, job, n);
 	for (int i = 0; i < got; i++)
 	{
 		bool		isnull;
