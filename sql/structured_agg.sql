@@ -15,12 +15,12 @@ INSERT INTO sa_tickets VALUES
   (7, 'The app logs me out every hour.');
 -- everything fits one chunk: one generation
 SELECT llm_stat_reset();
-SELECT llm_agg(body, 'List the products these tickets are about.' ORDER BY id) AS answer
+SELECT llm_agg(body, 'List the products these tickets are about.', '{"max_tokens": 24}' ORDER BY id) AS answer
 FROM sa_tickets;
 SELECT count(*) AS generations FROM llm_recent_requests() WHERE completion_tokens > 0;
--- chunks of 40 tokens: several first-level answers, then combined
+-- chunks of 50 tokens: several first-level answers, then combined
 SELECT llm_stat_reset();
-SELECT llm_agg(body, 'List the products these tickets are about.', '{"chunk_tokens": 40, "max_tokens": 12}' ORDER BY id)
+SELECT llm_agg(body, 'List the products these tickets are about.', '{"chunk_tokens": 50, "max_tokens": 12}' ORDER BY id)
        AS answer
 FROM sa_tickets;
 SELECT count(*) AS generations, count(*) FILTER (WHERE outcome = 'length') AS cut_at_max_tokens
@@ -40,13 +40,13 @@ SELECT try_sql($$SELECT llm_agg(body, 'Row ' || id) FROM sa_tickets$$) AS varyin
 SELECT try_sql($$SELECT llm_agg(body, 'x', '{"temprature": 1}') FROM sa_tickets$$) AS unknown_option;
 SELECT try_sql($$SELECT llm_agg(body, 'x', '{"max_tokens": "many"}') FROM sa_tickets$$) AS bad_value;
 SELECT try_sql($$SELECT llm_agg(body, 'x', '[1, 2]') FROM sa_tickets$$) AS not_an_object;
-SELECT try_sql($$SELECT llm_agg(body, 'x', '{"json_schema": {"type": "string"}}') FROM sa_tickets$$) AS grammar;
+SELECT try_sql($$SELECT llm_agg(body, 'x', '{"regex": "a+"}') FROM sa_tickets$$) AS grammar;
 SELECT try_sql($$SELECT llm_agg(body, 'x', '{"chunk_tokens": 20, "max_tokens": 64}') FROM sa_tickets$$) AS cannot_combine;
 SELECT try_sql($$SELECT llm_agg(body, 'x', '{"chunk_tokens": 0}') FROM sa_tickets$$) AS bad_chunk_tokens;
 SELECT try_sql($$SELECT llm_agg(body, 'x', '{"stop": ["a", 1]}') FROM sa_tickets$$) AS bad_stop;
 -- options by name reach the generations: max_tokens, stop
 SELECT length(llm_agg(body, 'Write a long story about these tickets.', '{"max_tokens": 3}')) < 40 AS max_tokens_applies
 FROM sa_tickets;
-SELECT llm_agg(body, 'Say hello.', '{"max_tokens": 20, "stop": ["l"]}') AS with_stop FROM sa_tickets;
+SELECT llm_agg(body, 'Say hello.', '{"max_tokens": 20, "stop": ["l"], "on_error": "null"}') AS with_stop FROM sa_tickets;
 DROP TABLE sa_tickets;
 SELECT wait_idle();

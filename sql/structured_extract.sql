@@ -36,7 +36,7 @@ ORDER BY id;
 -- an instruction and the other options
 SELECT jsonb_typeof(llm_extract('Order KS-478575 arrived broken.', '{"type": "object", "properties": {"order": {"type": "string", "pattern": "KS-[0-9]{6}"}}, "required": ["order"]}',
                    instruction => 'The order number starts with KS-.')) AS with_instruction;
-SELECT llm_extract('Meet me on the second of May 2024.', '{"type": "string", "format": "date"}') ~ '^\d{4}-\d{2}-\d{2}$'
+SELECT llm_extract('Meet me on the second of May 2024.', '{"type": "string", "format": "date"}') #>> '{}' ~ '^\d{4}-\d{2}-\d{2}$'
        AS date_format;
 SELECT jsonb_typeof(llm_extract('Any numbers here: 3, 5, 8?', '{"type": "array", "items": {"type": "integer"}, "maxItems": 4}',
                    temperature => 0.8, seed => 7)) AS sampled_array;
@@ -61,7 +61,7 @@ SET llm.enable_batch_scan = off;
 SELECT b.id, b.f IS NOT DISTINCT FROM llm_extract(t.body, s, max_tokens => 120) AS same_row_by_row
 FROM se_batched b JOIN se_tickets t USING (id), se_schema ORDER BY b.id;
 RESET llm.enable_batch_scan;
--- a per-row failure under on_error => 'null' in a batch: that row is NULL
+-- per-row failures under on_error => 'null' in a batch: NULL rows, one WARNING for the statement
 SELECT id, llm_extract(body, '{"type": "string", "minLength": 100}', max_tokens => 6, on_error => 'null') IS NULL AS is_null
 FROM se_tickets ORDER BY id;
 DROP TABLE se_tickets, se_schema, se_batched;
