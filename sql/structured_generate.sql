@@ -20,8 +20,9 @@ FROM (SELECT llm_generate('Reply with the word bugfix.', choices => ARRAY['bug',
 -- regex: the whole output matches
 SELECT out, out ~ '^[0-9]{3}-[0-9]{4}$' AS matches
 FROM (SELECT llm_generate('Make up a phone number.', regex => '[0-9]{3}-[0-9]{4}') AS out) s;
-SELECT out, out ~ '^(19|20)[0-9]{2}-[01][0-9]-[0-3][0-9]$' AS matches
-FROM (SELECT llm_generate('When did the Berlin wall fall? Give the date.', regex => '(19|20)\d{2}-[01]\d-[0-3]\d') AS out) s;
+SELECT out, out ~ '^(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$' AS matches
+FROM (SELECT llm_generate('When did the Berlin wall fall? Give the date.',
+                          regex => '(19|20)\d{2}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])') AS out) s;
 -- json_schema: compact JSON valid against the schema, keys in the (jsonb) order of properties
 SELECT out, out::jsonb ? 'city' AND out::jsonb ? 'population' AS has_keys,
        jsonb_typeof(out::jsonb -> 'population') AS population_type

@@ -8,14 +8,16 @@
  * planner hook looks for plan nodes that project llm_generate(text, ...)
  * calls evaluated for every row (top level of a target entry, or nested only
  * in plain function/operator/cast/row/array nodes: never inside CASE,
- * COALESCE, AND/OR, aggregates, sublinks, quals).  Each such node P is
- * split:
+ * COALESCE, AND/OR, aggregates, sublinks), or whose filter (a scan's, an
+ * inner join's) has conjuncts with such calls.  Each such node P is split:
  *
  *   P's target list             ->  P': the call-free parts and the call
- *                                        arguments, one column each
+ *                                        arguments, one column each; P
+ *                                        keeps its other conjuncts
  *   LLM Batch (CustomScan, above P'): the original target list, each
  *        batchable call replaced by a Var on the node's scan tuple
- *        [call results ..., P' columns ...]
+ *        [call results ..., P' columns ...], and the lifted conjuncts as
+ *        its qual over the same tuple (a row failing them is dropped)
  *
  * Batchable calls are those of the generation functions sql_args.h's
  * function table marks batchable (by C symbol; their argument count from
@@ -274,12 +276,99 @@ is_projecting_plan(Plan *plan)
 	}
 }
 
-/* Wrap plan in an LLM Batch node if its target list has batchable calls. */
+/*
+ * The qual lists of plan whose conjuncts the node may evaluate above it:
+ * a scan's filter, and both qual lists of an inner join.  An outer, semi or
+ * anti join's join qual decides which rows are null-extended or kept, so it
+ * stays where it is (row by row).
+ */
+static int
+liftable_quals(Plan *plan, List ***lists)
+{
+	int			n = 0;
+
+	switch (nodeTag(plan))
+	{
+		case T_SeqScan:
+		case T_SampleScan:
+		case T_IndexScan:
+		case T_IndexOnlyScan:
+		case T_BitmapHeapScan:
+		case T_TidScan:
+		case T_TidRangeScan:
+		case T_SubqueryScan:
+		case T_FunctionScan:
+		case T_TableFuncScan:
+		case T_ValuesScan:
+		case T_CteScan:
+		case T_NamedTuplestoreScan:
+		case T_WorkTableScan:
+			lists[n++] = &plan->qual;
+			break;
+		case T_NestLoop:
+		case T_MergeJoin:
+		case T_HashJoin:
+			if (((Join *) plan)->jointype == JOIN_INNER)
+			{
+				lists[n++] = &((Join *) plan)->joinqual;
+				lists[n++] = &plan->qual;
+			}
+			break;
+		default:
+			break;
+	}
+	return n;
+}
+
+/*
+ * Move the conjuncts of plan's liftable quals that contain batchable calls
+ * (in positions evaluated for every row) out of plan; returns them.  Every
+ * other conjunct stays in plan and filters first, so a cheap condition
+ * keeps rows from ever reaching a model call.  An inner join that lost a
+ * conjunct is no longer treated as inner-unique: its single-match shortcut
+ * would stop at the first inner row passing the remaining quals.
+ */
+static List *
+lift_quals(SplitContext *cxt, Plan *plan)
+{
+	List	  **lists[2];
+	int			n_lists = liftable_quals(plan, lists);
+	List	   *lifted = NIL;
+
+	for (int i = 0; i < n_lists; i++)
+	{
+		List	   *keep = NIL;
+		ListCell   *lc;
+
+		foreach(lc, *lists[i])
+		{
+			int			before = cxt->n_calls;
+
+			count_calls_walker((Node *) lfirst(lc), cxt);
+			if (cxt->n_calls > before)
+				lifted = lappend(lifted, lfirst(lc));
+			else
+				keep = lappend(keep, lfirst(lc));
+		}
+		*lists[i] = keep;
+	}
+	if (lifted != NIL && n_lists == 2)
+		((Join *) plan)->inner_unique = false;
+	return lifted;
+}
+
+/*
+ * Wrap plan in an LLM Batch node if its target list or its liftable quals
+ * have batchable calls.  Lifted conjuncts become the node's qual, over its
+ * scan tuple like its target list.
+ */
 static Plan *
 maybe_wrap(SplitContext *cxt, Plan *plan, int *next_node_id)
 {
 	CustomScan *cscan;
 	List	   *node_tlist = NIL;
+	List	   *node_qual = NIL;
+	List	   *lifted;
 	List	   *scan_tlist = NIL;
 	List	   *starts = NIL;
 	ListCell   *lc;
@@ -288,6 +377,7 @@ maybe_wrap(SplitContext *cxt, Plan *plan, int *next_node_id)
 	cxt->n_calls = 0;
 	foreach(lc, plan->targetlist)
 		count_calls_walker((Node *) ((TargetEntry *) lfirst(lc))->expr, cxt);
+	lifted = lift_quals(cxt, plan);
 	if (cxt->n_calls == 0)
 		return plan;
 
@@ -303,6 +393,8 @@ maybe_wrap(SplitContext *cxt, Plan *plan, int *next_node_id)
 		newte->expr = (Expr *) split_mutator((Node *) te->expr, cxt);
 		node_tlist = lappend(node_tlist, newte);
 	}
+	foreach(lc, lifted)
+		node_qual = lappend(node_qual, split_mutator((Node *) lfirst(lc), cxt));
 	Assert(cxt->next_call == cxt->n_calls);
 
 	/* scan tuple: [call results ..., P' columns ...] */
@@ -332,7 +424,7 @@ maybe_wrap(SplitContext *cxt, Plan *plan, int *next_node_id)
 	cscan->scan.plan.async_capable = false;
 	cscan->scan.plan.plan_node_id = (*next_node_id)++;
 	cscan->scan.plan.targetlist = node_tlist;
-	cscan->scan.plan.qual = NIL;
+	cscan->scan.plan.qual = node_qual;
 	cscan->scan.plan.lefttree = plan;
 	cscan->scan.plan.extParam = bms_copy(plan->extParam);
 	cscan->scan.plan.allParam = bms_copy(plan->allParam);
@@ -770,6 +862,8 @@ batch_exec(CustomScanState *node)
 	MemoryContext old;
 	int			n_scan = st->n_calls + st->n_child;
 
+next_row:
+	CHECK_FOR_INTERRUPTS();
 	/* the previous row's values were referenced by the returned slot until now */
 	if (st->emitted >= 0)
 	{
@@ -843,6 +937,12 @@ batch_exec(CustomScanState *node)
 		st->window++;
 
 	econtext->ecxt_scantuple = scan;
+	/* lifted conjuncts: a row that fails them is consumed, not returned */
+	if (node->ss.ps.qual != NULL && !ExecQual(node->ss.ps.qual, econtext))
+	{
+		InstrCountFiltered1(node, 1);
+		goto next_row;
+	}
 	if (node->ss.ps.ps_ProjInfo == NULL)
 		return scan;
 	return ExecProject(node->ss.ps.ps_ProjInfo);
