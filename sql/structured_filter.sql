@@ -83,7 +83,7 @@ SELECT try_sql($$SELECT id FROM sf_tickets WHERE llm_filter(body, NULL)$$) AS nu
 SELECT llm_stat_reset();
 SELECT llm_filter('x', 'Is it?', on_error => 'null', system => 'Answer carefully.') IS NOT NULL AS with_options;
 -- scoring generates nothing
-SELECT pg_temp.finished_requests(5) AS requests;
+SELECT pg_temp.finished_requests(1) AS requests;
 SELECT count(*) AS requests, sum(completion_tokens) AS completion_tokens FROM llm_recent_requests();
 DROP TABLE sf_tickets, sf_questions, sf_flags;
 RESET llm.batch_window;
