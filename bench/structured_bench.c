@@ -282,7 +282,11 @@ main(int argc, char **argv)
 			for (int side = 0; side < 3; side++)
 				printf(", \"%s_decode_tps\": %.2f, \"%s_tokens_last\": %lld, \"%s_length_last\": %d", names[side],
 					   med[side], names[side], (long long) last[side].tokens, names[side], last[side].n_length);
-			printf(", \"grammar_slowdown\": %.4f", 1.0 - med[1] / med[0]);
+			/* one side alone (--side) leaves the other at 0: no slowdown to report */
+			if (med[0] > 0 && med[1] > 0)
+				printf(", \"grammar_slowdown\": %.4f", 1.0 - med[1] / med[0]);
+			else
+				printf(", \"grammar_slowdown\": null");
 			for (int k = 0; k < 2; k++)
 				printf(", \"%s_masked_rows\": %lld, \"%s_mask_us_mean\": %.2f, \"%s_mask_us_p50\": %.2f, "
 					   "\"%s_mask_us_p99\": %.2f, \"%s_mask_cache_hits\": %llu, \"%s_mask_cache_misses\": %llu",
@@ -297,7 +301,8 @@ main(int argc, char **argv)
 			for (int side = 0; side < 3; side++)
 				printf("  %-8s decode %.1f tokens/s (last round: %lld tokens, %d finished by length)\n",
 					   names[side], med[side], (long long) last[side].tokens, last[side].n_length);
-			printf("  grammar slowdown %.1f%%\n", 100.0 * (1.0 - med[1] / med[0]));
+			if (med[0] > 0 && med[1] > 0)
+				printf("  grammar slowdown %.1f%%\n", 100.0 * (1.0 - med[1] / med[0]));
 			for (int k = 0; k < 2; k++)
 				printf("  %-8s masks: %lld rows, mean %.1f us, p50 %.1f us, p99 %.1f us; cache %llu hits, "
 					   "%llu misses\n", names[k + 1], (long long) gs[k].n_masked, gs[k].mask_us_mean,
