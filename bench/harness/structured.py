@@ -129,9 +129,9 @@ class SqlClassify:
 
     def sides(self, ctx):
         src = "(SELECT * FROM tickets ORDER BY id LIMIT %d) t" % self.rows_n
-        q_ours = ("CREATE TEMP TABLE c1 AS SELECT id, product, llm_classify(body, %s) AS label FROM %s"
+        q_ours = ("CREATE TABLE c1 AS SELECT id, product, llm_classify(body, %s) AS label FROM %s"
                   % (sql_array(PRODUCTS), src))
-        q_peer = ("CREATE TEMP TABLE c2 AS SELECT id, product, %s AS label FROM "
+        q_peer = ("CREATE TABLE c2 AS SELECT id, product, %s AS label FROM "
                   "(SELECT id, product, llm_generate(%s, max_tokens => 8) AS out FROM %s) g"
                   % (match_label_sql("out", PRODUCTS), classify_prompt_sql(PRODUCTS), src))
 
