@@ -653,8 +653,8 @@ llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 					LlmCall *call, LlmResult **refused)
 {
 	*refused = NULL;
-	if (map->fn->build != NULL)
-		return map->fn->build(map, args, nargs, call, refused);
+	if (map->fn->batch_build != NULL)
+		return map->fn->batch_build(map, args, nargs, call, refused);
 	if (nargs < 1 || args[0].isnull)
 		return false;
 	llm_call_read(map, args, nargs, call);
