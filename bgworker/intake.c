@@ -20,6 +20,9 @@ typedef struct WorkerRequest
 	int			slot;
 	uint64		client_id;		/* the backend's id */
 	uint64		engine_id;
+	Oid			role;			/* accounting tags of the request (protocol.h) */
+	Oid			database;
+	int32		n_tokens_out;	/* tokens generated so far (TEXT events) */
 } WorkerRequest;
 
 static MemoryContext intake_cxt;
@@ -84,12 +87,19 @@ submit(int slot, const llm_wire_msg *m)
 	char		err[1100];
 	llm_status	st;
 
+	llm_request req = m->request;
+
 	r = MemoryContextAlloc(intake_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = m->id;
 	r->engine_id = next_engine_id++;
+	r->role = m->role_id;
+	r->database = m->database_id;
+	r->n_tokens_out = 0;
+	/* fair share among sessions: every channel is one (scheduler.h) */
+	req.session = (uint64) slot + 1;
 	err[0] = '\0';
-	st = llm_engine_submit(engine, r->engine_id, &m->request, r, err, sizeof(err));
+	st = llm_engine_submit(engine, r->engine_id, &req, r, err, sizeof(err));
 	if (st != LLM_OK)
 	{
 		answer_error(slot, m->id, st, err);
@@ -168,6 +178,7 @@ abort_request(int slot, uint64 client_id)
 		{
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, NULL, r->n_tokens_out);
 			free_request(r);
 			llm_stats_note_aborted();
 			return;
@@ -233,6 +244,7 @@ intake_abort_slot(int slot)
 
 		if (engine)
 			llm_engine_abort(engine, r->engine_id);
+		llm_stats_note_usage(r->role, r->database, NULL, r->n_tokens_out);
 		llm_stats_note_aborted();
 		free_request(r);
 	}
@@ -252,6 +264,7 @@ intake_fail_all(int sqlstate, const char *message)
 
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
 			llm_stats_note_failed();
 			free_request(r);
@@ -276,6 +289,8 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 	switch (ev->kind)
 	{
 		case LLM_EVENT_TEXT:
+			if (ev->token_id >= 0)
+				r->n_tokens_out++;
 			if (ev->text_len > 0)
 			{
 				m.kind = LLM_WIRE_TEXT;
@@ -292,11 +307,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
 			llm_stats_note_finished(ev->finish_reason, &ev->usage);
+			llm_stats_note_usage(r->role, r->database, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
 			llm_stats_note_failed();
+			llm_stats_note_usage(r->role, r->database, &ev->usage, 0);
 			free_request(r);
 			break;
 	}

@@ -718,6 +718,7 @@ submit_call(BatchScanState *st, BatchRow *r, int j, TupleTableSlot *slot)
 	}
 	else
 	{
+		llm_call_set_batch(&call);
 		r->ids[j] = llm_submit(&call.req);
 		st->n_requests++;
 	}

@@ -25,6 +25,12 @@ valid_prompt_kind(uint32_t v)
 }
 
 static bool
+valid_priority(uint32_t v)
+{
+	return v < LLM_N_PRIORITIES;
+}
+
+static bool
 valid_finish(uint32_t v)
 {
 	return v <= LLM_FINISH_ERROR;
@@ -175,6 +181,9 @@ put_request(writer *w, const llm_request *r)
 	for (int i = 0; i < r->n_continuations && !w->bad; i++)
 		put_str(w, r->continuations[i], r->continuation_lens[i]);
 	put_ids(w, r->tokens, r->n_tokens);
+	if (!valid_priority(r->priority))
+		w->bad = true;
+	put_u32(w, r->priority);
 }
 
 size_t
@@ -190,6 +199,8 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 	{
 		case LLM_WIRE_SUBMIT:
 			put_request(&w, &m->request);
+			put_u32(&w, m->role_id);
+			put_u32(&w, m->database_id);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			put_str(&w, m->text, m->text_len);
@@ -435,7 +446,18 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->n_continuations = n_cont;
 	q->continuations = n_cont > 0 ? a->continuations : NULL;
 	q->continuation_lens = n_cont > 0 ? a->continuation_lens : NULL;
-	return get_ids(r, &q->tokens, &q->n_tokens);
+	if (!get_ids(r, &q->tokens, &q->n_tokens))
+		return false;
+	{
+		uint32_t	prio;
+
+		if (!get_u32(r, &prio))
+			return false;
+		if (!valid_priority(prio))
+			return fail(r, "unknown priority");
+		q->priority = (llm_priority) prio;
+	}
+	return true;
 }
 
 static bool
@@ -470,7 +492,8 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 		case LLM_WIRE_SUBMIT:
 			if (arrays == NULL)
 				return fail(r, "no room for a request's arrays");
-			return get_request(r, &m->request, arrays);
+			return get_request(r, &m->request, arrays) && get_u32(r, &m->role_id) &&
+				get_u32(r, &m->database_id);
 		case LLM_WIRE_TOKENIZE:
 			return get_str(r, &m->text, &m->text_len);
 		case LLM_WIRE_DETOKENIZE:

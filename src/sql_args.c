@@ -22,6 +22,7 @@
 #include "sql_args.h"
 #include "sql_result.h"
 #include "sqlstate.h"
+#include "stats.h"
 #include "utf8_text.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_generation_arguments);
@@ -38,6 +39,13 @@ static int	prefix_cache_isolation = LLM_PREFIX_ISOLATION_ROLE;
 
 /* llm.debug_poison_logits: test hook, poison this many logits rows after the next request */
 static int	debug_poison_logits = 0;
+
+/* llm.priority, llm.max_priority: llm_priority values (sql_args.h) */
+static int	session_priority = LLM_PRIORITY_INTERACTIVE;
+static int	max_priority = LLM_PRIORITY_INTERACTIVE;
+
+/* llm.max_tokens_per_minute: 0 = no limit */
+static int	max_tokens_per_minute = 0;
 
 /* ---------- the argument table ---------- */
 
@@ -120,6 +128,31 @@ apply_raw(const LlmArgDesc *arg, LlmCall *c, Datum v)
 	c->raw = DatumGetBool(v);
 }
 
+/* Refuse a class above llm.max_priority (a lower llm_priority value is a higher class). */
+static void
+check_ceiling(llm_priority p)
+{
+	if ((int) p < max_priority)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("priority '%s' is above llm.max_priority = '%s'",
+						llm_priority_name(p), llm_priority_name((llm_priority) max_priority)),
+				 errhint("A superuser can raise llm.max_priority for the role (ALTER ROLE ... SET llm.max_priority).")));
+}
+
+static void
+apply_priority(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	char	   *name = text_to_cstring(DatumGetTextPP(v));
+	llm_priority p;
+
+	if (!llm_priority_from_name(name, &p))
+		invalid_arg("priority must be 'interactive' or 'batch'");
+	check_ceiling(p);
+	c->req.priority = p;
+	c->explicit_priority = true;
+}
+
 static void
 apply_on_error(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
@@ -151,6 +184,7 @@ static const LlmArgDesc arg_table[] = {
 	{"system", TEXTOID, NULL, apply_system},
 	{"raw", BOOLOID, "false", apply_raw},
 	{"on_error", TEXTOID, "raise", apply_on_error},
+	{"priority", TEXTOID, NULL, apply_priority},
 };
 
 #define N_ARGS lengthof(arg_table)
@@ -380,11 +414,36 @@ check_options(const LlmCall *call)
 		ereport(ERROR, (errcode(llm_status_sqlstate(st)), errmsg("%s", err)));
 }
 
+/*
+ * Refuse the call while the current role has used llm.max_tokens_per_minute
+ * tokens in the last minute.
+ */
+static void
+check_quota(void)
+{
+	int64		used;
+
+	if (max_tokens_per_minute <= 0)
+		return;
+	used = llm_usage_recent_tokens(GetUserId());
+	if (used >= max_tokens_per_minute)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("token limit of role \"%s\" exceeded: %lld tokens in the last minute, "
+						"llm.max_tokens_per_minute = %d",
+						GetUserNameFromId(GetUserId(), true) ? GetUserNameFromId(GetUserId(), true) : "?",
+						(long long) used, max_tokens_per_minute),
+				 errhint("Retry later, or ask a superuser to raise llm.max_tokens_per_minute for the role.")));
+}
+
 void
 llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call)
 {
 	memset(call, 0, sizeof(*call));
 	llm_request_init(&call->req);
+	check_quota();
+	/* the session's class, never above the ceiling; a priority => argument overrides it below */
+	call->req.priority = (llm_priority) Max(session_priority, max_priority);
 	for (int r = 0; r < N_ARGS; r++)
 	{
 		int			pos = map->pos[r];
@@ -397,6 +456,13 @@ llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCal
 	call->req.params.cache_salt = prefix_cache_salt();
 	call->req.params.debug_poison_logits = debug_poison_logits;
 	check_options(call);
+}
+
+void
+llm_call_set_batch(LlmCall *call)
+{
+	if (!call->explicit_priority)
+		call->req.priority = LLM_PRIORITY_BATCH;
 }
 
 LlmResult *
@@ -473,6 +539,26 @@ pg_llm_generation_arguments(PG_FUNCTION_ARGS)
 
 /* ---------- settings ---------- */
 
+static const struct config_enum_entry priority_options[] = {
+	{"interactive", LLM_PRIORITY_INTERACTIVE, false},
+	{"batch", LLM_PRIORITY_BATCH, false},
+	{NULL, 0, false}
+};
+
+/* SET llm.priority above llm.max_priority is refused; from the role's or the file's defaults it counts as the ceiling. */
+static bool
+check_session_priority(int *newval, void **extra, GucSource source)
+{
+	if (source == PGC_S_SESSION && *newval < max_priority)
+	{
+		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
+		GUC_check_errdetail("llm.max_priority is '%s'; a superuser can raise it for the role.",
+							llm_priority_name((llm_priority) max_priority));
+		return false;
+	}
+	return true;
+}
+
 static const struct config_enum_entry prefix_isolation_options[] = {
 	{"none", LLM_PREFIX_ISOLATION_NONE, false},
 	{"role", LLM_PREFIX_ISOLATION_ROLE, false},
@@ -492,6 +578,34 @@ llm_sql_args_define_gucs(void)
 							 prefix_isolation_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("llm.priority",
+							 "Scheduling class of this session's single calls: interactive or batch.",
+							 "Batch sites (the LLM Batch node, llm_generate(text[])) are batch anyway; "
+							 "a priority => argument overrides both.  Never above llm.max_priority.",
+							 &session_priority,
+							 LLM_PRIORITY_INTERACTIVE,
+							 priority_options,
+							 PGC_USERSET, 0,
+							 check_session_priority, NULL, NULL);
+
+	DefineCustomEnumVariable("llm.max_priority",
+							 "Highest scheduling class this session's calls may have.",
+							 "Set per role by a superuser (ALTER ROLE ... SET llm.max_priority = 'batch') "
+							 "to keep a role's calls out of the interactive class.",
+							 &max_priority,
+							 LLM_PRIORITY_INTERACTIVE,
+							 priority_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("llm.max_tokens_per_minute",
+							"Tokens (prompt + completion) the current role's requests may use per minute; 0 = no limit.",
+							"Set per role by a superuser (ALTER ROLE ... SET); a call over it fails with SQLSTATE 53400.",
+							&max_tokens_per_minute,
+							0, 0, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("llm.debug_poison_logits",
 							"Developer option: make the logits of the next N rows non-finite after this session's next generation request.",
