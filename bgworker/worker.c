@@ -206,6 +206,8 @@ reload_config(void)
 	cxt = current_config(&now);
 	if (engine != NULL && llm_engine_config_equal(&now, &loaded))
 	{
+		/* back to the configuration being served: a refused change is no longer pending */
+		set_model_warning("");
 		MemoryContextDelete(cxt);
 		return;
 	}

@@ -49,10 +49,13 @@ typedef struct llm_engine_config
 
 	/*
 	 * Scheduling between classes and sessions (scheduler.h): running slots
-	 * batch requests leave free for interactive ones (>= 0, below
-	 * max_running; default 4); the step's total tokens while an interactive
-	 * request is in it, batch work filling up to it (>= 0, 0 = no cap;
-	 * default 16); prefill tokens per step of a class once at least
+	 * batch requests leave free for interactive ones (>= 0, at most
+	 * max_running - 1; default -1 = automatic: max_running / 16, at least
+	 * 1, i.e. 4 of the default 64); the step's total tokens while an
+	 * interactive request is in it, batch work filling up to it (> 0; 0 =
+	 * no cap; default -1 = automatic: what takes at most twice the time of
+	 * the interactive work alone, by a model of step time fitted to the
+	 * steps run, scheduler.h); prefill tokens per step of a class once at least
 	 * prefill_cap_decodes of its sequences decode (>= 0, 0 = no cap;
 	 * default 0; prefill_cap_decodes >= 1, default 16).
 	 */
@@ -63,8 +66,8 @@ typedef struct llm_engine_config
 	/*
 	 * Speculative decoding by prompt lookup (spec_lookup.h): up to
 	 * spec_tokens draft tokens per sequence and step (>= 0, 0 = off;
-	 * default 4), only while at most spec_max_batch requests are live
-	 * (>= 1; default 4).
+	 * default 4), only while at most spec_max_batch sequences run (>= 1;
+	 * default 4).
 	 */
 	int			spec_tokens;
 	int			spec_max_batch;

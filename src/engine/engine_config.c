@@ -16,8 +16,6 @@
 #define DEFAULT_MAX_BATCHED_TOKENS	512
 #define DEFAULT_MAX_RUNNING			64
 #define AUTO_KV_CAP_BYTES			((int64_t) 1 << 30)
-#define DEFAULT_RESERVED_INTERACTIVE	4
-#define DEFAULT_INTERACTIVE_STEP_TOKENS	16
 #define DEFAULT_PREFILL_CAP_DECODES	16
 #define DEFAULT_SPEC_TOKENS			4
 #define DEFAULT_SPEC_MAX_BATCH		4
@@ -37,8 +35,8 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS;
 	c->max_running = DEFAULT_MAX_RUNNING;
 	c->prefix_caching = true;
-	c->reserved_interactive = DEFAULT_RESERVED_INTERACTIVE;
-	c->interactive_step_tokens = DEFAULT_INTERACTIVE_STEP_TOKENS;
+	c->reserved_interactive = -1;	/* auto */
+	c->interactive_step_tokens = -1;	/* from the step-time model */
 	c->prefill_cap = 0;
 	c->prefill_cap_decodes = DEFAULT_PREFILL_CAP_DECODES;
 	c->spec_tokens = DEFAULT_SPEC_TOKENS;
@@ -89,11 +87,10 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
 	else if (c->max_running < 1)
 		snprintf(err, errlen, "max_running must be at least 1, not %d", c->max_running);
-	else if (c->reserved_interactive < 0 || c->reserved_interactive >= c->max_running)
-		snprintf(err, errlen, "reserved_interactive must be in [0, max_running - 1 = %d], not %d",
-				 c->max_running - 1, c->reserved_interactive);
-	else if (c->interactive_step_tokens < 0)
-		snprintf(err, errlen, "interactive_step_tokens must be >= 0 (0 = no cap), not %d",
+	else if (c->reserved_interactive < -1)
+		snprintf(err, errlen, "reserved_interactive must be >= 0 (-1 = automatic), not %d", c->reserved_interactive);
+	else if (c->interactive_step_tokens < -1)
+		snprintf(err, errlen, "interactive_step_tokens must be >= -1 (-1 = automatic, 0 = no cap), not %d",
 				 c->interactive_step_tokens);
 	else if (c->prefill_cap < 0)
 		snprintf(err, errlen, "prefill_cap must be >= 0 (0 = no cap), not %d", c->prefill_cap);
@@ -153,6 +150,11 @@ engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const ll
 
 	if (c->device == NULL || strcmp(c->device, "auto") == 0)
 		c->device = b->ops->name;
+	/* automatic: one slot per 16, at least one; batch requests always keep one */
+	if (c->reserved_interactive < 0)
+		c->reserved_interactive = c->max_running >= 2 ? (c->max_running / 16 > 1 ? c->max_running / 16 : 1) : 0;
+	if (c->reserved_interactive > c->max_running - 1)
+		c->reserved_interactive = c->max_running - 1;
 	/* what the backend runs: all CPUs for 0, 1 on a GPU */
 	c->n_threads = b->n_threads;
 	if (c->n_ctx == 0)

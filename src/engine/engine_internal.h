@@ -154,6 +154,12 @@ struct llm_engine
 				cap_d_tables,
 				cap_d_out;
 	int			poison_logits;	/* test hook: rows left to poison (set by engine.c) */
+	/* the step-time model (scheduler.h llm_sched_set_step_cost): moving moments of (tokens, ms) */
+	double		cost_n,
+				cost_t,
+				cost_nn,
+				cost_nt;
+	int64_t		cost_steps;
 	live_request **drafted;		/* [cfg.spec_max_batch] requests given drafts this step */
 	int32_t		n_drafted;
 	char		notes[256];		/* engine.c: llm_engine_notes */
@@ -177,6 +183,8 @@ int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
  * Fill c's 0 = auto values from the loaded model and backend: n_ctx (the
  * model's), n_threads (the backend's count, whatever was asked: all CPUs
  * for 0, 1 on a GPU), device (the backend's name for "auto"),
+ * reserved_interactive (-1: max_running / 16, at least 1; never more than
+ * max_running - 1),
  * kv_cache_bytes (enough for max_running full contexts, capped at 1 GiB),
  * rounded down to whole blocks of block_bytes.  0, or -1 + err when the
  * result is unusable (context < 2, fewer than 2 blocks, a budget over

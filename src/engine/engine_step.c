@@ -9,7 +9,7 @@
  * test hooks that run one hand-made prefill through the same path.
  *
  * Speculative decoding: before planning, while at most spec_max_batch
- * requests are live, each decoding GENERATE request may get draft tokens
+ * sequences run, each decoding GENERATE request may get draft tokens
  * (spec_lookup.h) that the plan computes as extra rows of its sequence.
  * Its rows are then taken in order exactly as plain decoding takes one
  * row per step: the logits processors see the tokens accepted so far, the
@@ -278,9 +278,9 @@ generate_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *
 }
 
 /*
- * Draft tokens for the step, while at most spec_max_batch requests are
- * live: for each GENERATE request whose sequence is decoding, a proposal
- * that leaves room for the token after it within max_len.
+ * Draft tokens for the step, while at most spec_max_batch sequences run:
+ * for each GENERATE request whose sequence is decoding, a proposal that
+ * leaves room for the token after it within max_len.
  */
 static void
 propose_drafts(llm_engine *e)
@@ -289,7 +289,7 @@ propose_drafts(llm_engine *e)
 	live_request *r;
 
 	e->n_drafted = 0;
-	if (e->cfg.spec_tokens == 0 || e->n_live > e->cfg.spec_max_batch)
+	if (e->cfg.spec_tokens == 0 || llm_sched_n_running(e->sched) > e->cfg.spec_max_batch)
 		return;
 	while ((r = engine_next_live(e, &pos)) != NULL && e->n_drafted < e->cfg.spec_max_batch)
 	{
@@ -368,6 +368,39 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 	}
 }
 
+/*
+ * One step's forward of n tokens took ms: update the moving least-squares
+ * fit ms = fixed + per_token * n (exponential weights, 1/32 per step) and
+ * hand it to the scheduler once the steps have varied enough to fit it.
+ */
+static void
+note_step_time(llm_engine *e, int32_t n, double ms)
+{
+	const double w = 1.0 / 32;
+	double		var;
+
+	if (e->cost_steps++ == 0)
+	{
+		e->cost_n = n;
+		e->cost_t = ms;
+		e->cost_nn = (double) n * n;
+		e->cost_nt = (double) n * ms;
+		return;
+	}
+	e->cost_n += w * (n - e->cost_n);
+	e->cost_t += w * (ms - e->cost_t);
+	e->cost_nn += w * ((double) n * n - e->cost_nn);
+	e->cost_nt += w * ((double) n * ms - e->cost_nt);
+	var = e->cost_nn - e->cost_n * e->cost_n;
+	if (var > 1.0)
+	{
+		double		per_token = (e->cost_nt - e->cost_n * e->cost_t) / var;
+
+		if (per_token > 0)
+			llm_sched_set_step_cost(e->sched, e->cost_t - per_token * e->cost_n, per_token);
+	}
+}
+
 static llm_status
 run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 {
@@ -413,6 +446,7 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	llm_sched_commit(e->sched, p);
 	/* the forward's time, shared among the requests by their token rows */
 	dt = engine_now_ms() - t0;
+	note_step_time(e, p->n_tokens, dt);
 	for (int32_t i = 0; i < p->n_entries; i++)
 		((live_request *) p->entries[i].seq->owner)->busy_ms += dt * p->entries[i].n / p->n_tokens;
 

@@ -42,6 +42,8 @@ struct llm_sched
 	llm_seq   **order;			/* the plan's service order of running */
 	int32_t		cap_order;
 	uint64_t	step;
+	double		cost_fixed_ms;	/* llm_sched_set_step_cost */
+	double		cost_per_token_ms;
 	uint64_t	next_arrival;
 	int64_t		n_preemptions;
 	int64_t		prefix_query_tokens;
@@ -741,6 +743,30 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 	return 0;
 }
 
+void
+llm_sched_set_step_cost(llm_sched *s, double fixed_ms, double per_token_ms)
+{
+	s->cost_fixed_ms = fixed_ms > 0 ? fixed_ms : 0;
+	s->cost_per_token_ms = per_token_ms;
+}
+
+/* The step's total tokens while earlier classes have t tokens in it (shared_step_tokens). */
+static int32_t
+step_cap(const llm_sched *s, int32_t t)
+{
+	double		extra;
+
+	if (s->cfg.shared_step_tokens > 0)
+		return s->cfg.shared_step_tokens;
+	if (s->cost_per_token_ms <= 0)
+		return t + 3;
+	/* fixed + per_token * total <= 2 (fixed + per_token * t) */
+	extra = s->cost_fixed_ms / s->cost_per_token_ms + t;
+	if (extra < 1)
+		extra = 1;
+	return extra > s->cfg.max_batched_tokens ? s->cfg.max_batched_tokens : t + (int32_t) extra;
+}
+
 int
 llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 {
@@ -779,9 +805,9 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 
 		if (s->n_class[c] == 0)
 			continue;
-		if (c > 0 && p->n_tokens > 0 && s->cfg.shared_step_tokens > 0)
+		if (c > 0 && p->n_tokens > 0 && s->cfg.shared_step_tokens != 0)
 		{
-			int32_t		rest = s->cfg.shared_step_tokens - p->n_tokens;
+			int32_t		rest = step_cap(s, p->n_tokens) - p->n_tokens;
 
 			cp.left = rest < 0 ? 0 : (rest < budget ? rest : budget);
 		}

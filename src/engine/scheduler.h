@@ -20,9 +20,13 @@
  *      first class that finds no slot, or no free block, preempts a running
  *      sequence of a later class instead of waiting.
  * While the step holds work of an earlier class, the later classes together
- * get only what is left of shared_step_tokens (the step's total; 0 = no
- * cap): a step carrying an interactive request stays about as short as
- * that request alone would make it.  A newly active flow starts at the
+ * get only what is left of a cap on the step's total tokens, so a step
+ * carrying an interactive request stays about as short as that request
+ * alone would make it: shared_step_tokens when > 0 (0 = no cap); when -1,
+ * from the step-time model the owner keeps current (llm_sched_set_step_cost:
+ * a step of n tokens takes fixed + per_token * n), the total that takes at
+ * most twice the time of the earlier classes' t tokens alone:
+ * 2 t + fixed / per_token (at least t + 1; t + 3 while there is no model).  A newly active flow starts at the
  * least service of its class's active flows, so coming back after a pause
  * earns no burst.  With every sequence in one class and one session the
  * plan is the FIFO one.
@@ -189,7 +193,7 @@ typedef struct llm_sched_config
 	bool		prefix_caching;
 	/* the policies above; 0 = off for each */
 	int32_t		reserved_running;	/* slots classes after the first leave free */
-	int32_t		shared_step_tokens; /* step total while an earlier class has work in it */
+	int32_t		shared_step_tokens; /* step total while an earlier class has work in it; -1 = from the cost model */
 	int32_t		prefill_cap;	/* prefill tokens per step of a class with many decodes */
 	int32_t		prefill_cap_decodes;	/* ... from this many decoding sequences on */
 } llm_sched_config;
@@ -201,6 +205,12 @@ void		llm_sched_destroy(llm_sched *s);
 int			llm_sched_add(llm_sched *s, llm_seq *seq);
 /* Remove seq wherever it is and release its blocks. */
 void		llm_sched_remove(llm_sched *s, llm_seq *seq);
+
+/*
+ * The step-time model shared_step_tokens -1 uses: a step of n tokens takes
+ * about fixed_ms + per_token_ms * n (per_token_ms <= 0: no model).
+ */
+void		llm_sched_set_step_cost(llm_sched *s, double fixed_ms, double per_token_ms);
 
 /* Plan one step; the plan stays valid until the next call. Returns 0 or -1 (OOM). */
 int			llm_sched_plan_step(llm_sched *s, llm_sched_plan **plan);

@@ -315,6 +315,68 @@ test_interactive_next_step(void)
 }
 
 /*
+ * The automatic cap: from the step-time model, the total of a step holding
+ * interactive work takes at most twice the time of that work alone
+ * (fixed 6 ms + 2 ms per token: t interactive tokens allow 2 t + 3 in all);
+ * without a model, t + 3.
+ */
+static void
+test_step_cost_cap(void)
+{
+	for (int model = 0; model < 2; model++)
+	{
+		world		w;
+		llm_sched_config cfg = {.max_batched_tokens = 64, .max_running = 40, .prefix_caching = true,
+		.reserved_running = 2, .shared_step_tokens = -1};
+		int			worst = 0;
+
+		world_init(&w, 1024, 4, cfg, 31);
+		if (model)
+			llm_sched_set_step_cost(w.s, 6.0, 2.0);
+		for (int i = 0; i < 30; i++)
+			add_sim(&w, i, 5, 40, 1, 1);
+		for (int k = 0; k < 10; k++)
+			world_step(&w, false, 0);
+		add_sim(&w, 30, 6, 8, 0, 9);
+		while (!w.sims[30].done && w.step < 200 && !w.bad)
+		{
+			llm_sched_plan *p;
+			int			t = 0;
+
+			/* plan by hand to see each step's interactive tokens */
+			if (llm_sched_plan_step(w.s, &p) != 0)
+				break;
+			for (int i = 0; i < p->n_entries; i++)
+				if (p->entries[i].seq->priority == 0)
+					t += p->entries[i].n;
+			if (t > 0 && p->n_tokens - (model ? 2 * t + 3 : t + 3) > worst)
+				worst = p->n_tokens - (model ? 2 * t + 3 : t + 3);
+			llm_sched_commit(w.s, p);
+			for (int i = 0; i < p->n_entries; i++)
+			{
+				llm_sched_entry *e = &p->entries[i];
+				sim		   *x = e->seq->owner;
+
+				if (!e->sample)
+					continue;
+				llm_seq_append(&x->seq, 7 * (x->n_new + 1) + 1);
+				if (++x->n_new == x->max_new)
+				{
+					llm_sched_remove(w.s, &x->seq);
+					x->done = true;
+					w.live--;
+				}
+			}
+			w.step++;
+		}
+		CHECK(w.sims[30].done && worst <= 0, "%s: steps holding interactive work stay within the cap (excess %d)",
+			  model ? "cost model 6 + 2 n ms: 2 t + 3" : "no model: t + 3", worst);
+		world_run(&w, 5000, false, 0);
+		CHECK(world_end(&w), "%s: all complete", model ? "cost model" : "no model");
+	}
+}
+
+/*
  * KV pressure: batch sequences fill a small pool; interactive ones arriving
  * then take blocks by preempting batch ones (class first), and are never
  * preempted themselves.
@@ -518,6 +580,7 @@ main(void)
 {
 	test_two_bulk_sessions();
 	test_interactive_next_step();
+	test_step_cost_cap();
 	test_class_preemption();
 	test_new_flow_no_burst();
 	test_prefill_cap();
