@@ -22,6 +22,7 @@ typedef struct WorkerRequest
 	uint64		engine_id;
 	Oid			role;			/* accounting tags of the request (protocol.h) */
 	Oid			database;
+	llm_priority priority;		/* the request's class, counted in llm_usage */
 	int32		n_tokens_out;	/* tokens generated so far (TEXT events) */
 } WorkerRequest;
 
@@ -95,6 +96,7 @@ submit(int slot, const llm_wire_msg *m)
 	r->engine_id = next_engine_id++;
 	r->role = m->role_id;
 	r->database = m->database_id;
+	r->priority = m->request.priority;
 	r->n_tokens_out = 0;
 	/* fair share among sessions: every channel is one (scheduler.h) */
 	req.session = (uint64) slot + 1;
@@ -178,7 +180,7 @@ abort_request(int slot, uint64 client_id)
 		{
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
-			llm_stats_note_usage(r->role, r->database, NULL, r->n_tokens_out);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			free_request(r);
 			llm_stats_note_aborted();
 			return;
@@ -244,7 +246,7 @@ intake_abort_slot(int slot)
 
 		if (engine)
 			llm_engine_abort(engine, r->engine_id);
-		llm_stats_note_usage(r->role, r->database, NULL, r->n_tokens_out);
+		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 		llm_stats_note_aborted();
 		free_request(r);
 	}
@@ -264,7 +266,7 @@ intake_fail_all(int sqlstate, const char *message)
 
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
-			llm_stats_note_usage(r->role, r->database, NULL, r->n_tokens_out);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
 			llm_stats_note_failed();
 			free_request(r);
@@ -307,13 +309,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
 			llm_stats_note_finished(ev->finish_reason, &ev->usage);
-			llm_stats_note_usage(r->role, r->database, &ev->usage, 0);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
 			llm_stats_note_failed();
-			llm_stats_note_usage(r->role, r->database, &ev->usage, 0);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 	}

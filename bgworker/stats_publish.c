@@ -41,6 +41,7 @@ typedef struct UsageDelta
 	int64		cached_tokens;
 	int64		completion_tokens;
 	double		busy_ms;
+	int64		class_requests[LLM_N_PRIORITIES];
 } UsageDelta;
 
 #define PENDING_USAGE 64
@@ -128,6 +129,8 @@ append_usage_locked(void)
 		u->cached_tokens += d->cached_tokens;
 		u->completion_tokens += d->completion_tokens;
 		u->busy_ms += d->busy_ms;
+		for (int c = 0; c < LLM_N_PRIORITIES; c++)
+			u->class_requests[c] += d->class_requests[c];
 		u->last_noted = now;
 		if (u->second[b] != sec)
 		{
@@ -140,7 +143,8 @@ append_usage_locked(void)
 }
 
 void
-llm_stats_note_usage(Oid role, Oid database, const llm_usage *usage, int32 completion_tokens)
+llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_usage *usage,
+					 int32 completion_tokens)
 {
 	UsageDelta *d = NULL;
 
@@ -161,6 +165,8 @@ llm_stats_note_usage(Oid role, Oid database, const llm_usage *usage, int32 compl
 		d->database = database;
 	}
 	d->requests++;
+	if ((unsigned) priority < LLM_N_PRIORITIES)
+		d->class_requests[priority]++;
 	if (usage)
 	{
 		d->prompt_tokens += usage->prompt_tokens;

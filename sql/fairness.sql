@@ -61,8 +61,61 @@ $$;
 SELECT wait_usage('regress_fair_user', 1);
 SELECT role, database = current_database() AS this_database, requests, prompt_tokens > 0 AS prompt,
        completion_tokens BETWEEN 1 AND 4 AS completion, cached_tokens <= prompt_tokens AS cached,
-       busy_ms > 0 AS busy, tokens_last_minute = prompt_tokens + completion_tokens AS last_minute
+       busy_ms > 0 AS busy, tokens_last_minute = prompt_tokens + completion_tokens AS last_minute,
+       interactive_requests, batch_requests
 FROM llm_usage WHERE role = 'regress_fair_user';
+-- the class each call reaches the worker with, counted per role: one role per case
+CREATE TABLE fair_rows AS SELECT g FROM generate_series(1, 3) g;
+-- class_of(q, n): run q as a new role, wait for its n requests to be accounted, show their classes
+CREATE FUNCTION class_of(q text, n bigint, ceiling text DEFAULT NULL, session_class text DEFAULT NULL) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	res text;
+BEGIN
+	CREATE ROLE regress_fair_cls IN ROLE llm_user;
+	GRANT SELECT ON fair_rows TO regress_fair_cls;
+	IF ceiling IS NOT NULL THEN
+		PERFORM set_config('llm.max_priority', ceiling, true);
+	END IF;
+	IF session_class IS NOT NULL THEN
+		PERFORM set_config('llm.priority', session_class, true);
+	END IF;
+	SET LOCAL ROLE regress_fair_cls;
+	EXECUTE q;
+	RESET ROLE;
+	PERFORM set_config('llm.max_priority', 'interactive', true);
+	PERFORM set_config('llm.priority', 'interactive', true);
+	FOR i IN 1..100 LOOP
+		SELECT interactive_requests || ' interactive, ' || batch_requests || ' batch'
+		  INTO res FROM llm_usage WHERE role = 'regress_fair_cls' AND requests >= n;
+		EXIT WHEN res IS NOT NULL;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+	REVOKE SELECT ON fair_rows FROM regress_fair_cls;
+	DROP ROLE regress_fair_cls;
+	RETURN res;
+END
+$$;
+SELECT q, class_of(q, n) FROM (VALUES
+  ($$SELECT llm_generate('Say yes.', max_tokens => 1)$$, 1),
+  ($$SELECT llm_generate('Say yes.', max_tokens => 1, priority => 'batch')$$, 1),
+  ($$SELECT llm_generate(ARRAY['Say yes.', 'Say no.'], max_tokens => 1)$$, 2),
+  ($$SELECT llm_generate(ARRAY['Say yes.', 'Say no.'], max_tokens => 1, priority => 'interactive')$$, 2),
+  ($$SELECT g, llm_generate('Row ' || g, max_tokens => 1) FROM fair_rows$$, 3),
+  ($$SELECT g, llm_generate('Row ' || g, max_tokens => 1, priority => 'interactive') FROM fair_rows$$, 3)
+) AS t(q, n);
+-- the session's class, llm.priority: a call may raise itself above it under the default ceiling
+SELECT class_of($$SELECT llm_generate('Say yes.', max_tokens => 1)$$, 1, NULL, 'batch') AS batch_session,
+       class_of($$SELECT llm_generate('Say yes.', max_tokens => 1, priority => 'interactive')$$, 1, NULL, 'batch')
+         AS raised_call;
+-- the node the rows above ran through
+EXPLAIN (COSTS OFF) SELECT g, llm_generate('Row ' || g, max_tokens => 1) FROM fair_rows;
+-- under a ceiling of batch every call is batch, and raising is refused
+SELECT class_of($$SELECT llm_generate('Say yes.', max_tokens => 1)$$, 1, 'batch') AS default_under_ceiling,
+       class_of($$SELECT llm_generate('Say yes.', max_tokens => 1, priority => 'batch')$$, 1, 'batch') AS batch_under_ceiling;
+SELECT try_sql($$SELECT class_of($q$SELECT llm_generate('Say yes.', max_tokens => 1, priority => 'interactive')$q$, 1, 'batch')$$)
+  AS raise_under_ceiling;
+DROP FUNCTION class_of(text, bigint, text, text);
+DROP TABLE fair_rows;
 -- the quota: a call is refused once the role used the tokens of a minute
 SET llm.max_tokens_per_minute = 1;
 SET ROLE regress_fair_user;

@@ -2,8 +2,9 @@
 
 \echo Use "ALTER EXTENSION llm UPDATE TO '0.3'" to load this file. \quit
 
--- priorities, fair share and quotas
+-- fairness
 --
+-- Priorities, fair share and quotas.
 -- Every generation function gains priority => 'interactive' | 'batch'
 -- (NULL: the session's class, llm.priority; batch sites are batch), appended
 -- in place (llm_widen_function keeps each function's OID).  llm_usage: the
@@ -105,7 +106,7 @@ SELECT llm_widen_function(
 -- engine's compute time shared among the requests of each step by their
 -- token rows), tokens_last_minute (prompt + completion tokens of the
 -- requests that ended in the last 60 s, what llm.max_tokens_per_minute is
--- checked against).
+-- checked against), and the requests of each scheduling class.
 CREATE FUNCTION llm_usage(
 	OUT role_oid oid,
 	OUT database_oid oid,
@@ -114,17 +115,19 @@ CREATE FUNCTION llm_usage(
 	OUT cached_tokens bigint,
 	OUT completion_tokens bigint,
 	OUT busy_ms float8,
-	OUT tokens_last_minute bigint)
+	OUT tokens_last_minute bigint,
+	OUT interactive_requests bigint,
+	OUT batch_requests bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'pg_llm_usage'
 LANGUAGE C VOLATILE PARALLEL SAFE ROWS 128;
 
 COMMENT ON FUNCTION llm_usage() IS
-'Token usage per (role, database) from the llm worker''s shared memory: requests, prompt/cached/completion tokens, compute time (ms), tokens of the last minute. Reset by llm_stat_reset() (except the last minute).';
+'Token usage per (role, database) from the llm worker''s shared memory: requests, prompt/cached/completion tokens, compute time (ms), tokens of the last minute, requests per scheduling class. Reset by llm_stat_reset() (except the last minute).';
 
 CREATE VIEW llm_usage AS
 	SELECT r.rolname AS role, d.datname AS database, u.requests, u.prompt_tokens, u.cached_tokens,
-		   u.completion_tokens, u.busy_ms, u.tokens_last_minute
+		   u.completion_tokens, u.busy_ms, u.tokens_last_minute, u.interactive_requests, u.batch_requests
 	FROM llm_usage() u
 	LEFT JOIN pg_roles r ON r.oid = u.role_oid
 	LEFT JOIN pg_database d ON d.oid = u.database_oid;
@@ -135,3 +138,4 @@ REVOKE ALL ON FUNCTION llm_usage() FROM PUBLIC;
 REVOKE ALL ON llm_usage FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION llm_usage() TO llm_user, pg_monitor;
 GRANT SELECT ON llm_usage TO llm_user, pg_monitor;
+-- end of fairness

@@ -131,13 +131,13 @@ SET ROLE regress_llm_revoked;
 SELECT try_sql('EXECUTE priv_batched') AS batched, try_sql('EXECUTE priv_unbatched') AS unbatched;
 SELECT try_sql('SELECT priv_cached()') AS cached_plan;
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)
+GRANT EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text)
   TO regress_llm_revoked;
 SET ROLE regress_llm_revoked;
 EXECUTE priv_batched;
 SELECT priv_cached();
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)
+REVOKE EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text)
   FROM regress_llm_revoked;
 SET ROLE regress_llm_revoked;
 SELECT * FROM priv_try('EXECUTE priv_batched');

@@ -174,6 +174,7 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 
 		u->requests = u->prompt_tokens = u->cached_tokens = u->completion_tokens = 0;
 		u->busy_ms = 0;
+		memset(u->class_requests, 0, sizeof(u->class_requests));
 	}
 	llm_shared->recent.written = 0;
 	s->reset_time = GetCurrentTimestamp();
@@ -325,12 +326,13 @@ llm_usage_recent_tokens(Oid role)
 	return sum;
 }
 
-#define LLM_USAGE_COLS 8
+#define LLM_USAGE_COLS 10
 
 /*
  * llm_usage() -> setof (role_oid oid, database_oid oid, requests bigint,
  * prompt_tokens bigint, cached_tokens bigint, completion_tokens bigint,
- * busy_ms float8, tokens_last_minute bigint): one row per (role, database)
+ * busy_ms float8, tokens_last_minute bigint, interactive_requests bigint,
+ * batch_requests bigint): one row per (role, database)
  * the worker took requests for since start or llm_stat_reset() (the
  * llm_usage view names them).
  */
@@ -364,6 +366,8 @@ pg_llm_usage(PG_FUNCTION_ARGS)
 		values[c++] = Int64GetDatum(u->completion_tokens);
 		values[c++] = Float8GetDatum(u->busy_ms);
 		values[c++] = Int64GetDatum(window_tokens(u, now_sec));
+		values[c++] = Int64GetDatum(u->class_requests[LLM_PRIORITY_INTERACTIVE]);
+		values[c++] = Int64GetDatum(u->class_requests[LLM_PRIORITY_BATCH]);
 		Assert(c == LLM_USAGE_COLS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

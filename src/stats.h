@@ -64,6 +64,7 @@ typedef struct LlmRoleUsage
 	int64		cached_tokens;
 	int64		completion_tokens;
 	double		busy_ms;		/* compute time attributed to its requests (llm_usage.busy_ms) */
+	int64		class_requests[LLM_N_PRIORITIES];	/* requests by class (request.h llm_priority) */
 	TimestampTz last_noted;
 	int64		second[LLM_USAGE_WINDOW];	/* Unix second each bucket counts */
 	int64		tokens[LLM_USAGE_WINDOW];	/* tokens noted in that second */
@@ -132,10 +133,12 @@ extern void llm_stats_note_failed(void);
 extern void llm_stats_note_aborted(void);
 
 /*
- * A request of role in database ended: account what it used (usage; NULL
- * when only completion_tokens are known, for an aborted one) to the pair.
+ * A request of role in database, of class priority, ended: account what it
+ * used (usage; NULL when only completion_tokens are known, for an aborted
+ * one) to the pair.
  */
-extern void llm_stats_note_usage(Oid role, Oid database, const llm_usage *usage, int32 completion_tokens);
+extern void llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_usage *usage,
+								 int32 completion_tokens);
 
 /* One engine step ran. */
 extern void llm_stats_note_step(void);

@@ -5,8 +5,10 @@
  * continuous batch, on the golden prompts (test/golden/greedy.tsv) and on
  * extraction prompts whose answers copy from the prompt (so drafts are
  * proposed and accepted); no KV block is left behind; the proposal and
- * its length controller on hand-made sequences.  Also the cut at
- * max_tokens inside a multi-byte character (no U+FFFD).
+ * its length controller on hand-made sequences; speculation is off while
+ * more than speculative_max_batch sequences run; after speculative runs
+ * the prefix cache holds what plain decoding leaves there.  Also the cut
+ * at max_tokens inside a multi-byte character (no U+FFFD).
  *
  * Env: LLM_TEST_MODEL, LLM_GOLDEN_DIR (default test/golden).
  */
@@ -92,39 +94,46 @@ make_engine(const char *model, int spec_tokens, int spec_max_batch, int max_runn
 	return e;
 }
 
+/* Queue case i (seed 1234 + i) with its result in *out. */
+static void
+submit_case(llm_engine *e, const prompt_case *pc, int i, int max_tokens, double temp, double penalty,
+			run_result *out)
+{
+	char		err[256];
+	llm_request req;
+
+	llm_request_init(&req);
+	if (pc->ids)
+	{
+		req.prompt_kind = LLM_PROMPT_TOKENS;
+		req.tokens = pc->ids;
+		req.n_tokens = pc->n;
+	}
+	else
+	{
+		req.prompt_kind = LLM_PROMPT_TEXT;
+		req.prompt = pc->text;
+		req.prompt_len = strlen(pc->text);
+	}
+	req.params.max_tokens = max_tokens;
+	req.params.temperature = temp;
+	req.params.top_p = temp > 0 ? 0.95 : 1.0;
+	req.params.repetition_penalty = penalty;
+	req.params.has_seed = true;
+	req.params.seed = 1234 + (uint64_t) i;
+	memset(out, 0, sizeof(*out));
+	if (llm_engine_submit(e, 100 + (uint64_t) i, &req, out, err, sizeof(err)) != LLM_OK)
+		printf("# submit %d: %s\n", i, err);
+}
+
 /* Run cases[0..n) all queued at once (batch) or one at a time. */
 static void
 run_cases(llm_engine *e, const prompt_case *cases, int n, bool batch, int max_tokens, double temp,
 		  double penalty, run_result *out)
 {
-	char		err[256];
-
 	for (int i = 0; i < n; i++)
 	{
-		llm_request req;
-
-		llm_request_init(&req);
-		if (cases[i].ids)
-		{
-			req.prompt_kind = LLM_PROMPT_TOKENS;
-			req.tokens = cases[i].ids;
-			req.n_tokens = cases[i].n;
-		}
-		else
-		{
-			req.prompt_kind = LLM_PROMPT_TEXT;
-			req.prompt = cases[i].text;
-			req.prompt_len = strlen(cases[i].text);
-		}
-		req.params.max_tokens = max_tokens;
-		req.params.temperature = temp;
-		req.params.top_p = temp > 0 ? 0.95 : 1.0;
-		req.params.repetition_penalty = penalty;
-		req.params.has_seed = true;
-		req.params.seed = 1234 + (uint64_t) i;
-		memset(&out[i], 0, sizeof(out[i]));
-		if (llm_engine_submit(e, 100 + (uint64_t) i, &req, &out[i], err, sizeof(err)) != LLM_OK)
-			printf("# submit %d: %s\n", i, err);
+		submit_case(e, &cases[i], i, max_tokens, temp, penalty, &out[i]);
 		if (!batch)
 			while (llm_engine_has_work(e))
 				if (llm_engine_step(e, on_event, NULL) != LLM_OK)
@@ -264,6 +273,120 @@ test_lookup(void)
 }
 
 /*
+ * Speculation is off while more than spec_max_batch sequences run: no step
+ * that starts with more running computes a draft; once at most that many
+ * run, drafts come back.  The outputs are those of plain decoding.
+ */
+static void
+test_off_rule(llm_engine *plain, const char *model, const prompt_case *cases, int n)
+{
+	llm_engine *e = make_engine(model, 8, 2, 128);
+	run_result *a = calloc((size_t) n, sizeof(run_result));
+	run_result *b = calloc((size_t) n, sizeof(run_result));
+	long		steps_over = 0,
+				drafts_over = 0,
+				drafts_under = 0;
+	int			same = 0;
+
+	if (!CHECK(e != NULL, "off rule: engine with speculative_max_batch 2"))
+		return;
+	run_cases(plain, cases, n, true, 48, 0.0, 1.0, a);
+	for (int i = 0; i < n; i++)
+		submit_case(e, &cases[i], i, 48, 0.0, 1.0, &b[i]);
+	while (llm_engine_has_work(e))
+	{
+		llm_engine_stats before,
+					after;
+
+		llm_engine_get_stats(e, &before);
+		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+			break;
+		llm_engine_get_stats(e, &after);
+		if (before.n_running > 2)
+		{
+			steps_over++;
+			drafts_over += after.draft_tokens - before.draft_tokens;
+		}
+		else
+			drafts_under += after.draft_tokens - before.draft_tokens;
+	}
+	for (int i = 0; i < n; i++)
+		same += same_result(&a[i], &b[i]);
+	CHECK(steps_over > 0 && drafts_over == 0,
+		  "off rule: no drafts in the %ld steps that started with more than 2 running (%ld)", steps_over,
+		  drafts_over);
+	CHECK(drafts_under > 0, "off rule: drafts once at most 2 run (%ld)", drafts_under);
+	CHECK(same == n, "off rule: %d of %d outputs identical to plain decoding", same, n);
+	llm_engine_destroy(e);
+	free(a);
+	free(b);
+}
+
+/*
+ * Only verified tokens enter the prefix cache: on fresh engines, after a
+ * speculative run, prompts extending each case by its output find as many
+ * cached tokens as after the plain run (accepted drafts' blocks registered
+ * like decoded ones) and continue identically (a block holding a rejected
+ * draft's KV under a verified hash would change the continuation).
+ */
+static void
+test_cache_after_spec(const char *model, const prompt_case *cases, int n)
+{
+	llm_engine *plain = make_engine(model, 0, 1, 128);
+	llm_engine *spec = make_engine(model, 8, 128, 128);
+	run_result *a = calloc((size_t) n, sizeof(run_result));
+	run_result *b = calloc((size_t) n, sizeof(run_result));
+	run_result *ca = calloc((size_t) n, sizeof(run_result));
+	run_result *cb = calloc((size_t) n, sizeof(run_result));
+	prompt_case *cont = calloc((size_t) n, sizeof(prompt_case));
+	long		cached_a = 0,
+				cached_b = 0,
+				drafted = 0;
+	int			same = 0,
+				m = 0;
+
+	if (!CHECK(plain && spec, "cache: engines created"))
+		return;
+	run_cases(plain, cases, n, true, 40, 0.0, 1.0, a);
+	run_cases(spec, cases, n, true, 40, 0.0, 1.0, b);
+	for (int i = 0; i < n; i++)
+	{
+		drafted += b[i].usage.accepted_tokens;
+		if (!same_result(&a[i], &b[i]) || cases[i].ids == NULL)
+			continue;
+		cont[m].ids = malloc((size_t) (cases[i].n + a[i].n) * sizeof(int32_t));
+		memcpy(cont[m].ids, cases[i].ids, (size_t) cases[i].n * sizeof(int32_t));
+		cont[m].n = cases[i].n;
+		for (int k = 0; k < a[i].n; k++)
+			if (a[i].ids[k] >= 0)
+				cont[m].ids[cont[m].n++] = a[i].ids[k];
+		m++;
+	}
+	run_cases(plain, cont, m, false, 8, 0.0, 1.0, ca);
+	run_cases(spec, cont, m, false, 8, 0.0, 1.0, cb);
+	for (int i = 0; i < m; i++)
+	{
+		same += same_result(&ca[i], &cb[i]);
+		cached_a += ca[i].usage.cached_tokens;
+		cached_b += cb[i].usage.cached_tokens;
+	}
+	CHECK(m == n && drafted > 0, "cache: %d of %d first runs identical, %ld drafts accepted", m, n, drafted);
+	CHECK(cached_a > 0 && cached_b == cached_a,
+		  "cache: continuations find the same cached prefix (%ld tokens plain, %ld speculative)", cached_a,
+		  cached_b);
+	CHECK(same == m, "cache: %d of %d continuations identical", same, m);
+	for (int i = 0; i < m; i++)
+		free(cont[i].ids);
+	free(cont);
+	free(a);
+	free(b);
+	free(ca);
+	free(cb);
+	llm_engine_destroy(plain);
+	llm_engine_destroy(spec);
+}
+
+/*
  * A character of several tokens cut by max_tokens: the text stops before
  * it, never with U+FFFD, and is a prefix of the uncut output.
  */
@@ -347,6 +470,8 @@ main(void)
 	compare_runs(plain, spec, cases, n_golden, true, 0.0, 1.0, "golden, greedy, one batch");
 	compare_runs(plain, spec, cases, n_golden / 2, true, 0.9, 1.0, "golden, seeded, one batch");
 	compare_runs(plain, spec, cases, n_golden / 2, true, 0.9, 1.2, "golden, seeded + repetition penalty, one batch");
+	test_off_rule(plain, model, ext, n_ext);
+	test_cache_after_spec(model, cases, 12);
 	test_utf8_cut(spec);
 	llm_engine_destroy(plain);
 	llm_engine_destroy(spec);
