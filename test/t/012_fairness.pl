@@ -29,9 +29,11 @@ my $bulk = "CREATE TEMP TABLE out_x AS SELECT g, llm_generate('Summarize in one 
 my $interactive = "SELECT llm_generate('What is 2+2?', max_tokens => 8)";
 my $alone = $node->safe_psql('postgres', $interactive);
 
-# 1. interactive calls during a bulk statement
+# 1. interactive calls during a bulk statement (each bulk statement is one
+# -c string: psql has it at start, while a script on stdin would only be fed
+# when the harness pumps)
 $node->safe_psql('postgres', 'SELECT llm_stat_reset()');
-my $qa = LlmTest::start_query($node, "SET ROLE fair_a;\n" . sprintf($bulk, 96) . ";\n", script => 1);
+my $qa = LlmTest::start_query($node, "SET ROLE fair_a; " . sprintf($bulk, 96));
 ok($node->poll_query_until('postgres', 'SELECT requests_running >= 8 FROM llm_stat'), 'bulk statement running');
 my @texts;
 for my $i (1 .. 3)
@@ -53,12 +55,12 @@ cmp_ok($inter_ms, '<', 6 * $bulk_tpot,
 
 # 2. two bulk statements in two sessions
 $node->safe_psql('postgres', 'SELECT llm_stat_reset()');
-my $q1 = LlmTest::start_query($node, "SET ROLE fair_a;\n" . sprintf($bulk, 160) . ";\n", script => 1);
+my $q1 = LlmTest::start_query($node, "SET ROLE fair_a; " . sprintf($bulk, 160));
 # the first statement's window has grown and queued requests beyond the running slots
 ok($node->poll_query_until('postgres', 'SELECT requests_waiting >= 30 FROM llm_stat'), 'first statement queues');
 my $done_before = $node->safe_psql('postgres',
 	"SELECT coalesce(sum(requests), 0) FROM llm_usage WHERE role = 'fair_a'");
-my $q2 = LlmTest::start_query($node, "SET ROLE fair_b;\n" . sprintf($bulk, 16) . ";\n", script => 1);
+my $q2 = LlmTest::start_query($node, "SET ROLE fair_b; " . sprintf($bulk, 16));
 my $a_at_b = -1;
 for (1 .. 6000)
 {
