@@ -22,6 +22,10 @@ typedef struct WorkerRequest
 	uint64		engine_id;
 	bool		grammar;		/* constrained: a length finish is no valid result */
 	int32		max_tokens;
+	Oid			role;			/* accounting tags of the request (protocol.h) */
+	Oid			database;
+	llm_priority priority;		/* the request's class, counted in llm_usage */
+	int32		n_tokens_out;	/* tokens generated so far (TEXT events) */
 } WorkerRequest;
 
 static MemoryContext intake_cxt;
@@ -86,14 +90,22 @@ submit(int slot, const llm_wire_msg *m)
 	char		err[1100];
 	llm_status	st;
 
+	llm_request req = m->request;
+
 	r = MemoryContextAlloc(intake_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = m->id;
 	r->engine_id = next_engine_id++;
 	r->grammar = m->request.grammar != NULL;
 	r->max_tokens = m->request.params.max_tokens;
+	r->role = m->role_id;
+	r->database = m->database_id;
+	r->priority = m->request.priority;
+	r->n_tokens_out = 0;
+	/* fair share among sessions: every channel is one (scheduler.h) */
+	req.session = (uint64) slot + 1;
 	err[0] = '\0';
-	st = llm_engine_submit(engine, r->engine_id, &m->request, r, err, sizeof(err));
+	st = llm_engine_submit(engine, r->engine_id, &req, r, err, sizeof(err));
 	if (st != LLM_OK)
 	{
 		answer_error(slot, m->id, st, err);
@@ -172,6 +184,7 @@ abort_request(int slot, uint64 client_id)
 		{
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			free_request(r);
 			llm_stats_note_aborted();
 			return;
@@ -237,6 +250,7 @@ intake_abort_slot(int slot)
 
 		if (engine)
 			llm_engine_abort(engine, r->engine_id);
+		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 		llm_stats_note_aborted();
 		free_request(r);
 	}
@@ -256,6 +270,7 @@ intake_fail_all(int sqlstate, const char *message)
 
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
 			llm_stats_note_failed();
 			free_request(r);
@@ -280,6 +295,8 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 	switch (ev->kind)
 	{
 		case LLM_EVENT_TEXT:
+			if (ev->token_id >= 0)
+				r->n_tokens_out++;
 			if (ev->text_len > 0)
 			{
 				m.kind = LLM_WIRE_TEXT;
@@ -318,11 +335,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
 			llm_stats_note_finished(ev->finish_reason, &ev->usage);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
 			llm_stats_note_failed();
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 	}

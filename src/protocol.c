@@ -27,6 +27,12 @@ valid_prompt_kind(uint32_t v)
 }
 
 static bool
+valid_priority(uint32_t v)
+{
+	return v < LLM_N_PRIORITIES;
+}
+
+static bool
 valid_finish(uint32_t v)
 {
 	return v <= LLM_FINISH_ERROR;
@@ -184,6 +190,9 @@ put_request(writer *w, const llm_request *r)
 	/* a grammar source is bytes (a choices source holds binary lengths) */
 	if (r->grammar != NULL)
 		put_bytes(w, r->grammar, r->grammar_len);
+	if (!valid_priority(r->priority))
+		w->bad = true;
+	put_u32(w, r->priority);
 }
 
 size_t
@@ -199,6 +208,8 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 	{
 		case LLM_WIRE_SUBMIT:
 			put_request(&w, &m->request);
+			put_u32(&w, m->role_id);
+			put_u32(&w, m->database_id);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			put_str(&w, m->text, m->text_len);
@@ -449,6 +460,15 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 		return false;
 	if ((flags & FLAG_GRAMMAR) && !get_bytes(r, &q->grammar, &q->grammar_len))
 		return false;
+	{
+		uint32_t	prio;
+
+		if (!get_u32(r, &prio))
+			return false;
+		if (!valid_priority(prio))
+			return fail(r, "unknown priority");
+		q->priority = (llm_priority) prio;
+	}
 	return true;
 }
 
@@ -484,7 +504,8 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 		case LLM_WIRE_SUBMIT:
 			if (arrays == NULL)
 				return fail(r, "no room for a request's arrays");
-			return get_request(r, &m->request, arrays);
+			return get_request(r, &m->request, arrays) && get_u32(r, &m->role_id) &&
+				get_u32(r, &m->database_id);
 		case LLM_WIRE_TOKENIZE:
 			return get_str(r, &m->text, &m->text_len);
 		case LLM_WIRE_DETOKENIZE:

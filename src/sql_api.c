@@ -141,6 +141,7 @@ pg_llm_generate_array(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	arr = PG_GETARG_ARRAYTYPE_P(0);
 	llm_call_read(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call);
+	llm_call_set_batch(&call);
 	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 	if (n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(TEXTOID));

@@ -28,6 +28,7 @@
 #include "sql_grammar.h"
 #include "sql_result.h"
 #include "sqlstate.h"
+#include "stats.h"
 #include "utf8_text.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_generation_arguments);
@@ -44,6 +45,13 @@ static int	prefix_cache_isolation = LLM_PREFIX_ISOLATION_ROLE;
 
 /* llm.debug_poison_logits: test hook, poison this many logits rows after the next request */
 static int	debug_poison_logits = 0;
+
+/* llm.priority, llm.max_priority: llm_priority values (sql_args.h) */
+static int	session_priority = LLM_PRIORITY_INTERACTIVE;
+static int	max_priority = LLM_PRIORITY_INTERACTIVE;
+
+/* llm.max_tokens_per_minute: 0 = no limit */
+static int	max_tokens_per_minute = 0;
 
 /* ---------- the argument table ---------- */
 
@@ -124,6 +132,31 @@ static void
 apply_raw(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	c->raw = DatumGetBool(v);
+}
+
+/* Refuse a class above llm.max_priority (a lower llm_priority value is a higher class). */
+static void
+check_ceiling(llm_priority p)
+{
+	if ((int) p < max_priority)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("priority '%s' is above llm.max_priority = '%s'",
+						llm_priority_name(p), llm_priority_name((llm_priority) max_priority)),
+				 errhint("A superuser can raise llm.max_priority for the role (ALTER ROLE ... SET llm.max_priority).")));
+}
+
+static void
+apply_priority(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	char	   *name = text_to_cstring(DatumGetTextPP(v));
+	llm_priority p;
+
+	if (!llm_priority_from_name(name, &p))
+		invalid_arg("priority must be 'interactive' or 'batch'");
+	check_ceiling(p);
+	c->req.priority = p;
+	c->explicit_priority = true;
 }
 
 static void
@@ -219,6 +252,7 @@ static const LlmArgDesc arg_table[] = {
 	{"choices", TEXTARRAYOID, NULL, apply_choices},
 	{"regex", TEXTOID, NULL, apply_regex},
 	{"json_schema", JSONBOID, NULL, apply_json_schema},
+	{"priority", TEXTOID, NULL, apply_priority},
 };
 
 #define N_ARGS lengthof(arg_table)
@@ -483,11 +517,45 @@ finish_read(LlmCall *call)
 	check_options(call);
 }
 
-void
-llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call)
+/*
+ * Refuse the call while the current role has used llm.max_tokens_per_minute
+ * tokens in the last minute.
+ */
+static void
+check_quota(void)
+{
+	int64		used;
+
+	if (max_tokens_per_minute <= 0)
+		return;
+	used = llm_usage_recent_tokens(GetUserId());
+	if (used >= max_tokens_per_minute)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("token limit of role \"%s\" exceeded: %lld tokens in the last minute, "
+						"llm.max_tokens_per_minute = %d",
+						GetUserNameFromId(GetUserId(), true) ? GetUserNameFromId(GetUserId(), true) : "?",
+						(long long) used, max_tokens_per_minute),
+				 errhint("Retry later, or ask a superuser to raise llm.max_tokens_per_minute for the role.")));
+}
+
+/*
+ * A fresh call: the role's quota checked, the session's class (never above
+ * the ceiling; a priority option overrides it when the arguments are read).
+ */
+static void
+start_read(LlmCall *call)
 {
 	memset(call, 0, sizeof(*call));
 	llm_request_init(&call->req);
+	check_quota();
+	call->req.priority = (llm_priority) Max(session_priority, max_priority);
+}
+
+void
+llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call)
+{
+	start_read(call);
 	for (int r = 0; r < N_ROWS; r++)
 	{
 		const LlmArgDesc *d = row_desc(r);
@@ -565,8 +633,7 @@ llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call)
 	bool		given[N_ARGS] = {0};
 
 	parse_defaults();
-	memset(call, 0, sizeof(*call));
-	llm_request_init(&call->req);
+	start_read(call);
 	if (opts != NULL)
 	{
 		JsonbIterator *it;
@@ -609,6 +676,13 @@ llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call)
 		if (!given[r] && !defaults[r].isnull)
 			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
 	finish_read(call);
+}
+
+void
+llm_call_set_batch(LlmCall *call)
+{
+	if (!call->explicit_priority)
+		call->req.priority = LLM_PRIORITY_BATCH;
 }
 
 LlmResult *
@@ -790,6 +864,26 @@ pg_llm_generation_arguments(PG_FUNCTION_ARGS)
 
 /* ---------- settings ---------- */
 
+static const struct config_enum_entry priority_options[] = {
+	{"interactive", LLM_PRIORITY_INTERACTIVE, false},
+	{"batch", LLM_PRIORITY_BATCH, false},
+	{NULL, 0, false}
+};
+
+/* SET llm.priority above llm.max_priority is refused; from the role's or the file's defaults it counts as the ceiling. */
+static bool
+check_session_priority(int *newval, void **extra, GucSource source)
+{
+	if (source == PGC_S_SESSION && *newval < max_priority)
+	{
+		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
+		GUC_check_errdetail("llm.max_priority is '%s'; a superuser can raise it for the role.",
+							llm_priority_name((llm_priority) max_priority));
+		return false;
+	}
+	return true;
+}
+
 static const struct config_enum_entry prefix_isolation_options[] = {
 	{"none", LLM_PREFIX_ISOLATION_NONE, false},
 	{"role", LLM_PREFIX_ISOLATION_ROLE, false},
@@ -809,6 +903,34 @@ llm_sql_args_define_gucs(void)
 							 prefix_isolation_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("llm.priority",
+							 "Scheduling class of this session's single calls: interactive or batch.",
+							 "Batch sites (the LLM Batch node, llm_generate(text[])) are batch anyway; "
+							 "a priority => argument overrides both.  Never above llm.max_priority.",
+							 &session_priority,
+							 LLM_PRIORITY_INTERACTIVE,
+							 priority_options,
+							 PGC_USERSET, 0,
+							 check_session_priority, NULL, NULL);
+
+	DefineCustomEnumVariable("llm.max_priority",
+							 "Highest scheduling class this session's calls may have.",
+							 "Set per role by a superuser (ALTER ROLE ... SET llm.max_priority = 'batch') "
+							 "to keep a role's calls out of the interactive class.",
+							 &max_priority,
+							 LLM_PRIORITY_INTERACTIVE,
+							 priority_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("llm.max_tokens_per_minute",
+							"Tokens (prompt + completion) the current role's requests may use per minute; 0 = no limit.",
+							"Set per role by a superuser (ALTER ROLE ... SET); a call over it fails with SQLSTATE 53400.",
+							&max_tokens_per_minute,
+							0, 0, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("llm.debug_poison_logits",
 							"Developer option: make the logits of the next N rows non-finite after this session's next generation request.",

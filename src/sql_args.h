@@ -41,7 +41,24 @@
 
 /*
  * Define the session settings every request carries, llm.prefix_cache_isolation
- * and llm.debug_poison_logits (from _PG_init).
+ * and llm.debug_poison_logits, and those of its class and quota,
+ * llm.priority, llm.max_priority and llm.max_tokens_per_minute (from
+ * _PG_init).
+ *
+ * Class of a call (request.h's llm_priority; the scheduler serves
+ * interactive before batch): a priority => argument names it; else a
+ * single call gets the session's class, llm.priority, and a call from a
+ * batch site (the LLM Batch node, llm_generate(text[]), jobs:
+ * llm_call_set_batch) batch.  llm.max_priority (superuser-set, e.g. per
+ * role with ALTER ROLE) is the highest class the session's calls may have:
+ * llm.priority above it counts as it, and SET llm.priority above it is
+ * refused, as a priority => argument above it is (ERROR 42501).  Lowering
+ * is always allowed.
+ *
+ * Quota: with llm.max_tokens_per_minute > 0 (superuser-set, e.g. per role),
+ * a call is refused with ERROR 53400 while the current role's requests have
+ * used that many tokens (prompt + completion, accounted as requests end)
+ * in the last minute.
  */
 extern void llm_sql_args_define_gucs(void);
 
@@ -66,6 +83,7 @@ typedef struct LlmCall
 	int			n_labels;
 	const char *instruction;
 	const char *question;
+	bool		explicit_priority;	/* req.priority came from a priority => argument */
 } LlmCall;
 
 /* The value of a finished call of a batchable function (sql_result.h). */
@@ -120,6 +138,12 @@ extern const LlmSqlFunction *llm_batchable_function(Oid funcid, int *nargs);
  * salt, poison hook) and check the options: ERROR 22023 naming the bad one.
  */
 extern void llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call);
+
+/*
+ * The call comes from a batch site: unless a priority => argument chose its
+ * class, it is batch.
+ */
+extern void llm_call_set_batch(LlmCall *call);
 
 /*
  * Make prompt the call's prompt (user message through the chat template,

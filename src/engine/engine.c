@@ -309,6 +309,17 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (e->grammars == NULL)
 		goto oom;
 
+	{
+		int			cpus = engine_online_cpus();
+
+		if (e->cfg.n_threads > cpus)
+		{
+			snprintf(e->notes, sizeof(e->notes),
+					 "%d compute threads asked for, more than the %d CPUs this process may run on: using %d",
+					 e->cfg.n_threads, cpus, cpus);
+			e->cfg.n_threads = cpus;
+		}
+	}
 	e->backend = llm_backend_open(e->cfg.device, e->cfg.n_threads, err, errlen);
 	if (e->backend == NULL)
 		goto fail;
@@ -344,6 +355,10 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			.max_batched_tokens = e->cfg.max_batched_tokens,
 			.max_running = e->cfg.max_running,
 			.prefix_caching = e->cfg.prefix_caching,
+			.reserved_running = e->cfg.reserved_interactive,
+			.shared_step_tokens = e->cfg.interactive_step_tokens,
+			.prefill_cap = e->cfg.prefill_cap,
+			.prefill_cap_decodes = e->cfg.prefill_cap_decodes,
 		};
 
 		e->sched = llm_sched_create(e->pool, &sc);
@@ -354,6 +369,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 		goto oom;
 	e->lp_work = malloc((size_t) e->mc->n_vocab * sizeof(float));
 	if (e->lp_work == NULL)
+		goto oom;
+	e->drafted = calloc((size_t) e->cfg.spec_max_batch, sizeof(live_request *));
+	if (e->drafted == NULL)
 		goto oom;
 	e->stats.kv_blocks_total = g.n_blocks;
 	return e;
@@ -391,6 +409,7 @@ llm_engine_destroy(llm_engine *e)
 	llm_block_pool_destroy(e->pool);
 	llm_sampler_scratch_free(&e->sampler);
 	free(e->lp_work);
+	free(e->drafted);
 	llm_model_free(e->model);
 	if (e->backend)
 		e->backend->ops->destroy(e->backend);
@@ -442,6 +461,30 @@ llm_engine_get_config(const llm_engine *e, llm_engine_config *out)
 	*out = e->cfg;
 }
 
+const char *
+llm_engine_notes(const llm_engine *e)
+{
+	return e->notes;
+}
+
+int
+llm_engine_check_model_file(const char *path, char *err, size_t errlen)
+{
+	gguf_file  *f = gguf_open(path, err, errlen);
+	gguf_str	arch;
+	int			rc = 0;
+
+	if (f == NULL)
+		return -1;
+	if (!gguf_get_str(f, "general.architecture", &arch) || arch.len == 0)
+	{
+		snprintf(err, errlen, "GGUF metadata general.architecture missing");
+		rc = -1;
+	}
+	gguf_close(f);
+	return rc;
+}
+
 size_t
 llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 {
@@ -477,14 +520,18 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 "\"tied_output\": %s, \"chat_template\": \"%s\", \"device\": \"%s\", "
 							 "\"threads\": %d, \"block_size\": %d, \"kv_blocks\": %d, "
 							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s, "
-							 "\"kv_cache_bytes\": %lld}",
+							 "\"kv_cache_bytes\": %lld, \"reserved_interactive\": %d, "
+							 "\"interactive_step_tokens\": %d, \"prefill_cap\": %d, \"prefill_cap_decodes\": %d, "
+							 "\"speculative_tokens\": %d, \"speculative_max_batch\": %d, \"notes\": \"%s\"}",
 							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
 							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
 							 fam, e->backend->ops->name, e->cfg.n_threads, e->cfg.block_size,
 							 llm_block_pool_n_blocks(e->pool), e->cfg.max_batched_tokens,
 							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
-							 (long long) e->cfg.kv_cache_bytes);
+							 (long long) e->cfg.kv_cache_bytes, e->cfg.reserved_interactive,
+							 e->cfg.interactive_step_tokens, e->cfg.prefill_cap, e->cfg.prefill_cap_decodes,
+							 e->cfg.spec_tokens, e->cfg.spec_max_batch, e->notes);
 }
 
 /* ---------- prompts to token ids ---------- */
@@ -815,6 +862,9 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	seq->n_prompt = n;
 	seq->cache_salt = llm_prefix_salt(e->model_identity, p->cache_salt);
 	seq->owner = r;
+	seq->priority = (int32_t) req->priority;
+	seq->session = req->session;
+	llm_spec_init(&r->spec, e->cfg.spec_tokens);
 	r->max_len = (int64_t) n + p->max_tokens;
 	if (r->max_len > e->cfg.n_ctx)
 		r->max_len = e->cfg.n_ctx;
@@ -904,6 +954,8 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 		seq->share_prefix = !e->cfg.prefix_caching;
 		seq->cache_salt = salt;
 		seq->owner = r;
+		seq->priority = (int32_t) req->priority;
+		seq->session = req->session;
 		r->score[k].n_targets = m;
 		r->score[k].last_token = cont[m - 1];
 		free(cont);
