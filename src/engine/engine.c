@@ -562,6 +562,34 @@ render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, int32
 	return n;
 }
 
+/*
+ * A raw prompt's ids: its text tokenized, after the BOS when the model's
+ * tokenizer wants one (llm_tokenizer_add_bos: Gemma yes, SmolLM2 no), as
+ * llama.cpp's tokenization with add_special gives a prompt.  Only here: text
+ * tokenized for llm_tokenize() or as a scoring continuation stays BOS-free.
+ */
+static int64_t
+raw_prompt_ids(const llm_engine *e, const char *text, size_t len, int32_t **ids_out, char *err, size_t errlen)
+{
+	int64_t		n = llm_engine_tokenize(e, text, len, ids_out, err, errlen);
+	int32_t    *more;
+
+	if (n < 0 || !llm_tokenizer_add_bos(e->tok))
+		return n;
+	more = realloc(*ids_out, (size_t) (n + 1) * sizeof(int32_t));
+	if (more == NULL)
+	{
+		free(*ids_out);
+		*ids_out = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memmove(more + 1, more, (size_t) n * sizeof(int32_t));
+	more[0] = llm_tokenizer_bos(e->tok);
+	*ids_out = more;
+	return n + 1;
+}
+
 /* The prompt of a validated req as token ids (malloc'd); -1 + err. */
 static int64_t
 prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
@@ -569,7 +597,7 @@ prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err
 	switch (req->prompt_kind)
 	{
 		case LLM_PROMPT_RAW:
-			return llm_engine_tokenize(e, req->prompt, req->prompt_len, ids, err, errlen);
+			return raw_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
 		case LLM_PROMPT_TEXT:
 			{
 				llm_chat_message msgs[2];
