@@ -282,10 +282,12 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->cfg = *c;
 	e->model_path = strdup(c->model_path);
 	e->device = strdup(c->device ? c->device : "auto");
-	if (e->model_path == NULL || e->device == NULL)
+	e->chat_template = strdup(c->chat_template ? c->chat_template : "auto");
+	if (e->model_path == NULL || e->device == NULL || e->chat_template == NULL)
 		goto oom;
 	e->cfg.model_path = e->model_path;
 	e->cfg.device = e->device;
+	e->cfg.chat_template = e->chat_template;
 	if (table_rehash(e, 64))
 		goto oom;
 
@@ -300,8 +302,20 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->tok = llm_tokenizer_create(e->gguf, err, errlen);
 	if (e->tok == NULL)
 		goto fail;
-	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
-		goto fail;
+	if (strcmp(e->chat_template, "auto") == 0)
+	{
+		if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
+			goto fail;
+	}
+	else
+	{
+		llm_chat_family fam = LLM_CHAT_NONE;
+
+		/* checked by engine_config_check */
+		(void) llm_chat_family_parse(e->chat_template, &fam);
+		if (llm_chat_template_init_family(&e->chat, fam, e->tok, err, errlen) != 0)
+			goto fail;
+	}
 	e->end_of_turn = find_end_of_turn(e->tok, &e->chat);
 
 	e->backend = llm_backend_open(e->cfg.device, e->cfg.n_threads, err, errlen);
@@ -402,6 +416,7 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_decode);
 	free(e->model_path);
 	free(e->device);
+	free(e->chat_template);
 	free(e);
 }
 

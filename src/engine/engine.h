@@ -46,6 +46,10 @@ typedef struct llm_engine_config
 	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
 	int			max_running;	/* max sequences in a step, >= 1; default 64 */
 	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
+	const char *chat_template;	/* "auto" (default; NULL = "auto"): the family of the GGUF's
+								 * tokenizer.chat_template, "none" when it has none; "none",
+								 * "chatml", "gemma": that family whatever the file says (its
+								 * marker tokens must be in the vocabulary) */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */

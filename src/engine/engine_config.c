@@ -27,6 +27,7 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS;
 	c->max_running = DEFAULT_MAX_RUNNING;
 	c->prefix_caching = true;
+	c->chat_template = "auto";
 }
 
 static bool
@@ -46,7 +47,8 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->kv_cache_bytes == b->kv_cache_bytes &&
 		a->max_batched_tokens == b->max_batched_tokens &&
 		a->max_running == b->max_running &&
-		a->prefix_caching == b->prefix_caching;
+		a->prefix_caching == b->prefix_caching &&
+		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto");
 }
 
 int
@@ -67,6 +69,9 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
 	else if (c->max_running < 1)
 		snprintf(err, errlen, "max_running must be at least 1, not %d", c->max_running);
+	else if (c->chat_template != NULL && strcmp(c->chat_template, "auto") != 0 &&
+			 !llm_chat_family_parse(c->chat_template, &(llm_chat_family) {0}))
+		snprintf(err, errlen, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
 	else
 		return 0;
 	return -1;
