@@ -21,6 +21,8 @@
  *     warm with prefix caching: tokens bit-identical to the solo runs.
  *  4. Last-position logits of logits.tsv's prompts against the oracle's
  *     binary16 rows and exact top 64.
+ *  5. Scoring: a raw-prompt SCORE request's per-continuation sums equal the
+ *     log-softmax sums from debug prefills (1e-9 relative).
  *
  * Tolerance: the README's tiered rule, the tier read from the `# system:`
  * line of logits.tsv.  These goldens come from llama.cpp's AVX2 build while
@@ -688,6 +690,123 @@ check_invariance(const char *model, llm_engine *e, greedy_case *cases, int n, co
 	free(all);
 }
 
+/* ---- 5. scoring ---- */
+
+typedef struct score_result
+{
+	bool		done;
+	llm_event_kind kind;
+	double		scores[4];
+	int32_t		n_scores;
+	char		error[320];
+} score_result;
+
+static void
+collect_score(const llm_event *ev, void *cb_arg)
+{
+	score_result *r = ev->user_data;
+
+	(void) cb_arg;
+	if (ev->kind == LLM_EVENT_TEXT)
+		return;
+	r->done = true;
+	r->kind = ev->kind;
+	r->n_scores = ev->n_scores;
+	for (int i = 0; i < ev->n_scores && i < 4; i++)
+		r->scores[i] = ev->scores[i];
+	if (ev->kind == LLM_EVENT_ERROR)
+		snprintf(r->error, sizeof(r->error), "%s", ev->text ? ev->text : "");
+}
+
+/* log softmax(row)[tok], max-subtracted, in double */
+static double
+log_softmax_at(const float *row, int32_t n, int32_t tok)
+{
+	double		m = row[0],
+				s = 0.0;
+
+	for (int32_t i = 1; i < n; i++)
+		if (row[i] > m)
+			m = row[i];
+	for (int32_t i = 0; i < n; i++)
+		s += exp(row[i] - m);
+	return (row[tok] - m) - log(s);
+}
+
+/*
+ * A raw-prompt SCORE request (BOS + text, as llm_generate(raw => true)
+ * prompts) with three continuations: each score equals the sum of the
+ * log-softmax values of its tokens computed from one debug prefill per
+ * token of BOS + prompt + the continuation's prefix.
+ */
+static void
+check_score(llm_engine *e)
+{
+	static const char *prompt = "The capital of France is";
+	static const char *const conts[3] = {" Paris", " Lyon", " a city in Europe"};
+	size_t		lens[3];
+	int32_t		nv = llm_engine_n_vocab(e);
+	float	   *row = malloc((size_t) nv * sizeof(float));
+	int32_t    *p = NULL;
+	llm_request q;
+	score_result r;
+	char		err[256];
+	int64_t		np;
+	int			n_ok = 0;
+	double		ref[3];
+
+	llm_request_init(&q);
+	q.prompt_kind = LLM_PROMPT_RAW;
+	q.prompt = prompt;
+	q.prompt_len = strlen(prompt);
+	np = llm_engine_prompt_ids(e, &q, &p, err, sizeof(err));
+	if (!CHECK(np > 1 && p[0] == GEMMA_BOS, "score: raw prompt ids start with BOS (%lld ids)", (long long) np))
+		goto out;
+	for (int k = 0; k < 3; k++)
+	{
+		int32_t    *c = NULL;
+		int64_t		m = llm_engine_tokenize(e, conts[k], strlen(conts[k]), &c, err, sizeof(err));
+		int32_t    *seq = malloc((size_t) (np + m) * sizeof(int32_t));
+
+		lens[k] = strlen(conts[k]);
+		ref[k] = 0.0;
+		memcpy(seq, p, (size_t) np * sizeof(int32_t));
+		for (int64_t j = 0; j < m; j++)
+		{
+			if (llm_engine_debug_prompt_logits(e, seq, (int32_t) (np + j), row, err, sizeof(err)) != LLM_OK)
+			{
+				ref[k] = NAN;
+				break;
+			}
+			ref[k] += log_softmax_at(row, nv, c[j]);
+			seq[np + j] = c[j];
+		}
+		free(seq);
+		free(c);
+	}
+	q.mode = LLM_MODE_SCORE;
+	q.n_continuations = 3;
+	q.continuations = conts;
+	q.continuation_lens = lens;
+	memset(&r, 0, sizeof(r));
+	if (!CHECK(llm_engine_submit(e, 9000, &q, &r, err, sizeof(err)) == LLM_OK, "score: SCORE request queued: %s", err))
+		goto out;
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, collect_score, NULL) != LLM_OK)
+			break;
+	CHECK(r.done && r.kind == LLM_EVENT_FINISHED && r.n_scores == 3, "score: one FINISHED event with 3 scores (%s)",
+		  r.error);
+	for (int k = 0; k < 3; k++)
+	{
+		printf("# score %-18s %.12f reference %.12f\n", conts[k], r.scores[k], ref[k]);
+		n_ok += isfinite(ref[k]) && fabs(r.scores[k] - ref[k]) <= 1e-9 * fabs(ref[k]);
+	}
+	CHECK(n_ok == 3, "score: %d/3 scores equal the log-softmax sums from debug prompt logits (1e-9 relative)", n_ok);
+out:
+	free(p);
+	free(row);
+}
+
 /* ---- 4. logits ---- */
 
 static float
@@ -913,6 +1032,7 @@ main(void)
 	check_greedy(e, t, greedy, n_greedy, solo);
 	check_invariance(model, e, greedy, n_greedy, solo);
 	check_logits(e, t, dir, logits, n_logits);
+	check_score(e);
 	llm_engine_destroy(e);
 	free(solo);
 	return unit_done();
