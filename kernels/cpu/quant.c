@@ -127,22 +127,6 @@ llm_fp32_to_bf16(float f)
  * Dequantization (ggml's dequantize_row_* formulas)
  * ------------------------------------------------------------------------ */
 
-/* The 6-bit scale and min of sub-block j of a Q4_K block (ggml get_scale_min_k4). */
-void
-llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-	if (j < 4)
-	{
-		*d = q[j] & 63;
-		*m = q[j + 4] & 63;
-	}
-	else
-	{
-		*d = (uint8_t) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-		*m = (uint8_t) ((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-	}
-}
-
 /* Element j (0..31) of a Q5_0 block as a signed integer -16..15. */
 static inline int
 q5_0_value(const llm_block_q5_0 *x, int j)

@@ -265,7 +265,26 @@ size_t		llm_act_bytes_q8_0(int64_t n);
 size_t		llm_act_bytes_q8_1(int64_t n);
 size_t		llm_act_bytes_q8_K(int64_t n);
 void		llm_quantize_act_q8_K(const float *x, void *dst, int64_t n);
-void		llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+
+/*
+ * The 6-bit scale and min of sub-block j (0..7) of a Q4_K block's 12 scale
+ * bytes q (ggml's get_scale_min_k4).  Inline: the AVX2 dot product calls it
+ * eight times per block.
+ */
+static inline void
+llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+	if (j < 4)
+	{
+		*d = q[j] & 63;
+		*m = q[j + 4] & 63;
+	}
+	else
+	{
+		*d = (uint8_t) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+		*m = (uint8_t) ((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+	}
+}
 
 /* Pointers into an activation row of n elements (layout above). */
 static inline const float *
