@@ -72,6 +72,10 @@ typedef struct llm_engine_config
 	 */
 	int			spec_tokens;
 	int			spec_max_batch;
+	const char *chat_template;	/* "auto" (default; NULL = "auto"): the family of the GGUF's
+								 * tokenizer.chat_template, "none" when it has none; "none",
+								 * "chatml", "gemma": that family whatever the file says (its
+								 * marker tokens must be in the vocabulary) */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */
