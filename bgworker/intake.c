@@ -22,6 +22,12 @@ typedef struct WorkerRequest
 	int			slot;			/* ASYNC_SLOT: an asynchronous request (result_store.h) */
 	uint64		client_id;		/* the backend's id, or the store entry's id */
 	uint64		engine_id;
+	bool		grammar;		/* constrained: a length finish is no valid result */
+	int32		max_tokens;
+	Oid			role;			/* accounting tags of the request (protocol.h) */
+	Oid			database;
+	llm_priority priority;		/* the request's class, counted in llm_usage */
+	int32		n_tokens_out;	/* tokens generated so far (TEXT events) */
 	llm_wire_client client;		/* its submitter */
 	int			async_index;	/* asynchronous: the store entry */
 	StringInfoData text;		/* asynchronous: the output so far */
@@ -104,10 +110,27 @@ model_unavailable(int slot, const llm_wire_msg *m)
 static llm_status
 engine_submit(WorkerRequest *r, const llm_wire_msg *m, char *err, size_t errsize)
 {
+	llm_request req = m->request;
+
 	r->engine_id = next_engine_id++;
 	r->client = m->client;
+	r->grammar = m->request.grammar != NULL;
+	r->max_tokens = m->request.params.max_tokens;
+	r->role = m->role_id;
+	r->database = m->database_id;
+	r->priority = m->request.priority;
+	r->n_tokens_out = 0;
+	/*
+	 * fair share among sessions (scheduler.h): every channel is one; the
+	 * asynchronous requests of one submitting backend are one more, after
+	 * the channels' numbers
+	 */
+	if (r->slot == ASYNC_SLOT)
+		req.session = (uint64) n_slots + 1 + (uint32) m->client.pid;
+	else
+		req.session = (uint64) r->slot + 1;
 	err[0] = '\0';
-	return llm_engine_submit(engine, r->engine_id, &m->request, r, err, errsize);
+	return llm_engine_submit(engine, r->engine_id, &req, r, err, errsize);
 }
 
 static void
@@ -199,6 +222,7 @@ abort_request(int slot, uint64 client_id)
 		{
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			llm_stats_note_aborted(&r->client);
 			free_request(r);
 			return;
@@ -264,6 +288,7 @@ intake_abort_slot(int slot)
 
 		if (engine)
 			llm_engine_abort(engine, r->engine_id);
+		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 		llm_stats_note_aborted(&r->client);
 		free_request(r);
 	}
@@ -283,6 +308,7 @@ intake_fail_all(int sqlstate, const char *message)
 
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
 			llm_stats_note_failed(&r->client);
 			free_request(r);
@@ -299,6 +325,7 @@ intake_fail_all(int sqlstate, const char *message)
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
 			llm_async_requeue(r->async_index, r->client_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			llm_stats_note_aborted(&r->client);
 			free_request(r);
 		}
@@ -392,6 +419,7 @@ intake_async(uint32 generation)
 				continue;
 			if (engine)
 				llm_engine_abort(engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			llm_stats_note_aborted(&r->client);
 			free_request(r);
 		}
@@ -402,18 +430,50 @@ intake_async(uint32 generation)
 
 /* ---------- engine events ---------- */
 
+/*
+ * A constrained request cut before its output was complete under its
+ * grammar: the text is not a valid result, so it is not returned as one
+ * (the request still finished with "length" in the stats); true with the
+ * error's message in msg.
+ */
+static bool
+grammar_cut(const WorkerRequest *r, const llm_event *ev, char *msg, size_t size)
+{
+	if (!r->grammar || ev->finish_reason != LLM_FINISH_LENGTH)
+		return false;
+	if (ev->usage.completion_tokens >= r->max_tokens)
+		snprintf(msg, size, "the output reached max_tokens (%d) before it was complete "
+				 "under its grammar (choices, regex or json_schema); raise max_tokens",
+				 r->max_tokens);
+	else
+		snprintf(msg, size, "the output reached the context length after %d tokens "
+				 "before it was complete under its grammar (choices, regex or json_schema)",
+				 ev->usage.completion_tokens);
+	return true;
+}
+
 /* An event of an asynchronous request: its output collects here, its end goes to the store. */
 static void
 async_event(WorkerRequest *r, const llm_event *ev)
 {
+	char		msg[256];
+
 	switch (ev->kind)
 	{
 		case LLM_EVENT_TEXT:
+			if (ev->token_id >= 0)
+				r->n_tokens_out++;
 			appendBinaryStringInfo(&r->text, ev->text, ev->text_len);
 			break;
 		case LLM_EVENT_FINISHED:
-			llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
-							 ev->finish_reason, &ev->usage);
+			if (grammar_cut(r, ev, msg, sizeof(msg)))
+				llm_async_fail(r->async_index, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			else
+			{
+				llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
+								 ev->finish_reason, &ev->usage);
+				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
+			}
 			llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
 			free_request(r);
 			break;
@@ -421,6 +481,7 @@ async_event(WorkerRequest *r, const llm_event *ev)
 			llm_async_fail(r->async_index, r->client_id, llm_status_sqlstate(ev->status),
 						   ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
 			llm_stats_note_failed(&r->client);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 	}
@@ -432,6 +493,7 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 {
 	WorkerRequest *r = (WorkerRequest *) ev->user_data;
 	llm_wire_msg m;
+	char		msg[256];
 
 	if (r == NULL)
 		return;
@@ -446,6 +508,8 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 	switch (ev->kind)
 	{
 		case LLM_EVENT_TEXT:
+			if (ev->token_id >= 0)
+				r->n_tokens_out++;
 			if (ev->text_len > 0)
 			{
 				m.kind = LLM_WIRE_TEXT;
@@ -455,6 +519,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			}
 			break;
 		case LLM_EVENT_FINISHED:
+			if (grammar_cut(r, ev, msg, sizeof(msg)))
+			{
+				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+				llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
+				free_request(r);
+				break;
+			}
 			m.kind = LLM_WIRE_DONE;
 			m.finish_reason = ev->finish_reason;
 			m.usage = ev->usage;
@@ -462,11 +533,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
 			llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
 			llm_stats_note_failed(&r->client);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 	}

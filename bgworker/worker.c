@@ -11,7 +11,13 @@
  *
  * It never crashes on bad input or a bad model: a model that cannot be loaded
  * leaves the worker up answering every request with an ERROR naming the file
- * and the reason, until a configuration reload loads it.  An ereport(ERROR)
+ * and the reason, until a configuration reload loads it.  Guard rails: a
+ * KV cache over the engine's share of memory (llm_engine_check_kv_budget)
+ * is refused the same way before anything is loaded; a thread count above
+ * the CPUs is clamped by the engine, with a WARNING here; and a reload that
+ * names a new model file first checks it (llm_engine_check_model_file): a
+ * file that cannot be used leaves the old model serving, its requests
+ * untouched, with a WARNING and the error in llm_model_info().  An ereport(ERROR)
  * in this process has no handler above it and so becomes FATAL, i.e. a clean
  * proc_exit(1) and a restart after bgw_restart_time, never a crash-restart of
  * the server.  The engine is plain C (malloc'd memory, its own compute
@@ -92,6 +98,19 @@ set_model_state(LlmModelState state)
 	llm_stats_note_change();
 }
 
+/*
+ * The model keeps serving, but the last configuration change could not be
+ * applied: llm_model_info() shows why (until the next load clears it).
+ */
+static void
+set_model_warning(const char *msg)
+{
+	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+	strlcpy(llm_shared->model_error, msg, LLM_MODEL_ERROR_LEN);
+	LWLockRelease(llm_shared->lock);
+	llm_stats_note_change();
+}
+
 /* The config the GUCs describe now, in a context of its own. */
 static MemoryContext
 current_config(llm_engine_config *c)
@@ -136,6 +155,11 @@ load_engine(const llm_engine_config *c, MemoryContext cxt)
 		snprintf(model_error, sizeof(model_error), "could not access model file \"%s\": %m",
 				 loaded.model_path);
 	}
+	else if (loaded.kv_cache_bytes > 0 && llm_engine_check_kv_budget(loaded.kv_cache_bytes, err, sizeof(err)) != 0)
+	{
+		model_sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
+		snprintf(model_error, sizeof(model_error), "llm.kv_cache_size refused: %s", err);
+	}
 	else
 	{
 		err[0] = '\0';
@@ -155,6 +179,10 @@ load_engine(const llm_engine_config *c, MemoryContext cxt)
 		ereport(LOG,
 				(errmsg("llm worker loaded model \"%s\" (device %s, context %d tokens)",
 						loaded.model_path, loaded.device, llm_engine_n_ctx(engine))));
+		if (llm_engine_notes(engine)[0] != '\0')
+			ereport(WARNING,
+					(errmsg("llm worker: llm.threads = %d clamped: %s", loaded.n_threads, llm_engine_notes(engine)),
+					 errhint("Set llm.threads to at most the number of CPUs, or 0 for all of them.")));
 		set_ps_display("ready");
 	}
 	else
@@ -179,8 +207,31 @@ reload_config(void)
 	cxt = current_config(&now);
 	if (engine != NULL && llm_engine_config_equal(&now, &loaded))
 	{
+		/* back to the configuration being served: a refused change is no longer pending */
+		set_model_warning("");
 		MemoryContextDelete(cxt);
 		return;
+	}
+	/* a new model file is checked before the one serving is given up */
+	if (engine != NULL && strcmp(now.model_path, loaded.model_path) != 0)
+	{
+		char		err[LLM_MODEL_ERROR_LEN];
+		char		msg[LLM_MODEL_ERROR_LEN];
+
+		err[0] = '\0';
+		if (now.model_path[0] == '\0')
+			snprintf(err, sizeof(err), "llm.model is empty");
+		if (err[0] != '\0' || llm_engine_check_model_file(now.model_path, err, sizeof(err)) != 0)
+		{
+			snprintf(msg, sizeof(msg), "new llm.model \"%s\" not loaded: %s; still serving \"%s\"",
+					 now.model_path, err, loaded.model_path);
+			ereport(WARNING,
+					(errmsg("llm worker: %s", msg),
+					 errhint("Fix llm.model and reload the configuration (SELECT pg_reload_conf()).")));
+			set_model_warning(msg);
+			MemoryContextDelete(cxt);
+			return;
+		}
 	}
 	/* changed settings, or a failed model to retry */
 	if (engine != NULL)

@@ -532,6 +532,8 @@ llm_submit(const llm_request *req)
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_SUBMIT;
 	m.request = *req;
+	m.role_id = GetUserId();
+	m.database_id = MyDatabaseId;
 	llm_fill_client(&m.client);
 	return submit(&m);
 }
@@ -544,6 +546,8 @@ llm_submit_session(const llm_request *req)
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_SUBMIT;
 	m.request = *req;
+	m.role_id = GetUserId();
+	m.database_id = MyDatabaseId;
 	llm_fill_client(&m.client);
 	return submit_at(&m, SESSION_LEVEL);
 }

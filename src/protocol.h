@@ -29,8 +29,11 @@
  *   SUBMIT      an llm_request (request.h): mode, prompt kind, flags, the
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
- *               continuations, token ids; then the submitter
- *               (llm_wire_client: pid, role, database)
+ *               continuations, token ids, the grammar source (bytes:
+ *               length + bytes) when its flag is set, priority; then the
+ *               accounting tags (role, database); then the submitter
+ *               (llm_wire_client: pid, role, database).  Not on the wire:
+ *               the request's session, which the worker sets from the channel
  *   TOKENIZE    text: its token ids as plain text (answer: TOKENS)
  *   DETOKENIZE  token ids: their text (answer: TEXT, then DONE)
  *   ABORT       nothing: drop request id (no answer follows)
@@ -148,6 +151,12 @@ typedef struct llm_wire_msg
 	int32_t		n_scores;		/* <= LLM_MAX_CONTINUATIONS */
 	/* ERROR */
 	int32_t		sqlstate;
+	/*
+	 * SUBMIT: who the request's tokens are accounted to (the backend's
+	 * current role and database OIDs; opaque to the engine)
+	 */
+	uint32_t	role_id;
+	uint32_t	database_id;
 	/* SUBMIT: the submitter */
 	llm_wire_client client;
 } llm_wire_msg;

@@ -228,6 +228,8 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_SUBMIT;
 	m.request = *req;
+	m.role_id = GetUserId();
+	m.database_id = MyDatabaseId;
 	llm_fill_client(&m.client);
 
 	LWLockAcquire(store->lock, LW_EXCLUSIVE);
