@@ -131,14 +131,15 @@ SET ROLE regress_llm_revoked;
 SELECT try_sql('EXECUTE priv_batched') AS batched, try_sql('EXECUTE priv_unbatched') AS unbatched;
 SELECT try_sql('SELECT priv_cached()') AS cached_plan;
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)
-  TO regress_llm_revoked;
+-- the signature of llm_generate(text, ...) as this version has it (updates widen it)
+SELECT oid::regprocedure AS llm_generate_text FROM pg_proc
+WHERE proname = 'llm_generate' AND proargtypes[0] = 'text'::regtype \gset
+GRANT EXECUTE ON FUNCTION :llm_generate_text TO regress_llm_revoked;
 SET ROLE regress_llm_revoked;
 EXECUTE priv_batched;
 SELECT priv_cached();
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)
-  FROM regress_llm_revoked;
+REVOKE EXECUTE ON FUNCTION :llm_generate_text FROM regress_llm_revoked;
 SET ROLE regress_llm_revoked;
 SELECT * FROM priv_try('EXECUTE priv_batched');
 SELECT try_sql('SELECT priv_cached()') AS cached_plan;

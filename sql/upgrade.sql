@@ -46,9 +46,9 @@ SELECT array_to_string(ARRAY(SELECT oid FROM pg_proc WHERE proname LIKE 'llm\_%'
 
 ALTER EXTENSION llm UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'llm';
--- the functions kept their OIDs, the dependents work unchanged
+-- the functions kept their OIDs (the updates only add functions), the dependents work unchanged
 SELECT array_to_string(ARRAY(SELECT oid FROM pg_proc WHERE proname LIKE 'llm\_%'
-                             AND proname NOT IN ('llm_generation_arguments', 'llm_widen_function') ORDER BY oid), ',')
+                             AND oid = ANY (string_to_array(:'oids_before', ',')::oid[]) ORDER BY oid), ',')
        = :'oids_before' AS same_oids;
 REFRESH MATERIALIZED VIEW ticket_usage;
 SELECT b.view_replies = (SELECT array_agg(reply ORDER BY id) FROM ticket_replies) AS view_same,

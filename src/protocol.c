@@ -130,6 +130,17 @@ put_ids(writer *w, const int32_t *ids, int32_t n)
 		put_raw(w, ids, (size_t) n * sizeof(int32_t));
 }
 
+/* The routing alias: a request string, empty for the default model. */
+static void
+put_model(writer *w, const char *model)
+{
+	size_t		len = model ? strlen(model) : 0;
+
+	if (len > LLM_MAX_MODEL_ALIAS)
+		w->bad = true;
+	put_str(w, model ? model : "", len);
+}
+
 static void
 put_request(writer *w, const llm_request *r)
 {
@@ -175,6 +186,7 @@ put_request(writer *w, const llm_request *r)
 	for (int i = 0; i < r->n_continuations && !w->bad; i++)
 		put_str(w, r->continuations[i], r->continuation_lens[i]);
 	put_ids(w, r->tokens, r->n_tokens);
+	put_model(w, r->model);
 }
 
 size_t
@@ -193,8 +205,12 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 			break;
 		case LLM_WIRE_TOKENIZE:
 			put_str(&w, m->text, m->text_len);
+			put_model(&w, m->model);
 			break;
 		case LLM_WIRE_DETOKENIZE:
+			put_ids(&w, m->ids, m->n_ids);
+			put_model(&w, m->model);
+			break;
 		case LLM_WIRE_TOKENS:
 			put_ids(&w, m->ids, m->n_ids);
 			break;
@@ -376,6 +392,21 @@ get_ids(reader *r, const int32_t **ids, int32_t *n)
 	return true;
 }
 
+/* The routing alias: NULL when empty. */
+static bool
+get_model(reader *r, const char **model)
+{
+	size_t		len;
+
+	if (!get_str(r, model, &len))
+		return false;
+	if (len > LLM_MAX_MODEL_ALIAS)
+		return fail(r, "model alias too long");
+	if (len == 0)
+		*model = NULL;
+	return true;
+}
+
 static bool
 get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 {
@@ -435,7 +466,7 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->n_continuations = n_cont;
 	q->continuations = n_cont > 0 ? a->continuations : NULL;
 	q->continuation_lens = n_cont > 0 ? a->continuation_lens : NULL;
-	return get_ids(r, &q->tokens, &q->n_tokens);
+	return get_ids(r, &q->tokens, &q->n_tokens) && get_model(r, &q->model);
 }
 
 static bool
@@ -470,10 +501,14 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 		case LLM_WIRE_SUBMIT:
 			if (arrays == NULL)
 				return fail(r, "no room for a request's arrays");
-			return get_request(r, &m->request, arrays);
+			if (!get_request(r, &m->request, arrays))
+				return false;
+			m->model = m->request.model;
+			return true;
 		case LLM_WIRE_TOKENIZE:
-			return get_str(r, &m->text, &m->text_len);
+			return get_str(r, &m->text, &m->text_len) && get_model(r, &m->model);
 		case LLM_WIRE_DETOKENIZE:
+			return get_ids(r, &m->ids, &m->n_ids) && get_model(r, &m->model);
 		case LLM_WIRE_TOKENS:
 			return get_ids(r, &m->ids, &m->n_ids);
 		case LLM_WIRE_ABORT:

@@ -19,6 +19,7 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
+#include "model_list.h"
 #include "sql_args.h"
 #include "sql_result.h"
 #include "sqlstate.h"
@@ -120,6 +121,16 @@ apply_raw(const LlmArgDesc *arg, LlmCall *c, Datum v)
 	c->raw = DatumGetBool(v);
 }
 
+/* model text: the alias of the model that serves the call, checked against llm.models */
+static void
+apply_model(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	char	   *alias = text_to_cstring(DatumGetTextPP(v));
+
+	llm_model_alias_check(alias);
+	c->req.model = alias;
+}
+
 static void
 apply_on_error(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
@@ -151,6 +162,7 @@ static const LlmArgDesc arg_table[] = {
 	{"system", TEXTOID, NULL, apply_system},
 	{"raw", BOOLOID, "false", apply_raw},
 	{"on_error", TEXTOID, "raise", apply_on_error},
+	{"model", TEXTOID, NULL, apply_model},
 };
 
 #define N_ARGS lengthof(arg_table)

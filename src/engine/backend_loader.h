@@ -38,6 +38,14 @@ llm_backend *llm_backend_open(const char *device, int n_threads, char *err, size
 llm_backend *llm_backend_open_ex(const char *device, int n_threads, bool deterministic,
 								 char *err, size_t errlen);
 
+/*
+ * As llm_backend_open_ex; shared_threads = true gives a CPU backend the
+ * process's shared pool of n_threads compute threads
+ * (llm_backend_cpu_create_shared): for engines one thread drives in turn.
+ */
+llm_backend *llm_backend_open_opts(const char *device, int n_threads, bool deterministic,
+								   bool shared_threads, char *err, size_t errlen);
+
 /* Why the last "auto" open fell back to the CPU ("" if it did not). */
 const char *llm_backend_fallback_reason(void);
 

@@ -46,6 +46,9 @@ typedef struct llm_engine_config
 	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
 	int			max_running;	/* max sequences in a step, >= 1; default 64 */
 	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
+	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
+								 * n_threads, for engines one thread steps in turn (several
+								 * models in one driver); default false (a pool of its own) */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */
@@ -219,5 +222,11 @@ llm_status	llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids
 
 /* Vocabulary size (length of a logits row). */
 int32_t		llm_engine_n_vocab(const llm_engine *e);
+
+/* Parameter count of the model: the elements of every tensor in its file. */
+int64_t		llm_engine_n_params(const llm_engine *e);
+
+/* The model's architecture, general.architecture of its file (owned by e). */
+const char *llm_engine_architecture(const llm_engine *e);
 
 #endif

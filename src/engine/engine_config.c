@@ -46,7 +46,8 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->kv_cache_bytes == b->kv_cache_bytes &&
 		a->max_batched_tokens == b->max_batched_tokens &&
 		a->max_running == b->max_running &&
-		a->prefix_caching == b->prefix_caching;
+		a->prefix_caching == b->prefix_caching &&
+		a->shared_threads == b->shared_threads;
 }
 
 int

@@ -185,5 +185,10 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 	}
 	else if (r->n_continuations != 0)
 		return invalid(err, errlen, "continuations are only for scoring requests");
+	if (r->model != NULL && strlen(r->model) > LLM_MAX_MODEL_ALIAS)
+	{
+		snprintf(err, errlen, "model must be at most %d bytes", LLM_MAX_MODEL_ALIAS);
+		return LLM_ERR_INVALID_PARAM;
+	}
 	return LLM_OK;
 }
