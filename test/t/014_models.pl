@@ -90,7 +90,7 @@ is($node->safe_psql('postgres', "SELECT llm_generate($prompt, max_tokens => 120,
 
 # reload one model while another serves: start long requests on smollm2 and
 # small, then change small's settings; smollm2's request runs to its end
-# unchanged, small's is aborted by its reload (55000), then small serves again
+# unchanged, small's is aborted by its reload (57000), then small serves again
 my $long = LlmTest::start_query($node, "SELECT llm_generate($prompt, max_tokens => 120, model => 'smollm2')");
 my $doomed = LlmTest::start_query($node,
 	q{SELECT try_sql($$SELECT llm_generate('1, 2, 3, 4, 5, 6, 7, 8,', raw => true, max_tokens => 400, model => 'small')$$)});
@@ -104,7 +104,7 @@ my ($out, $err) = LlmTest::finish_query($long);
 is($err, '', 'smollm2 request: no error across the other model\'s reload');
 is($out, $alone, 'smollm2 request: same text as alone');
 ($out, $err) = LlmTest::finish_query($doomed);
-like($out, qr/^55000: request aborted: the llm worker is reloading its model/, "small's own request aborted by its reload");
+like($out, qr/^57000: request aborted: the llm worker is reloading its model/, "small's own request aborted by its reload");
 ok(models_settled($n_models, q{bool_or(alias = 'small' AND context_length = 1024)}), 'small reloaded with its new context');
 is($node->safe_psql('postgres', q{SELECT requests_aborted + requests_failed FROM llm_models WHERE alias = 'smollm2'}),
 	'0', 'nothing of smollm2 was aborted or failed');
