@@ -10,6 +10,8 @@
 #   make test            everything README.md's test command runs
 #   make demo            throwaway server + the tickets demo
 #   make bench           benchmarks (bench/run)
+#   make fuzz            libFuzzer targets under ASan+UBSan, FUZZ_SECONDS each
+#                        (fuzz/fuzz.mk, docs/FUZZING.md; not part of make test)
 #   make USE_CUDA=0      no CUDA backend even where nvcc exists (else, when
 #                        $(CUDA_HOME)/bin/nvcc exists: build/llm_cuda.so and
 #                        build/llm-parity, rules in kernels/cuda/cuda.mk)
@@ -19,6 +21,19 @@ MODULE_big  = llm
 DATA        = $(wildcard sql/llm--*.sql)
 PGFILEDESC  = "pg_llm - LLM inference inside PostgreSQL"
 OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
+
+# pg_regress suites, PGXS style: every sql/*.sql but the extension scripts,
+# setup first (it defines the helpers the others use), then in name order.
+# `make installcheck` runs them against the running server of PG_CONFIG,
+# which must have shared_preload_libraries = 'llm', the settings of
+# test/regress.conf and a model at llm.model (make install puts the default
+# one where llm.model's default points).  On a throwaway instance of an
+# installation the extension is installed in (no server needed):
+#   make installcheck EXTRA_REGRESS_OPTS="--temp-instance=/tmp/llm_check --temp-config=test/regress.conf"
+# test/run-regress does the same on this checkout's private copy of the
+# installation (test/private-pg) and never touches the system's.
+REGRESS      = setup $(sort $(filter-out setup llm--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=. --load-extension=llm --encoding=UTF8 --no-locale
 
 # The server was built with LLVM; our objects need no JIT bitcode.
 override with_llvm = no
@@ -121,6 +136,8 @@ $(foreach e,$(MODEL_TABLE),$(eval $(lastword $(subst =, ,$(e))): ; scripts/fetch
 unknown-model:
 	@echo "unknown model name in MODEL=\"$(MODEL)\" / MODELS=\"$(MODELS)\" (known: $(MODEL_NAMES))" >&2; exit 1
 
+include fuzz/fuzz.mk
+
 unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
 	test/run-unit
 
@@ -132,11 +149,17 @@ test:
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
-# $(datadir)/extension/llm/ (the share directory of pg_config); more by name
-# with e.g. `make install MODELS="smollm2 gemma3-270m"`.
+# $(datadir)/extension/llm/ (the share directory of pg_config), fetching it
+# first if models/ lacks it; more by name with e.g.
+# `make install MODELS="smollm2 gemma3-270m"`.  LLM_INSTALL_MODEL=no installs
+# the extension without any model (a package built without network, see
+# debian/README.source).
 MODELS      ?= smollm2
 INSTALL_MODEL_FILES = $(foreach m,$(MODELS),$(call model_path,$(m)))
+LLM_INSTALL_MODEL ?= yes
+ifeq ($(LLM_INSTALL_MODEL),yes)
 install: install-model
+endif
 install-model: $(INSTALL_MODEL_FILES)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
 	$(INSTALL_DATA) $(INSTALL_MODEL_FILES) '$(DESTDIR)$(datadir)/extension/llm/'
@@ -154,7 +177,7 @@ install-cuda: build/llm_cuda.so
 .PHONY: install-cuda
 endif
 
-# Benchmarks of ../shared/BENCHMARKS.md against llama.cpp and a pgai-style
+# Benchmarks (docs/PERFORMANCE.md) against llama.cpp and a pgai-style
 # function (bench/run builds and installs what it needs; about 80 minutes at
 # full size; BENCH_ARGS e.g. "--only single,batch16 -r 5").
 bench:

@@ -64,7 +64,12 @@
 #define LLM_REQUEST_QUEUE_SIZE	(256 * 1024)
 #define LLM_RESPONSE_QUEUE_SIZE	(256 * 1024)
 
-/* Written once by the creating backend before it publishes the segment. */
+/*
+ * Locking: none.  Written once by the creating backend before it publishes
+ * the segment's handle in its registry slot (under the registry's lock),
+ * never written again; the worker reads it after attaching.  The two queues
+ * synchronise themselves (shm_mq: one sender, one receiver each).
+ */
 typedef struct llm_channel_header
 {
 	uint32_t	magic;

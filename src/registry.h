@@ -87,7 +87,7 @@ typedef struct LlmShared
 	char		model_path[MAXPGPATH];
 	char		model_error[LLM_MODEL_ERROR_LEN];
 	int32		n_ctx;			/* READY: context length in use */
-	char		device[16];		/* READY: compute device in use */
+	char		device[16];		/* READY: llm.device as set ("auto" is not resolved to the backend) */
 	char		model_info[LLM_MODEL_INFO_LEN]; /* READY: the engine's JSON object */
 	LlmStats	stats;
 	LlmRecentRequests recent;	/* read by llm_recent_requests() */

@@ -11,7 +11,8 @@
  * user input yields no special ids; invalid UTF-8 is rejected; the incremental
  * detokenizer holds partial characters and replaces invalid ones; EOG ids;
  * chat rendering equals llama.cpp's tokenization of the rendered template;
- * tokenizing a ~2,000-word text takes < 10 ms; SentencePiece BPE on a small
+ * a ~2,000-word text round-trips (speed is for benchmarks, never asserted
+ * here); SentencePiece BPE on a small
  * hand-made vocabulary (merge order by score, leftmost on ties, byte
  * fallback, the space marker and prefix, USER_DEFINED splitting, no control
  * id from text; Gemma 3's real vocabulary is test_tokenizer_gemma.c).
@@ -25,21 +26,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_IDS (1 << 16)
 
 static int32_t ids_buf[MAX_IDS];
 static int32_t want_buf[MAX_IDS];
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static bool
 is_special(const llm_tokenizer *t, int32_t id)
@@ -826,18 +817,19 @@ test_synthetic_spm(void)
 }
 
 static void
-test_speed(const llm_tokenizer *t)
+test_long_text(const llm_tokenizer *t)
 {
 	static const char *const words[] = {
 		"the", "printer", "on", "floor", "3", "won't", "print", "error", "code", "E-0042.",
 		"We", "tried", "restarting", "it", "twice,", "but", "nothing", "changed!", "Please",
 		"help", "ASAP;", "meeting", "at", "14:00", "(urgent)", "naïve", "café", "日本", "I've", "\n"
 	};
-	static char text[40000];
-	size_t		w = 0;
-	double		best = 1e9;
+	static char text[40000],
+				back[40000];
+	size_t		w = 0,
+				b = 0;
 	char		err[256];
-	int64_t		n = 0;
+	int64_t		n;
 
 	for (int i = 0; i < 2000; i++)
 	{
@@ -845,17 +837,17 @@ test_speed(const llm_tokenizer *t)
 
 		w += (size_t) snprintf(text + w, sizeof(text) - w, "%s%s", i ? " " : "", wd);
 	}
-	for (int rep = 0; rep < 5; rep++)
+	n = llm_tokenize(t, text, w, ids_buf, MAX_IDS, err, sizeof(err));
+	for (int64_t i = 0; i < n && i < MAX_IDS; i++)
 	{
-		double		t0 = now_ms();
+		int			k = llm_token_to_bytes(t, ids_buf[i], back + b, (int) (sizeof(back) - b));
 
-		n = llm_tokenize(t, text, w, ids_buf, MAX_IDS, err, sizeof(err));
-		t0 = now_ms() - t0;
-		if (t0 < best)
-			best = t0;
+		if (k < 0 || b + (size_t) k > sizeof(back))
+			break;
+		b += (size_t) k;
 	}
-	CHECK(n > 2000 && best < 10.0, "2,000 words (%zu bytes, %lld tokens) tokenized in %.3f ms (< 10 ms)",
-		  w, (long long) n, best);
+	CHECK(n > 2000 && n <= MAX_IDS && b == w && memcmp(back, text, w) == 0,
+		  "2,000 words (%zu bytes, %lld tokens) round-trip", w, (long long) n);
 }
 
 int
@@ -865,21 +857,18 @@ main(void)
 	char		err[512] = "";
 	gguf_file  *f;
 	llm_tokenizer *t;
-	double		t0;
 
 	if (path == NULL)
 		path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 	f = gguf_open(path, err, sizeof(err));
 	if (!CHECK(f != NULL, "open model %s: %s", path, err))
 		return unit_done();
-	t0 = now_ms();
 	t = llm_tokenizer_create(f, err, sizeof(err));
 	if (!CHECK(t != NULL, "tokenizer create: %s", err))
 	{
 		gguf_close(f);
 		return unit_done();
 	}
-	printf("# tokenizer built in %.1f ms\n", now_ms() - t0);
 
 	test_golden(t);
 	test_injection(t);
@@ -888,7 +877,7 @@ main(void)
 	test_detok(t);
 	test_eog(t);
 	test_chat(f, t);
-	test_speed(t);
+	test_long_text(t);
 	test_synthetic();
 	test_synthetic_spm();
 
