@@ -69,7 +69,8 @@ SELECT * FROM priv_try($$SELECT g, llm_generate('Say ' || g, max_tokens => 1) FR
 SELECT * FROM priv_try($$EXPLAIN SELECT g, llm_generate('Say ' || g, max_tokens => 1) FROM priv_rows$$);
 SELECT * FROM priv_try($$SELECT length(llm_generate('Say ' || g, max_tokens => 1)) FROM priv_rows$$);
 SELECT * FROM priv_try($$CREATE TEMP TABLE priv_out AS SELECT llm_generate('Say ' || g, max_tokens => 1) AS t FROM priv_rows$$);
--- the error is the one of a plain call: 42501, the function's name
+-- the error is the one of a plain call: 42501, the function's name (plus a
+-- hint naming the grant, which PostgreSQL's own check of a plain call lacks)
 SELECT g, llm_generate('Say ' || g, max_tokens => 1) FROM priv_rows;
 RESET ROLE;
 -- a member: allowed, batched or not

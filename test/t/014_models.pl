@@ -12,7 +12,7 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $dir = $ENV{LLM_MODELS_DIR} // '';
+my $dir = defined $ENV{LLM_SOURCE_DIR} ? "$ENV{LLM_SOURCE_DIR}/models" : "";
 my $gemma = "$dir/gemma-3-270m-q4_k_m.gguf";
 my $have_gemma = $dir ne '' && -r $gemma;
 
