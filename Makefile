@@ -116,6 +116,11 @@ build/bench/multi_model: bench/multi_model.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# Constrained decoding in the engine: decode at batch B with and without a grammar (docs/PERFORMANCE.md).
+build/bench/structured_bench: bench/structured_bench.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)

@@ -22,6 +22,12 @@ typedef struct WorkerRequest
 	uint64		engine_id;
 	llm_engine *engine;			/* the model's engine it lives in */
 	int			model;			/* its model's row (registry.h) */
+	bool		grammar;		/* constrained: a length finish is no valid result */
+	int32		max_tokens;
+	Oid			role;			/* accounting tags of the request (protocol.h) */
+	Oid			database;
+	llm_priority priority;		/* the request's class, counted in llm_usage */
+	int32		n_tokens_out;	/* tokens generated so far (TEXT events) */
 } WorkerRequest;
 
 static MemoryContext intake_cxt;
@@ -66,14 +72,24 @@ submit(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
 	char		err[1100];
 	llm_status	st;
 
+	llm_request req = m->request;
+
 	r = MemoryContextAlloc(intake_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = m->id;
 	r->engine_id = next_engine_id++;
 	r->engine = engine;
 	r->model = model;
+	r->grammar = m->request.grammar != NULL;
+	r->max_tokens = m->request.params.max_tokens;
+	r->role = m->role_id;
+	r->database = m->database_id;
+	r->priority = m->request.priority;
+	r->n_tokens_out = 0;
+	/* fair share among sessions: every channel is one (scheduler.h) */
+	req.session = (uint64) slot + 1;
 	err[0] = '\0';
-	st = llm_engine_submit(engine, r->engine_id, &m->request, r, err, sizeof(err));
+	st = llm_engine_submit(engine, r->engine_id, &req, r, err, sizeof(err));
 	if (st != LLM_OK)
 	{
 		answer_error(slot, m->id, st, err);
@@ -151,6 +167,7 @@ abort_request(int slot, uint64 client_id)
 		if (r->client_id == client_id)
 		{
 			llm_engine_abort(r->engine, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			llm_stats_note_aborted(r->model);
 			free_request(r);
 			return;
@@ -225,6 +242,7 @@ intake_abort_slot(int slot)
 		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
 		llm_engine_abort(r->engine, r->engine_id);
+		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 		llm_stats_note_aborted(r->model);
 		free_request(r);
 	}
@@ -245,6 +263,7 @@ intake_fail_engine(llm_engine *e, int sqlstate, const char *message)
 			if (r->engine != e)
 				continue;
 			llm_engine_abort(e, r->engine_id);
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
 			llm_stats_note_failed(r->model);
 			free_request(r);
@@ -269,6 +288,8 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 	switch (ev->kind)
 	{
 		case LLM_EVENT_TEXT:
+			if (ev->token_id >= 0)
+				r->n_tokens_out++;
 			if (ev->text_len > 0)
 			{
 				m.kind = LLM_WIRE_TEXT;
@@ -278,6 +299,28 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			}
 			break;
 		case LLM_EVENT_FINISHED:
+			if (r->grammar && ev->finish_reason == LLM_FINISH_LENGTH)
+			{
+				/*
+				 * Cut before the output was complete under its grammar: the
+				 * text is not a valid result, so it is not returned as one
+				 * (the request still finished with "length" in the stats).
+				 */
+				char		msg[256];
+
+				if (ev->usage.completion_tokens >= r->max_tokens)
+					snprintf(msg, sizeof(msg), "the output reached max_tokens (%d) before it was complete "
+							 "under its grammar (choices, regex or json_schema); raise max_tokens",
+							 r->max_tokens);
+				else
+					snprintf(msg, sizeof(msg), "the output reached the context length after %d tokens "
+							 "before it was complete under its grammar (choices, regex or json_schema)",
+							 ev->usage.completion_tokens);
+				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage);
+				free_request(r);
+				break;
+			}
 			m.kind = LLM_WIRE_DONE;
 			m.finish_reason = ev->finish_reason;
 			m.usage = ev->usage;
@@ -285,11 +328,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
 			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
 			llm_stats_note_failed(r->model);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 	}

@@ -94,6 +94,22 @@ clear_row(int row)
 	llm_stats_note_change();
 }
 
+/*
+ * Row keeps serving, but the last configuration change for it could not be
+ * applied: its error (and, for the default model, llm_model_info()) shows
+ * why until the next load clears it; "" clears it.
+ */
+static void
+set_row_warning(int row, const char *msg)
+{
+	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+	strlcpy(llm_shared->models[row].error, msg, sizeof(llm_shared->models[row].error));
+	if (row == 0)
+		strlcpy(llm_shared->model_error, msg, LLM_MODEL_ERROR_LEN);
+	LWLockRelease(llm_shared->lock);
+	llm_stats_note_change();
+}
+
 /* ---------- loading ---------- */
 
 static void
@@ -137,6 +153,12 @@ load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
 		snprintf(m->error, sizeof(m->error), "could not access model file \"%s\": %m",
 				 m->loaded.model_path);
 	}
+	else if (m->loaded.kv_cache_bytes > 0 &&
+			 llm_engine_check_kv_budget(m->loaded.kv_cache_bytes, err, sizeof(err)) != 0)
+	{
+		m->sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
+		snprintf(m->error, sizeof(m->error), "llm.kv_cache_size refused: %s", err);
+	}
 	else
 	{
 		err[0] = '\0';
@@ -161,6 +183,11 @@ load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
 					(errmsg("llm worker loaded model %s \"%s\" (device %s, context %d tokens)",
 							m->alias, m->loaded.model_path, m->loaded.device,
 							llm_engine_n_ctx(m->engine))));
+		if (llm_engine_notes(m->engine)[0] != '\0')
+			ereport(WARNING,
+					(errmsg("llm worker: llm.threads = %d clamped: %s", m->loaded.n_threads,
+							llm_engine_notes(m->engine)),
+					 errhint("Set llm.threads to at most the number of CPUs, or 0 for all of them.")));
 	}
 	else
 	{
@@ -199,8 +226,36 @@ refresh(int row, const char *alias, const LlmModelSpec *spec)
 
 	if (m->in_use && m->engine != NULL && llm_engine_config_equal(&now, &m->loaded))
 	{
+		/* back to the configuration being served: a refused change is no longer pending */
+		set_row_warning(row, "");
 		MemoryContextDelete(cxt);
 		return;
+	}
+	/* a new model file is checked before the one serving is given up */
+	if (m->in_use && m->engine != NULL && strcmp(now.model_path, m->loaded.model_path) != 0)
+	{
+		char		err[LLM_MODEL_ERROR_LEN];
+		char		msg[LLM_MODEL_ERROR_LEN];
+
+		err[0] = '\0';
+		if (now.model_path[0] == '\0')
+			snprintf(err, sizeof(err), "llm.model is empty");
+		if (err[0] != '\0' || llm_engine_check_model_file(now.model_path, err, sizeof(err)) != 0)
+		{
+			if (row == 0)
+				snprintf(msg, sizeof(msg), "new llm.model \"%s\" not loaded: %s; still serving \"%s\"",
+						 now.model_path, err, m->loaded.model_path);
+			else
+				snprintf(msg, sizeof(msg), "model %s: new file \"%s\" not loaded: %s; still serving \"%s\"",
+						 m->alias, now.model_path, err, m->loaded.model_path);
+			ereport(WARNING,
+					(errmsg("llm worker: %s", msg),
+					 errhint(row == 0 ? "Fix llm.model and reload the configuration (SELECT pg_reload_conf())." :
+							 "Fix llm.models and reload the configuration (SELECT pg_reload_conf()).")));
+			set_row_warning(row, msg);
+			MemoryContextDelete(cxt);
+			return;
+		}
 	}
 	/* changed settings, a failed model to retry, or a new alias */
 	unload(m, "request aborted: the llm worker is reloading its model after a configuration change");

@@ -6,6 +6,8 @@
  */
 #include "postgres.h"
 
+#include <time.h>
+
 #include "utils/timestamp.h"
 
 #include "registry.h"
@@ -53,6 +55,22 @@ model_of(int model)
 {
 	return model >= 0 && model < LLM_MAX_MODELS ? &model_delta[model] : NULL;
 }
+/* Usage noted since the last publish, per (role, database). */
+typedef struct UsageDelta
+{
+	Oid			role;
+	Oid			database;
+	int64		requests;
+	int64		prompt_tokens;
+	int64		cached_tokens;
+	int64		completion_tokens;
+	double		busy_ms;
+	int64		class_requests[LLM_N_PRIORITIES];
+} UsageDelta;
+
+#define PENDING_USAGE 64
+static UsageDelta pending_usage[PENDING_USAGE];
+static int	n_pending_usage = 0;
 
 /*
  * Records of requests finished since the last publish, copied into
@@ -87,6 +105,96 @@ append_recent_locked(void)
 		ring->written++;
 	}
 	n_pending_records = 0;
+}
+
+/* The entry of (role, database) in the usage table: its own, a free one, or the least recently noted. */
+static LlmRoleUsage *
+usage_entry_locked(LlmStats *s, Oid role, Oid database)
+{
+	LlmRoleUsage *victim = NULL;
+
+	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
+	{
+		LlmRoleUsage *u = &s->usage[i];
+
+		if (u->role == role && u->database == database)
+			return u;
+		if (victim == NULL || (victim->role != InvalidOid &&
+							   (u->role == InvalidOid || u->last_noted < victim->last_noted)))
+			victim = u;
+	}
+	memset(victim, 0, sizeof(*victim));
+	victim->role = role;
+	victim->database = database;
+	return victim;
+}
+
+/* Add the pending usage into the shared table; caller holds the lock exclusively. */
+static void
+append_usage_locked(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	int64		sec = (int64) time(NULL);
+
+	for (int i = 0; i < n_pending_usage; i++)
+	{
+		UsageDelta *d = &pending_usage[i];
+		LlmRoleUsage *u = usage_entry_locked(&llm_shared->stats, d->role, d->database);
+		int			b = (int) (sec % LLM_USAGE_WINDOW);
+
+		u->requests += d->requests;
+		u->prompt_tokens += d->prompt_tokens;
+		u->cached_tokens += d->cached_tokens;
+		u->completion_tokens += d->completion_tokens;
+		u->busy_ms += d->busy_ms;
+		for (int c = 0; c < LLM_N_PRIORITIES; c++)
+			u->class_requests[c] += d->class_requests[c];
+		u->last_noted = now;
+		if (u->second[b] != sec)
+		{
+			u->second[b] = sec;
+			u->tokens[b] = 0;
+		}
+		u->tokens[b] += d->prompt_tokens + d->completion_tokens;
+	}
+	n_pending_usage = 0;
+}
+
+void
+llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_usage *usage,
+					 int32 completion_tokens)
+{
+	UsageDelta *d = NULL;
+
+	for (int i = 0; i < n_pending_usage; i++)
+		if (pending_usage[i].role == role && pending_usage[i].database == database)
+			d = &pending_usage[i];
+	if (d == NULL)
+	{
+		if (n_pending_usage == PENDING_USAGE)
+		{
+			LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+			append_usage_locked();
+			LWLockRelease(llm_shared->lock);
+		}
+		d = &pending_usage[n_pending_usage++];
+		memset(d, 0, sizeof(*d));
+		d->role = role;
+		d->database = database;
+	}
+	d->requests++;
+	if ((unsigned) priority < LLM_N_PRIORITIES)
+		d->class_requests[priority]++;
+	if (usage)
+	{
+		d->prompt_tokens += usage->prompt_tokens;
+		d->cached_tokens += usage->cached_tokens;
+		d->completion_tokens += usage->completion_tokens;
+		d->busy_ms += usage->busy_ms;
+	}
+	else
+		d->completion_tokens += completion_tokens;
+	stats_dirty = true;
 }
 
 /* One record for llm_recent_requests(); usage NULL: failed or aborted before the engine reported it. */
@@ -284,6 +392,7 @@ llm_stats_publish(llm_engine *const *engines, int n)
 		for (int i = 0; i < delta.n_tpot; i++)
 			latency_add(&s->tpot, delta.tpot[i]);
 		append_recent_locked();
+		append_usage_locked();
 	}
 	LWLockRelease(llm_shared->lock);
 	memset(&delta, 0, sizeof(delta));

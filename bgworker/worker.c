@@ -13,7 +13,13 @@
  *
  * It never crashes on bad input or a bad model: a model that cannot be loaded
  * leaves the worker up answering every request with an ERROR naming the file
- * and the reason, until a configuration reload loads it.  An ereport(ERROR)
+ * and the reason, until a configuration reload loads it.  Guard rails: a
+ * KV cache over the engine's share of memory (llm_engine_check_kv_budget)
+ * is refused the same way before anything is loaded; a thread count above
+ * the CPUs is clamped by the engine, with a WARNING here; and a reload that
+ * names a new model file first checks it (llm_engine_check_model_file): a
+ * file that cannot be used leaves the old model serving, its requests
+ * untouched, with a WARNING and the error in llm_model_info().  An ereport(ERROR)
  * in this process has no handler above it and so becomes FATAL, i.e. a clean
  * proc_exit(1) and a restart after bgw_restart_time, never a crash-restart of
  * the server.  The engine is plain C (malloc'd memory, its own compute

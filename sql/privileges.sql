@@ -132,7 +132,7 @@ SET ROLE regress_llm_revoked;
 SELECT try_sql('EXECUTE priv_batched') AS batched, try_sql('EXECUTE priv_unbatched') AS unbatched;
 SELECT try_sql('SELECT priv_cached()') AS cached_plan;
 RESET ROLE;
--- the signature of llm_generate(text, ...) as this version has it (updates widen it)
+-- llm_generate(text, ...) by its first argument: its argument list grows with the versions
 SELECT oid::regprocedure AS llm_generate_text FROM pg_proc
 WHERE proname = 'llm_generate' AND proargtypes[0] = 'text'::regtype \gset
 GRANT EXECUTE ON FUNCTION :llm_generate_text TO regress_llm_revoked;

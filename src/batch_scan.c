@@ -1221,6 +1221,7 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 	}
 	else
 	{
+		llm_call_set_batch(&call);
 		r->ids[j] = llm_submit(&call.req);
 		st->n_requests++;
 		st->in_flight++;

@@ -504,6 +504,8 @@ llm_submit(const llm_request *req)
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_SUBMIT;
 	m.request = *req;
+	m.role_id = GetUserId();
+	m.database_id = MyDatabaseId;
 	return submit(&m);
 }
 

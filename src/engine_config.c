@@ -144,6 +144,58 @@ static EngineGuc engine_gucs[] = {
 		.boot_bool = true,
 		.field = FIELD(prefix_caching),
 	},
+	{
+		.name = "llm.interactive_reserved_slots",
+		.short_desc = "Running slots batch requests leave free for interactive ones (-1 = automatic).",
+		.long_desc = "An interactive request then starts at the next engine step.  Automatic: one per 16 of "
+		"llm.max_running_requests, at least one; at most llm.max_running_requests - 1.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = -1, .min_int = -1, .max_int = 65535,
+		.field = FIELD(reserved_interactive),
+	},
+	{
+		.name = "llm.interactive_step_tokens",
+		.short_desc = "Tokens of an engine step that holds interactive work, batch work filling up to it "
+		"(-1 = automatic, 0 = no cap).",
+		.long_desc = "Keeps the steps of an interactive request about as short as they would be without the batch "
+		"work.  Automatic: what takes at most twice the time of the interactive work alone, by a model of step "
+		"time the worker fits to its steps.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = -1, .min_int = -1, .max_int = 1048576,
+		.field = FIELD(interactive_step_tokens),
+	},
+	{
+		.name = "llm.prefill_cap_tokens",
+		.short_desc = "Prefill tokens per engine step while many requests of a class decode (0 = no cap).",
+		.long_desc = "Applies once llm.prefill_cap_decodes requests of the class decode in the step.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = 0, .min_int = 0, .max_int = 1048576,
+		.field = FIELD(prefill_cap),
+	},
+	{
+		.name = "llm.prefill_cap_decodes",
+		.short_desc = "Decoding requests of a class from which llm.prefill_cap_tokens applies.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = 16, .min_int = 1, .max_int = 65536,
+		.field = FIELD(prefill_cap_decodes),
+	},
+	{
+		.name = "llm.speculative_tokens",
+		.short_desc = "Draft tokens per request and step of speculative decoding by prompt lookup (0 = off).",
+		.long_desc = "Drafts copy what followed the output's last tokens earlier in the prompt or output; "
+		"they are verified in the same step, so the output is the one plain decoding gives.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = 4, .min_int = 0, .max_int = 16,
+		.field = FIELD(spec_tokens),
+	},
+	{
+		.name = "llm.speculative_max_batch",
+		.short_desc = "Speculate only while at most this many requests run in the engine's batch.",
+		.long_desc = "Draft tokens cost compute in large batches, where batching already pays.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = 4, .min_int = 1, .max_int = 65536,
+		.field = FIELD(spec_max_batch),
+	},
 };
 
 void

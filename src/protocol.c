@@ -10,7 +10,9 @@
 #define FLAG_PROMPT		0x01u		/* SUBMIT: a prompt string follows */
 #define FLAG_SYSTEM		0x02u		/* SUBMIT: a system string follows */
 #define FLAG_EOT		0x04u		/* SUBMIT: continuation_eot */
-#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT)
+#define FLAG_GRAMMAR	0x08u		/* SUBMIT: a grammar source follows the token ids */
+#define FLAG_ECHO		0x10u		/* SUBMIT: continuation_echo */
+#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO)
 
 static bool
 valid_mode(uint32_t v)
@@ -22,6 +24,12 @@ static bool
 valid_prompt_kind(uint32_t v)
 {
 	return v >= LLM_PROMPT_TEXT && v <= LLM_PROMPT_TOKENS;
+}
+
+static bool
+valid_priority(uint32_t v)
+{
+	return v < LLM_N_PRIORITIES;
 }
 
 static bool
@@ -158,6 +166,10 @@ put_request(writer *w, const llm_request *r)
 		flags |= FLAG_SYSTEM;
 	if (r->continuation_eot)
 		flags |= FLAG_EOT;
+	if (r->grammar != NULL)
+		flags |= FLAG_GRAMMAR;
+	if (r->continuation_echo)
+		flags |= FLAG_ECHO;
 	put_u32(w, r->mode);
 	put_u32(w, r->prompt_kind);
 	put_u32(w, flags);
@@ -186,7 +198,12 @@ put_request(writer *w, const llm_request *r)
 	for (int i = 0; i < r->n_continuations && !w->bad; i++)
 		put_str(w, r->continuations[i], r->continuation_lens[i]);
 	put_ids(w, r->tokens, r->n_tokens);
-	put_model(w, r->model);
+	/* a grammar source is bytes (a choices source holds binary lengths) */
+	if (r->grammar != NULL)
+		put_bytes(w, r->grammar, r->grammar_len);
+	if (!valid_priority(r->priority))
+		w->bad = true;
+	put_u32(w, r->priority);
 }
 
 size_t
@@ -202,6 +219,9 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 	{
 		case LLM_WIRE_SUBMIT:
 			put_request(&w, &m->request);
+			put_u32(&w, m->role_id);
+			put_u32(&w, m->database_id);
+			put_model(&w, m->request.model);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			put_str(&w, m->text, m->text_len);
@@ -432,6 +452,7 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->mode = (llm_request_mode) mode;
 	q->prompt_kind = (llm_prompt_kind) kind;
 	q->continuation_eot = (flags & FLAG_EOT) != 0;
+	q->continuation_echo = (flags & FLAG_ECHO) != 0;
 #define X(type, field) if (!get_##type(r, &p->field)) return false;
 	LLM_WIRE_PARAMS(X)
 #undef X
@@ -466,7 +487,20 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->n_continuations = n_cont;
 	q->continuations = n_cont > 0 ? a->continuations : NULL;
 	q->continuation_lens = n_cont > 0 ? a->continuation_lens : NULL;
-	return get_ids(r, &q->tokens, &q->n_tokens) && get_model(r, &q->model);
+	if (!get_ids(r, &q->tokens, &q->n_tokens))
+		return false;
+	if ((flags & FLAG_GRAMMAR) && !get_bytes(r, &q->grammar, &q->grammar_len))
+		return false;
+	{
+		uint32_t	prio;
+
+		if (!get_u32(r, &prio))
+			return false;
+		if (!valid_priority(prio))
+			return fail(r, "unknown priority");
+		q->priority = (llm_priority) prio;
+	}
+	return true;
 }
 
 static bool
@@ -501,7 +535,8 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 		case LLM_WIRE_SUBMIT:
 			if (arrays == NULL)
 				return fail(r, "no room for a request's arrays");
-			if (!get_request(r, &m->request, arrays))
+			if (!get_request(r, &m->request, arrays) || !get_u32(r, &m->role_id) ||
+				!get_u32(r, &m->database_id) || !get_model(r, &m->request.model))
 				return false;
 			m->model = m->request.model;
 			return true;

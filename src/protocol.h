@@ -29,7 +29,10 @@
  *   SUBMIT      an llm_request (request.h): mode, prompt kind, flags, the
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
- *               continuations, token ids
+ *               continuations, token ids, the grammar source (bytes:
+ *               length + bytes) when its flag is set, priority; then the
+ *               accounting tags (role, database).  Not on the wire: the
+ *               request's session, which the worker sets from the channel
  *   TOKENIZE    text: its token ids as plain text (answer: TOKENS)
  *   DETOKENIZE  token ids: their text (answer: TEXT, then DONE)
  *   SUBMIT, TOKENIZE and DETOKENIZE end with the alias of the model that
@@ -138,6 +141,12 @@ typedef struct llm_wire_msg
 	int32_t		n_scores;		/* <= LLM_MAX_CONTINUATIONS */
 	/* ERROR */
 	int32_t		sqlstate;
+	/*
+	 * SUBMIT: who the request's tokens are accounted to (the backend's
+	 * current role and database OIDs; opaque to the engine)
+	 */
+	uint32_t	role_id;
+	uint32_t	database_id;
 	/*
 	 * TOKENIZE, DETOKENIZE: the model's alias, NULL or "" for the default
 	 * (SUBMIT carries it as request.model); decoded: a C string in place,

@@ -1,12 +1,16 @@
 /*
  * stats.c — SQL views of the worker's shared state (stats.h, registry.h):
  * llm_stat() (behind the llm_stat view), llm_recent_requests(),
- * llm_stat_reset(), llm_model_info() and llm_models().  These read main shared memory
- * only, so they work while the worker is down or the model failed to load.
+ * llm_stat_reset(), llm_model_info(), llm_models() and llm_usage() (behind
+ * the llm_usage view); and the per-role token count of the last minute that
+ * llm.max_tokens_per_minute is checked against.  These read main shared
+ * memory only, so they work while the worker is down or the model failed
+ * to load.
  */
 #include "postgres.h"
 
 #include <math.h>
+#include <time.h>
 
 #include "fmgr.h"
 #include "funcapi.h"
@@ -23,6 +27,7 @@ PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
 PG_FUNCTION_INFO_V1(pg_llm_recent_requests);
 PG_FUNCTION_INFO_V1(pg_llm_model_info);
 PG_FUNCTION_INFO_V1(pg_llm_models);
+PG_FUNCTION_INFO_V1(pg_llm_usage);
 
 #define LLM_STAT_COLS 25
 
@@ -175,6 +180,14 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 		ms->prompt_tokens = 0;
 		ms->completion_tokens = 0;
 		ms->steps = 0;
+	}
+	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
+	{
+		LlmRoleUsage *u = &s->usage[i];
+
+		u->requests = u->prompt_tokens = u->cached_tokens = u->completion_tokens = 0;
+		u->busy_ms = 0;
+		memset(u->class_requests, 0, sizeof(u->class_requests));
 	}
 	llm_shared->recent.written = 0;
 	s->reset_time = GetCurrentTimestamp();
@@ -363,5 +376,81 @@ pg_llm_models(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	pfree(rows);
+	return (Datum) 0;
+}
+
+/* Tokens of u noted within the LLM_USAGE_WINDOW seconds up to now_sec. */
+static int64
+window_tokens(const LlmRoleUsage *u, int64 now_sec)
+{
+	int64		sum = 0;
+
+	for (int b = 0; b < LLM_USAGE_WINDOW; b++)
+		if (u->second[b] > now_sec - LLM_USAGE_WINDOW && u->second[b] <= now_sec)
+			sum += u->tokens[b];
+	return sum;
+}
+
+int64
+llm_usage_recent_tokens(Oid role)
+{
+	int64		now_sec = (int64) time(NULL);
+	int64		sum = 0;
+
+	require_registry();
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
+		if (llm_shared->stats.usage[i].role == role)
+			sum += window_tokens(&llm_shared->stats.usage[i], now_sec);
+	LWLockRelease(llm_shared->lock);
+	return sum;
+}
+
+#define LLM_USAGE_COLS 10
+
+/*
+ * llm_usage() -> setof (role_oid oid, database_oid oid, requests bigint,
+ * prompt_tokens bigint, cached_tokens bigint, completion_tokens bigint,
+ * busy_ms float8, tokens_last_minute bigint, interactive_requests bigint,
+ * batch_requests bigint): one row per (role, database)
+ * the worker took requests for since start or llm_stat_reset() (the
+ * llm_usage view names them).
+ */
+Datum
+pg_llm_usage(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LlmRoleUsage *copy = palloc(sizeof(LlmRoleUsage) * LLM_USAGE_ENTRIES);
+	int64		now_sec = (int64) time(NULL);
+
+	require_registry();
+	InitMaterializedSRF(fcinfo, 0);
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	memcpy(copy, llm_shared->stats.usage, sizeof(LlmRoleUsage) * LLM_USAGE_ENTRIES);
+	LWLockRelease(llm_shared->lock);
+	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
+	{
+		LlmRoleUsage *u = &copy[i];
+		Datum		values[LLM_USAGE_COLS];
+		bool		nulls[LLM_USAGE_COLS];
+		int			c = 0;
+
+		if (u->role == InvalidOid || (u->requests == 0 && window_tokens(u, now_sec) == 0))
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[c++] = ObjectIdGetDatum(u->role);
+		values[c++] = ObjectIdGetDatum(u->database);
+		values[c++] = Int64GetDatum(u->requests);
+		values[c++] = Int64GetDatum(u->prompt_tokens);
+		values[c++] = Int64GetDatum(u->cached_tokens);
+		values[c++] = Int64GetDatum(u->completion_tokens);
+		values[c++] = Float8GetDatum(u->busy_ms);
+		values[c++] = Int64GetDatum(window_tokens(u, now_sec));
+		values[c++] = Int64GetDatum(u->class_requests[LLM_PRIORITY_INTERACTIVE]);
+		values[c++] = Int64GetDatum(u->class_requests[LLM_PRIORITY_BATCH]);
+		Assert(c == LLM_USAGE_COLS);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(copy);
 	return (Datum) 0;
 }

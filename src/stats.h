@@ -2,9 +2,9 @@
  * stats.h — the worker's statistics in shared memory: their layout, their
  * locking rule, and the two sides that touch them.
  *
- * Layout: LlmStats (behind the llm_stat view) and LlmRecentRequests (behind
- * llm_recent_requests()) live in the registry (registry.h, LlmShared.stats and
- * .recent).
+ * Layout: LlmStats (behind the llm_stat view, and its usage table behind
+ * the llm_usage view) and LlmRecentRequests (behind llm_recent_requests())
+ * live in the registry (registry.h, LlmShared.stats and .recent).
  *
  * Locking (pg_stat_statements style, one lock for everything since it is
  * touched at most once per engine step): every field of LlmStats and
@@ -43,6 +43,33 @@ typedef struct LlmLatencyRing
 	float		ms[LLM_LATENCY_RING];
 } LlmLatencyRing;
 
+/*
+ * Token usage of one (role, database): the requests the worker took for it
+ * and what they used, behind the llm_usage view; and the tokens (prompt +
+ * completion) noted in each of the last LLM_USAGE_WINDOW seconds, behind
+ * llm.max_tokens_per_minute.  A request is noted when it ends (finished,
+ * failed or aborted: an aborted one with the tokens it had generated).
+ * The table holds LLM_USAGE_ENTRIES pairs; a new pair beyond that takes the
+ * entry of the pair noted least recently.
+ */
+#define LLM_USAGE_ENTRIES 128
+#define LLM_USAGE_WINDOW 60
+
+typedef struct LlmRoleUsage
+{
+	Oid			role;			/* InvalidOid: a free entry */
+	Oid			database;
+	int64		requests;
+	int64		prompt_tokens;
+	int64		cached_tokens;
+	int64		completion_tokens;
+	double		busy_ms;		/* compute time attributed to its requests (llm_usage.busy_ms) */
+	int64		class_requests[LLM_N_PRIORITIES];	/* requests by class (request.h llm_priority) */
+	TimestampTz last_noted;
+	int64		second[LLM_USAGE_WINDOW];	/* Unix second each bucket counts */
+	int64		tokens[LLM_USAGE_WINDOW];	/* tokens noted in that second */
+} LlmRoleUsage;
+
 typedef struct LlmStats
 {
 	/* instantaneous, copied from the engine at each publish */
@@ -67,6 +94,8 @@ typedef struct LlmStats
 	TimestampTz reset_time;
 	LlmLatencyRing ttft;
 	LlmLatencyRing tpot;
+	/* cumulative since start or llm_stat_reset(), except the windows (never reset) */
+	LlmRoleUsage usage[LLM_USAGE_ENTRIES];
 } LlmStats;
 
 /*
@@ -135,6 +164,14 @@ extern void llm_stats_note_failed(int model);
 /* A request was dropped: its backend aborted it or went away. */
 extern void llm_stats_note_aborted(int model);
 
+/*
+ * A request of role in database, of class priority, ended: account what it
+ * used (usage; NULL when only completion_tokens are known, for an aborted
+ * one) to the pair.
+ */
+extern void llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_usage *usage,
+								 int32 completion_tokens);
+
 /* One engine step of model ran. */
 extern void llm_stats_note_step(int model);
 
@@ -157,5 +194,10 @@ extern void llm_stats_publish(llm_engine *const *engines, int n);
 
 /* The worker exits: no requests run any more (caller holds the lock exclusively). */
 extern void llm_stats_worker_gone_locked(LlmStats *s);
+
+/* ---------- backend side (stats.c) ---------- */
+
+/* Tokens noted for role (all databases) in the last LLM_USAGE_WINDOW seconds. */
+extern int64 llm_usage_recent_tokens(Oid role);
 
 #endif

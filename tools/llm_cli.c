@@ -21,7 +21,8 @@
  * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
  * --kv-mb MB, --max-batched-tokens N, --max-running N, --no-prefix-cache,
  * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
- * each label followed by the end-of-turn token).
+ * each label followed by the end-of-turn token), --spec K (speculative draft
+ * tokens, 0 = off), --spec-max-batch N.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -61,6 +62,7 @@ usage(void)
 			"               [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...\n"
 			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB]\n"
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
+			"               [--spec K] [--spec-max-batch N]\n"
 			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
 			"               [--prompt-file FILE]\n"
@@ -258,6 +260,16 @@ parse_args(int argc, char **argv, cli_opts *o)
 		}
 		else if (!strcmp(a, "--no-prefix-cache"))
 			o->ec.prefix_caching = false;
+		else if (!strcmp(a, "--spec"))
+		{
+			NEEDV();
+			o->ec.spec_tokens = (int) parse_long(v, "--spec");
+		}
+		else if (!strcmp(a, "--spec-max-batch"))
+		{
+			NEEDV();
+			o->ec.spec_max_batch = (int) parse_long(v, "--spec-max-batch");
+		}
 		else if (!strcmp(a, "--ids"))
 			o->print_ids = true;
 		else if (!strcmp(a, "--ignore-eos"))
@@ -500,8 +512,19 @@ cmd_generate(llm_engine *e, cli_opts *o)
 				   (int) slots[i].len, slots[i].text ? slots[i].text : "");
 			total_tokens += slots[i].usage.completion_tokens;
 		}
-		fprintf(stderr, "%d prompts, %ld tokens generated in %.2f s (%.1f tokens/s)\n",
-				n, total_tokens, now_s() - t0, total_tokens / (now_s() - t0));
+		{
+			long		drafted = 0,
+						accepted = 0;
+
+			for (int i = 0; i < n; i++)
+			{
+				drafted += slots[i].usage.draft_tokens;
+				accepted += slots[i].usage.accepted_tokens;
+			}
+			fprintf(stderr, "%d prompts, %ld tokens generated in %.2f s (%.1f tokens/s); "
+					"draft tokens %ld, accepted %ld\n",
+					n, total_tokens, now_s() - t0, total_tokens / (now_s() - t0), drafted, accepted);
+		}
 		return 0;
 	}
 	else
@@ -787,6 +810,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "llm-cli: %s\n", err);
 		return 1;
 	}
+	if (llm_engine_notes(e)[0] != '\0')
+		fprintf(stderr, "llm-cli: warning: %s\n", llm_engine_notes(e));
 	if (strcmp(o.cmd, "tokenize") == 0)
 	{
 		int32_t    *ids;

@@ -157,6 +157,16 @@ class Server:
         self.sql("SELECT pg_reload_conf()")
         self.wait_ready("prefix_caching", "true" if on else "false")
 
+    def set_engine_setting(self, name, value, info_key, expect):
+        """ALTER SYSTEM SET name = value (RESET for None), reload, and wait
+        until llm_model_info()'s model.<info_key> reads expect."""
+        if value is None:
+            self.sql("ALTER SYSTEM RESET %s" % name)
+        else:
+            self.sql("ALTER SYSTEM SET %s = %s" % (name, value))
+        self.sql("SELECT pg_reload_conf()")
+        self.wait_ready(info_key, expect)
+
     def fresh_engine(self, prefix_caching=True, warm_up=True):
         """Reload the worker's engine (switching llm.prefix_caching away and
         back), so a run starts with an empty prefix cache instead of the

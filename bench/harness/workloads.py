@@ -267,6 +267,9 @@ $pgai$;
 """
 
 
+W1_PREFILL_CAP = 128  # llm.prefill_cap_tokens of W1's "ours, prefill cap" side
+
+
 def sql_literal(text):
     return "'" + text.replace("'", "''") + "'"
 
@@ -345,7 +348,16 @@ class SqlStatement:
                     "prompt_tokens_processed": after.get("prompt_tokens_total", 0)
                     - before.get("prompt_tokens_total", 0)}
 
-        return ([("ours", run_ours(None)), ("row at a time", run_ours(1)), ("pgai-style", run_pgai)]
+        def run_capped(r):
+            ctx.pg.set_engine_setting("llm.prefill_cap_tokens", str(W1_PREFILL_CAP), "prefill_cap",
+                                      str(W1_PREFILL_CAP))
+            try:
+                return run_ours(None)(r)
+            finally:
+                ctx.pg.set_engine_setting("llm.prefill_cap_tokens", None, "prefill_cap", "0")
+
+        return ([("ours", run_ours(None)), ("row at a time", run_ours(1)), ("pgai-style", run_pgai),
+                 ("ours, prefill cap", run_capped)]
                 + [("window %d" % w, run_ours(w)) for w in self.windows])
 
     def check_prompts(self, ctx, srv, n=3):
@@ -419,6 +431,7 @@ class SqlStatement:
         except BenchError as e:
             log("W1 decode reference failed: %s" % e)
             return {"error": str(e)}
+        self.strict_reference(ctx, head, nl, tail)
         ctx.w1_decode_ref = {"batch": B, "batched_decode_tps": batched["decode_tps"],
                              "single_decode_tps": single["decode_tps"],
                              "k": batched["decode_tps"] / single["decode_tps"],
@@ -427,9 +440,46 @@ class SqlStatement:
         log("W1 decode reference: %s" % ctx.w1_decode_ref)
         return ctx.w1_decode_ref
 
+    def strict_reference(self, ctx, head, nl, tail):
+        """The rates of the strict bound: `llm-cli bench -b 32 -n 48` on the
+        first 32 W1 prompts (as pg_llm tokenizes them), its batched prefill
+        and decode tokens/s (ctx.w1_strict_ref)."""
+        B = min(32, self.rows_n)
+        path = ctx.results_path("w1-prompts-strict-%d.txt" % B)
+        with open(path, "w") as f:
+            for line in ctx.pg.sql("SELECT llm_tokenize(E'user\\n' || %s || E'\\n' || body) FROM tickets "
+                                   "ORDER BY id LIMIT %d" % (sql_literal(W1_INSTRUCTION), B)).splitlines():
+                v = line.strip().strip("{}")
+                f.write(" ".join(map(str, head + nl + [1] + [int(x) for x in v.split(",") if x] + tail)) + "\n")
+        try:
+            m = ours.bench(ctx.cli, ctx.model, B, 48, ctx.threads, path)
+        except BenchError as e:
+            log("W1 strict reference failed: %s" % e)
+            return
+        ctx.w1_strict_ref = {"batch": B, "prefill_tps": m["prefill_tps"], "decode_tps": m["decode_tps"],
+                             "how": "llm-cli bench -b %d -n 48 on the first W1 prompts (%s)" % (B, path)}
+        log("W1 strict reference: %s" % ctx.w1_strict_ref)
+
     def table_rows(self, ctx, meds):
         o, rw, pg = meds.get("ours", {}), meds.get("row at a time", {}), meds.get("pgai-style", {})
         rows = []
+        ref = getattr(ctx, "w1_strict_ref", None)
+        strict = {}
+        for name in ("ours", "ours, prefill cap"):
+            s = meds.get(name, {})
+            b = strict_bound(s, self.rows_n, ref)
+            if b:
+                strict[name] = b
+                rows.append(row("%s: time of the strict bound / window time (target >= 0.90)" % name, "fraction",
+                                b["fraction"], None, peer_name="strict bound %.0f s" % b["bound_s"], ratio=False))
+        if strict:
+            ctx.w1_strict = strict
+        c = meds.get("ours, prefill cap", {})
+        if c.get("rows_per_s") and o.get("rows_per_s"):
+            rows.append(row("rows/s with llm.prefill_cap_tokens = %d" % W1_PREFILL_CAP, "rows/s", c["rows_per_s"],
+                            o["rows_per_s"], peer_name="ours, no cap"))
+            rows.append(row("TPOT p50 with the cap (ms, lower is better)", "ms", c.get("tpot_p50_ms"),
+                            o.get("tpot_p50_ms"), peer_name="ours, no cap"))
         for peer_name, p in (("row at a time", rw), ("pgai-style", pg)):
             rows.append(row("rows/s", "rows/s", o.get("rows_per_s"), p.get("rows_per_s"), peer_name=peer_name))
             rows.append(row("output tokens/s", "tokens/s", o.get("tokens_per_s"), p.get("tokens_per_s"),
@@ -457,6 +507,22 @@ class SqlStatement:
                                 % (b["k_pure"], b["k_pure_batch"]), "x", b["achieved"], b["bound_pure"],
                                 peer_name="bound (P+Dk)/(P+D)"))
         return rows
+
+
+def strict_bound(o, rows, ref):
+    """The strict bound of W1's window (PERFORMANCE.md): every prompt token
+    computed at the batched prefill rate plus every output token at the
+    batched decode rate, both measured by `llm-cli bench -b 32` (ref);
+    fraction = that time / the window run's wall time (target >= 0.90)."""
+    need = ("prompt_tokens_mean", "cached_tokens_mean", "completion_tokens_mean", "wall_s")
+    if not ref or any(o.get(k) is None for k in need) or not ref.get("prefill_tps") or not ref.get("decode_tps"):
+        return None
+    P = o["prompt_tokens_mean"] - o["cached_tokens_mean"]
+    D = o["completion_tokens_mean"]
+    bound_s = rows * (P / ref["prefill_tps"] + D / ref["decode_tps"])
+    return {"P": P, "D": D, "prefill_tps": ref["prefill_tps"], "decode_tps": ref["decode_tps"],
+            "bound_s": bound_s, "wall_s": o["wall_s"], "fraction": bound_s / o["wall_s"], "target": 0.90,
+            "source": ref["how"]}
 
 
 def arithmetic_bound(o, rw, decode_ref=None):

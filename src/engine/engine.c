@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "backend_loader.h"
+#include "json_min.h"
 #include "quant_types.h"
 
 /* ---------- request table ---------- */
@@ -146,6 +147,7 @@ request_free(live_request *r)
 	free(r->stop);
 	llm_lp_chain_free(&r->chain);
 	engine_output_free(r);
+	free(r->echo);
 	free(r);
 }
 
@@ -303,7 +305,21 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 		goto fail;
 	e->end_of_turn = find_end_of_turn(e->tok, &e->chat);
+	e->grammars = llm_grammar_store_create(e->tok);
+	if (e->grammars == NULL)
+		goto oom;
 
+	{
+		int			cpus = engine_online_cpus();
+
+		if (e->cfg.n_threads > cpus)
+		{
+			snprintf(e->notes, sizeof(e->notes),
+					 "%d compute threads asked for, more than the %d CPUs this process may run on: using %d",
+					 e->cfg.n_threads, cpus, cpus);
+			e->cfg.n_threads = cpus;
+		}
+	}
 	e->backend = llm_backend_open_opts(e->cfg.device, e->cfg.n_threads, false, e->cfg.shared_threads,
 									   err, errlen);
 	if (e->backend == NULL)
@@ -340,6 +356,10 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			.max_batched_tokens = e->cfg.max_batched_tokens,
 			.max_running = e->cfg.max_running,
 			.prefix_caching = e->cfg.prefix_caching,
+			.reserved_running = e->cfg.reserved_interactive,
+			.shared_step_tokens = e->cfg.interactive_step_tokens,
+			.prefill_cap = e->cfg.prefill_cap,
+			.prefill_cap_decodes = e->cfg.prefill_cap_decodes,
 		};
 
 		e->sched = llm_sched_create(e->pool, &sc);
@@ -350,6 +370,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 		goto oom;
 	e->lp_work = malloc((size_t) e->mc->n_vocab * sizeof(float));
 	if (e->lp_work == NULL)
+		goto oom;
+	e->drafted = calloc((size_t) e->cfg.spec_max_batch, sizeof(live_request *));
+	if (e->drafted == NULL)
 		goto oom;
 	e->stats.kv_blocks_total = g.n_blocks;
 	return e;
@@ -381,10 +404,13 @@ llm_engine_destroy(llm_engine *e)
 			}
 		free(e->table);
 	}
+	/* after the requests: their grammar processors hold references into it */
+	llm_grammar_store_free(e->grammars);
 	llm_sched_destroy(e->sched);
 	llm_block_pool_destroy(e->pool);
 	llm_sampler_scratch_free(&e->sampler);
 	free(e->lp_work);
+	free(e->drafted);
 	llm_model_free(e->model);
 	if (e->backend)
 		e->backend->ops->destroy(e->backend);
@@ -459,6 +485,30 @@ llm_engine_get_config(const llm_engine *e, llm_engine_config *out)
 	*out = e->cfg;
 }
 
+const char *
+llm_engine_notes(const llm_engine *e)
+{
+	return e->notes;
+}
+
+int
+llm_engine_check_model_file(const char *path, char *err, size_t errlen)
+{
+	gguf_file  *f = gguf_open(path, err, errlen);
+	gguf_str	arch;
+	int			rc = 0;
+
+	if (f == NULL)
+		return -1;
+	if (!gguf_get_str(f, "general.architecture", &arch) || arch.len == 0)
+	{
+		snprintf(err, errlen, "GGUF metadata general.architecture missing");
+		rc = -1;
+	}
+	gguf_close(f);
+	return rc;
+}
+
 size_t
 llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 {
@@ -494,14 +544,18 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 "\"tied_output\": %s, \"chat_template\": \"%s\", \"device\": \"%s\", "
 							 "\"threads\": %d, \"block_size\": %d, \"kv_blocks\": %d, "
 							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s, "
-							 "\"kv_cache_bytes\": %lld}",
+							 "\"kv_cache_bytes\": %lld, \"reserved_interactive\": %d, "
+							 "\"interactive_step_tokens\": %d, \"prefill_cap\": %d, \"prefill_cap_decodes\": %d, "
+							 "\"speculative_tokens\": %d, \"speculative_max_batch\": %d, \"notes\": \"%s\"}",
 							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
 							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
 							 fam, e->backend->ops->name, e->cfg.n_threads, e->cfg.block_size,
 							 llm_block_pool_n_blocks(e->pool), e->cfg.max_batched_tokens,
 							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
-							 (long long) e->cfg.kv_cache_bytes);
+							 (long long) e->cfg.kv_cache_bytes, e->cfg.reserved_interactive,
+							 e->cfg.interactive_step_tokens, e->cfg.prefill_cap, e->cfg.prefill_cap_decodes,
+							 e->cfg.spec_tokens, e->cfg.spec_max_batch, e->notes);
 }
 
 /* ---------- prompts to token ids ---------- */
@@ -770,16 +824,41 @@ request_new(uint64_t id, void *user_data, const llm_request *req, int32_t n_prom
 	return r;
 }
 
-/* The GENERATE request over prompt ids (owned by the caller); its status. */
+/*
+ * The grammar processor of req, if it has a grammar, last in r's chain (so
+ * no processor changes a row after the mask).
+ */
+static llm_status
+add_grammar(llm_engine *e, live_request *r, const llm_request *req, char *err, size_t errlen)
+{
+	llm_logits_processor *lp;
+	llm_status	st;
+
+	if (req->grammar == NULL)
+		return LLM_OK;
+	st = llm_lp_grammar(e->grammars, req->grammar, req->grammar_len, &lp, err, errlen);
+	if (st != LLM_OK)
+		return st;
+	if (llm_lp_chain_add(&r->chain, lp) != 0)
+	{
+		snprintf(err, errlen, "out of memory queueing request");
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	return LLM_OK;
+}
+
+/* The GENERATE request over prompt ids (owned by the caller); its status (err set). */
 static llm_status
 new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
-			 const int32_t *ids, int32_t n, live_request **out)
+			 const int32_t *ids, int32_t n, live_request **out, char *err, size_t errlen)
 {
 	const llm_sampling_params *p = &req->params;
 	live_request *r = request_new(id, user_data, req, n, 1);
 	llm_seq    *seq;
+	llm_status	st;
 
 	*out = r;
+	snprintf(err, errlen, "out of memory queueing request");
 	if (r == NULL)
 		return LLM_ERR_OUT_OF_MEMORY;
 	if (p->n_stop > 0)
@@ -795,6 +874,8 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	}
 	if (llm_lp_chain_build(&r->chain, p) != 0)
 		return LLM_ERR_OUT_OF_MEMORY;
+	if ((st = add_grammar(e, r, req, err, errlen)) != LLM_OK)
+		return st;
 	seq = &r->seqs[0];
 	seq->tokens = malloc((size_t) (n + 16) * sizeof(int32_t));
 	if (seq->tokens == NULL)
@@ -805,6 +886,9 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	seq->n_prompt = n;
 	seq->cache_salt = llm_prefix_salt(e->model_identity, p->cache_salt);
 	seq->owner = r;
+	seq->priority = (int32_t) req->priority;
+	seq->session = req->session;
+	llm_spec_init(&r->spec, e->cfg.spec_tokens);
 	r->max_len = (int64_t) n + p->max_tokens;
 	if (r->max_len > e->cfg.n_ctx)
 		r->max_len = e->cfg.n_ctx;
@@ -813,6 +897,31 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	if (engine_output_init(r) != 0)
 		return LLM_ERR_OUT_OF_MEMORY;
 	return LLM_OK;
+}
+
+/* r->echo: the JSON array of req's continuations ("[\"a\",\"b\"]"); 0 or -1. */
+static int
+echo_continuations(live_request *r, const llm_request *req)
+{
+	size_t		n = 2,
+				at = 1;
+
+	for (int32_t k = 0; k < req->n_continuations; k++)
+		n += llm_json_write_string(req->continuations[k], req->continuation_lens[k], NULL, 0) + 1;
+	r->echo = malloc(n + 1);
+	if (r->echo == NULL)
+		return -1;
+	r->echo[0] = '[';
+	for (int32_t k = 0; k < req->n_continuations; k++)
+	{
+		if (k > 0)
+			r->echo[at++] = ',';
+		at += llm_json_write_string(req->continuations[k], req->continuation_lens[k], r->echo + at, n - at);
+	}
+	r->echo[at++] = ']';
+	r->echo[at] = '\0';
+	r->echo_len = at;
+	return 0;
 }
 
 /*
@@ -869,11 +978,15 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 		seq->share_prefix = !e->cfg.prefix_caching;
 		seq->cache_salt = salt;
 		seq->owner = r;
+		seq->priority = (int32_t) req->priority;
+		seq->session = req->session;
 		r->score[k].n_targets = m;
 		r->score[k].last_token = cont[m - 1];
 		free(cont);
 	}
 	r->n_unscored = nc;
+	if (req->continuation_echo && echo_continuations(r, req) != 0)
+		goto oom;
 	return LLM_OK;
 oom:
 	snprintf(err, errlen, "out of memory queueing request");
@@ -934,9 +1047,7 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 		st = new_score(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	else
 	{
-		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r);
-		if (st != LLM_OK)
-			snprintf(err, errlen, "out of memory queueing request");
+		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	}
 	free(ids);
 	if (st != LLM_OK)
@@ -1011,6 +1122,12 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	out->kv_blocks_cached = llm_block_pool_n_cached_free(e->pool);
 	out->n_preemptions = llm_sched_n_preemptions(e->sched);
 	llm_sched_prefix_stats(e->sched, &out->prefix_queries, &out->cached_prompt_tokens);
+}
+
+void
+llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out)
+{
+	llm_grammar_store_get_stats(e->grammars, out);
 }
 
 void

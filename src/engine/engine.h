@@ -23,6 +23,7 @@
 #include <stdbool.h>
 
 #include "chat_template.h"
+#include "lp_grammar.h"
 #include "request.h"
 
 typedef struct llm_engine llm_engine;
@@ -46,6 +47,31 @@ typedef struct llm_engine_config
 	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
 	int			max_running;	/* max sequences in a step, >= 1; default 64 */
 	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
+
+	/*
+	 * Scheduling between classes and sessions (scheduler.h): running slots
+	 * batch requests leave free for interactive ones (>= 0, at most
+	 * max_running - 1; default -1 = automatic: max_running / 16, at least
+	 * 1, i.e. 4 of the default 64); the step's total tokens while an
+	 * interactive request is in it, batch work filling up to it (> 0; 0 =
+	 * no cap; default -1 = automatic: what takes at most twice the time of
+	 * the interactive work alone, by a model of step time fitted to the
+	 * steps run, scheduler.h); prefill tokens per step of a class once at least
+	 * prefill_cap_decodes of its sequences decode (>= 0, 0 = no cap;
+	 * default 0; prefill_cap_decodes >= 1, default 16).
+	 */
+	int			reserved_interactive;
+	int			interactive_step_tokens;
+	int			prefill_cap;
+	int			prefill_cap_decodes;
+	/*
+	 * Speculative decoding by prompt lookup (spec_lookup.h): up to
+	 * spec_tokens draft tokens per sequence and step (>= 0, 0 = off;
+	 * default 4), only while at most spec_max_batch sequences run (>= 1;
+	 * default 4).
+	 */
+	int			spec_tokens;
+	int			spec_max_batch;
 	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
 								 * n_threads, for engines one thread steps in turn (several
 								 * models in one driver); default false (a pool of its own) */
@@ -53,6 +79,14 @@ typedef struct llm_engine_config
 
 /* Defaults for every field (model_path NULL). */
 void		llm_engine_config_defaults(llm_engine_config *c);
+
+/*
+ * 0 when a KV cache of bytes is within the engine's share of this
+ * machine's memory: at most half of the physical memory
+ * (sysconf(_SC_PHYS_PAGES)); else -1 + err naming both sizes.
+ * llm_engine_create applies it to the resolved budget.
+ */
+int			llm_engine_check_kv_budget(int64_t bytes, char *err, size_t errlen);
 
 /* True when an engine created from a would be the same as one from b (strings compared by value). */
 bool		llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b);
@@ -114,7 +148,10 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  * it; err names the lengths), OUT_OF_MEMORY, DUPLICATE_ID.
  *
  * GENERATE: a request whose prompt + max_tokens exceeds n_ctx is accepted
- * and stops with LLM_FINISH_LENGTH at the context.
+ * and stops with LLM_FINISH_LENGTH at the context.  A grammar (request.h)
+ * is compiled here unless the engine's grammar store holds it already
+ * (lp_grammar.h); a source that does not compile is INVALID_PARAM (err
+ * names the construct), one over a grammar limit PROMPT_TOO_LONG.
  *
  * SCORE: for each continuation k (tokenized as plain text, followed by the
  * model's end-of-turn token when continuation_eot: <|im_end|> for ChatML,
@@ -198,9 +235,17 @@ typedef struct llm_engine_stats
 	int64_t		prefix_queries;		/* prompt tokens looked up in the prefix cache */
 	int64_t		computed_tokens;	/* cumulative token rows through the forward pass */
 	int64_t		logits_rows;		/* cumulative logits rows the forward pass produced */
+	int64_t		draft_tokens;		/* cumulative speculative tokens proposed and computed */
+	int64_t		accepted_tokens;	/* of those, accepted */
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
+
+/*
+ * Constrained decoding: grammars compiled and held, token index build time,
+ * mask cache, and the time to mask one row (lp_grammar.h).
+ */
+void		llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out);
 
 /* Test hook: force the next n logits rows to NaN (non-finite logits path). */
 void		llm_engine_debug_poison_logits(llm_engine *e, int n);
@@ -219,6 +264,23 @@ llm_status	llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int
  */
 llm_status	llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n,
 												int32_t from, float *out, char *err, size_t errlen);
+
+/*
+ * What llm_engine_create adjusted in the configuration it was given (a
+ * thread count above the CPUs this process may run on, clamped), one
+ * sentence each, or "" (owned by e).
+ */
+const char *llm_engine_notes(const llm_engine *e);
+
+/*
+ * Check that path is a GGUF file the engine can open: the file mapped, its
+ * header, metadata and tensor directory read and validated (gguf.h), and
+ * general.architecture present.  0, or -1 + err.  Loads no weights (an
+ * architecture the engine lacks, or a tensor it rejects, is found only by
+ * llm_engine_create): a driver checks a new model file with it before
+ * giving up the engine it has.
+ */
+int			llm_engine_check_model_file(const char *path, char *err, size_t errlen);
 
 /* Vocabulary size (length of a logits row). */
 int32_t		llm_engine_n_vocab(const llm_engine *e);

@@ -4,15 +4,23 @@
  * model and backend are known, and equality.  Nothing else in the engine
  * picks a default.
  */
+#define _GNU_SOURCE
 #include "engine_internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFAULT_BLOCK_SIZE			16
 #define DEFAULT_MAX_BATCHED_TOKENS	512
 #define DEFAULT_MAX_RUNNING			64
 #define AUTO_KV_CAP_BYTES			((int64_t) 1 << 30)
+#define DEFAULT_PREFILL_CAP_DECODES	16
+#define DEFAULT_SPEC_TOKENS			4
+#define DEFAULT_SPEC_MAX_BATCH		4
+/* the KV cache may take at most this fraction of the physical memory */
+#define KV_MAX_MEMORY_SHARE			0.5
 
 void
 llm_engine_config_defaults(llm_engine_config *c)
@@ -27,6 +35,12 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS;
 	c->max_running = DEFAULT_MAX_RUNNING;
 	c->prefix_caching = true;
+	c->reserved_interactive = -1;	/* auto */
+	c->interactive_step_tokens = -1;	/* from the step-time model */
+	c->prefill_cap = 0;
+	c->prefill_cap_decodes = DEFAULT_PREFILL_CAP_DECODES;
+	c->spec_tokens = DEFAULT_SPEC_TOKENS;
+	c->spec_max_batch = DEFAULT_SPEC_MAX_BATCH;
 }
 
 static bool
@@ -47,6 +61,12 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->max_batched_tokens == b->max_batched_tokens &&
 		a->max_running == b->max_running &&
 		a->prefix_caching == b->prefix_caching &&
+		a->reserved_interactive == b->reserved_interactive &&
+		a->interactive_step_tokens == b->interactive_step_tokens &&
+		a->prefill_cap == b->prefill_cap &&
+		a->prefill_cap_decodes == b->prefill_cap_decodes &&
+		a->spec_tokens == b->spec_tokens &&
+		a->spec_max_batch == b->spec_max_batch &&
 		a->shared_threads == b->shared_threads;
 }
 
@@ -68,9 +88,59 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
 	else if (c->max_running < 1)
 		snprintf(err, errlen, "max_running must be at least 1, not %d", c->max_running);
+	else if (c->reserved_interactive < -1)
+		snprintf(err, errlen, "reserved_interactive must be >= 0 (-1 = automatic), not %d", c->reserved_interactive);
+	else if (c->interactive_step_tokens < -1)
+		snprintf(err, errlen, "interactive_step_tokens must be >= -1 (-1 = automatic, 0 = no cap), not %d",
+				 c->interactive_step_tokens);
+	else if (c->prefill_cap < 0)
+		snprintf(err, errlen, "prefill_cap must be >= 0 (0 = no cap), not %d", c->prefill_cap);
+	else if (c->prefill_cap_decodes < 1)
+		snprintf(err, errlen, "prefill_cap_decodes must be at least 1, not %d", c->prefill_cap_decodes);
+	else if (c->spec_tokens < 0 || c->spec_tokens > LLM_SPEC_MAX_TOKENS)
+		snprintf(err, errlen, "spec_tokens must be in [0, %d] (0 = off), not %d", LLM_SPEC_MAX_TOKENS,
+				 c->spec_tokens);
+	else if (c->spec_max_batch < 1)
+		snprintf(err, errlen, "spec_max_batch must be at least 1, not %d", c->spec_max_batch);
 	else
 		return 0;
 	return -1;
+}
+
+/* Physical memory of the machine in bytes; 0 if unknown. */
+static int64_t
+physical_memory_bytes(void)
+{
+	long		pages = sysconf(_SC_PHYS_PAGES);
+	long		page = sysconf(_SC_PAGE_SIZE);
+
+	return pages > 0 && page > 0 ? (int64_t) pages * page : 0;
+}
+
+int
+llm_engine_check_kv_budget(int64_t bytes, char *err, size_t errlen)
+{
+	int64_t		phys = physical_memory_bytes();
+
+	if (phys > 0 && (double) bytes > KV_MAX_MEMORY_SHARE * (double) phys)
+	{
+		snprintf(err, errlen, "a KV cache of %lld MB is more than half of the physical memory (%lld MB)",
+				 (long long) (bytes >> 20), (long long) (phys >> 20));
+		return -1;
+	}
+	return 0;
+}
+
+int
+engine_online_cpus(void)
+{
+	cpu_set_t	set;
+	long		n;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int) n : 1;
 }
 
 int
@@ -81,6 +151,11 @@ engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const ll
 
 	if (c->device == NULL || strcmp(c->device, "auto") == 0)
 		c->device = b->ops->name;
+	/* automatic: one slot per 16, at least one; batch requests always keep one */
+	if (c->reserved_interactive < 0)
+		c->reserved_interactive = c->max_running >= 2 ? (c->max_running / 16 > 1 ? c->max_running / 16 : 1) : 0;
+	if (c->reserved_interactive > c->max_running - 1)
+		c->reserved_interactive = c->max_running - 1;
 	/* what the backend runs: all CPUs for 0, 1 on a GPU */
 	c->n_threads = b->n_threads;
 	if (c->n_ctx == 0)
@@ -96,6 +171,8 @@ engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const ll
 
 		c->kv_cache_bytes = want < AUTO_KV_CAP_BYTES ? want : AUTO_KV_CAP_BYTES;
 	}
+	if (llm_engine_check_kv_budget(c->kv_cache_bytes, err, errlen) != 0)
+		return -1;
 	n_blocks = c->kv_cache_bytes / (int64_t) block_bytes;
 	if (n_blocks < 2)
 	{

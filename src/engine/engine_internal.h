@@ -30,9 +30,11 @@
 #include "gguf.h"
 #include "kv_block_pool.h"
 #include "logits_processor.h"
+#include "lp_grammar.h"
 #include "model.h"
 #include "sampler.h"
 #include "scheduler.h"
+#include "spec_lookup.h"
 #include "tokenizer.h"
 
 /*
@@ -60,7 +62,10 @@ typedef struct score_part
  *     seqs[k].n_tail_logits (lowered as rows are scored), rng, score[].n_scored
  *     and logprob, n_unscored, removal of a scored sequence from the scheduler;
  *   engine_output.c: detok, text, text_len, text_cap, emitted, n_generated,
- *     t_first.
+ *     t_first;
+ *   engine_step.c, speculation and accounting: spec, draft (seqs[0].draft
+ *     points at it while a step carries drafts), n_draft_tokens,
+ *     n_accepted_tokens, busy_ms.
  * The scheduler owns the llm_seq fields it documents (blocks, n_computed,
  * state, ...).
  */
@@ -96,6 +101,22 @@ typedef struct live_request
 
 	bool		dropped;		/* out of the table and the scheduler; freed after the step */
 	struct live_request *next_dropped;
+
+	/*
+	 * GENERATE with a grammar: engine_step.c sets output_complete after the
+	 * processors' accept when the chain says the output is complete;
+	 * engine_output.c then finishes the request with "stop".
+	 */
+	bool		output_complete;
+	/* SCORE with continuation_echo: the JSON array of the continuations (engine.c) */
+	char	   *echo;
+	size_t		echo_len;
+	/* speculative decoding (spec_lookup.h) and accounting */
+	llm_spec_state spec;
+	int32_t		draft[LLM_SPEC_MAX_TOKENS];
+	int32_t		n_draft_tokens; /* proposed and computed, over the request's life */
+	int32_t		n_accepted_tokens;
+	double		busy_ms;		/* usage.busy_ms */
 } live_request;
 
 struct llm_engine
@@ -114,6 +135,7 @@ struct llm_engine
 	llm_sched  *sched;
 	uint64_t	model_identity; /* mixed into every prefix-cache salt */
 	int32_t		end_of_turn;	/* id continuation_eot appends, -1 if the model has none */
+	llm_grammar_store *grammars;	/* compiled grammars, token index, masks (lp_grammar.h) */
 
 	/* engine.c: live requests by id: open addressing, NULL empty, TOMB deleted */
 	live_request **table;
@@ -143,6 +165,15 @@ struct llm_engine
 				cap_d_tables,
 				cap_d_out;
 	int			poison_logits;	/* test hook: rows left to poison (set by engine.c) */
+	/* the step-time model (scheduler.h llm_sched_set_step_cost): moving moments of (tokens, ms) */
+	double		cost_n,
+				cost_t,
+				cost_nn,
+				cost_nt;
+	int64_t		cost_steps;
+	live_request **drafted;		/* [cfg.spec_max_batch] requests given drafts this step */
+	int32_t		n_drafted;
+	char		notes[256];		/* engine.c: llm_engine_notes */
 
 	/*
 	 * Counters: prompt_tokens by engine.c, completion_tokens by
@@ -163,12 +194,18 @@ int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
  * Fill c's 0 = auto values from the loaded model and backend: n_ctx (the
  * model's), n_threads (the backend's count, whatever was asked: all CPUs
  * for 0, 1 on a GPU), device (the backend's name for "auto"),
+ * reserved_interactive (-1: max_running / 16, at least 1; never more than
+ * max_running - 1),
  * kv_cache_bytes (enough for max_running full contexts, capped at 1 GiB),
  * rounded down to whole blocks of block_bytes.  0, or -1 + err when the
- * result is unusable (context < 2, fewer than 2 blocks).
+ * result is unusable (context < 2, fewer than 2 blocks, a budget over
+ * llm_engine_check_kv_budget's share of memory).
  */
 int			engine_config_resolve(llm_engine_config *c, const llm_model_config *mc,
 								  const llm_backend *b, size_t block_bytes, char *err, size_t errlen);
+
+/* CPUs this process may run on (its affinity mask; the online count if unknown), >= 1. */
+int			engine_online_cpus(void);
 
 /* Monotonic clock in milliseconds (request timings). */
 static inline double
@@ -203,11 +240,12 @@ void		engine_output_free(live_request *r);
 /*
  * A token of GENERATE request r was accepted (already appended to its
  * sequence): count it, detokenize, match stop strings, emit TEXT and, when
- * it ends the request (end of generation, a stop string, max_tokens or the
+ * it ends the request (end of generation, a stop string, an output its
+ * grammar says is complete (r->output_complete), max_tokens or the
  * context), FINISHED.  True when a final event was sent: drop r.
  */
 bool		engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb, void *arg);
-/* FINISHED of a SCORE request with its scores; the caller drops r. */
+/* FINISHED of a SCORE request with its scores (after a TEXT of r->echo, if any); the caller drops r. */
 void		engine_output_scores(live_request *r, llm_event_cb cb, void *arg);
 /* ERROR for r; the caller drops r. */
 void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);

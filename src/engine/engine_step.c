@@ -7,6 +7,19 @@
  * then to the sequence, the processors' state and the output
  * (engine_output.c); SCORE rows to log-probabilities (logprob.h).  Also the
  * test hooks that run one hand-made prefill through the same path.
+ *
+ * Speculative decoding: before planning, while at most spec_max_batch
+ * sequences run, each decoding GENERATE request may get draft tokens
+ * (spec_lookup.h) that the plan computes as extra rows of its sequence.
+ * Its rows are then taken in order exactly as plain decoding takes one
+ * row per step: the logits processors see the tokens accepted so far, the
+ * sampler draws from the request's own RNG, the token is appended and
+ * accepted by the processors; the next row is used only if the token just
+ * drawn equals the draft token it was computed from.  A draft row is
+ * computed as that token would be in plain decoding (a generated token:
+ * decode_rows set; batch invariance does the rest), so greedy and seeded
+ * output are bit-identical with or without speculation.  The scheduler
+ * keeps the KV slots of accepted drafts and releases the rest.
  */
 #include "engine_internal.h"
 
@@ -118,7 +131,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 		{
 			int32_t		pos = en->start + k;
 
-			e->d_tokens[t] = s->tokens[pos];
+			e->d_tokens[t] = pos < s->n_tokens ? s->tokens[pos] : s->draft[pos - s->n_tokens];
 			e->d_pos[t] = pos;
 			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
 			e->d_decode[t] = pos >= s->n_prompt;
@@ -188,9 +201,13 @@ fail_processor(llm_engine *e, live_request *r, const llm_logits_processor *lp, l
 	fail_request(e, r, LLM_ERR_INVALID_PARAM, msg, cb, arg);
 }
 
-/* GENERATE: the row of the sequence's last token -> processors -> sampler -> accepted token. */
-static void
-sample_row(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg)
+/*
+ * GENERATE: one row -> processors (over the tokens accepted so far) ->
+ * sampler -> the token appended, accepted by the processors, output.
+ * False when r was dropped (failed or finished); *tok gets the token.
+ */
+static bool
+sample_row(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg, int32_t *tok_out)
 {
 	llm_seq    *seq = &r->seqs[0];
 	const llm_sampling_params *p = &r->params;
@@ -198,26 +215,113 @@ sample_row(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg
 	int32_t		tok;
 
 	if (!row_usable(e, r, lg, cb, arg))
-		return;
+		return false;
 	if (llm_lp_chain_apply(&r->chain, lg, e->mc->n_vocab, seq->tokens, seq->n_tokens, e->lp_work,
 						   &failed) != 0)
 	{
 		fail_processor(e, r, failed, cb, arg);
-		return;
+		return false;
 	}
 	tok = llm_sample(&e->sampler, lg, p->temperature, p->top_k, p->top_p, p->min_p, &r->rng);
+	*tok_out = tok;
 	if (llm_seq_append(seq, tok) != 0)
 	{
 		fail_request(e, r, LLM_ERR_OUT_OF_MEMORY, "out of memory", cb, arg);
-		return;
+		return false;
 	}
 	if (llm_lp_chain_accept(&r->chain, tok, &failed) != 0)
 	{
 		fail_processor(e, r, failed, cb, arg);
-		return;
+		return false;
 	}
+	r->output_complete = llm_lp_chain_complete(&r->chain);
 	if (engine_output_token(e, r, tok, cb, arg))
+	{
 		engine_drop_request(e, r);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * GENERATE: the rows of an entry: its last token's, then one per draft
+ * token.  Row j is used only when every draft before it was accepted: it
+ * was computed from draft j - 1, which then equals the token drawn from row
+ * j - 1, so its input is what plain decoding would have fed.
+ */
+static void
+generate_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg, llm_event_cb cb,
+			  void *arg)
+{
+	llm_seq    *seq = en->seq;
+	int32_t		d = en->n_draft;
+	int32_t		accepted = 0;
+	bool		live = true;
+
+	for (int32_t j = 0; j <= d; j++, lg += e->mc->n_vocab)
+	{
+		int32_t		tok;
+
+		live = sample_row(e, r, lg, cb, arg, &tok);
+		if (!live || j == d || tok != r->draft[j])
+			break;
+		accepted++;
+	}
+	if (d == 0)
+		return;
+	r->n_draft_tokens += d;
+	r->n_accepted_tokens += accepted;
+	e->stats.draft_tokens += d;
+	e->stats.accepted_tokens += accepted;
+	llm_spec_feedback(&r->spec, d, accepted, e->cfg.spec_tokens);
+	if (live)
+		llm_sched_accept_drafts(e->sched, seq, accepted);
+}
+
+/*
+ * Draft tokens for the step, while at most spec_max_batch sequences run:
+ * for each GENERATE request whose sequence is decoding, a proposal that
+ * leaves room for the token after it within max_len.
+ */
+static void
+propose_drafts(llm_engine *e)
+{
+	uint32_t	pos = 0;
+	live_request *r;
+
+	e->n_drafted = 0;
+	if (e->cfg.spec_tokens == 0 || llm_sched_n_running(e->sched) > e->cfg.spec_max_batch)
+		return;
+	while ((r = engine_next_live(e, &pos)) != NULL && e->n_drafted < e->cfg.spec_max_batch)
+	{
+		llm_seq    *seq = &r->seqs[0];
+		int64_t		room;
+
+		if (r->mode != LLM_MODE_GENERATE || seq->state != LLM_SEQ_RUNNING ||
+			seq->n_tokens - seq->n_computed != 1)
+			continue;
+		room = r->max_len - seq->n_tokens - 1;
+		seq->n_draft = llm_spec_propose(&r->spec, seq->tokens, seq->n_tokens,
+										room < LLM_SPEC_MAX_TOKENS ? (int32_t) room : LLM_SPEC_MAX_TOKENS,
+										r->draft);
+		if (seq->n_draft > 0)
+		{
+			seq->draft = r->draft;
+			e->drafted[e->n_drafted++] = r;
+		}
+	}
+}
+
+/* The step is over: no sequence carries drafts into the next plan. */
+static void
+clear_drafts(llm_engine *e)
+{
+	for (int32_t i = 0; i < e->n_drafted; i++)
+	{
+		e->drafted[i]->seqs[0].n_draft = 0;
+		e->drafted[i]->seqs[0].draft = NULL;
+	}
+	e->n_drafted = 0;
 }
 
 /*
@@ -265,6 +369,39 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 	}
 }
 
+/*
+ * One step's forward of n tokens took ms: update the moving least-squares
+ * fit ms = fixed + per_token * n (exponential weights, 1/32 per step) and
+ * hand it to the scheduler once the steps have varied enough to fit it.
+ */
+static void
+note_step_time(llm_engine *e, int32_t n, double ms)
+{
+	const double w = 1.0 / 32;
+	double		var;
+
+	if (e->cost_steps++ == 0)
+	{
+		e->cost_n = n;
+		e->cost_t = ms;
+		e->cost_nn = (double) n * n;
+		e->cost_nt = (double) n * ms;
+		return;
+	}
+	e->cost_n += w * (n - e->cost_n);
+	e->cost_t += w * (ms - e->cost_t);
+	e->cost_nn += w * ((double) n * n - e->cost_nn);
+	e->cost_nt += w * ((double) n * ms - e->cost_nt);
+	var = e->cost_nn - e->cost_n * e->cost_n;
+	if (var > 1.0)
+	{
+		double		per_token = (e->cost_nt - e->cost_n * e->cost_t) / var;
+
+		if (per_token > 0)
+			llm_sched_set_step_cost(e->sched, e->cost_t - per_token * e->cost_n, per_token);
+	}
+}
+
 static llm_status
 run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 {
@@ -272,7 +409,10 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	llm_step_desc d;
 	char		err[512];
 	float	   *lg;
+	double		t0,
+				dt;
 
+	propose_drafts(e);
 	if (llm_sched_plan_step(e->sched, &p) != 0)
 	{
 		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory while scheduling", cb, cb_arg);
@@ -298,12 +438,18 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory building a step", cb, cb_arg);
 		return LLM_ERR_OUT_OF_MEMORY;
 	}
+	t0 = engine_now_ms();
 	if (llm_model_forward(e->model, &d, e->logits, err, sizeof(err)) != 0)
 	{
 		fail_all(e, LLM_ERR_BACKEND, err, cb, cb_arg);
 		return LLM_ERR_BACKEND;
 	}
 	llm_sched_commit(e->sched, p);
+	/* the forward's time, shared among the requests by their token rows */
+	dt = engine_now_ms() - t0;
+	note_step_time(e, p->n_tokens, dt);
+	for (int32_t i = 0; i < p->n_entries; i++)
+		((live_request *) p->entries[i].seq->owner)->busy_ms += dt * p->entries[i].n / p->n_tokens;
 
 	e->stats.n_steps++;
 	e->stats.last_batch_seqs = p->n_entries;
@@ -327,7 +473,7 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 		if (r->mode == LLM_MODE_SCORE)
 			score_rows(e, r, en, rows, cb, cb_arg);
 		else
-			sample_row(e, r, rows, cb, cb_arg);
+			generate_rows(e, r, en, rows, cb, cb_arg);
 	}
 	return LLM_OK;
 }
@@ -339,6 +485,7 @@ llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 
 	e->in_step = true;
 	st = run_step(e, cb, cb_arg);
+	clear_drafts(e);
 	e->in_step = false;
 	engine_free_dropped(e);
 	return st;

@@ -53,6 +53,31 @@ llm_finish_reason_name(llm_finish_reason r)
 	return "none";
 }
 
+const char *
+llm_priority_name(llm_priority p)
+{
+	switch (p)
+	{
+		case LLM_PRIORITY_INTERACTIVE:
+			return "interactive";
+		case LLM_PRIORITY_BATCH:
+			return "batch";
+	}
+	return "unknown";
+}
+
+bool
+llm_priority_from_name(const char *name, llm_priority *out)
+{
+	for (int p = 0; p < LLM_N_PRIORITIES; p++)
+		if (name != NULL && strcmp(name, llm_priority_name((llm_priority) p)) == 0)
+		{
+			*out = (llm_priority) p;
+			return true;
+		}
+	return false;
+}
+
 void
 llm_sampling_params_defaults(llm_sampling_params *p)
 {
@@ -73,6 +98,8 @@ llm_request_init(llm_request *r)
 	r->prompt_kind = LLM_PROMPT_TEXT;
 	r->prompt = "";
 	llm_sampling_params_defaults(&r->params);
+	r->priority = LLM_PRIORITY_INTERACTIVE;
+	r->session = 0;
 }
 
 static llm_status
@@ -170,6 +197,8 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 	}
 	if ((st = validate_params(&r->params, err, errlen)) != LLM_OK)
 		return st;
+	if ((unsigned) r->priority >= LLM_N_PRIORITIES)
+		return invalid(err, errlen, "priority must be 'interactive' or 'batch'");
 	if (r->mode == LLM_MODE_SCORE)
 	{
 		if (r->n_continuations < 1 || r->continuations == NULL || r->continuation_lens == NULL)
@@ -185,6 +214,19 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 	}
 	else if (r->n_continuations != 0)
 		return invalid(err, errlen, "continuations are only for scoring requests");
+	if (r->continuation_echo && r->mode != LLM_MODE_SCORE)
+		return invalid(err, errlen, "continuation_echo is only for scoring requests");
+	if (r->grammar != NULL)
+	{
+		if (r->mode != LLM_MODE_GENERATE)
+			return invalid(err, errlen, "a grammar is only for generating requests");
+		if (r->grammar_len < 1)
+			return invalid(err, errlen, "grammar source is empty");
+		if (r->params.n_stop > 0)
+			return invalid(err, errlen, "stop cannot be combined with choices, regex or json_schema");
+		if (r->params.ignore_eos)
+			return invalid(err, errlen, "ignore_eos cannot be combined with choices, regex or json_schema");
+	}
 	if (r->model != NULL && strlen(r->model) > LLM_MAX_MODEL_ALIAS)
 	{
 		snprintf(err, errlen, "model must be at most %d bytes", LLM_MAX_MODEL_ALIAS);

@@ -62,6 +62,26 @@ typedef enum llm_finish_reason
 
 const char *llm_finish_reason_name(llm_finish_reason r);
 
+/*
+ * Scheduling class of a request, in the order the scheduler serves them
+ * (scheduler.h): a lower value goes first, like a nice value.  Interactive
+ * is what a single call someone waits for gets (the default, and the value
+ * of a zeroed request); batch is bulk work (the LLM Batch node's windows,
+ * llm_generate(text[]), jobs).
+ */
+typedef enum llm_priority
+{
+	LLM_PRIORITY_INTERACTIVE = 0,
+	LLM_PRIORITY_BATCH = 1
+} llm_priority;
+
+#define LLM_N_PRIORITIES 2
+
+/* "interactive" / "batch" (the SQL spelling); "unknown" out of range. */
+const char *llm_priority_name(llm_priority p);
+/* The class named name (exact, lower case); false if there is none. */
+bool		llm_priority_from_name(const char *name, llm_priority *out);
+
 /* What a finished request used. */
 typedef struct llm_usage
 {
@@ -71,6 +91,13 @@ typedef struct llm_usage
 	double		ttft_ms;		/* submission -> first token sampled */
 	double		total_ms;		/* submission -> finished */
 	int32_t		n_preemptions;
+	/*
+	 * Compute time attributed to the request: each step's forward time
+	 * shared among the step's requests in proportion to their token rows.
+	 */
+	double		busy_ms;
+	int32_t		draft_tokens;	/* speculative tokens proposed (engine.h, speculation) */
+	int32_t		accepted_tokens;	/* of those, accepted */
 } llm_usage;
 
 /* Sampling and stopping options of a GENERATE request. */
@@ -140,6 +167,36 @@ typedef struct llm_request
 	const char *const *continuations;
 	const size_t *continuation_lens;
 	bool		continuation_eot;
+
+	/*
+	 * GENERATE: constrained decoding.  grammar[0..grammar_len) is a tagged
+	 * grammar source (grammar.h, llm_grammar_compile_source: a kind byte,
+	 * then choices, a regex or a JSON schema), or NULL.  The output is then
+	 * exactly a string of the grammar's language: end-of-generation only in
+	 * accepting states, and the request finishes with "stop" as soon as the
+	 * output is complete and cannot continue.  A request cut by max_tokens
+	 * or the context finishes with "length" and its output is then not a
+	 * complete string of the language.  Incompatible with stop strings and
+	 * ignore_eos (validate refuses them).
+	 */
+	const char *grammar;
+	size_t		grammar_len;
+
+	/*
+	 * SCORE: the request's text output (one TEXT event before FINISHED) is
+	 * the JSON array of its continuations, in order, so a client that keeps
+	 * only the result can name its scores.
+	 */
+	bool		continuation_echo;
+
+	/*
+	 * Scheduling (scheduler.h): the request's class, and its fair-share
+	 * key: requests with the same session share one share of their class
+	 * (the worker gives every backend channel its own; 0 is a session like
+	 * any other, the one every request of the CLI and the tests is in).
+	 */
+	llm_priority priority;
+	uint64_t	session;
 
 	/*
 	 * The alias of the model that serves the request (UTF-8, NUL-free, at

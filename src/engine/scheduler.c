@@ -4,18 +4,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A flow: the live sequences of one (class, session).  Its waiting ones are
+ * a FIFO (a preempted one goes back to the front); service counts the token
+ * rows computed for it, starting from its class's clock when it becomes
+ * active.
+ */
+typedef struct sched_flow
+{
+	int32_t		cls;
+	uint64_t	session;
+	int64_t		service;
+	int32_t		n_members;		/* waiting + running */
+	llm_seq   **waiting;
+	int32_t		n_waiting;
+	int32_t		cap_waiting;
+	/* per step */
+	int64_t		planned;		/* tokens planned for it in this step */
+	int32_t		cursor;			/* next waiting sequence to try in this step */
+} sched_flow;
+
 struct llm_sched
 {
 	llm_block_pool *pool;
 	llm_sched_config cfg;
 	int32_t		block_size;
-	/* running: ordered by arrival; waiting: FIFO with preempted pushed in front */
+	/* running: in no particular order (the plan sorts a copy) */
 	llm_seq   **running;
 	int32_t		n_running;
 	int32_t		cap_running;
-	llm_seq   **waiting;
-	int32_t		n_waiting;
-	int32_t		cap_waiting;
+	int32_t		n_waiting;		/* over all flows */
+	sched_flow **flows;			/* live flows (at least one member) */
+	int32_t		n_flows;
+	int32_t		cap_flows;
+	int64_t		clock[LLM_SCHED_N_CLASSES];	/* least service of the class's active flows */
+	int32_t		n_class[LLM_SCHED_N_CLASSES];	/* live sequences per class */
+	llm_seq   **order;			/* the plan's service order of running */
+	int32_t		cap_order;
+	uint64_t	step;
+	double		cost_fixed_ms;	/* llm_sched_set_step_cost */
+	double		cost_per_token_ms;
 	uint64_t	next_arrival;
 	int64_t		n_preemptions;
 	int64_t		prefix_query_tokens;
@@ -62,7 +90,13 @@ llm_sched_destroy(llm_sched *s)
 	if (s == NULL)
 		return;
 	free(s->running);
-	free(s->waiting);
+	for (int32_t i = 0; i < s->n_flows; i++)
+	{
+		free(s->flows[i]->waiting);
+		free(s->flows[i]);
+	}
+	free(s->flows);
+	free(s->order);
 	free(s->plan.entries);
 	free(s->plan.unfittable);
 	free(s);
@@ -86,15 +120,115 @@ llm_seq_free(llm_seq *seq)
 	seq->blocks = NULL;
 }
 
+static int32_t
+seq_class(const llm_seq *seq)
+{
+	return seq->priority < 0 ? 0 : (seq->priority >= LLM_SCHED_N_CLASSES ? LLM_SCHED_N_CLASSES - 1 : seq->priority);
+}
+
+static sched_flow *
+find_flow(const llm_sched *s, int32_t cls, uint64_t session)
+{
+	for (int32_t i = 0; i < s->n_flows; i++)
+		if (s->flows[i]->cls == cls && s->flows[i]->session == session)
+			return s->flows[i];
+	return NULL;
+}
+
+/* Move class cls's clock up to the least service among its active flows (never down). */
+static void
+advance_clock(llm_sched *s, int32_t cls)
+{
+	bool		any = false;
+	int64_t		least = 0;
+
+	for (int32_t i = 0; i < s->n_flows; i++)
+		if (s->flows[i]->cls == cls && (!any || s->flows[i]->service < least))
+		{
+			least = s->flows[i]->service;
+			any = true;
+		}
+	if (any && least > s->clock[cls])
+		s->clock[cls] = least;
+}
+
+/* The flow of seq's class and session, created at its class's clock if none is live. */
+static sched_flow *
+join_flow(llm_sched *s, llm_seq *seq)
+{
+	int32_t		cls = seq_class(seq);
+	sched_flow *f = find_flow(s, cls, seq->session);
+
+	if (f != NULL)
+		return f;
+	advance_clock(s, cls);
+	if (grow((void **) &s->flows, &s->cap_flows, s->n_flows + 1, sizeof(sched_flow *)))
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	if (f == NULL)
+		return NULL;
+	f->cls = cls;
+	f->session = seq->session;
+	f->service = s->clock[cls];
+	s->flows[s->n_flows++] = f;
+	return f;
+}
+
+static void
+leave_flow(llm_sched *s, sched_flow *f)
+{
+	if (--f->n_members > 0)
+		return;
+	for (int32_t i = 0; i < s->n_flows; i++)
+		if (s->flows[i] == f)
+		{
+			s->flows[i] = s->flows[--s->n_flows];
+			break;
+		}
+	free(f->waiting);
+	free(f);
+}
+
+/* Queue seq in its flow: at the tail, or at the head (a preempted sequence keeps its place). */
+static int
+enqueue(llm_sched *s, llm_seq *seq, bool front)
+{
+	sched_flow *f = seq->flow;
+
+	if (grow((void **) &f->waiting, &f->cap_waiting, f->n_waiting + 1, sizeof(llm_seq *)))
+		return -1;
+	if (front)
+	{
+		memmove(&f->waiting[1], &f->waiting[0], (size_t) f->n_waiting * sizeof(llm_seq *));
+		f->waiting[0] = seq;
+	}
+	else
+		f->waiting[f->n_waiting] = seq;
+	f->n_waiting++;
+	s->n_waiting++;
+	seq->state = LLM_SEQ_WAITING;
+	return 0;
+}
+
 int
 llm_sched_add(llm_sched *s, llm_seq *seq)
 {
-	if (grow((void **) &s->waiting, &s->cap_waiting, s->n_waiting + 1, sizeof(llm_seq *)))
+	sched_flow *f = join_flow(s, seq);
+
+	if (f == NULL)
 		return -1;
+	seq->flow = f;
+	f->n_members++;
+	if (enqueue(s, seq, false) != 0)
+	{
+		leave_flow(s, f);
+		seq->flow = NULL;
+		return -1;
+	}
+	s->n_class[f->cls]++;
 	seq->arrival = s->next_arrival++;
-	seq->state = LLM_SEQ_WAITING;
 	seq->n_computed = 0;
-	s->waiting[s->n_waiting++] = seq;
+	seq->planned_in = 0;
 	return 0;
 }
 
@@ -110,7 +244,7 @@ release_blocks(llm_sched *s, llm_seq *seq)
 	seq->last_hash = seq->cache_salt;
 }
 
-static void
+static bool
 remove_from(llm_seq **arr, int32_t *n, llm_seq *seq)
 {
 	for (int32_t i = 0; i < *n; i++)
@@ -118,6 +252,25 @@ remove_from(llm_seq **arr, int32_t *n, llm_seq *seq)
 		{
 			memmove(&arr[i], &arr[i + 1], (size_t) (*n - i - 1) * sizeof(llm_seq *));
 			(*n)--;
+			return true;
+		}
+	return false;
+}
+
+/* Take waiting seq out of its flow's queue (the step's cursor follows). */
+static void
+dequeue(llm_sched *s, llm_seq *seq)
+{
+	sched_flow *f = seq->flow;
+
+	for (int32_t i = 0; i < f->n_waiting; i++)
+		if (f->waiting[i] == seq)
+		{
+			memmove(&f->waiting[i], &f->waiting[i + 1], (size_t) (f->n_waiting - i - 1) * sizeof(llm_seq *));
+			f->n_waiting--;
+			s->n_waiting--;
+			if (i < f->cursor)
+				f->cursor--;
 			return;
 		}
 }
@@ -127,9 +280,15 @@ llm_sched_remove(llm_sched *s, llm_seq *seq)
 {
 	if (seq->state == LLM_SEQ_RUNNING)
 		remove_from(s->running, &s->n_running, seq);
-	else if (seq->state == LLM_SEQ_WAITING)
-		remove_from(s->waiting, &s->n_waiting, seq);
+	else if (seq->state == LLM_SEQ_WAITING && seq->flow != NULL)
+		dequeue(s, seq);
 	release_blocks(s, seq);
+	if (seq->flow != NULL && seq->state != LLM_SEQ_DETACHED)
+	{
+		s->n_class[seq->flow->cls]--;
+		leave_flow(s, seq->flow);
+		seq->flow = NULL;
+	}
 	seq->state = LLM_SEQ_DETACHED;
 }
 
@@ -283,25 +442,35 @@ next_block_in_flight(const llm_sched *s, const llm_seq *seq)
 }
 
 static void
-preempt(llm_sched *s, llm_seq *victim)
+preempt(llm_sched *s, llm_seq *victim, int32_t *preempted_cls)
 {
 	remove_from(s->running, &s->n_running, victim);
 	release_blocks(s, victim);
-	victim->state = LLM_SEQ_WAITING;
 	victim->n_preemptions++;
 	s->n_preemptions++;
 	s->plan.n_preempted++;
-	/* head of the waiting queue: it keeps its place ahead of newer requests */
-	memmove(&s->waiting[1], &s->waiting[0], (size_t) s->n_waiting * sizeof(llm_seq *));
-	s->waiting[0] = victim;
-	s->n_waiting++;
+	if (victim->flow->cls < *preempted_cls)
+		*preempted_cls = victim->flow->cls;
+	/* head of its flow's queue: it keeps its place ahead of newer requests (room grown at plan start) */
+	(void) enqueue(s, victim, true);
+}
+
+/* Release seq's blocks past those holding its first n_tokens tokens. */
+static void
+trim_blocks(llm_sched *s, llm_seq *seq, int32_t n_tokens)
+{
+	int32_t		keep = (n_tokens + s->block_size - 1) / s->block_size;
+
+	while (seq->n_blocks > keep)
+		llm_block_release(s->pool, seq->blocks[--seq->n_blocks]);
 }
 
 static int
-add_entry(llm_sched *s, llm_seq *seq, int32_t n)
+add_entry(llm_sched *s, llm_seq *seq, int32_t n, int32_t n_draft)
 {
 	llm_sched_plan *p = &s->plan;
 	llm_sched_entry *e;
+	int32_t		own = n - n_draft;
 
 	if (grow((void **) &p->entries, &s->cap_entries, p->n_entries + 1, sizeof(llm_sched_entry)))
 		return -1;
@@ -309,16 +478,19 @@ add_entry(llm_sched *s, llm_seq *seq, int32_t n)
 	e->seq = seq;
 	e->start = seq->n_computed;
 	e->n = n;
-	e->sample = (seq->n_computed + n == seq->n_tokens);
+	e->n_draft = n_draft;
+	e->sample = (seq->n_computed + own == seq->n_tokens);
 	e->logits_from = llm_seq_first_logits(seq);
 	if (e->logits_from < e->start)
 		e->logits_from = e->start;
-	if (e->logits_from > e->start + n)
-		e->logits_from = e->start + n;
+	if (e->logits_from > e->start + own)
+		e->logits_from = e->start + own;
 	p->n_tokens += n;
 	p->n_logits += e->start + n - e->logits_from;
 	if (seq->n_blocks > p->max_blocks)
 		p->max_blocks = seq->n_blocks;
+	seq->planned_in = s->step;
+	seq->flow->planned += n;
 	return 0;
 }
 
@@ -333,45 +505,134 @@ mark_unfittable(llm_sched *s, llm_seq *seq)
 	return 0;
 }
 
-int
-llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
+/* Service order: earlier class, then less-served flow, then earlier arrival. */
+static int
+service_cmp(const void *pa, const void *pb)
+{
+	const llm_seq *a = *(llm_seq *const *) pa;
+	const llm_seq *b = *(llm_seq *const *) pb;
+
+	if (a->flow->cls != b->flow->cls)
+		return a->flow->cls < b->flow->cls ? -1 : 1;
+	if (a->flow->service != b->flow->service)
+		return a->flow->service < b->flow->service ? -1 : 1;
+	return (a->arrival > b->arrival) - (a->arrival < b->arrival);
+}
+
+/*
+ * The running sequence to preempt: the worst in service order among those
+ * not planned yet, of class at least min_cls; NULL if none.
+ */
+static llm_seq *
+pick_victim(const llm_sched *s, int32_t n_order, int32_t min_cls)
+{
+	for (int32_t k = n_order - 1; k >= 0; k--)
+	{
+		llm_seq    *v = s->order[k];
+
+		if (v->state == LLM_SEQ_RUNNING && v->planned_in != s->step && v->flow->cls >= min_cls)
+			return v;
+	}
+	return NULL;
+}
+
+/* The class-cls flow to admit from next: least service counting this step's, then oldest head. */
+static sched_flow *
+next_flow(const llm_sched *s, int32_t cls)
+{
+	sched_flow *best = NULL;
+
+	for (int32_t i = 0; i < s->n_flows; i++)
+	{
+		sched_flow *f = s->flows[i];
+
+		if (f->cls != cls || f->cursor >= f->n_waiting)
+			continue;
+		if (best == NULL || f->service + f->planned < best->service + best->planned ||
+			(f->service + f->planned == best->service + best->planned &&
+			 f->waiting[f->cursor]->arrival < best->waiting[best->cursor]->arrival))
+			best = f;
+	}
+	return best;
+}
+
+/* Drop the cached prefixes attached to waiting sequences other than keep (blocks stay cached). */
+static void
+release_waiting_blocks(llm_sched *s, const llm_seq *keep)
+{
+	for (int32_t i = 0; i < s->n_flows; i++)
+		for (int32_t j = 0; j < s->flows[i]->n_waiting; j++)
+		{
+			llm_seq    *w = s->flows[i]->waiting[j];
+
+			if (w != keep && w->n_blocks > 0)
+				release_blocks(s, w);
+		}
+}
+
+/* Per-class state of one plan. */
+typedef struct class_plan
+{
+	int32_t		cls;
+	int32_t		left;			/* tokens the class may still take */
+	int32_t		prefill_left;	/* prefill tokens it may still take; -1 = no cap */
+} class_plan;
+
+static int32_t
+take(class_plan *cp, int32_t want, bool prefill)
+{
+	int32_t		n = want < cp->left ? want : cp->left;
+
+	if (prefill && cp->prefill_left >= 0 && n > cp->prefill_left)
+		n = cp->prefill_left;
+	return n;
+}
+
+static void
+consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill)
+{
+	*budget -= n;
+	cp->left -= n;
+	if (prefill && cp->prefill_left >= 0)
+		cp->prefill_left -= n;
+}
+
+/* Step 1 for one class: its running sequences in service order. */
+static int
+plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int32_t *preempted_cls)
 {
 	llm_sched_plan *p = &s->plan;
-	int32_t		budget = s->cfg.max_batched_tokens;
-	int32_t		i;
 
-	p->n_entries = 0;
-	p->n_tokens = 0;
-	p->n_logits = 0;
-	p->max_blocks = 0;
-	p->n_unfittable = 0;
-	p->n_preempted = 0;
-	/* preemption moves running -> waiting and admission waiting -> running */
-	if (grow((void **) &s->waiting, &s->cap_waiting, s->n_waiting + s->n_running + 1, sizeof(llm_seq *)) ||
-		grow((void **) &s->running, &s->cap_running, s->n_waiting + s->n_running + 1, sizeof(llm_seq *)))
-		return -1;
-
-	/* 1. running sequences, oldest first */
-	for (i = 0; i < s->n_running && budget > 0;)
+	for (int32_t k = 0; k < n_order && cp->left > 0; k++)
 	{
-		llm_seq    *seq = s->running[i];
-		int32_t		n;
+		llm_seq    *seq = s->order[k];
+		int32_t		n,
+					d = 0;
+		bool		prefill;
 
+		if (seq->flow->cls != cp->cls || seq->state != LLM_SEQ_RUNNING || seq->planned_in == s->step)
+			continue;
 		if (seq->n_tokens - seq->n_computed > 1)
 			extend_cached_prefix(s, seq);	/* still prefilling: catch up with the cache */
-		n = seq->n_tokens - seq->n_computed;
-		if (n > budget)
-			n = budget;
+		prefill = seq->n_tokens - seq->n_computed > 1;
+		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
 		if (n <= 0)
-		{
-			i++;
 			continue;
+		if (n == 1 && !prefill && seq->n_draft > 0)
+		{
+			d = seq->n_draft < cp->left - 1 ? seq->n_draft : cp->left - 1;
+			/* a draft never preempts: without room for it, plain decoding */
+			if (d > 0 && !ensure_blocks(s, seq, seq->n_computed + n + d))
+			{
+				trim_blocks(s, seq, seq->n_computed);
+				d = 0;
+			}
 		}
 		while (!ensure_blocks(s, seq, seq->n_computed + n))
 		{
-			llm_seq    *victim = s->running[s->n_running - 1];
+			llm_seq    *victim = pick_victim(s, n_order, cp->cls);
 
-			if (victim == seq)
+			if (victim == NULL || victim == seq)
 			{
 				if (s->n_running == 1 && p->n_entries == 0)
 				{
@@ -383,104 +644,241 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 						return -1;
 				}
 				else
-					preempt(s, seq);
+					preempt(s, seq, preempted_cls);
 				seq = NULL;
 				break;
 			}
-			preempt(s, victim);
+			preempt(s, victim, preempted_cls);
 		}
 		if (seq == NULL)
-			continue;			/* running[i] now holds the next sequence */
-		if (add_entry(s, seq, n))
+			continue;
+		if (add_entry(s, seq, n + d, d))
 			return -1;
-		budget -= n;
-		i++;
+		consume(s, cp, budget, n + d, prefill);
 	}
+	return 0;
+}
 
-	/*
-	 * 2. admit waiting sequences in order while budget and max_running allow
-	 * (none after a preemption); one whose next block another entry is
-	 * filling this step is passed over until the next step.
-	 */
-	for (i = 0; budget > 0 && i < s->n_waiting && s->n_running < s->cfg.max_running &&
-		 p->n_preempted == 0;)
+/*
+ * Step 2 for one class: admit its waiting sequences, flow by flow by least
+ * service; a sequence whose next block another entry is filling this step
+ * is passed over until the next step.
+ */
+static int
+plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int32_t *preempted_cls)
+{
+	llm_sched_plan *p = &s->plan;
+	int32_t		slots = s->cfg.max_running;
+
+	if (cp->cls > 0 && s->cfg.reserved_running > 0)
+		slots = s->cfg.max_running - s->cfg.reserved_running > 1 ? s->cfg.max_running - s->cfg.reserved_running : 1;
+	for (int32_t i = 0; i < s->n_flows; i++)
+		s->flows[i]->cursor = 0;
+	while (cp->left > 0 && *preempted_cls > cp->cls)
 	{
-		llm_seq    *seq = s->waiting[i];
+		sched_flow *f = next_flow(s, cp->cls);
+		llm_seq    *seq;
 		int32_t		n;
+		bool		prefill;
 
+		if (f == NULL)
+			break;
+		seq = f->waiting[f->cursor];
+		if (s->n_running >= slots)
+		{
+			llm_seq    *victim = pick_victim(s, n_order, cp->cls + 1);
+
+			if (s->n_running >= s->cfg.max_running && victim != NULL)
+			{
+				preempt(s, victim, preempted_cls);
+				continue;
+			}
+			if (s->n_running >= s->cfg.max_running || cp->cls > 0)
+				break;
+		}
 		extend_cached_prefix(s, seq);
 		if (next_block_in_flight(s, seq))
 		{
-			i++;
+			f->cursor++;
 			continue;
 		}
-		n = seq->n_tokens - seq->n_computed;
-		if (n > budget)
-			n = budget;
+		prefill = seq->n_tokens - seq->n_computed > 1;
+		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		if (n <= 0)
+			break;
 		if (!ensure_blocks(s, seq, seq->n_computed + n))
 		{
-			if (s->n_running == 0 && p->n_entries == 0 && i == 0)
+			llm_seq    *victim = pick_victim(s, n_order, cp->cls + 1);
+
+			if (victim != NULL)
 			{
-				/* nothing else holds blocks: it can never fit */
-				release_blocks(s, seq);
-				remove_from(s->waiting, &s->n_waiting, seq);
-				if (mark_unfittable(s, seq))
-					return -1;
-				continue;
+				preempt(s, victim, preempted_cls);
+				continue;		/* the same sequence again */
 			}
-			/* keep what it has attached; retry next step */
-			break;
+			if (s->n_running == 0 && p->n_entries == 0)
+			{
+				/* nothing runs: only other waiting sequences' cached prefixes hold blocks */
+				release_waiting_blocks(s, seq);
+				if (!ensure_blocks(s, seq, seq->n_computed + n))
+				{
+					/* it can never fit */
+					release_blocks(s, seq);
+					dequeue(s, seq);
+					if (mark_unfittable(s, seq))
+						return -1;
+					continue;
+				}
+			}
+			else
+				break;			/* keep what it has attached; retry next step */
 		}
-		remove_from(s->waiting, &s->n_waiting, seq);
+		dequeue(s, seq);
 		seq->state = LLM_SEQ_RUNNING;
 		seq->admitted_once = true;
-		s->running[s->n_running++] = seq;	/* arrival order: waiting head is the oldest... */
-		/* keep running sorted by arrival so preemption picks the latest */
-		for (int32_t j = s->n_running - 1; j > 0 && s->running[j - 1]->arrival > s->running[j]->arrival; j--)
-		{
-			llm_seq    *t = s->running[j];
-
-			s->running[j] = s->running[j - 1];
-			s->running[j - 1] = t;
-		}
-		if (add_entry(s, seq, n))
+		s->running[s->n_running++] = seq;
+		if (add_entry(s, seq, n, 0))
 			return -1;
-		budget -= n;
+		consume(s, cp, budget, n, prefill);
+	}
+	return 0;
+}
+
+void
+llm_sched_set_step_cost(llm_sched *s, double fixed_ms, double per_token_ms)
+{
+	s->cost_fixed_ms = fixed_ms > 0 ? fixed_ms : 0;
+	s->cost_per_token_ms = per_token_ms;
+}
+
+/* The step's total tokens while earlier classes have t tokens in it (shared_step_tokens). */
+static int32_t
+step_cap(const llm_sched *s, int32_t t)
+{
+	double		extra;
+
+	if (s->cfg.shared_step_tokens > 0)
+		return s->cfg.shared_step_tokens;
+	if (s->cost_per_token_ms <= 0)
+		return t + 3;
+	/* fixed + per_token * total <= 2 (fixed + per_token * t) */
+	extra = s->cost_fixed_ms / s->cost_per_token_ms + t;
+	if (extra < 1)
+		extra = 1;
+	return extra > s->cfg.max_batched_tokens ? s->cfg.max_batched_tokens : t + (int32_t) extra;
+}
+
+int
+llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
+{
+	llm_sched_plan *p = &s->plan;
+	int32_t		budget = s->cfg.max_batched_tokens;
+	int32_t		preempted_cls = LLM_SCHED_N_CLASSES;	/* earliest class preempted this step */
+	int32_t		n_order = s->n_running;
+	int32_t		total = s->n_waiting + s->n_running;
+
+	s->step++;
+	p->n_entries = 0;
+	p->n_tokens = 0;
+	p->n_logits = 0;
+	p->max_blocks = 0;
+	p->n_unfittable = 0;
+	p->n_preempted = 0;
+	/* preemption moves running -> a flow's queue, admission a queue -> running */
+	if (grow((void **) &s->running, &s->cap_running, total + 1, sizeof(llm_seq *)) ||
+		grow((void **) &s->order, &s->cap_order, n_order + 1, sizeof(llm_seq *)))
+		return -1;
+	for (int32_t i = 0; i < s->n_flows; i++)
+	{
+		sched_flow *f = s->flows[i];
+
+		if (grow((void **) &f->waiting, &f->cap_waiting, f->n_members + 1, sizeof(llm_seq *)))
+			return -1;
+		f->planned = 0;
+	}
+	memcpy(s->order, s->running, (size_t) n_order * sizeof(llm_seq *));
+	qsort(s->order, (size_t) n_order, sizeof(llm_seq *), service_cmp);
+
+	for (int32_t c = 0; c < LLM_SCHED_N_CLASSES && budget > 0; c++)
+	{
+		class_plan	cp = {c, budget, -1};
+		int32_t		decoding = 0;
+
+		if (s->n_class[c] == 0)
+			continue;
+		if (c > 0 && p->n_tokens > 0 && s->cfg.shared_step_tokens != 0)
+		{
+			int32_t		rest = step_cap(s, p->n_tokens) - p->n_tokens;
+
+			cp.left = rest < 0 ? 0 : (rest < budget ? rest : budget);
+		}
+		if (s->cfg.prefill_cap > 0)
+		{
+			for (int32_t k = 0; k < n_order; k++)
+				if (s->order[k]->flow->cls == c && s->order[k]->state == LLM_SEQ_RUNNING &&
+					s->order[k]->n_tokens - s->order[k]->n_computed == 1)
+					decoding++;
+			if (decoding >= (s->cfg.prefill_cap_decodes > 1 ? s->cfg.prefill_cap_decodes : 1))
+				cp.prefill_left = s->cfg.prefill_cap;
+		}
+		if (plan_running(s, &cp, n_order, &budget, &preempted_cls) != 0 ||
+			plan_admission(s, &cp, n_order, &budget, &preempted_cls) != 0)
+			return -1;
 	}
 	*out = p;
 	return 0;
 }
 
-void
-llm_sched_commit(llm_sched *s, llm_sched_plan *p)
+/* Register seq's newly completed full blocks; where another sequence registered the same block first, switch to it. */
+static void
+register_full_blocks(llm_sched *s, llm_seq *seq)
 {
 	int32_t		bs = s->block_size;
 
+	if (!prefix_on(s, seq))
+		return;
+	while (seq->n_registered < seq->n_blocks &&
+		   (seq->n_registered + 1) * bs <= seq->n_computed)
+	{
+		int32_t		k = seq->n_registered;
+		const int32_t *toks = &seq->tokens[(size_t) k * bs];
+		int32_t		rows = block_prompt_rows(seq, k, bs);
+		uint64_t	h = llm_block_hash(seq->last_hash, toks, bs, rows);
+
+		seq->blocks[k] = llm_block_register(s->pool, seq->blocks[k], h,
+											k > 0 ? seq->blocks[k - 1] : -1, toks, rows);
+		seq->last_hash = h;
+		seq->n_registered++;
+	}
+}
+
+void
+llm_sched_commit(llm_sched *s, llm_sched_plan *p)
+{
 	for (int32_t i = 0; i < p->n_entries; i++)
 	{
-		llm_seq    *seq = p->entries[i].seq;
+		llm_sched_entry *e = &p->entries[i];
+		llm_seq    *seq = e->seq;
 
-		seq->n_computed = p->entries[i].start + p->entries[i].n;
-		if (!prefix_on(s, seq))
-			continue;
-		/*
-		 * Register newly completed full blocks under the chained hash; where
-		 * another sequence registered the same block first, switch to it.
-		 */
-		while (seq->n_registered < seq->n_blocks &&
-			   (seq->n_registered + 1) * bs <= seq->n_computed)
-		{
-			int32_t		k = seq->n_registered;
-			const int32_t *toks = &seq->tokens[(size_t) k * bs];
-			int32_t		rows = block_prompt_rows(seq, k, bs);
-			uint64_t	h = llm_block_hash(seq->last_hash, toks, bs, rows);
-
-			seq->blocks[k] = llm_block_register(s->pool, seq->blocks[k], h,
-												k > 0 ? seq->blocks[k - 1] : -1, toks, rows);
-			seq->last_hash = h;
-			seq->n_registered++;
-		}
+		seq->n_computed = e->start + e->n - e->n_draft;
+		if (seq->flow != NULL)
+			seq->flow->service += e->n;
+		register_full_blocks(s, seq);
 	}
+}
+
+void
+llm_sched_accept_drafts(llm_sched *s, llm_seq *seq, int32_t n_accepted)
+{
+	if (seq->state != LLM_SEQ_RUNNING)
+		return;
+	if (n_accepted > 0)
+	{
+		seq->n_computed += n_accepted;
+		if (seq->n_computed > seq->n_tokens)
+			seq->n_computed = seq->n_tokens;
+		register_full_blocks(s, seq);
+	}
+	trim_blocks(s, seq, seq->n_computed > seq->n_tokens - 1 ? seq->n_computed : seq->n_tokens - 1);
 }
 
 int32_t
@@ -493,6 +891,20 @@ int32_t
 llm_sched_n_running(const llm_sched *s)
 {
 	return s->n_running;
+}
+
+int32_t
+llm_sched_n_class(const llm_sched *s, int32_t cls)
+{
+	return cls >= 0 && cls < LLM_SCHED_N_CLASSES ? s->n_class[cls] : 0;
+}
+
+int64_t
+llm_sched_flow_service(const llm_sched *s, int32_t cls, uint64_t session)
+{
+	const sched_flow *f = find_flow(s, cls, session);
+
+	return f ? f->service : 0;
 }
 
 int64_t

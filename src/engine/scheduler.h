@@ -1,13 +1,50 @@
 /*
  * scheduler.h — iteration-level scheduling of sequences over the paged KV cache.
  *
- * Each step: running sequences first, in arrival order (a decode token, or the
- * next prefill chunk), then waiting ones are admitted FIFO with chunked
- * prefill while the token budget (max_batched_tokens) and max_running allow.
- * When a running sequence needs a block and none is free, the latest-arrived
- * running sequence is preempted by recompute: its blocks are released (full
- * ones stay in the prefix cache) and it goes back to the head of the waiting
- * queue with all its tokens (prompt + generated) to prefill again.
+ * Classes and fair share.  Every sequence has a class (priority: 0 is
+ * served first, like a nice value; the engine's are llm_priority) and a
+ * session; the sequences of one (class, session) pair form a flow, which
+ * keeps its waiting sequences in a FIFO and counts the token rows computed
+ * for it (its service).  Each step is planned class by class, the first
+ * class first:
+ *   1. the class's running sequences, in service order (flow with the
+ *      least service first, then arrival), each get their next token
+ *      (decode, plus any draft tokens, below) or their next prefill chunk
+ *      while the token budget (max_batched_tokens) allows;
+ *   2. then the class's waiting sequences are admitted with chunked
+ *      prefill: each time from the flow with the least service (counting
+ *      what this step already gives it), in that flow's FIFO order, while
+ *      the budget and the running slots allow.  A class after the first
+ *      leaves reserved_running slots of max_running free, so a sequence of
+ *      the first class finds a slot at the next step; a sequence of the
+ *      first class that finds no slot, or no free block, preempts a running
+ *      sequence of a later class instead of waiting.
+ * While the step holds work of an earlier class, the later classes together
+ * get only what is left of a cap on the step's total tokens, so a step
+ * carrying an interactive request stays about as short as that request
+ * alone would make it: shared_step_tokens when > 0 (0 = no cap); when -1,
+ * from the step-time model the owner keeps current (llm_sched_set_step_cost:
+ * a step of n tokens takes fixed + per_token * n), the total that takes at
+ * most twice the time of the earlier classes' t tokens alone:
+ * 2 t + fixed / per_token (at least t + 1; t + 3 while there is no model).  A newly active flow starts at the
+ * least service of its class's active flows, so coming back after a pause
+ * earns no burst.  With every sequence in one class and one session the
+ * plan is the FIFO one.
+ *
+ * Prefill while decoding: when a class has at least prefill_cap_decodes
+ * sequences decoding, its prefill chunks (of running and admitted
+ * sequences) take at most prefill_cap tokens of the step (0 = no cap), so
+ * steps full of decodes do not also carry long prefill chunks.
+ *
+ * Preemption: when a running sequence needs a block and none is free, the
+ * running sequence that is worst in service order and not yet in the plan
+ * (latest class, most-served flow, latest arrival) is preempted by
+ * recompute: its blocks are released (full ones stay in the prefix cache)
+ * and it goes back to the head of its flow's queue with all its tokens
+ * (prompt + generated) to prefill again.  A sequence never preempts one of
+ * an earlier class: it preempts itself.  After a preemption of its own
+ * class or an earlier one, a class admits nothing more this step.
+ *
  * Admission attaches the longest verified cached prefix, capped so every
  * token whose logits the owner wants is recomputed (the last one, or more:
  * see n_tail_logits); a prefilling
@@ -17,9 +54,23 @@
  * registered at commit; a block identical to one already registered is
  * swapped for it, so concurrent prefills converge on one chain.
  *
+ * Draft tokens (speculative decoding): a decoding sequence may carry
+ * n_draft proposed tokens after its last one.  The plan computes them in
+ * the same entry (n_draft of its n rows, each with a logits row), with KV
+ * slots allocated for them, or drops them when the budget or the pool is
+ * short (a draft never preempts anyone).  Commit counts only the
+ * sequence's own tokens as computed; the owner then tells
+ * llm_sched_accept_drafts how many drafts it verified: those become
+ * computed (and their full blocks cacheable), and blocks holding only
+ * rejected drafts are released.  Nothing unverified is ever registered in
+ * the prefix cache.
+ *
  * Follows Orca (Yu et al., OSDI 2022), vLLM's v1 scheduler
- * (vllm/v1/core/sched/scheduler.py) and Sarathi-Serve's chunked prefill
- * (Agrawal et al., OSDI 2024).  Plain C, not thread-safe.
+ * (vllm/v1/core/sched/scheduler.py), Sarathi-Serve's chunked prefill
+ * (Agrawal et al., OSDI 2024), and for the shares start-time fair queueing
+ * over token service (Goyal et al., SIGCOMM 1996; the virtual token
+ * counter of Sheng et al., "Fairness in Serving Large Language Models",
+ * OSDI 2024).  Plain C, not thread-safe.
  */
 #ifndef LLM_SCHEDULER_H
 #define LLM_SCHEDULER_H
@@ -27,6 +78,11 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include "kv_block_pool.h"
+
+/* Number of classes; a sequence's priority is clamped into [0, LLM_SCHED_N_CLASSES). */
+#define LLM_SCHED_N_CLASSES 2
+
+struct sched_flow;
 
 typedef enum llm_seq_state
 {
@@ -70,6 +126,21 @@ typedef struct llm_seq
 	 */
 	bool		share_prefix;
 	void	   *owner;			/* the engine's request */
+
+	/* set by the owner before llm_sched_add, read-only afterwards */
+	int32_t		priority;		/* class: 0 first */
+	uint64_t	session;		/* fair-share key within the class */
+	/*
+	 * Draft tokens proposed to follow tokens[n_tokens - 1], written by the
+	 * owner before llm_sched_plan_step (n_draft 0: none) and valid until
+	 * llm_sched_accept_drafts; the plan may take fewer (entry n_draft).
+	 */
+	const int32_t *draft;
+	int32_t		n_draft;
+
+	/* scheduler-owned */
+	struct sched_flow *flow;
+	uint64_t	planned_in;		/* step the sequence was last planned in */
 } llm_seq;
 
 /* First token whose logits the owner of seq wants (n_tail_logits). */
@@ -85,6 +156,12 @@ typedef struct llm_sched_entry
 	int32_t		start;			/* first token index computed this step */
 	int32_t		n;				/* tokens computed this step */
 	bool		sample;			/* the step completes the sequence's known tokens */
+	/*
+	 * Draft tokens among the n (the last ones, at positions
+	 * seq->n_tokens .. seq->n_tokens + n_draft - 1: seq->draft[0..n_draft));
+	 * each has a logits row.
+	 */
+	int32_t		n_draft;
 	/*
 	 * Logits rows of this entry: tokens logits_from .. start + n - 1 (indices
 	 * into seq->tokens), start + n when none.  A generating sequence gets
@@ -114,6 +191,11 @@ typedef struct llm_sched_config
 	int32_t		max_batched_tokens;
 	int32_t		max_running;
 	bool		prefix_caching;
+	/* the policies above; 0 = off for each */
+	int32_t		reserved_running;	/* slots classes after the first leave free */
+	int32_t		shared_step_tokens; /* step total while an earlier class has work in it; -1 = from the cost model */
+	int32_t		prefill_cap;	/* prefill tokens per step of a class with many decodes */
+	int32_t		prefill_cap_decodes;	/* ... from this many decoding sequences on */
 } llm_sched_config;
 
 llm_sched  *llm_sched_create(llm_block_pool *pool, const llm_sched_config *c);
@@ -124,13 +206,36 @@ int			llm_sched_add(llm_sched *s, llm_seq *seq);
 /* Remove seq wherever it is and release its blocks. */
 void		llm_sched_remove(llm_sched *s, llm_seq *seq);
 
+/*
+ * The step-time model shared_step_tokens -1 uses: a step of n tokens takes
+ * about fixed_ms + per_token_ms * n (per_token_ms <= 0: no model).
+ */
+void		llm_sched_set_step_cost(llm_sched *s, double fixed_ms, double per_token_ms);
+
 /* Plan one step; the plan stays valid until the next call. Returns 0 or -1 (OOM). */
 int			llm_sched_plan_step(llm_sched *s, llm_sched_plan **plan);
-/* After the forward succeeded: advance n_computed, register full blocks. */
+/*
+ * After the forward succeeded: advance n_computed over each entry's own
+ * tokens (drafts excluded), register full blocks, count each flow's
+ * service.
+ */
 void		llm_sched_commit(llm_sched *s, llm_sched_plan *plan);
+
+/*
+ * After commit, for an entry that carried drafts: the first n_accepted of
+ * them (0 <= n_accepted <= entry n_draft) were verified, i.e. equal the
+ * tokens the owner has appended since.  They count as computed (full blocks
+ * registered); blocks past the computed tokens are released.  No-op for a
+ * sequence no longer in the scheduler.
+ */
+void		llm_sched_accept_drafts(llm_sched *s, llm_seq *seq, int32_t n_accepted);
 
 int32_t		llm_sched_n_waiting(const llm_sched *s);
 int32_t		llm_sched_n_running(const llm_sched *s);
+/* Sequences (waiting + running) of class cls. */
+int32_t		llm_sched_n_class(const llm_sched *s, int32_t cls);
+/* Token rows computed so far for the flow of (cls, session); 0 if none is live. */
+int64_t		llm_sched_flow_service(const llm_sched *s, int32_t cls, uint64_t session);
 int64_t		llm_sched_n_preemptions(const llm_sched *s);
 /* Cumulative prompt tokens looked up in the prefix cache, and those that hit. */
 void		llm_sched_prefix_stats(const llm_sched *s, int64_t *queried, int64_t *hit);

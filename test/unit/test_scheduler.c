@@ -142,7 +142,7 @@ run_sim(int n_blocks, int block_size, int budget, int max_running, bool prefix, 
 		int *preemptions, bool shared_prefix, int *n_failed)
 {
 	llm_block_pool *pool = llm_block_pool_create(n_blocks, block_size);
-	llm_sched_config cfg = {budget, max_running, prefix};
+	llm_sched_config cfg = {.max_batched_tokens = budget, .max_running = max_running, .prefix_caching = prefix};
 	llm_sched  *s = llm_sched_create(pool, &cfg);
 	sim		   *sims = calloc(n_seqs, sizeof(sim));
 	int			steps = 0,
@@ -316,7 +316,7 @@ test_concurrent_shared_prefix(void)
 	for (int b = 0; b < 3; b++)
 	{
 		llm_block_pool *pool = llm_block_pool_create(128, 4);
-		llm_sched_config cfg = {budgets[b], 16, true};
+		llm_sched_config cfg = {.max_batched_tokens = budgets[b], .max_running = 16, .prefix_caching = true};
 		llm_sched  *s = llm_sched_create(pool, &cfg);
 		long		computed;
 		int			cached = 0;
@@ -374,7 +374,7 @@ test_generated_blocks(void)
 	int32_t		shared[8];
 	sim			x[2];
 	llm_block_pool *pool = llm_block_pool_create(64, 4);
-	llm_sched_config cfg = {512, 16, true};
+	llm_sched_config cfg = {.max_batched_tokens = 512, .max_running = 16, .prefix_caching = true};
 	llm_sched  *s = llm_sched_create(pool, &cfg);
 
 	for (int k = 0; k < 8; k++)
@@ -410,7 +410,7 @@ test_tail_logits(void)
 	for (int b = 0; b < 2; b++)
 	{
 		llm_block_pool *pool = llm_block_pool_create(64, 4);
-		llm_sched_config cfg = {budgets[b], 16, true};
+		llm_sched_config cfg = {.max_batched_tokens = budgets[b], .max_running = 16, .prefix_caching = true};
 		llm_sched  *s = llm_sched_create(pool, &cfg);
 		sim			x[2];
 		llm_sched_plan *p;
@@ -452,7 +452,7 @@ test_tail_logits(void)
 	/* prefix caching off: only share_prefix sequences of the same salt share */
 	{
 		llm_block_pool *pool = llm_block_pool_create(64, 4);
-		llm_sched_config cfg = {512, 16, false};
+		llm_sched_config cfg = {.max_batched_tokens = 512, .max_running = 16, .prefix_caching = false};
 		llm_sched  *s = llm_sched_create(pool, &cfg);
 		sim			x[3];
 		long		computed;
