@@ -174,7 +174,43 @@ typedef struct llm_backend_ops
 	int			(*gather_rows) (llm_backend *b, const float *x, float *out, int dim);
 
 	int			(*sync) (llm_backend *b);
+
+	/* ---- ops added with Gemma 3 (model_gemma3.c) ---- */
+
+	/* x[i] = x[i] * s for i < n: one float multiply each (ggml_scale without bias). */
+	int			(*scale) (llm_backend *b, float *x, float s, size_t n);
+
+	/*
+	 * out[i] = gelu(gate[i]) * up[i], i < n; may alias gate.  gelu is the
+	 * tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2)))
+	 * as ggml's CPU backend evaluates it (GGML_GELU_FP16, ggml_vec_geglu_f32):
+	 * gate <= -10 gives 0, gate >= 10 gives gate * up, otherwise the
+	 * binary16-rounded gelu of fp16(gate), times up.
+	 */
+	int			(*gelu_mul) (llm_backend *b, const float *gate, const float *up, float *out, size_t n);
+
+	/*
+	 * rope_store_kv with the rotation chosen by mode (LLM_ROPE_*): NORMAL
+	 * rotates adjacent pairs (x[2i], x[2i+1]) as rope_store_kv does, NEOX
+	 * the halves (x[i], x[i + head_dim/2]) (ggml GGML_ROPE_TYPE_NEOX); both
+	 * by pos * theta^(-2i/head_dim) with the same cos/sin values.
+	 */
+	int			(*rope_store_kv_mode) (llm_backend *b, int layer, float *q, float *k, const float *v,
+									   int n_heads, float rope_theta, int mode);
+
+	/*
+	 * x[i] = tanh(x[i] * (1 / cap)) * cap for i < n, cap > 0: final logit
+	 * soft-capping as ggml's scale, tanh (libm tanhf), scale.
+	 */
+	int			(*softcap) (llm_backend *b, float *x, float cap, size_t n);
 } llm_backend_ops;
+
+/* rope_store_kv_mode's rotations (the values of ggml's rope mode). */
+enum
+{
+	LLM_ROPE_NORMAL = 0,		/* adjacent pairs (llama) */
+	LLM_ROPE_NEOX = 2			/* halves (GPT-NeoX, Gemma, Qwen) */
+};
 
 struct llm_backend
 {

@@ -73,6 +73,15 @@ static const struct config_enum_entry device_options[] = {
 	{NULL, 0, false}
 };
 
+/* The chat template families (chat_template.h) and auto: what the GGUF says. */
+static const struct config_enum_entry chat_template_options[] = {
+	{"auto", 0, false},
+	{"none", 1, false},
+	{"chatml", 2, false},
+	{"gemma", 3, false},
+	{NULL, 0, false}
+};
+
 #define FIELD(f) offsetof(llm_engine_config, f)
 
 static EngineGuc engine_gucs[] = {
@@ -195,6 +204,16 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 4, .min_int = 1, .max_int = 65536,
 		.field = FIELD(spec_max_batch),
+	},
+	{
+		.name = "llm.chat_template",
+		.short_desc = "Chat template of llm_chat and text prompts: auto, none, chatml or gemma.",
+		.long_desc = "auto uses the family of the model file's tokenizer.chat_template; a model without one "
+		"(a base model) then serves raw prompts only and llm_chat is an error. A family named here is used "
+		"whatever the file says; its marker tokens must be in the model's vocabulary.",
+		.type = EG_ENUM, .context = PGC_SIGHUP,
+		.boot_int = 0, .options = chat_template_options,
+		.field = FIELD(chat_template),
 	},
 };
 

@@ -14,8 +14,9 @@ import math
 import os
 import re
 import time
+import types
 
-from . import llamacpp, ours
+from . import gguf_info, llamacpp, ours
 from .common import BenchError, log
 
 
@@ -135,6 +136,67 @@ class Batched:
 
 def engine_workloads(batches):
     return [SingleStream()] + [Batched(b) for b in batches]
+
+
+class SecondModel:
+    """Another GGUF (default Gemma 3 270M) on the same prompts, threads and
+    greedy decoding: single stream (`llm-cli bench -b 1` vs llama-bench) and
+    B streams (`llm-cli bench -b B` vs llama-server -np B) in every round.
+    Rooflines are taken over this file's weight bytes and parameters."""
+
+    peer = "llama.cpp"
+
+    def __init__(self, wid, model, batch=16):
+        self.id = wid
+        self.model = os.path.abspath(model)
+        self.batch = batch
+        self.title = "%s (%s)" % (wid, os.path.basename(self.model))
+        self.info = None
+
+    def unavailable(self, ctx):
+        if not os.path.exists(self.model):
+            return "model %s missing (make model MODEL=gemma3-270m)" % self.model
+        if len(ctx.prompts) < self.batch:
+            return "only %d prompts" % len(ctx.prompts)
+        self.info = gguf_info.read(self.model)
+        return None
+
+    def sides(self, ctx):
+        B = self.batch
+
+        def run_ours(r):
+            if ctx.ours_error:
+                raise BenchError(ctx.ours_error)
+            one = ours.bench(ctx.cli, self.model, 1, ctx.n_gen, ctx.threads, ctx.prompt_file)
+            many = ours.bench(ctx.cli, self.model, B, ctx.n_gen, ctx.threads, ctx.prompt_file)
+            return dict([("single_" + k, v) for k, v in one.items()] + [("batch_" + k, v) for k, v in many.items()])
+
+        def run_peer(r):
+            if ctx.peer_error:
+                raise BenchError(ctx.peer_error)
+            one = llamacpp.llama_bench(ctx.llama_bin, self.model, ctx.n_prompt, ctx.n_gen, ctx.threads)
+            log_path = ctx.results_path("llama-server-%s-r%d.log" % (self.id, r + 1))
+            srv = llamacpp.Server(ctx.llama_bin, self.model, B, ctx.n_prompt + ctx.n_gen + 64, ctx.threads, log_path)
+            with srv:
+                srv.complete(ctx.prompts[0][:8], 2)  # warm-up outside the timing
+                many = llamacpp.concurrent_completions(srv, ctx.prompts[:B], ctx.n_gen)
+            return dict([("single_" + k, v) for k, v in one.items()] + [("batch_" + k, v) for k, v in many.items()])
+
+        return [("ours", run_ours), ("peer", run_peer)]
+
+    def rows(self, ctx, o, p):
+        mctx = types.SimpleNamespace(roofline=ctx.roofline, model_info=self.info or gguf_info.read(self.model))
+        B = self.batch
+        return [
+            row("decode tokens/s, b=1", "tokens/s", o.get("single_decode_tps"), p.get("single_decode_tps"), "mem",
+                mctx, peer_name="llama-bench"),
+            row("prefill tokens/s, b=1", "tokens/s", o.get("single_prefill_tps"), p.get("single_prefill_tps"),
+                "fma-prefill", mctx, peer_name="llama-bench"),
+            row("decode aggregate tokens/s, %d streams" % B, "tokens/s", o.get("batch_decode_tps"),
+                p.get("batch_decode_tps"), "fma", mctx, peer_name="llama-server -np %d" % B),
+            row("end-to-end tokens/s (wall), %d streams" % B, "tokens/s", o.get("batch_wall_tps"),
+                p.get("batch_wall_tps"), peer_name="llama-server -np %d" % B),
+        ]
 
 
 W1_PROMPT = "'Summarize this support ticket in one sentence.' || E'\\n' || body"

@@ -30,6 +30,7 @@
 #include "backend.h"
 #include "backend_cpu.h"
 #include "dispatch.h"
+#include "elementwise.h"
 #include "huge_pages.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -49,6 +50,8 @@ typedef struct cpu_backend
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
 	llm_swiglu_fn swiglu;
+	llm_geglu_fn geglu;
+	llm_scale_fn scale;
 	char		err[512];
 	llm_huge_arena *weights;	/* copies of the weights on huge pages */
 
@@ -85,10 +88,16 @@ typedef struct cpu_backend
 				cap_bt,
 				cap_out;
 
-	/* RoPE cos/sin of the step's tokens [n_tokens][head_dim], filled by the first rope call */
-	float	   *rope_cs;
-	size_t		rope_cap;
-	float		rope_theta;		/* base the table was built for; 0 = none */
+	/*
+	 * RoPE cos/sin of the step's tokens [n_tokens][head_dim], one table per
+	 * base the step uses (Gemma 3's layers alternate two), each filled by
+	 * the first rope call with its base.
+	 */
+#define ROPE_TABLES 2
+	float	   *rope_cs[ROPE_TABLES];
+	size_t		rope_cap[ROPE_TABLES];
+	float		rope_theta[ROPE_TABLES];	/* base each table holds this step; 0 = none */
+	int			rope_next;		/* table to refill when a step uses more bases */
 
 	/* scratch */
 	void	   *act;			/* quantized activation rows */
@@ -186,7 +195,8 @@ cpu_destroy(llm_backend *b)
 	free(cb->out_rows);
 	free(cb->single_rows);
 	free(cb->act);
-	free(cb->rope_cs);
+	for (int i = 0; i < ROPE_TABLES; i++)
+		free(cb->rope_cs[i]);
 	free(cb->att_scratch);
 	free(cb);
 }
@@ -471,7 +481,9 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 	cb->max_blocks = mb;
 	cb->n_out = d->n_out;
 	cb->max_kv_len = max_len;
-	cb->rope_theta = 0.0f;
+	for (int i = 0; i < ROPE_TABLES; i++)
+		cb->rope_theta[i] = 0.0f;
+	cb->rope_next = 0;
 	cb->have_single = false;
 	cb->have_step = true;
 	if (d->decode_rows != NULL)
@@ -625,6 +637,82 @@ cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, siz
 	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
 		return fail(CPU(b), "silu_mul: NULL argument");
 	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 2048, silu_task, &j);
+	return 0;
+}
+
+typedef struct geglu_job
+{
+	llm_geglu_fn fn;
+	const float *gate;
+	const float *up;
+	float	   *out;
+} geglu_job;
+
+static void
+geglu_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	geglu_job  *j = p;
+
+	j->fn(j->gate + begin, j->up + begin, j->out + begin, end - begin);
+}
+
+/* GeGLU as ggml_vec_geglu_f32 (elementwise.h): per element, so chunking is free. */
+static int
+cpu_gelu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
+{
+	geglu_job	j = {CPU(b)->geglu, gate, up, out};
+
+	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
+		return fail(CPU(b), "gelu_mul: NULL argument");
+	if (n > 0 && llm_gelu_table() == NULL)
+		return fail(CPU(b), "gelu_mul: out of memory for the GELU table");
+	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 4096, geglu_task, &j);
+	return 0;
+}
+
+typedef struct scale_job
+{
+	llm_scale_fn fn;
+	float	   *x;
+	float		s;
+} scale_job;
+
+static void
+scale_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	scale_job  *j = p;
+
+	j->fn(j->x + begin, j->s, end - begin);
+}
+
+static int
+cpu_scale(llm_backend *b, float *x, float s, size_t n)
+{
+	scale_job	j = {CPU(b)->scale, x, s};
+
+	if (n > 0 && x == NULL)
+		return fail(CPU(b), "scale: NULL argument");
+	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 8192, scale_task, &j);
+	return 0;
+}
+
+static void
+softcap_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	scale_job  *j = p;
+
+	llm_softcap_row(j->x + begin, j->s, end - begin);
+}
+
+/* tanhf has no vector form that rounds as libm's does: one call per element, as ggml_vec_tanh_f32. */
+static int
+cpu_softcap(llm_backend *b, float *x, float cap, size_t n)
+{
+	scale_job	j = {NULL, x, cap};
+
+	if (!(cap > 0.0f) || (n > 0 && x == NULL))
+		return fail(CPU(b), "softcap: invalid arguments");
+	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 8192, softcap_task, &j);
 	return 0;
 }
 
@@ -897,6 +985,8 @@ typedef struct rope_job
 	const float *v;
 	int			n_heads;
 	float		theta_scale;
+	int			mode;			/* LLM_ROPE_NORMAL or LLM_ROPE_NEOX */
+	float	   *cs;				/* the cos/sin table of this base */
 } rope_job;
 
 /*
@@ -949,6 +1039,58 @@ rope_heads_fma(float *x, int n_heads, int hd, const float *cs)
 }
 #endif
 
+/*
+ * NEOX mode: rotate (x[i], x[i + hd/2]) by the angle of pair i (ggml's
+ * rotate_pairs with n_offset = n_dims/2: the same expressions, hence the
+ * same fused form, as the normal mode).
+ */
+static void
+rope_heads_neox(float *x, int n_heads, int hd, const float *cs)
+{
+	const int	half = hd / 2;
+
+	for (int h = 0; h < n_heads; h++)
+	{
+		float	   *v = x + (size_t) h * hd;
+
+		for (int i = 0; i < half; i++)
+		{
+			float		c = cs[2 * i],
+						s = cs[2 * i + 1];
+			float		x0 = v[i],
+						x1 = v[i + half];
+
+			v[i] = fmaf(x0, c, -(x1 * s));
+			v[i + half] = fmaf(x0, s, x1 * c);
+		}
+	}
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("fma")))
+static void
+rope_heads_neox_fma(float *x, int n_heads, int hd, const float *cs)
+{
+	const int	half = hd / 2;
+
+	for (int h = 0; h < n_heads; h++)
+	{
+		float	   *v = x + (size_t) h * hd;
+
+		for (int i = 0; i < half; i++)
+		{
+			float		c = cs[2 * i],
+						s = cs[2 * i + 1];
+			float		x0 = v[i],
+						x1 = v[i + half];
+
+			v[i] = __builtin_fmaf(x0, c, -(x1 * s));
+			v[i + half] = __builtin_fmaf(x0, s, x1 * c);
+		}
+	}
+}
+#endif
+
 static void
 rope_table_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
@@ -958,7 +1100,7 @@ rope_table_task(void *p, int64_t begin, int64_t end, int thread_idx)
 
 	for (int64_t t = begin; t < end; t++)
 	{
-		float	   *cs = cb->rope_cs + (size_t) t * hd;
+		float	   *cs = j->cs + (size_t) t * hd;
 		float		theta = (float) cb->positions[t];
 
 		for (int i = 0; i < hd; i += 2)
@@ -978,17 +1120,18 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const int	hd = cb->geo.head_dim,
 				nkv = cb->geo.n_kv_heads,
 				bs = cb->geo.block_size;
-	void		(*rot) (float *, int, int, const float *) = rope_heads;
+	void		(*rot) (float *, int, int, const float *) =
+		j->mode == LLM_ROPE_NEOX ? rope_heads_neox : rope_heads;
 
 #if defined(__x86_64__) || defined(__i386__)
 	if (llm_cpu_has_avx2())
-		rot = rope_heads_fma;
+		rot = j->mode == LLM_ROPE_NEOX ? rope_heads_neox_fma : rope_heads_fma;
 #endif
 	for (int64_t t = begin; t < end; t++)
 	{
 		size_t		slot = (size_t) cb->slots[t];
 		float	   *kt = j->k + (size_t) t * nkv * hd;
-		const float *cs = cb->rope_cs + (size_t) t * hd;
+		const float *cs = j->cs + (size_t) t * hd;
 		const int32_t block = (int32_t) (slot / bs);
 		const int	off = (int) (slot % bs);
 
@@ -1006,17 +1149,18 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 }
 
 static int
-cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
-				  int n_heads, float rope_theta)
+cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v,
+					   int n_heads, float rope_theta, int mode)
 {
 	cpu_backend *cb = CPU(b);
 	rope_job	j;
+	int			ti;
 
 	if (!cb->have_step)
 		return fail(cb, "rope_store_kv: no step");
 	if (layer < 0 || layer >= cb->geo.n_layers)
 		return fail(cb, "rope_store_kv: layer %d out of range", layer);
-	if (n_heads <= 0 || !(rope_theta > 0) ||
+	if (n_heads <= 0 || !(rope_theta > 0) || (mode != LLM_ROPE_NORMAL && mode != LLM_ROPE_NEOX) ||
 		(cb->n_tokens > 0 && (q == NULL || k == NULL || v == NULL)))
 		return fail(cb, "rope_store_kv: invalid arguments");
 	j.cb = cb;
@@ -1025,21 +1169,41 @@ cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 	j.k = k;
 	j.v = v;
 	j.n_heads = n_heads;
+	j.mode = mode;
 	j.theta_scale = powf(rope_theta, -2.0f / (float) cb->geo.head_dim);
-	if (cb->rope_theta != rope_theta)
+	for (ti = 0; ti < ROPE_TABLES && cb->rope_theta[ti] != rope_theta; ti++)
+		;
+	if (ti == ROPE_TABLES)
 	{
-		/* positions are the same for every layer of the step: build the table once */
-		size_t		cap = cb->rope_cap * sizeof(float);
+		/* positions are the same for every layer of the step: one table per base */
+		size_t		cap;
 
-		if (!grow((void **) &cb->rope_cs, &cap,
+		for (ti = 0; ti < ROPE_TABLES && cb->rope_theta[ti] != 0.0f; ti++)
+			;
+		if (ti == ROPE_TABLES)
+		{
+			ti = cb->rope_next;
+			cb->rope_next = (cb->rope_next + 1) % ROPE_TABLES;
+		}
+		cap = cb->rope_cap[ti] * sizeof(float);
+		if (!grow((void **) &cb->rope_cs[ti], &cap,
 				  (size_t) (cb->n_tokens ? cb->n_tokens : 1) * cb->geo.head_dim * sizeof(float)))
 			return fail(cb, "rope_store_kv: out of memory");
-		cb->rope_cap = cap / sizeof(float);
+		cb->rope_cap[ti] = cap / sizeof(float);
+		j.cs = cb->rope_cs[ti];
 		llm_threadpool_run(cb->pool, cb->n_tokens, 16, rope_table_task, &j);
-		cb->rope_theta = rope_theta;
+		cb->rope_theta[ti] = rope_theta;
 	}
+	j.cs = cb->rope_cs[ti];
 	llm_threadpool_run(cb->pool, cb->n_tokens, 4, rope_task, &j);
 	return 0;
+}
+
+static int
+cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
+				  int n_heads, float rope_theta)
+{
+	return cpu_rope_store_kv_mode(b, layer, q, k, v, n_heads, rope_theta, LLM_ROPE_NORMAL);
 }
 
 typedef struct attn_job
@@ -1172,6 +1336,10 @@ static const llm_backend_ops cpu_ops = {
 	.silu_mul = cpu_silu_mul,
 	.gather_rows = cpu_gather_rows,
 	.sync = cpu_sync,
+	.scale = cpu_scale,
+	.gelu_mul = cpu_gelu_mul,
+	.rope_store_kv_mode = cpu_rope_store_kv_mode,
+	.softcap = cpu_softcap,
 };
 
 static llm_backend *
@@ -1196,6 +1364,8 @@ cpu_create(int n_threads, bool shared_pool, char *err, size_t errlen)
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
+	cb->geglu = llm_geglu_get(LLM_IMPL_BEST);
+	cb->scale = llm_scale_get(LLM_IMPL_BEST);
 	cb->shared_pool = shared_pool;
 	cb->pool = shared_pool ? llm_threadpool_acquire_shared(n_threads, err, errlen)
 		: llm_threadpool_create(n_threads, err, errlen);
@@ -1233,6 +1403,8 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 	cb->impl = impl;
 	cb->attn = ak;
 	cb->swiglu = llm_swiglu_get(impl);
+	cb->geglu = llm_geglu_get(impl);
+	cb->scale = llm_scale_get(impl);
 	return 0;
 }
 

@@ -12,9 +12,9 @@
  * listed above it:
  *
  *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
- *   dispatch.c     -> quant_packed.c, quant_avx2.c, quant.c
+ *   dispatch.c     -> quant_packed.c, quant_avx2.c, quant_q5_0.c, elementwise.c, quant.c
  *   quant_packed.c -> quant_avx2.c
- *   quant_avx2.c   -> quant.c
+ *   quant_avx2.c, quant_q5_0.c, elementwise.c -> quant.c
  *   quant.c, threadpool.c, huge_pages.c -> (nothing in kernels/cpu)
  *
  * Headers follow the same graph: quant.h declares quant.c (and the types
@@ -34,6 +34,9 @@ typedef struct cpu_features
 	bool		avx512vnni;		/* also AVX512F/VL/VNNI */
 	bool		packed;			/* also AVX512BW: the packed kernels */
 	int			best;			/* LLM_IMPL_* that LLM_IMPL_BEST means */
+	/* Q5_0 AVX2 tiles joined to each implementation's Q8_0 activations (quant_q5_0.c) */
+	bool		have_q5_0;
+	llm_qkernel q5_0[2];		/* [0] with the AVX2, [1] with the VNNI Q8_0 kernel */
 } cpu_features;
 
 static cpu_features features;
@@ -52,6 +55,10 @@ detect(void)
 #endif
 	features.best = features.avx512vnni ? LLM_IMPL_AVX512VNNI :
 		features.avx2 ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
+	if (features.avx2)
+		features.have_q5_0 =
+			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, false), &features.q5_0[0]) &&
+			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, true), &features.q5_0[1]);
 }
 
 static inline const cpu_features *
@@ -97,7 +104,11 @@ llm_cpu_has_avx512vnni(void)
 const llm_qkernel *
 llm_qkernel_get(uint32_t t, int impl)
 {
-	switch (resolve(impl))
+	int			r = resolve(impl);
+
+	if (t == LLM_TYPE_Q5_0 && (r == LLM_IMPL_AVX2 || r == LLM_IMPL_AVX512VNNI))
+		return cpu()->have_q5_0 ? &cpu()->q5_0[r == LLM_IMPL_AVX512VNNI] : NULL;
+	switch (r)
 	{
 		case LLM_IMPL_SCALAR:
 			return llm_qkernel_scalar_get(t);
@@ -135,6 +146,22 @@ llm_swiglu_get(int impl)
 	if (r == LLM_IMPL_SCALAR)
 		return llm_swiglu_scalar;
 	return r < 0 ? NULL : llm_swiglu_avx2_get();
+}
+
+llm_geglu_fn
+llm_geglu_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r < 0 ? NULL : llm_geglu_kernel(r != LLM_IMPL_SCALAR);
+}
+
+llm_scale_fn
+llm_scale_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r < 0 ? NULL : llm_scale_kernel(r != LLM_IMPL_SCALAR);
 }
 
 void

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "quant.h"
+#include "elementwise.h"
 
 enum
 {
@@ -55,6 +56,10 @@ llm_attn_fn llm_attn_kernel_get(int impl);
 
 /* SwiGLU kernel (quant.h llm_swiglu_fn) of implementation impl; NULL if unavailable. */
 llm_swiglu_fn llm_swiglu_get(int impl);
+
+/* GeGLU and scale kernels (elementwise.h) of implementation impl; NULL if unavailable. */
+llm_geglu_fn llm_geglu_get(int impl);
+llm_scale_fn llm_scale_get(int impl);
 
 /* Row conversions with F16C when the CPU has it (bit-identical to quant.h's scalar ones). */
 void		llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);

@@ -127,20 +127,15 @@ llm_fp32_to_bf16(float f)
  * Dequantization (ggml's dequantize_row_* formulas)
  * ------------------------------------------------------------------------ */
 
-/* The 6-bit scale and min of sub-block j of a Q4_K block (ggml get_scale_min_k4). */
-void
-llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+/* Element j (0..31) of a Q5_0 block as a signed integer -16..15. */
+static inline int
+q5_0_value(const llm_block_q5_0 *x, int j)
 {
-	if (j < 4)
-	{
-		*d = q[j] & 63;
-		*m = q[j + 4] & 63;
-	}
-	else
-	{
-		*d = (uint8_t) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-		*m = (uint8_t) ((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-	}
+	uint32_t	qh = (uint32_t) x->qh[0] | (uint32_t) x->qh[1] << 8 | (uint32_t) x->qh[2] << 16 |
+		(uint32_t) x->qh[3] << 24;
+	int			lo = j < 16 ? (x->qs[j] & 0xF) : (x->qs[j - 16] >> 4);
+
+	return (lo | (int) ((qh >> j) & 1) << 4) - 16;
 }
 
 bool
@@ -194,6 +189,16 @@ llm_dequantize_row(uint32_t t, const void *src, float *dst, int64_t n)
 
 				for (int j = 0; j < 32; j++)
 					dst[b * 32 + j] = x->qs[j] * d;
+			}
+			return true;
+		case LLM_TYPE_Q5_0:
+			for (int64_t b = 0; b < n / LLM_QK; b++)
+			{
+				const llm_block_q5_0 *x = (const llm_block_q5_0 *) src + b;
+				float		d = llm_fp16_to_fp32(x->d);
+
+				for (int j = 0; j < 32; j++)
+					dst[b * 32 + j] = q5_0_value(x, j) * d;
 			}
 			return true;
 		case LLM_TYPE_Q4_K:
@@ -491,6 +496,40 @@ llm_quantize_row_ref(uint32_t t, const float *src, void *dst, int64_t n)
 					y->qs[j] = (int8_t) clampi((int) lroundf(x[j] * id), -127, 127);
 			}
 			return true;
+		case LLM_TYPE_Q5_0:
+			for (int64_t b = 0; b < n / LLM_QK; b++)
+			{
+				const float *x = src + b * LLM_QK;
+				llm_block_q5_0 *y = (llm_block_q5_0 *) dst + b;
+				float		amax = 0,
+							maxv = 0,
+							d,
+							id;
+				uint32_t	qh = 0;
+
+				for (int j = 0; j < 32; j++)
+					if (fabsf(x[j]) > amax)
+					{
+						amax = fabsf(x[j]);
+						maxv = x[j];
+					}
+				d = maxv / -16.0f;
+				y->d = llm_fp32_to_fp16(d);
+				d = llm_fp16_to_fp32(y->d);
+				id = d != 0 ? 1.0f / d : 0.0f;
+				for (int j = 0; j < 16; j++)
+				{
+					int			q0 = clampi((int) lroundf(x[j] * id) + 16, 0, 31);
+					int			q1 = clampi((int) lroundf(x[j + 16] * id) + 16, 0, 31);
+
+					y->qs[j] = (uint8_t) ((q0 & 0xF) | ((q1 & 0xF) << 4));
+					qh |= (uint32_t) (q0 >> 4) << j;
+					qh |= (uint32_t) (q1 >> 4) << (j + 16);
+				}
+				for (int k = 0; k < 4; k++)
+					y->qh[k] = (uint8_t) (qh >> (8 * k));
+			}
+			return true;
 		case LLM_TYPE_Q4_K:
 			for (int64_t b = 0; b < n / LLM_QK_K; b++)
 				quantize_q4_K_block(src + b * LLM_QK_K, (llm_block_q4_K *) dst + b);
@@ -765,6 +804,31 @@ dot_q4_1_q8_1(int64_t n, const void *w, const void *a)
 }
 
 static float
+dot_q5_0_q8_0(int64_t n, const void *w, const void *a)
+{
+	const llm_block_q5_0 *x = w;
+	const int8_t *aq = a;
+	const float *ad = llm_act_d(a, n);
+	float		acc[8] = {0};
+
+	for (int64_t b = 0; b < n / LLM_QK; b++)
+	{
+		float		d = llm_fp16_to_fp32(x[b].d) * ad[b];
+		const int8_t *y = aq + b * LLM_QK;
+
+		for (int l = 0; l < 8; l++)
+		{
+			int			s = 0;
+
+			for (int e = 4 * l; e < 4 * l + 4; e++)
+				s += q5_0_value(&x[b], e) * y[e];
+			acc[l] = fmaf(d, (float) s, acc[l]);
+		}
+	}
+	return hsum8(acc);
+}
+
+static float
 dot_q8_0_q8_0(int64_t n, const void *w, const void *a)
 {
 	const llm_block_q8_0 *x = w;
@@ -937,6 +1001,7 @@ name(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_
 DEFINE_TILE_LOOP(tile_q4_0, dot_q4_0_q8_0)
 DEFINE_TILE_LOOP(tile_q4_1, dot_q4_1_q8_1)
 DEFINE_TILE_LOOP(tile_q8_0, dot_q8_0_q8_0)
+DEFINE_TILE_LOOP(tile_q5_0, dot_q5_0_q8_0)
 DEFINE_TILE_LOOP(tile_q4_K, dot_q4_K_q8_K)
 DEFINE_TILE_LOOP(tile_q6_K, dot_q6_K_q8_K)
 DEFINE_TILE_LOOP(tile_f32, dot_f32_f32)
@@ -950,6 +1015,7 @@ static const llm_qkernel scalar_kernels[] = {
 	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_q8_0, tile_q4_0, 1, 1, NULL, NULL},
 	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "scalar", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_q8_1, tile_q4_1, 1, 1, NULL, NULL},
 	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_q8_0, tile_q8_0, 1, 1, NULL, NULL},
+	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q5_0_q8_0, tile_q5_0, 1, 1, NULL, NULL},
 	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K_q8_K, tile_q4_K, 1, 1, NULL, NULL},
 	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1, NULL, NULL},
 };

@@ -16,6 +16,7 @@
  *   F16           F16 (round-nearest-even)    f16*f16 in fp32 FMA, 4 x 8 lanes
  *   BF16          BF16 (round-nearest-even)   bf16*bf16 in fp32 FMA, 4 x 8 lanes
  *   Q4_0, Q8_0    Q8_0                        per block 8 int32 lanes, fp32 FMA
+ *   Q5_0          Q8_0                        the same (ggml_vec_dot_q5_0_q8_0)
  *   Q4_1          Q8_1 (d and s = d*sum(q))   same, plus sum of m*s
  *   Q4_K, Q6_K    Q8_K                        per super-block 8 int32 lanes
  *
@@ -66,6 +67,14 @@ typedef struct
 	uint16_t	d;
 	int8_t		qs[LLM_QK];
 } llm_block_q8_0;
+
+/* element j: ((qs[j % 16] >> (4 * (j >= 16))) & 0xF | ((qh >> j) & 1) << 4) - 16 */
+typedef struct
+{
+	uint16_t	d;
+	uint8_t		qh[4];			/* bit j: the fifth bit of element j */
+	uint8_t		qs[LLM_QK / 2];
+} llm_block_q5_0;
 
 typedef struct
 {
@@ -256,7 +265,26 @@ size_t		llm_act_bytes_q8_0(int64_t n);
 size_t		llm_act_bytes_q8_1(int64_t n);
 size_t		llm_act_bytes_q8_K(int64_t n);
 void		llm_quantize_act_q8_K(const float *x, void *dst, int64_t n);
-void		llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m);
+
+/*
+ * The 6-bit scale and min of sub-block j (0..7) of a Q4_K block's 12 scale
+ * bytes q (ggml's get_scale_min_k4).  Inline: the AVX2 dot product calls it
+ * eight times per block.
+ */
+static inline void
+llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+{
+	if (j < 4)
+	{
+		*d = q[j] & 63;
+		*m = q[j + 4] & 63;
+	}
+	else
+	{
+		*d = (uint8_t) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+		*m = (uint8_t) ((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+	}
+}
 
 /* Pointers into an activation row of n elements (layout above). */
 static inline const float *

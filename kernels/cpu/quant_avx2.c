@@ -400,7 +400,101 @@ name(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_
 											(const char *) a + t * a_stride); \
 }
 
-DEFINE_TILE_LOOP(tile_q4_K, dot_q4_K)
+/*
+ * Q4_K tile: each weight row against up to 4 activation rows at a time, so
+ * that a block's scales and nibbles, once unpacked, serve every token.  Per
+ * (row, token) the operations are dot_q4_K's in its order (integer sums are
+ * exact; the float accumulators are per token), hence bit-identical to it.
+ */
+#define Q4K_TILE_TOKENS 4
+
+static TGT void
+tile_q4_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
+		  int nt, float *out, size_t out_stride)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xF);
+	const int64_t nb = n / LLM_QK_K;
+
+	for (int t0 = 0; t0 < nt; t0 += Q4K_TILE_TOKENS)
+	{
+		const int	tn = nt - t0 < Q4K_TILE_TOKENS ? nt - t0 : Q4K_TILE_TOKENS;
+		const int8_t *aq[Q4K_TILE_TOKENS];
+		const float *ad[Q4K_TILE_TOKENS];
+		const int16_t *bsums[Q4K_TILE_TOKENS];
+
+		for (int t = 0; t < tn; t++)
+		{
+			aq[t] = (const int8_t *) ((const char *) a + (size_t) (t0 + t) * a_stride);
+			ad[t] = llm_act_d(aq[t], n);
+			bsums[t] = (const int16_t *) (ad[t] + nb);
+		}
+		for (int r = 0; r < nr; r++)
+		{
+			const llm_block_q4_K *x = (const llm_block_q4_K *) ((const char *) w + (size_t) r * w_stride);
+			__m256		acc[Q4K_TILE_TOKENS];
+			__m128		acc_m[Q4K_TILE_TOKENS];
+
+			for (int t = 0; t < tn; t++)
+			{
+				acc[t] = _mm256_setzero_ps();
+				acc_m[t] = _mm_setzero_ps();
+			}
+			for (int64_t b = 0; b < nb; b++)
+			{
+				const float xd = h2f(x[b].d);
+				const float xdmin = h2f(x[b].dmin);
+				uint8_t		sc[8],
+							mn[8];
+				__m256i		lo[4],
+							hi[4];
+				__m128i		mins;
+				const uint8_t *q4 = x[b].qs;
+
+				for (int j = 0; j < 8; j++)
+					llm_get_scale_min_k4(j, x[b].scales, &sc[j], &mn[j]);
+				mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) mn));
+				for (int c = 0; c < 4; c++)
+				{
+					__m256i		bits = _mm256_loadu_si256((const __m256i *) (q4 + 32 * c));
+
+					lo[c] = _mm256_and_si256(bits, m4);
+					hi[c] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+				}
+				for (int t = 0; t < tn; t++)
+				{
+					const float d = ad[t][b] * xd;
+					const float dmin = -ad[t][b] * xdmin;
+					const int8_t *q8 = aq[t] + b * LLM_QK_K;
+					__m256i		sumi = _mm256_setzero_si256();
+					__m256i		bs = _mm256_loadu_si256((const __m256i *) (bsums[t] + b * 16));
+					__m128i		q8s = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+					__m128i		prod = _mm_madd_epi16(mins, q8s);
+
+					acc_m[t] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(prod), acc_m[t]);
+					for (int c = 0; c < 4; c++)
+					{
+						__m256i		yl = _mm256_loadu_si256((const __m256i *) (q8 + 64 * c));
+						__m256i		yh = _mm256_loadu_si256((const __m256i *) (q8 + 64 * c + 32));
+						__m256i		pl = _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(lo[c], yl));
+						__m256i		ph = _mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(hi[c], yh));
+
+						sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+					}
+					acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[t]);
+				}
+			}
+			for (int t = 0; t < tn; t++)
+			{
+				__m128		m = acc_m[t];
+
+				m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+				m = _mm_add_ss(m, _mm_movehdup_ps(m));
+				out[(size_t) (t0 + t) * out_stride + r] = llm_hsum8(acc[t]) + _mm_cvtss_f32(m);
+			}
+		}
+	}
+}
+
 DEFINE_TILE_LOOP(tile_q6_K, dot_q6_K)
 DEFINE_TILE_LOOP(tile_f32, dot_f32)
 DEFINE_TILE_LOOP(tile_f16, dot_f16)
@@ -425,7 +519,7 @@ static const llm_qkernel avx2_kernels[] = {
 	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL},
 	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL},
 	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, 1, NULL, NULL},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL},
 	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, 1, NULL, NULL},
 };
 

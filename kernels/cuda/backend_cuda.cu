@@ -32,6 +32,7 @@
 extern "C"
 {
 #include "quant_types.h"
+#include "cpu/elementwise.h"
 }
 
 #include <cublas_v2.h>
@@ -102,6 +103,7 @@ typedef struct cuda_backend
 	float	   *partials;
 	size_t		partials_cap;	/* bytes */
 	int64_t		max_cols;		/* largest n_cols of a loaded weight */
+	__half	   *gelu16;			/* [65536] binary16 GELU table (gelu_mul), uploaded on first use */
 } cuda_backend;
 
 #define CB(b) ((cuda_backend *) (b))
@@ -215,6 +217,7 @@ cuda_destroy(llm_backend *b)
 	cudaFree(cb->act16);
 	cudaFree(cb->xcopy);
 	cudaFree(cb->partials);
+	cudaFree(cb->gelu16);
 	if (cb->cublas)
 		cublasDestroy(cb->cublas);
 	cudaFree(cb->cublas_ws);
@@ -295,6 +298,7 @@ type_supported(uint32_t t)
 		case LLM_TYPE_Q4_0:
 		case LLM_TYPE_Q4_1:
 		case LLM_TYPE_Q8_0:
+		case LLM_TYPE_Q5_0:
 		case LLM_TYPE_Q4_K:
 		case LLM_TYPE_Q6_K:
 			return true;
@@ -835,6 +839,71 @@ cuda_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, si
 	return 0;
 }
 
+/*
+ * The table is the CPU backend's (kernels/cpu/elementwise.c, built with the
+ * host's libm tanhf), converted to halves exactly (its values are halves).
+ */
+static int
+cuda_gelu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
+{
+	cuda_backend *cb = CB(b);
+
+	if (n > 0 && (gate == NULL || up == NULL || out == NULL))
+		return fail(cb, "gelu_mul: NULL argument");
+	if (n == 0)
+		return 0;
+	if (cb->gelu16 == NULL)
+	{
+		const float *t = llm_gelu_table();
+		__half	   *h = (__half *) malloc(65536 * sizeof(__half));
+		cudaError_t e;
+
+		if (t == NULL || h == NULL)
+		{
+			free(h);
+			return fail(cb, "gelu_mul: out of memory for the GELU table");
+		}
+		for (int i = 0; i < 65536; i++)
+			h[i] = __float2half_rn(t[i]);
+		e = cudaMalloc((void **) &cb->gelu16, 65536 * sizeof(__half));
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(cb->gelu16, h, 65536 * sizeof(__half), cudaMemcpyHostToDevice, cb->stream);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(cb->stream);
+		free(h);
+		if (e != cudaSuccess)
+		{
+			cudaFree(cb->gelu16);
+			cb->gelu16 = NULL;
+			return fail_cuda(cb, "gelu_mul: GELU table upload", e);
+		}
+	}
+	CK(cu_gelu_mul(cb->stream, cb->gelu16, gate, up, out, n), "gelu_mul");
+	return 0;
+}
+
+static int
+cuda_scale(llm_backend *b, float *x, float s, size_t n)
+{
+	cuda_backend *cb = CB(b);
+
+	if (n > 0 && x == NULL)
+		return fail(cb, "scale: NULL argument");
+	CK(cu_scale(cb->stream, x, s, n), "scale");
+	return 0;
+}
+
+static int
+cuda_softcap(llm_backend *b, float *x, float cap, size_t n)
+{
+	cuda_backend *cb = CB(b);
+
+	if (!(cap > 0.0f) || (n > 0 && x == NULL))
+		return fail(cb, "softcap: invalid arguments");
+	CK(cu_softcap(cb->stream, x, cap, n), "softcap");
+	return 0;
+}
+
 static int
 cuda_gather_rows(llm_backend *b, const float *x, float *out, int dim)
 {
@@ -919,7 +988,8 @@ cuda_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n
 }
 
 static int
-cuda_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v, int n_heads, float rope_theta)
+cuda_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v, int n_heads,
+						float rope_theta, int mode)
 {
 	cuda_backend *cb = CB(b);
 	cuda_kv_layer kv;
@@ -928,13 +998,20 @@ cuda_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v
 		return fail(cb, "rope_store_kv: no step");
 	if (layer < 0 || layer >= cb->geo.n_layers)
 		return fail(cb, "rope_store_kv: layer %d out of range", layer);
-	if (n_heads <= 0 || !(rope_theta > 0) || (cb->n_tokens > 0 && (q == NULL || k == NULL || v == NULL)))
+	if (n_heads <= 0 || !(rope_theta > 0) || (mode != LLM_ROPE_NORMAL && mode != LLM_ROPE_NEOX) ||
+		(cb->n_tokens > 0 && (q == NULL || k == NULL || v == NULL)))
 		return fail(cb, "rope_store_kv: invalid arguments");
 	kv = kv_layer(cb, layer);
 	/* same host powf as the CPU backend, so both start from the same theta_scale */
 	CK(cu_rope_store_kv(cb->stream, &kv, &cb->sd, q, k, v, n_heads,
-						powf(rope_theta, -2.0f / (float) cb->geo.head_dim)), "rope_store_kv");
+						powf(rope_theta, -2.0f / (float) cb->geo.head_dim), mode), "rope_store_kv");
 	return 0;
+}
+
+static int
+cuda_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v, int n_heads, float rope_theta)
+{
+	return cuda_rope_store_kv_mode(b, layer, q, k, v, n_heads, rope_theta, LLM_ROPE_NORMAL);
 }
 
 static int
@@ -1000,6 +1077,10 @@ static const llm_backend_ops cuda_ops = {
 	.silu_mul = cuda_silu_mul,
 	.gather_rows = cuda_gather_rows,
 	.sync = cuda_sync,
+	.scale = cuda_scale,
+	.gelu_mul = cuda_gelu_mul,
+	.rope_store_kv_mode = cuda_rope_store_kv_mode,
+	.softcap = cuda_softcap,
 };
 
 static bool

@@ -20,7 +20,8 @@ NVCC_FLAGS += -std=c++17 $(CUDA_ARCH_FLAGS) -Xcompiler $(CUDA_HOST_FLAGS) -Werro
 CUDA_CC ?= $(or $(CC),cc)
 
 CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
-CUDA_OBJS := $(patsubst %.cu,build/%.o,$(CUDA_SRCS)) build/kernels/cuda/quant_types.o
+CUDA_OBJS := $(patsubst %.cu,build/%.o,$(CUDA_SRCS)) build/kernels/cuda/quant_types.o \
+	build/kernels/cuda/elementwise.o build/kernels/cuda/quant.o
 CUDA_LIB  := build/llm_cuda.so
 
 build/kernels/cuda/%.o: kernels/cuda/%.cu kernels/cuda/cuda_internal.h kernels/cuda/backend_cuda.h \
@@ -32,6 +33,18 @@ build/kernels/cuda/%.o: kernels/cuda/%.cu kernels/cuda/cuda_internal.h kernels/c
 build/kernels/cuda/quant_types.o: kernels/quant_types.c kernels/quant_types.h
 	@mkdir -p $(dir $@)
 	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Ikernels -c $< -o $@
+
+# The CPU backend's GELU table (elementwise.c, with quant.c's fp16 conversion) built in the same way,
+# so that gelu_mul uses the very table the CPU backend uses.
+build/kernels/cuda/elementwise.o: kernels/cpu/elementwise.c kernels/cpu/elementwise.h kernels/cpu/quant.h
+	@mkdir -p $(dir $@)
+	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter \
+		-Ikernels -Ikernels/cpu -c $< -o $@
+
+build/kernels/cuda/quant.o: kernels/cpu/quant.c kernels/cpu/quant.h kernels/quant_types.h
+	@mkdir -p $(dir $@)
+	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter \
+		-Ikernels -Ikernels/cpu -c $< -o $@
 
 # cudart linked statically (nvcc's default); cuBLAS from CUDA_HOME, found through the rpath.
 $(CUDA_LIB): $(CUDA_OBJS)

@@ -112,11 +112,19 @@ cudaError_t cu_rmsnorm(cudaStream_t st, float *residual, const float *delta, con
 					   const float *w, float *out, int n, int dim, float eps);
 cudaError_t cu_add(cudaStream_t st, float *residual, const float *delta, size_t n);
 cudaError_t cu_silu_mul(cudaStream_t st, const float *gate, const float *up, float *out, size_t n);
+/* GeGLU through the binary16 GELU table gelu16 [65536] (backend.h gelu_mul; the CPU backend's table). */
+cudaError_t cu_gelu_mul(cudaStream_t st, const __half *gelu16, const float *gate, const float *up, float *out,
+						size_t n);
+/* x *= s. */
+cudaError_t cu_scale(cudaStream_t st, float *x, float s, size_t n);
+/* x = tanhf(x * (1 / cap)) * cap (device tanhf: not bit-identical to libm's). */
+cudaError_t cu_softcap(cudaStream_t st, float *x, float cap, size_t n);
 cudaError_t cu_gather_rows(cudaStream_t st, const float *x, float *out, const int32_t *rows,
 						   int n_out, int dim);
 cudaError_t cu_f32_to_f16(cudaStream_t st, const float *x, __half *y, size_t n);
+/* mode: LLM_ROPE_NORMAL (adjacent pairs) or LLM_ROPE_NEOX (halves), backend.h. */
 cudaError_t cu_rope_store_kv(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-							 float *q, float *k, const float *v, int n_heads, float theta_scale);
+							 float *q, float *k, const float *v, int n_heads, float theta_scale, int mode);
 
 /* ---- kernels_gemv.cu ---- */
 /* y[t][r] = W[r] . x[t] for t < n with a per-(row, token) reduction order independent of n. */

@@ -1,8 +1,9 @@
 /*
  * kernels_basic.cu — element-wise and row-wise kernels of the CUDA backend:
  * weight dequantization/repacking at load time, embedding gather, RMSNorm
- * (with the fused residual add), SiLU*up, row gather, fp32->fp16, and RoPE
- * fused with the paged KV-cache write.
+ * (with the fused residual add), SiLU*up, GELU*up, scale, tanh soft-capping,
+ * row gather, fp32->fp16, and RoPE (normal and NEOX modes) fused with the
+ * paged KV-cache write.
  *
  * Numerics mirror the CPU backend (kernels/cpu/backend_cpu.c, quant.c), which
  * follows llama.cpp's CPU backend: ggml's dequantize_row_* formulas
@@ -13,6 +14,7 @@
  *
  * Compile-verified only (no GPU on the development machine); see docs/GPU.md.
  */
+#include "backend.h"
 #include "cuda_internal.h"
 #include "quant_types.h"
 
@@ -82,6 +84,18 @@ dequant_raw_elem(uint32_t type, const uint8_t *row, int64_t e)
 				const uint8_t *blk = row + (e / 32) * 34;
 
 				return __fmul_rn((float) (int8_t) blk[2 + e % 32], h2f_bits(rd_u16(blk)));
+			}
+		case LLM_TYPE_Q5_0:
+			{
+				/* d, qh (4 bytes, bit j = fifth bit of element j), 16 bytes of nibbles */
+				const uint8_t *blk = row + (e / 32) * 22;
+				int			j = (int) (e % 32);
+				unsigned	qh = (unsigned) blk[2] | ((unsigned) blk[3] << 8) | ((unsigned) blk[4] << 16) |
+					((unsigned) blk[5] << 24);
+				int			lo = j < 16 ? (blk[6 + j] & 0xF) : (blk[6 + j - 16] >> 4);
+				int			q = (lo | (int) (((qh >> j) & 1u) << 4)) - 16;
+
+				return __fmul_rn((float) q, h2f_bits(rd_u16(blk)));
 			}
 		case LLM_TYPE_Q4_K:
 			{
@@ -387,6 +401,70 @@ cu_silu_mul(cudaStream_t st, const float *gate, const float *up, float *out, siz
 	return cudaGetLastError();
 }
 
+/*
+ * ggml_vec_geglu_f32 with GGML_GELU_FP16: 0 for gate <= -10, gate * up for
+ * gate >= 10, else the table's gelu of fp16(gate) times up.  The table is
+ * the CPU backend's (host libm tanhf), so the results equal the CPU's.
+ */
+__global__ void
+gelu_mul_kernel(const __half *gelu16, const float *gate, const float *up, float *out, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
+	{
+		float		x = gate[i];
+		float		u = up[i];
+
+		if (x <= -10.0f)
+			out[i] = 0.0f;
+		else if (x >= 10.0f)
+			out[i] = __fmul_rn(x, u);
+		else
+			out[i] = __fmul_rn(__half2float(gelu16[__half_as_ushort(__float2half_rn(x))]), u);
+	}
+}
+
+extern "C" cudaError_t
+cu_gelu_mul(cudaStream_t st, const __half *gelu16, const float *gate, const float *up, float *out, size_t n)
+{
+	if (n == 0)
+		return cudaSuccess;
+	gelu_mul_kernel<<<grid_for(n, BASIC_THREADS), BASIC_THREADS, 0, st>>>(gelu16, gate, up, out, n);
+	return cudaGetLastError();
+}
+
+__global__ void
+scale_kernel(float *x, float s, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
+		x[i] = __fmul_rn(x[i], s);
+}
+
+extern "C" cudaError_t
+cu_scale(cudaStream_t st, float *x, float s, size_t n)
+{
+	if (n == 0)
+		return cudaSuccess;
+	scale_kernel<<<grid_for(n, BASIC_THREADS), BASIC_THREADS, 0, st>>>(x, s, n);
+	return cudaGetLastError();
+}
+
+/* ggml's scale by 1/cap (a float quotient), tanh, scale by cap. */
+__global__ void
+softcap_kernel(float *x, float inv_cap, float cap, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < n; i += (size_t) gridDim.x * blockDim.x)
+		x[i] = __fmul_rn(tanhf(__fmul_rn(x[i], inv_cap)), cap);
+}
+
+extern "C" cudaError_t
+cu_softcap(cudaStream_t st, float *x, float cap, size_t n)
+{
+	if (n == 0)
+		return cudaSuccess;
+	softcap_kernel<<<grid_for(n, BASIC_THREADS), BASIC_THREADS, 0, st>>>(x, 1.0f / cap, cap, n);
+	return cudaGetLastError();
+}
+
 __global__ void
 gather_rows_kernel(const float *x, float *out, const int32_t *rows, int dim)
 {
@@ -428,7 +506,8 @@ cu_f32_to_f16(cudaStream_t st, const float *x, __half *y, size_t n)
  * ------------------------------------------------------------------------ */
 
 /*
- * ggml "normal" RoPE: pair (x[2i], x[2i+1]) rotated by pos * theta_scale^i,
+ * ggml RoPE: pair i rotated by pos * theta_scale^i; the pair is (x[2i],
+ * x[2i+1]) in normal mode, (x[i], x[i + hd/2]) in NEOX mode,
  * the angle built by i successive float multiplications (ggml_rope_cache_init
  * order), the rotation x0*c - x1*s, x0*s + x1*c written with the same fused
  * multiply-adds as the CPU backend's rope_heads.  q and k are rotated in
@@ -436,7 +515,7 @@ cu_f32_to_f16(cudaStream_t st, const float *x, __half *y, size_t n)
  */
 __global__ void
 rope_store_kernel(cuda_kv_layer kv, const int32_t *positions, const int32_t *slots,
-				  float *q, float *k, const float *v, int n_heads, float theta_scale)
+				  float *q, float *k, const float *v, int n_heads, float theta_scale, int neox)
 {
 	const int	t = blockIdx.x;
 	const int	hd = kv.head_dim,
@@ -458,6 +537,8 @@ rope_store_kernel(cuda_kv_layer kv, const int32_t *positions, const int32_t *slo
 					r0,
 					r1;
 		float	   *vec;
+		const int	i0 = neox ? i : 2 * i,
+					i1 = neox ? i + half_hd : 2 * i + 1;
 
 		for (int j = 0; j < i; j++)
 			theta = __fmul_rn(theta, theta_scale);
@@ -465,18 +546,18 @@ rope_store_kernel(cuda_kv_layer kv, const int32_t *positions, const int32_t *slo
 		s = sinf(theta);
 		vec = h < n_heads ? q + ((size_t) t * n_heads + h) * hd
 			: k + ((size_t) t * nkv + (h - n_heads)) * hd;
-		x0 = vec[2 * i];
-		x1 = vec[2 * i + 1];
+		x0 = vec[i0];
+		x1 = vec[i1];
 		r0 = fmaf(x0, c, -__fmul_rn(x1, s));
 		r1 = fmaf(x0, s, __fmul_rn(x1, c));
-		vec[2 * i] = r0;
-		vec[2 * i + 1] = r1;
+		vec[i0] = r0;
+		vec[i1] = r1;
 		if (h >= n_heads)
 		{
-			__half	   *dst = kv.k + (slot * nkv + (h - n_heads)) * hd + 2 * i;
+			__half	   *dst = kv.k + (slot * nkv + (h - n_heads)) * hd;
 
-			dst[0] = __float2half_rn(r0);
-			dst[1] = __float2half_rn(r1);
+			dst[i0] = __float2half_rn(r0);
+			dst[i1] = __float2half_rn(r1);
 		}
 	}
 	for (int e = threadIdx.x; e < nkv * hd; e += blockDim.x)
@@ -485,10 +566,11 @@ rope_store_kernel(cuda_kv_layer kv, const int32_t *positions, const int32_t *slo
 
 extern "C" cudaError_t
 cu_rope_store_kv(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-				 float *q, float *k, const float *v, int n_heads, float theta_scale)
+				 float *q, float *k, const float *v, int n_heads, float theta_scale, int mode)
 {
 	if (sd->n_tokens <= 0)
 		return cudaSuccess;
-	rope_store_kernel<<<sd->n_tokens, 128, 0, st>>>(*kv, sd->positions, sd->slots, q, k, v, n_heads, theta_scale);
+	rope_store_kernel<<<sd->n_tokens, 128, 0, st>>>(*kv, sd->positions, sd->slots, q, k, v, n_heads, theta_scale,
+													mode == LLM_ROPE_NEOX);
 	return cudaGetLastError();
 }

@@ -284,10 +284,12 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->cfg = *c;
 	e->model_path = strdup(c->model_path);
 	e->device = strdup(c->device ? c->device : "auto");
-	if (e->model_path == NULL || e->device == NULL)
+	e->chat_template = strdup(c->chat_template ? c->chat_template : "auto");
+	if (e->model_path == NULL || e->device == NULL || e->chat_template == NULL)
 		goto oom;
 	e->cfg.model_path = e->model_path;
 	e->cfg.device = e->device;
+	e->cfg.chat_template = e->chat_template;
 	if (table_rehash(e, 64))
 		goto oom;
 
@@ -302,8 +304,20 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->tok = llm_tokenizer_create(e->gguf, err, errlen);
 	if (e->tok == NULL)
 		goto fail;
-	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
-		goto fail;
+	if (strcmp(e->chat_template, "auto") == 0)
+	{
+		if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
+			goto fail;
+	}
+	else
+	{
+		llm_chat_family fam = LLM_CHAT_NONE;
+
+		/* checked by engine_config_check */
+		(void) llm_chat_family_parse(e->chat_template, &fam);
+		if (llm_chat_template_init_family(&e->chat, fam, e->tok, err, errlen) != 0)
+			goto fail;
+	}
 	e->end_of_turn = find_end_of_turn(e->tok, &e->chat);
 	e->grammars = llm_grammar_store_create(e->tok);
 	if (e->grammars == NULL)
@@ -429,6 +443,7 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_decode);
 	free(e->model_path);
 	free(e->device);
+	free(e->chat_template);
 	free(e);
 }
 
@@ -640,6 +655,34 @@ render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, int32
 	return n;
 }
 
+/*
+ * A raw prompt's ids: its text tokenized, after the BOS when the model's
+ * tokenizer wants one (llm_tokenizer_add_bos: Gemma yes, SmolLM2 no), as
+ * llama.cpp's tokenization with add_special gives a prompt.  Only here: text
+ * tokenized for llm_tokenize() or as a scoring continuation stays BOS-free.
+ */
+static int64_t
+raw_prompt_ids(const llm_engine *e, const char *text, size_t len, int32_t **ids_out, char *err, size_t errlen)
+{
+	int64_t		n = llm_engine_tokenize(e, text, len, ids_out, err, errlen);
+	int32_t    *more;
+
+	if (n < 0 || !llm_tokenizer_add_bos(e->tok))
+		return n;
+	more = realloc(*ids_out, (size_t) (n + 1) * sizeof(int32_t));
+	if (more == NULL)
+	{
+		free(*ids_out);
+		*ids_out = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memmove(more + 1, more, (size_t) n * sizeof(int32_t));
+	more[0] = llm_tokenizer_bos(e->tok);
+	*ids_out = more;
+	return n + 1;
+}
+
 /* The prompt of a validated req as token ids (malloc'd); -1 + err. */
 static int64_t
 prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
@@ -647,7 +690,7 @@ prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err
 	switch (req->prompt_kind)
 	{
 		case LLM_PROMPT_RAW:
-			return llm_engine_tokenize(e, req->prompt, req->prompt_len, ids, err, errlen);
+			return raw_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
 		case LLM_PROMPT_TEXT:
 			{
 				llm_chat_message msgs[2];

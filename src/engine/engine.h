@@ -72,6 +72,10 @@ typedef struct llm_engine_config
 	 */
 	int			spec_tokens;
 	int			spec_max_batch;
+	const char *chat_template;	/* "auto" (default; NULL = "auto"): the family of the GGUF's
+								 * tokenizer.chat_template, "none" when it has none; "none",
+								 * "chatml", "gemma": that family whatever the file says (its
+								 * marker tokens must be in the vocabulary) */
 	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
 								 * n_threads, for engines one thread steps in turn (several
 								 * models in one driver); default false (a pool of its own) */

@@ -41,6 +41,7 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->prefill_cap_decodes = DEFAULT_PREFILL_CAP_DECODES;
 	c->spec_tokens = DEFAULT_SPEC_TOKENS;
 	c->spec_max_batch = DEFAULT_SPEC_MAX_BATCH;
+	c->chat_template = "auto";
 }
 
 static bool
@@ -67,6 +68,7 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->prefill_cap_decodes == b->prefill_cap_decodes &&
 		a->spec_tokens == b->spec_tokens &&
 		a->spec_max_batch == b->spec_max_batch &&
+		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto") &&
 		a->shared_threads == b->shared_threads;
 }
 
@@ -102,6 +104,9 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 				 c->spec_tokens);
 	else if (c->spec_max_batch < 1)
 		snprintf(err, errlen, "spec_max_batch must be at least 1, not %d", c->spec_max_batch);
+	else if (c->chat_template != NULL && strcmp(c->chat_template, "auto") != 0 &&
+			 !llm_chat_family_parse(c->chat_template, &(llm_chat_family) {0}))
+		snprintf(err, errlen, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
 	else
 		return 0;
 	return -1;

@@ -125,6 +125,7 @@ struct llm_engine
 	llm_engine_config cfg;		/* resolved (engine_config.c): no 0 = auto left */
 	char	   *model_path;		/* cfg.model_path points here */
 	char	   *device;			/* cfg.device points here */
+	char	   *chat_template;	/* cfg.chat_template points here */
 	gguf_file  *gguf;
 	llm_tokenizer *tok;
 	llm_chat_template chat;

@@ -3,7 +3,8 @@
  * of architectures, GGUF hyper-parameter and tensor helpers, the checks
  * every config must pass, the activation buffers, and the forward driver
  * (begin_step, the architecture's graph, then the output head: gather the
- * requested rows, output projection, download).  The architecture files and
+ * requested rows, output projection, final logit soft-capping when the
+ * config has it, download).  The architecture files and
  * what they must do are described in model_arch.h.
  *
  * GGUF conventions (keys "<arch>.<name>", tensors token_embd / output_norm /
@@ -21,6 +22,7 @@
 /* Supported architectures: one row per model_<arch>.c. */
 static const llm_arch *const archs[] = {
 	&llm_arch_llama,
+	&llm_arch_gemma3,
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
@@ -232,9 +234,9 @@ check_config(const llm_model_config *c, char *err, size_t errlen)
 				 c->n_heads, c->n_kv_heads, c->head_dim);
 		return -1;
 	}
-	if (!(c->rms_eps > 0.0f) || !(c->attn_scale > 0.0f))
+	if (!(c->rms_eps > 0.0f) || !(c->attn_scale > 0.0f) || !(c->final_logit_softcap >= 0.0f))
 	{
-		snprintf(err, errlen, "invalid RMS epsilon or attention scale");
+		snprintf(err, errlen, "invalid RMS epsilon, attention scale or logit soft-cap");
 		return -1;
 	}
 	for (int l = 0; l < c->n_layers; l++)
@@ -406,6 +408,8 @@ llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err
 	{
 		TRY(o->gather_rows(b, a->h, a->out_h, c->dim));
 		TRY(o->matmul(b, &m->output, a->out_h, a->logits, d->n_out));
+		if (c->final_logit_softcap > 0.0f)
+			TRY(o->softcap(b, a->logits, c->final_logit_softcap, (size_t) d->n_out * c->n_vocab));
 		TRY(o->download(b, logits, a->logits, (size_t) d->n_out * c->n_vocab));
 	}
 	TRY(o->sync(b));

@@ -4,7 +4,7 @@
  *
  * The architecture is the file's general.architecture; each supported one is
  * a file model_<arch>.c behind the table in model.c (model_arch.h is that
- * seam).  Supported: llama.  An unknown architecture fails to load with an
+ * seam).  Supported: llama, gemma3.  An unknown architecture fails to load with an
  * error naming it and the supported ones.
  *
  * The forward pass takes a flat batch of tokens from many sequences
@@ -53,6 +53,11 @@ typedef struct llm_model_config
 	float		attn_scale;		/* factor of the attention scores q.k (llama: 1/sqrt(head_dim)) */
 	/* [n_layers]; owned by the model, valid until llm_model_free */
 	const llm_layer_config *layer;
+	/*
+	 * Final logit soft-capping: logits = cap * tanh(logits / cap) after the
+	 * output projection (model.c); 0 = none.
+	 */
+	float		final_logit_softcap;
 } llm_model_config;
 
 typedef struct llm_model llm_model;

@@ -96,6 +96,7 @@ struct llm_arch
 
 /* The architectures (one per model_<arch>.c); model.c's table lists them. */
 extern const llm_arch llm_arch_llama;
+extern const llm_arch llm_arch_gemma3;
 
 /* ---- helpers for the architecture files (model.c) ---- */
 

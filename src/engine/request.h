@@ -125,7 +125,7 @@ void		llm_sampling_params_defaults(llm_sampling_params *p);
 typedef enum llm_prompt_kind
 {
 	LLM_PROMPT_TEXT = 1,		/* user message rendered with the chat template (+ system) */
-	LLM_PROMPT_RAW,				/* text tokenized as is: no template, no BOS */
+	LLM_PROMPT_RAW,				/* text tokenized as is, no template; after the BOS when the tokenizer adds one (Gemma) */
 	LLM_PROMPT_MESSAGES,		/* a conversation rendered with the chat template */
 	LLM_PROMPT_TOKENS			/* token ids, used as given */
 } llm_prompt_kind;

@@ -1,0 +1,51 @@
+/*
+ * elementwise.h — element-wise kernels of the CPU backend added with the
+ * Gemma 3 graph: the GELU-gated product (GeGLU), scaling by a constant and
+ * tanh soft-capping (elementwise.c).  Each has a scalar reference and an
+ * AVX2 version that are bit-identical; dispatch.h hands out the one this CPU
+ * runs.
+ *
+ * Numerics are those of ggml's CPU backend, which is what llama.cpp runs:
+ *  - GELU (tanh approximation) through ggml's binary16 table
+ *    (GGML_GELU_FP16): gelu(x) = 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715
+ *    x^2))) evaluated in float with the one fused multiply-add GCC forms for
+ *    ggml's expression under -ffp-contract=fast on an FMA target (the inner
+ *    1 + (0.044715 x) x), rounded to binary16, for every binary16 input;
+ *    ggml_vec_geglu_f32 then gives 0 for x <= -10, x * up for x >= 10 and
+ *    table[fp16(x)] * up otherwise.  The table needs libm's tanhf, so it is
+ *    the same table as llama.cpp's only with the same libm (test_gemma3_ops
+ *    compares the two tables entry by entry when the oracle library is
+ *    present);
+ *  - scale: x * s, one rounding (ggml_vec_scale_f32);
+ *  - soft-capping: tanhf(x * (1/cap)) * cap (ggml_scale, ggml_tanh, ggml_scale;
+ *    libm tanhf in both versions, as ggml_vec_tanh_f32).
+ */
+#ifndef LLM_CPU_ELEMENTWISE_H
+#define LLM_CPU_ELEMENTWISE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* out[i] = gelu(gate[i]) * up[i] for i < n (ggml_vec_geglu_f32); out may alias gate or up. */
+typedef void (*llm_geglu_fn) (const float *gate, const float *up, float *out, int64_t n);
+
+/* x[i] *= s for i < n. */
+typedef void (*llm_scale_fn) (float *x, float s, int64_t n);
+
+/* The gelu of one float as ggml_gelu_f32 computes it (before the binary16 table rounding). */
+float		llm_gelu_f32(float x);
+
+/*
+ * The table: entry h = the binary16 gelu of the binary16 value h, as float
+ * (65536 entries, built once, thread-safe; never freed).
+ */
+const float *llm_gelu_table(void);
+
+/* The kernels: avx2 false = the scalar reference; true = AVX2 + F16C (caller checked the CPU). */
+llm_geglu_fn llm_geglu_kernel(bool avx2);
+llm_scale_fn llm_scale_kernel(bool avx2);
+
+/* x[i] = tanhf(x[i] * inv_cap) * cap for i < n; inv_cap = 1.0f / cap (float division). */
+void		llm_softcap_row(float *x, float cap, int64_t n);
+
+#endif
