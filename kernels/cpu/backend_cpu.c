@@ -264,16 +264,10 @@ cpu_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
 	out->data = copy;
 	out->backend_priv = NULL;
 
-	/* rows repacked for the packed kernels where they apply (quant_packed.c) */
-	packed = cb->impl == LLM_IMPL_AVX512VNNI || cb->impl == LLM_IMPL_BEST ?
-		llm_qkernel_packed_get(host->type) : NULL;
-	if (packed != NULL && packed->repack(host->data, copy, host->n_cols))
-	{
-		for (int64_t r = 1; r < host->n_rows; r++)
-			packed->repack((const char *) host->data + r * host->row_bytes,
-						   (char *) copy + r * host->row_bytes, host->n_cols);
+	/* repacked for the packed kernels where they apply (quant_packed.c, quant_packed_avx2.c) */
+	packed = cb->impl != LLM_IMPL_SCALAR ? llm_qkernel_packed_get(host->type, cb->impl) : NULL;
+	if (packed != NULL && packed->repack(host->data, copy, host->n_rows, host->n_cols))
 		out->backend_priv = (void *) packed;
-	}
 	else
 		memcpy(copy, host->data, host->row_bytes * (size_t) host->n_rows);
 	return 0;
@@ -501,7 +495,7 @@ cpu_embed(llm_backend *b, const llm_weight *emb, float *out)
 			/* repacked rows: back to GGUF layout first */
 			if (!grow(&cb->act, &cb->act_cap, emb->row_bytes))
 				return fail(cb, "embed: out of memory");
-			((const llm_qkernel *) emb->backend_priv)->unpack(row, cb->act, emb->n_cols);
+			((const llm_qkernel *) emb->backend_priv)->unpack(emb->data, id, cb->act, emb->n_cols);
 			row = cb->act;
 		}
 		if (!llm_dequantize_row(emb->type, row, out + (size_t) t * emb->n_cols, emb->n_cols))
@@ -698,8 +692,10 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	 * DRAM with little arithmetic per byte: fewer rows per tile means fewer
 	 * concurrent streams, which the prefetchers keep up with (one token,
 	 * 49152 x 576 Q8_0: 1.3 ms with one row per tile, 2.5 ms with four).
+	 * Row-interleaved packed weights are one stream per group: whole groups.
 	 */
-	const int	R = j->n >= T ? k->tile_rows : j->n == 1 ? 1 : (k->tile_rows < 2 ? k->tile_rows : 2);
+	const int	R = k->row_group > 1 || j->n >= T ? k->tile_rows :
+		j->n == 1 ? 1 : (k->tile_rows < 2 ? k->tile_rows : 2);
 	const size_t ws = j->w->row_bytes;
 	const int64_t nc = j->w->n_cols;
 	const size_t os = (size_t) j->w->n_rows;
@@ -831,6 +827,7 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 	cpu_backend *cb = CPU(b);
 	matmul_multi_job mj;
 	bool		shared = n_w >= 1 && n_w <= MM_MULTI_MAX;
+	int64_t		row0 = 0;
 
 	if (w == NULL || y == NULL || n_w < 0 || n < 0 || (n > 0 && x == NULL))
 		return fail(cb, "matmul_multi: invalid arguments");
@@ -846,6 +843,10 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 			if (mj.jobs[i].k->quantize_act != mj.jobs[0].k->quantize_act ||
 				w[i]->n_cols != w[0]->n_cols)
 				shared = false;
+			/* rows of interleaved groups must start at a group boundary of the joint range */
+			if (mj.jobs[i].k->row_group > 1 && row0 % mj.jobs[i].k->row_group != 0)
+				shared = false;
+			row0 += w[i]->n_rows;
 		}
 	}
 	if (!shared)

@@ -5,21 +5,22 @@
  * of any function here) into a table of what this CPU can run and the best
  * implementation; lookups afterwards only read it.  Detection is the only
  * thing this file does that depends on the CPU: the kernels themselves live
- * in quant.c (scalar), quant_avx2.c and quant_packed.c (vector).
+ * in quant.c (scalar), quant_avx2.c, quant_packed.c and
+ * quant_packed_avx2.c (vector).
  *
  * Dependencies between the files of kernels/cpu (A -> B: A calls a
  * function defined in B); the graph is acyclic, and no file calls one
  * listed above it:
  *
  *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
- *   dispatch.c     -> quant_packed.c, quant_avx2.c, quant.c
- *   quant_packed.c -> quant_avx2.c
+ *   dispatch.c     -> quant_packed.c, quant_packed_avx2.c, quant_avx2.c, quant.c
+ *   quant_packed.c, quant_packed_avx2.c -> quant_avx2.c
  *   quant_avx2.c   -> quant.c
  *   quant.c, threadpool.c, huge_pages.c -> (nothing in kernels/cpu)
  *
  * Headers follow the same graph: quant.h declares quant.c (and the types
- * and inline helpers every kernel shares), quant_x86.h quant_avx2.c and
- * quant_packed.c, dispatch.h this file; simd_x86.h and quant_tile.inc are
+ * and inline helpers every kernel shares), quant_x86.h quant_avx2.c,
+ * quant_packed.c and quant_packed_avx2.c, dispatch.h this file; simd_x86.h and quant_tile.inc are
  * inline code of the vector kernels.
  */
 #include "dispatch.h"
@@ -111,9 +112,15 @@ llm_qkernel_get(uint32_t t, int impl)
 }
 
 const llm_qkernel *
-llm_qkernel_packed_get(uint32_t t)
+llm_qkernel_packed_get(uint32_t t, int impl)
 {
-	return cpu()->packed ? llm_qkernel_packed_vnni_get(t) : NULL;
+	int			r = resolve(impl);
+
+	if (r == LLM_IMPL_AVX512VNNI)
+		return cpu()->packed ? llm_qkernel_packed_vnni_get(t) : NULL;
+	if (r == LLM_IMPL_AVX2)
+		return llm_qkernel_packed_avx2_get(t);
+	return NULL;
 }
 
 /* Attention and SwiGLU have one vector version, used by the AVX2 and VNNI implementations. */

@@ -146,12 +146,22 @@ typedef struct llm_qkernel
 	int			tile_tokens;
 
 	/*
-	 * Kernels over repacked rows (llm_qkernel_packed_get) only: GGUF row of n
-	 * elements -> packed row of the same size (false: n unsupported, use the
-	 * GGUF-layout kernel), and back.  NULL for GGUF-layout kernels.
+	 * Kernels over repacked weights (llm_qkernel_packed_get) only: a GGUF
+	 * matrix of n_rows rows of n elements -> the packed matrix of the same
+	 * size (false: shape unsupported, use the GGUF-layout kernel), and row
+	 * `row` of a packed matrix back to its GGUF row.  NULL for GGUF-layout
+	 * kernels.
 	 */
-	bool		(*repack) (const void *src, void *dst, int64_t n);
-	void		(*unpack) (const void *src, void *dst, int64_t n);
+	bool		(*repack) (const void *src, void *dst, int64_t n_rows, int64_t n);
+	void		(*unpack) (const void *w, int64_t row, void *dst, int64_t n);
+
+	/*
+	 * Rows stored interleaved in groups of row_group (0 or 1: every row on
+	 * its own).  With groups, dot_tile is called with w at a group's first
+	 * row and nr a multiple of row_group, and dot is NULL (a row has no
+	 * layout of its own); matmuls tile rows in whole groups.
+	 */
+	int			row_group;
 } llm_qkernel;
 
 /*

@@ -1,6 +1,7 @@
 /*
  * quant_x86.h — the vector kernels of the CPU backend (quant_avx2.c,
- * quant_packed.c), as dispatch.c and the tests reach them.
+ * quant_packed.c, quant_packed_avx2.c), as dispatch.c and the tests reach
+ * them.
  *
  * Nothing here checks the CPU: the caller (dispatch.c) hands these out only
  * after detecting the instructions they need; calling one on a CPU without
@@ -37,5 +38,12 @@ void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
  * llm_qkernel_avx2_get(t, true).
  */
 const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
+
+/*
+ * quant_packed_avx2.c (AVX2 + FMA + F16C): the kernel of weight type t over
+ * weights repacked in groups of 4 rows (Q4_1, Q8_0), or NULL.  Its
+ * activations are those of llm_qkernel_avx2_get(t, false).
+ */
+const llm_qkernel *llm_qkernel_packed_avx2_get(uint32_t t);
 
 #endif
