@@ -47,6 +47,7 @@ typedef struct cpu_backend
 	llm_threadpool *pool;
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
+	llm_attn_block_fn attn_block;
 	llm_swiglu_fn swiglu;
 	char		err[512];
 	llm_huge_arena *weights;	/* copies of the weights on huge pages */
@@ -92,9 +93,11 @@ typedef struct cpu_backend
 	/* scratch */
 	void	   *act;			/* quantized activation rows */
 	size_t		act_cap;
-	float	   *att_scratch;	/* per thread: scores[max_kv_len] + acc + q */
+	float	   *att_scratch;	/* per thread: q rounded to fp16 + kernel scratch */
 	size_t		att_stride;		/* floats per thread */
 	size_t		att_cap;
+	struct attn_item *attn_items;	/* the current attention call's work items */
+	size_t		attn_items_cap;
 } cpu_backend;
 
 #define CPU(b) ((cpu_backend *) (b))
@@ -184,6 +187,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->act);
 	free(cb->rope_cs);
 	free(cb->att_scratch);
+	free(cb->attn_items);
 	free(cb);
 }
 
@@ -1039,6 +1043,22 @@ cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 	return 0;
 }
 
+/*
+ * Attention work items: a block of up to LLM_ATTN_QBLOCK prompt rows of
+ * one sequence at consecutive positions for one KV head (the block kernel:
+ * each K/V row read once for the block), or one token's range of heads
+ * (decode rows, which use the one-token reduction order, and any row the
+ * block rule leaves alone).  Which rows share an item never changes a
+ * result (quant.h).
+ */
+typedef struct attn_item
+{
+	int32_t		t0;				/* first token row */
+	int16_t		n_q;			/* > 0: block of n_q rows; 0: one token */
+	int16_t		h0;				/* block: the KV head; token: the first query head */
+	int64_t		cost;			/* keys x heads, to start the longest items first */
+} attn_item;
+
 typedef struct attn_job
 {
 	cpu_backend *cb;
@@ -1046,17 +1066,34 @@ typedef struct attn_job
 	const float *q;
 	float	   *out;
 	int			n_heads;
-	int			heads_per_item; /* the GQA group, or 1 to spread few tokens over threads */
+	int			heads_per_item; /* token items: the GQA group, or 1 to spread few tokens over threads */
 	float		scale;
 	int			window;			/* keys per query, 0 = all (backend.h attention) */
+	const attn_item *items;
 } attn_job;
 
-/*
- * Items are (token, head-range) pairs; a range is a whole GQA group (its
- * K/V rows converted once) or a single head.  Token order is folded
- * (0, n-1, 1, n-2, ...) so that chunks get similar causal work.  Neither
- * choice affects any result: each head's arithmetic is fixed (quant.h).
- */
+/* Q of n_q rows x nh heads (from head h0) rounded to fp16 as llama.cpp does (the K cache type) into dst [n_q][nh][hd]. */
+static void
+q_to_fp16_values(const attn_job *j, int t0, int n_q, int h0, int nh, float *dst)
+{
+	const int	hd = j->cb->geo.head_dim;
+
+	for (int i = 0; i < n_q; i++)
+	{
+		const float *qh = j->q + ((size_t) (t0 + i) * j->n_heads + h0) * hd;
+		float	   *d16 = dst + (size_t) i * nh * hd;
+
+		for (int d = 0; d < nh * hd; d += 256)
+		{
+			uint16_t	h16[256];
+			int			nd = nh * hd - d < 256 ? nh * hd - d : 256;
+
+			llm_fp32_to_fp16_row(qh + d, h16, nd);
+			llm_fp16_to_fp32_row(h16, d16 + d, nd);
+		}
+	}
+}
+
 static void
 attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
@@ -1065,54 +1102,94 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const int	hd = cb->geo.head_dim,
 				nkv = cb->geo.n_kv_heads;
 	const int	group = j->n_heads / nkv;
-	const int	per_item = j->heads_per_item;
-	const int	items_per_token = j->n_heads / per_item;
 	float	   *q16 = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
-	llm_attn_args a;
+	float	   *scratch = q16 + (size_t) LLM_ATTN_QBLOCK * group * hd;
 
-	a.group = per_item;
-	a.head_dim = hd;
-	a.scale = j->scale;
-	a.k_cache = cb->k_cache[j->layer];
-	a.v_cache = cb->v_cache[j->layer];
-	a.n_kv_heads = nkv;
-	a.block_size = cb->geo.block_size;
-	a.q = q16;
-	a.scratch = q16 + (size_t) per_item * hd;
 	for (int64_t it = begin; it < end; it++)
 	{
-		int			g = (int) (it / items_per_token);
-		int			t = (g % 2 == 0) ? g / 2 : cb->n_tokens - 1 - g / 2;
-		int			h0 = (int) (it % items_per_token) * per_item;
-		const float *qh = j->q + ((size_t) t * j->n_heads + h0) * hd;
+		const attn_item *item = &j->items[it];
+		const int	t = item->t0;
 
-		/* llama.cpp converts Q to fp16 (the K cache type) before K.Q */
-		for (int d = 0; d < per_item * hd; d += 256)
+		if (item->n_q > 0)
 		{
-			uint16_t	h16[256];
-			int			nd = per_item * hd - d < 256 ? per_item * hd - d : 256;
+			llm_attn_block_args a;
 
-			llm_fp32_to_fp16_row(qh + d, h16, nd);
-			llm_fp16_to_fp32_row(h16, q16 + d, nd);
+			q_to_fp16_values(j, t, item->n_q, item->h0 * group, group, q16);
+			a.q = q16;
+			a.out = j->out + ((size_t) t * j->n_heads + (size_t) item->h0 * group) * hd;
+			a.out_stride = (size_t) j->n_heads * hd;
+			a.n_q = item->n_q;
+			a.pos0 = cb->positions[t];
+			a.window = j->window;
+			a.group = group;
+			a.head_dim = hd;
+			a.scale = j->scale;
+			a.k_cache = cb->k_cache[j->layer];
+			a.v_cache = cb->v_cache[j->layer];
+			a.n_kv_heads = nkv;
+			a.kv_head = item->h0;
+			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			a.block_size = cb->geo.block_size;
+			a.scratch = scratch;
+			cb->attn_block(&a);
 		}
-		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
-		a.single = cb->have_single && cb->single_rows[t] != 0;
-		a.n_keys = cb->positions[t] + 1;
-		a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
-		a.kv_head = h0 / group;
-		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
-		cb->attn(&a);
+		else
+		{
+			llm_attn_args a;
+			const int	h0 = item->h0;
+
+			q_to_fp16_values(j, t, 1, h0, j->heads_per_item, q16);
+			a.q = q16;
+			a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
+			a.group = j->heads_per_item;
+			a.head_dim = hd;
+			a.scale = j->scale;
+			a.k_cache = cb->k_cache[j->layer];
+			a.v_cache = cb->v_cache[j->layer];
+			a.n_kv_heads = nkv;
+			a.block_size = cb->geo.block_size;
+			a.scratch = scratch;
+			a.single = cb->have_single && cb->single_rows[t] != 0;
+			a.n_keys = cb->positions[t] + 1;
+			a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
+			a.kv_head = h0 / group;
+			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			cb->attn(&a);
+		}
 	}
+}
+
+static int
+attn_item_cmp(const void *x, const void *y)
+{
+	const attn_item *a = x,
+			   *b = y;
+
+	if (a->cost != b->cost)
+		return a->cost > b->cost ? -1 : 1;
+	return a->t0 != b->t0 ? (a->t0 < b->t0 ? -1 : 1) : (a->h0 < b->h0 ? -1 : a->h0 > b->h0);
+}
+
+/* True when token row t joins a block of prompt rows (multi-token order). */
+static bool
+block_row(const cpu_backend *cb, int t)
+{
+	return !(cb->have_single && cb->single_rows[t] != 0);
 }
 
 static int
 cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
 {
 	cpu_backend *cb = CPU(b);
-	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window};
-	int			group;
+	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window, NULL};
+	int			group,
+				nkv = cb->geo.n_kv_heads;
+	int64_t		n_items = 0,
+				n_token_rows = 0,
+				n_blocks = 0;
 	size_t		stride,
-				cap;
+				cap,
+				need;
 
 	if (!cb->have_step)
 		return fail(cb, "attention: no step");
@@ -1126,19 +1203,70 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 		return 0;
 	if (q == NULL || out == NULL)
 		return fail(cb, "attention: NULL argument");
-	group = n_heads / cb->geo.n_kv_heads;
-	/* whole groups when there are enough of them to keep every thread busy */
-	if ((int64_t) cb->n_tokens * cb->geo.n_kv_heads >= 4 * (int64_t) cb->base.n_threads)
+	group = n_heads / nkv;
+
+	/* the rows: blocks of consecutive prompt rows of a sequence, the rest one by one */
+	for (int s = 0; s < cb->n_seqs; s++)
+		for (int t = cb->seq_start[s]; t < cb->seq_start[s + 1];)
+		{
+			int			n = 1;
+
+			if (block_row(cb, t))
+			{
+				while (n < LLM_ATTN_QBLOCK && t + n < cb->seq_start[s + 1] && block_row(cb, t + n) &&
+					   cb->positions[t + n] == cb->positions[t] + n)
+					n++;
+				n_blocks++;
+			}
+			else
+				n_token_rows++;
+			t += n;
+		}
+	/* a token item is a whole GQA group when there are enough of them to keep every thread busy */
+	if ((n_token_rows + n_blocks) * nkv >= 4 * (int64_t) cb->base.n_threads)
 		j.heads_per_item = group;
-	/* per thread: q16 [heads_per_item][head_dim] + kernel scratch */
-	stride = ((size_t) j.heads_per_item * cb->geo.head_dim +
-			  llm_attn_scratch_floats(j.heads_per_item, cb->geo.head_dim, cb->max_kv_len) + 15) & ~(size_t) 15;
+	need = (size_t) (n_blocks * nkv + n_token_rows * (n_heads / j.heads_per_item));
+	cap = cb->attn_items_cap * sizeof(attn_item);
+	if (!grow((void **) &cb->attn_items, &cap, need * sizeof(attn_item)))
+		return fail(cb, "attention: out of memory for work items");
+	cb->attn_items_cap = cap / sizeof(attn_item);
+	for (int s = 0; s < cb->n_seqs; s++)
+		for (int t = cb->seq_start[s]; t < cb->seq_start[s + 1];)
+		{
+			int			n = 1;
+			int64_t		keys = cb->positions[t] + 1;
+
+			if (window > 0 && keys > window)
+				keys = window;
+			if (block_row(cb, t))
+			{
+				while (n < LLM_ATTN_QBLOCK && t + n < cb->seq_start[s + 1] && block_row(cb, t + n) &&
+					   cb->positions[t + n] == cb->positions[t] + n)
+					n++;
+				for (int h = 0; h < nkv; h++)
+					cb->attn_items[n_items++] = (attn_item) {t, (int16_t) n, (int16_t) h, keys * n * group};
+			}
+			else
+				for (int h0 = 0; h0 < n_heads; h0 += j.heads_per_item)
+					cb->attn_items[n_items++] = (attn_item) {t, 0, (int16_t) h0, keys * j.heads_per_item};
+			t += n;
+		}
+	qsort(cb->attn_items, (size_t) n_items, sizeof(attn_item), attn_item_cmp);
+	j.items = cb->attn_items;
+
+	/* per thread: Q rounded to fp16 [LLM_ATTN_QBLOCK x group][head_dim] + kernel scratch */
+	{
+		size_t		s1 = llm_attn_scratch_floats(j.heads_per_item, cb->geo.head_dim, cb->max_kv_len),
+					s2 = llm_attn_block_scratch_floats(LLM_ATTN_QBLOCK, group, cb->geo.head_dim, cb->max_kv_len);
+
+		stride = ((size_t) LLM_ATTN_QBLOCK * group * cb->geo.head_dim + (s1 > s2 ? s1 : s2) + 15) & ~(size_t) 15;
+	}
 	cap = cb->att_cap * sizeof(float);
 	if (!grow((void **) &cb->att_scratch, &cap, stride * (size_t) cb->base.n_threads * sizeof(float)))
 		return fail(cb, "attention: out of memory for scratch");
 	cb->att_cap = cap / sizeof(float);
 	cb->att_stride = stride;
-	llm_threadpool_run(cb->pool, (int64_t) cb->n_tokens * (n_heads / j.heads_per_item), 1, attn_task, &j);
+	llm_threadpool_run(cb->pool, n_items, 1, attn_task, &j);
 	return 0;
 }
 
@@ -1192,6 +1320,7 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->base.n_threads = n_threads;
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
+	cb->attn_block = llm_attn_block_kernel_get(LLM_IMPL_BEST);
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->pool = llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
@@ -1215,6 +1344,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 		return fail(cb, "kernel implementation %d is not available on this CPU", impl);
 	cb->impl = impl;
 	cb->attn = ak;
+	cb->attn_block = llm_attn_block_kernel_get(impl);
 	cb->swiglu = llm_swiglu_get(impl);
 	return 0;
 }

@@ -57,6 +57,9 @@ const llm_qkernel *llm_qkernel_packed_get(uint32_t t, int impl);
 /* Attention kernel (quant.h llm_attn_args) of implementation impl; NULL if unavailable. */
 llm_attn_fn llm_attn_kernel_get(int impl);
 
+/* Attention of a block of prompt queries (quant.h llm_attn_block_args) of implementation impl; NULL if unavailable. */
+llm_attn_block_fn llm_attn_block_kernel_get(int impl);
+
 /* SwiGLU kernel (quant.h llm_swiglu_fn) of implementation impl; NULL if unavailable. */
 llm_swiglu_fn llm_swiglu_get(int impl);
 

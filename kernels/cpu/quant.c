@@ -1169,3 +1169,48 @@ llm_attn_scalar(const llm_attn_args *a)
 			}
 	}
 }
+
+size_t
+llm_attn_block_scratch_floats(int n_q, int group, int head_dim, int n_keys)
+{
+	size_t		npad = ((size_t) n_keys + 15) & ~(size_t) 15;
+	size_t		q = (size_t) n_q * (size_t) group;
+	/*
+	 * attn_avx2.c's block kernel: key row offsets [npad + 16] (as
+	 * 2 * (npad + 16) floats), K rows [16][head_dim], V rows [64][head_dim],
+	 * scores [q][npad + 16], V sums [q][16][head_dim]; the scalar one runs
+	 * llm_attn_scalar per query
+	 */
+	size_t		blk = 2 * (npad + 16) + 16 * (size_t) head_dim + 64 * (size_t) head_dim +
+		q * (npad + 16) + q * 16 * (size_t) head_dim + 64;
+	size_t		one = llm_attn_scratch_floats(group, head_dim, n_keys);
+
+	return blk > one ? blk : one;
+}
+
+void
+llm_attn_block_scalar(const llm_attn_block_args *b)
+{
+	for (int i = 0; i < b->n_q; i++)
+	{
+		llm_attn_args a = {
+			.q = b->q + (size_t) i * b->group * b->head_dim,
+			.out = b->out + (size_t) i * b->out_stride,
+			.group = b->group,
+			.head_dim = b->head_dim,
+			.n_keys = b->pos0 + i + 1,
+			.scale = b->scale,
+			.k_cache = b->k_cache,
+			.v_cache = b->v_cache,
+			.n_kv_heads = b->n_kv_heads,
+			.kv_head = b->kv_head,
+			.block_table = b->block_table,
+			.block_size = b->block_size,
+			.single = 0,
+			.scratch = b->scratch,
+		};
+
+		a.first_key = b->window > 0 && a.n_keys > b->window ? a.n_keys - b->window : 0;
+		llm_attn_scalar(&a);
+	}
+}

@@ -247,6 +247,51 @@ size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
 void		llm_attn_scalar(const llm_attn_args *a);
 
 /*
+ * Attention of a block of n_q <= LLM_ATTN_QBLOCK queries of one sequence
+ * at consecutive positions pos0 .. pos0 + n_q - 1, each for the `group`
+ * query heads of one KV head, in llama.cpp's multi-token order (single =
+ * 0 above).  Query i reads keys lo_i .. pos0 + i, lo_i = 0 or, with a
+ * window w > 0, max(0, pos0 + i - w + 1).  Each query's result is bit for
+ * bit that of llm_attn_fn with those bounds: the block only shares the
+ * reading and fp16 -> fp32 conversion of the K and V rows among its
+ * queries (FlashAttention-style tiling: key blocks of 16 aligned on
+ * absolute positions, so neither the block nor the chunking of a prompt
+ * changes a result).  The exact softmax needs each query's maximum and sum
+ * over all its keys before its first V product, so scores of the block's
+ * queries are kept in scratch (n_q x group rows of the keys' span) between
+ * the K and the V pass; see kernels/cpu/attn_avx2.c.
+ */
+#define LLM_ATTN_QBLOCK 4
+
+typedef struct llm_attn_block_args
+{
+	const float *q;				/* [n_q][group][head_dim], values already rounded to fp16 */
+	float	   *out;			/* query i's [group][head_dim] at out + i * out_stride */
+	size_t		out_stride;
+	int			n_q;			/* 1 .. LLM_ATTN_QBLOCK */
+	int			pos0;			/* position of query 0 */
+	int			window;			/* 0: full causal */
+	int			group;
+	int			head_dim;
+	float		scale;
+	const uint16_t *k_cache;	/* as llm_attn_args */
+	const uint16_t *v_cache;
+	int			n_kv_heads;
+	int			kv_head;
+	const int32_t *block_table;
+	int			block_size;
+	float	   *scratch;		/* llm_attn_block_scratch_floats(n_q, group, head_dim, pos0 + n_q) floats */
+} llm_attn_block_args;
+
+typedef void (*llm_attn_block_fn) (const llm_attn_block_args *a);
+
+/* Scratch floats an llm_attn_block_fn needs for n_q queries whose last key is n_keys - 1. */
+size_t		llm_attn_block_scratch_floats(int n_q, int group, int head_dim, int n_keys);
+
+/* The scalar block kernel (the reference): llm_attn_scalar query by query. */
+void		llm_attn_block_scalar(const llm_attn_block_args *a);
+
+/*
  * exp(x) exactly as ggml's ggml_v_expf of an AVX512 build (max error about
  * 2 ulp): what llama.cpp's softmax and SiLU use.
  */

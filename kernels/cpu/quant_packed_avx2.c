@@ -52,7 +52,7 @@
 #define INL static inline __attribute__((always_inline)) TGT
 
 #define GROUP_ROWS 4			/* rows interleaved in a group */
-#define SCALE_GROUP 8			/* blocks whose scale products are one multiply */
+#define CHUNK 32				/* blocks whose scale products are computed before their dot products */
 /*
  * Software prefetch distance in a group stream (bytes ahead of the quants
  * being read); rows come from DRAM in decode and in the output projection.
@@ -183,33 +183,123 @@ lanes_us8(__m256i ux, __m256i sy)
 #define IN_REG(v) __asm__("" : "+x"(v))
 
 /*
- * Rows r0..r0+RN-1 of one group x T activation rows (RN * T <= 8, so the
- * accumulators stay in registers; RN, T, q4 are constants after inlining).
- * out[t * os + r0 + r] as in the file comment.
- *
- * Q4_1's ms chains (one per (row, token)) run in one vector: T = 1, lanes
- * = the 4 rows; T = 2, lane 2r + t; T = 3, 4, lane 4r + t.  Each lane is
- * fma(m, s, ms) block after block, like the scalar chain.
+ * The dot products of rows r0..r0+RN-1 of a group with T tokens over blocks
+ * c0..c0+nc-1 (a chunk), continuing the accumulators acc (RN * T <= 8 stay
+ * in registers; RN, T, q4 are constants after inlining); sc holds the
+ * chunk's scale products (x4_kernel).
  */
 INL void
-x4_kernel(const bool q4, int64_t n, const void *w, const void *a, size_t as,
-		  float *out, size_t os, const int r0, const int RN, const int T)
+x4_chunk(const bool q4, const uint8_t *wq, const int8_t *const *aq, int64_t c0, int nc,
+		 const float (*sc)[4][CHUNK], __m256 (*acc)[4], const int r0, const int RN, const int T)
+{
+	const __m256i low4 = _mm256_set1_epi8(0x0F);
+	__m256		a[4][4];
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < RN; r++)
+		#pragma GCC unroll 4
+		for (int t = 0; t < T; t++)
+			a[r][t] = acc[r0 + r][t];
+	if (q4)
+	{
+		/* block pairs: low nibbles = block 2p, high nibbles = block 2p + 1 */
+		for (int k = 0; k < nc; k += 2)
+		{
+			const uint8_t *pq = wq + (size_t) ((c0 + k) / 2) * GROUP_ROWS * 32;
+			__m256i		v[4];
+
+			if (r0 == 0)
+			{
+				_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD, _MM_HINT_T0);
+				_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD + 64, _MM_HINT_T0);
+			}
+			#pragma GCC unroll 4
+			for (int r = 0; r < RN; r++)
+				v[r] = _mm256_loadu_si256((const __m256i *) (pq + (r0 + r) * 32));
+			#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++)
+			{
+				const int64_t b = c0 + k + h;
+				__m256i		x[4];
+
+				#pragma GCC unroll 4
+				for (int r = 0; r < RN; r++)
+					x[r] = _mm256_and_si256(h ? _mm256_srli_epi16(v[r], 4) : v[r], low4);
+				#pragma GCC unroll 4
+				for (int t = 0; t < T; t++)
+				{
+					__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + b * LLM_QK));
+
+					if (RN > 1)
+						IN_REG(qy);
+					#pragma GCC unroll 4
+					for (int r = 0; r < RN; r++)
+						a[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r0 + r][t][k + h]),
+												  lanes_us8(x[r], qy), a[r][t]);
+				}
+			}
+		}
+	}
+	else
+	{
+		for (int k = 0; k < nc; k++)
+		{
+			const int64_t b = c0 + k;
+			const int8_t *pq = (const int8_t *) wq + (size_t) b * GROUP_ROWS * 32;
+			__m256i		x[4],
+						ax[4];
+
+			if (r0 == 0)
+			{
+				_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD, _MM_HINT_T0);
+				_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD + 64, _MM_HINT_T0);
+			}
+			#pragma GCC unroll 4
+			for (int r = 0; r < RN; r++)
+			{
+				x[r] = _mm256_loadu_si256((const __m256i *) (pq + (r0 + r) * 32));
+				ax[r] = _mm256_sign_epi8(x[r], x[r]);
+			}
+			#pragma GCC unroll 4
+			for (int t = 0; t < T; t++)
+			{
+				__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + b * LLM_QK));
+
+				#pragma GCC unroll 4
+				for (int r = 0; r < RN; r++)
+					a[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r0 + r][t][k]),
+											  lanes_us8(ax[r], _mm256_sign_epi8(qy, x[r])), a[r][t]);
+			}
+		}
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < RN; r++)
+		#pragma GCC unroll 4
+		for (int t = 0; t < T; t++)
+			acc[r0 + r][t] = a[r][t];
+}
+
+/*
+ * The 4 rows of one group x T <= 4 activation rows: out[t * os + r].
+ * Per chunk of CHUNK blocks, first the scale products d_w * d_a of every
+ * (row, token, block) and Q4_1's ms chains, then the dot products: for
+ * T <= 2 the 4 rows at once, for 3-4 tokens two halves of 2 rows (the
+ * accumulators, 8 registers at a time, wait in memory between the
+ * halves).  Q4_1's ms chains (one per (row, token), fma(m, s, ms) block
+ * after block as the scalar chain) run 8 per vector: ms[0] lane 4t + r for
+ * tokens 0-1, ms[1] for tokens 2-3.
+ */
+INL void
+x4_kernel(const bool q4, int64_t n, const void *w, const void *a, size_t as, float *out, size_t os,
+		  const int T)
 {
 	const int64_t nb = n / LLM_QK;
 	const uint16_t *wd = w;
 	const uint16_t *wm = wd + GROUP_ROWS * nb;	/* Q4_1 */
 	const uint8_t *wq = (const uint8_t *) (wd + (q4 ? 2 : 1) * GROUP_ROWS * nb);
-	const __m256i low4 = _mm256_set1_epi8(0x0F);
-	/* ms lane -> row within the group (for the m permutation) and -> token (for s) */
-	const __m256i m_idx = T == 2 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3) :
-		_mm256_setr_epi32(r0, r0, r0, r0, r0 + 1, r0 + 1, r0 + 1, r0 + 1);
-	const __m256i s_idx = _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1);
 	__m256		acc[4][4];
-	__m128		ms_rows = _mm_setzero_ps();	/* Q4_1, T = 1 */
-	__m256		ms8 = _mm256_setzero_ps();	/* Q4_1, T > 1 */
-	float		sc[4][4][SCALE_GROUP] __attribute__((aligned(32)));
-	float		mf[SCALE_GROUP][4] __attribute__((aligned(32)));	/* T = 1: m of block k, rows 0..3 */
-	float		s4[4][SCALE_GROUP] __attribute__((aligned(32)));	/* T > 1: see the transpose */
+	__m256		ms[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+	float		sc[4][4][CHUNK] __attribute__((aligned(32)));	/* d_w * d_a of (row, token, block of the chunk) */
 	const int8_t *aq[4];
 	const float *ad[4];
 	const float *asum[4];
@@ -223,47 +313,42 @@ x4_kernel(const bool q4, int64_t n, const void *w, const void *a, size_t as,
 		ad[t] = llm_act_d(at, n);
 		asum[t] = ad[t] + nb;
 		#pragma GCC unroll 4
-		for (int r = 0; r < RN; r++)
+		for (int r = 0; r < 4; r++)
 			acc[r][t] = _mm256_setzero_ps();
 	}
-
-	for (int64_t g = 0; g < nb; g += SCALE_GROUP)
+	for (int64_t c0 = 0; c0 < nb; c0 += CHUNK)
 	{
-		const int	ng = nb - g < SCALE_GROUP ? (int) (nb - g) : SCALE_GROUP;
-		const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(ng), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		const int	nc = nb - c0 < CHUNK ? (int) (nb - c0) : CHUNK;
 
-		/* d_w * d_a of the group's blocks; lanes past the row end are zero */
+		for (int g8 = 0; g8 < nc; g8 += 8)
 		{
+			const int64_t g = c0 + g8;
+			const int	ng = nc - g8 < 8 ? nc - g8 : 8;
+			const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(ng), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 			__m256		da[4];
 
+			/* scale products; lanes past the row end are zero */
 			#pragma GCC unroll 4
 			for (int t = 0; t < T; t++)
 				da[t] = _mm256_maskload_ps(ad[t] + g, lm);
 			#pragma GCC unroll 4
-			for (int r = 0; r < RN; r++)
+			for (int r = 0; r < 4; r++)
 			{
 				/* 8 scales; past the row end this reads the group's next array (never past the weight) */
-				__m256		dw = _mm256_and_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (wd + (r0 + r) * nb + g))),
+				__m256		dw = _mm256_and_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (wd + r * nb + g))),
 											   _mm256_castsi256_ps(lm));
 
 				#pragma GCC unroll 4
 				for (int t = 0; t < T; t++)
-					_mm256_store_ps(sc[r][t], _mm256_mul_ps(dw, da[t]));
+					_mm256_store_ps(sc[r][t] + g8, _mm256_mul_ps(dw, da[t]));
 			}
-		}
-		if (q4)
-		{
-			if (T == 1)
+			if (q4)
 			{
-				/* m of 2 blocks x 4 rows per conversion (nb is even: no tail) */
-				for (int k = 0; k < ng; k += 2)
-					_mm256_store_ps(mf[k], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (wm + (g + k) * GROUP_ROWS))));
-				for (int k = 0; k < ng; k++)
-					ms_rows = _mm_fmadd_ps(_mm_load_ps(mf[k]), _mm_broadcast_ss(asum[0] + g + k), ms_rows);
-			}
-			else
-			{
-				/* s of (token t, block k) -> s4[k % 4][(k / 4) * 4 + t]: a 4 x 8 transpose */
+				/*
+				 * s of (token t, block k) -> s4[k % 4][(k / 4) * 4 + t] (a 4 x 8
+				 * transpose), so that one 16-byte load gives a block's 4 tokens
+				 */
+				float		s4[4][8] __attribute__((aligned(32)));
 				__m256		st[4],
 							lo01,
 							hi01,
@@ -283,156 +368,50 @@ x4_kernel(const bool q4, int64_t n, const void *w, const void *a, size_t as,
 				_mm256_store_ps(s4[3], _mm256_shuffle_ps(hi01, hi23, 0xEE));
 				for (int k = 0; k < ng; k++)
 				{
-					__m256		m8 = _mm256_permutevar8x32_ps(
-						_mm256_castps128_ps256(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) (wm + (g + k) * GROUP_ROWS)))),
-						m_idx);
+					__m128		m4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *) (wm + (g + k) * GROUP_ROWS)));
+					__m256		m8 = _mm256_set_m128(m4, m4);
 					__m256		s8 = _mm256_broadcast_ps((const __m128 *) (s4[k % 4] + (k / 4) * 4));
 
-					if (T == 2)
-						s8 = _mm256_permutevar8x32_ps(s8, s_idx);
-					ms8 = _mm256_fmadd_ps(m8, s8, ms8);
-				}
-			}
-			/* block pairs: low nibbles = block 2p, high nibbles = block 2p + 1 */
-			for (int k = 0; k < ng; k += 2)
-			{
-				const int64_t p = (g + k) / 2;
-				const uint8_t *pq = wq + (size_t) p * GROUP_ROWS * 32;
-				__m256i		v[4];
-
-				if (r0 == 0)
-				{
-					_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD, _MM_HINT_T0);
-					_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD + 64, _MM_HINT_T0);
-				}
-				#pragma GCC unroll 4
-				for (int r = 0; r < RN; r++)
-					v[r] = _mm256_loadu_si256((const __m256i *) (pq + (r0 + r) * 32));
-				#pragma GCC unroll 2
-				for (int h = 0; h < 2; h++)
-				{
-					const int64_t b = g + k + h;
-					__m256i		x[4];
-
-					#pragma GCC unroll 4
-					for (int r = 0; r < RN; r++)
-						x[r] = _mm256_and_si256(h ? _mm256_srli_epi16(v[r], 4) : v[r], low4);
-					#pragma GCC unroll 4
-					for (int t = 0; t < T; t++)
-					{
-						__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + b * LLM_QK));
-
-						if (RN > 1)
-							IN_REG(qy);
-						#pragma GCC unroll 4
-						for (int r = 0; r < RN; r++)
-							acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r][t][k + h]), lanes_us8(x[r], qy),
-														acc[r][t]);
-					}
+					ms[0] = _mm256_fmadd_ps(m8, _mm256_permutevar8x32_ps(s8, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+											ms[0]);
+					if (T > 2)
+						ms[1] = _mm256_fmadd_ps(m8, _mm256_permutevar8x32_ps(s8, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+												ms[1]);
 				}
 			}
 		}
+		if (T <= 2)
+			x4_chunk(q4, wq, aq, c0, nc, (const float (*)[4][CHUNK]) sc, acc, 0, 4, T);
 		else
 		{
-			for (int k = 0; k < ng; k++)
-			{
-				const int64_t b = g + k;
-				const int8_t *pq = (const int8_t *) wq + (size_t) b * GROUP_ROWS * 32;
-				__m256i		x[4],
-							ax[4];
-
-				if (r0 == 0)
-				{
-					_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD, _MM_HINT_T0);
-					_mm_prefetch((const char *) pq + X4_PREFETCH_AHEAD + 64, _MM_HINT_T0);
-				}
-				#pragma GCC unroll 4
-				for (int r = 0; r < RN; r++)
-				{
-					x[r] = _mm256_loadu_si256((const __m256i *) (pq + (r0 + r) * 32));
-					ax[r] = _mm256_sign_epi8(x[r], x[r]);
-				}
-				#pragma GCC unroll 4
-				for (int t = 0; t < T; t++)
-				{
-					__m256i		qy = _mm256_loadu_si256((const __m256i *) (aq[t] + b * LLM_QK));
-
-					#pragma GCC unroll 4
-					for (int r = 0; r < RN; r++)
-						acc[r][t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[r][t][k]),
-													lanes_us8(ax[r], _mm256_sign_epi8(qy, x[r])), acc[r][t]);
-				}
-			}
+			x4_chunk(q4, wq, aq, c0, nc, (const float (*)[4][CHUNK]) sc, acc, 0, 2, T);
+			x4_chunk(q4, wq, aq, c0, nc, (const float (*)[4][CHUNK]) sc, acc, 2, 2, T);
 		}
 	}
 
 	/*
-	 * hsum8 of 4 accumulators at once: b_i = lo + hi halves, then a 4 x 4
-	 * transpose gives (b0 + b2) + (b1 + b3) lane by lane: the additions of
-	 * llm_hsum8 in its order (missing accumulators are zero and unused).
+	 * Per token, hsum8 of the 4 rows' accumulators at once: b_r = lo + hi
+	 * halves, then a 4 x 4 transpose gives (b0 + b2) + (b1 + b3) lane by
+	 * lane, the additions of llm_hsum8 in its order; lanes = rows.
 	 */
-	if (T == 1)
+	#pragma GCC unroll 4
+	for (int t = 0; t < T; t++)
 	{
 		__m128		b[4],
 					res;
 
 		#pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
-			b[r] = r < RN ? _mm_add_ps(_mm256_extractf128_ps(acc[r][0], 1), _mm256_castps256_ps128(acc[r][0])) :
-				_mm_setzero_ps();
+			b[r] = _mm_add_ps(_mm256_extractf128_ps(acc[r][t], 1), _mm256_castps256_ps128(acc[r][t]));
 		_MM_TRANSPOSE4_PS(b[0], b[1], b[2], b[3]);
 		res = _mm_add_ps(_mm_add_ps(b[0], b[2]), _mm_add_ps(b[1], b[3]));
 		if (q4)
-			res = _mm_add_ps(res, ms_rows);
-		if (RN == 4)
-			_mm_storeu_ps(out + r0, res);
-		else
-		{
-			float		v[4] __attribute__((aligned(16)));
-
-			_mm_store_ps(v, res);
-			for (int r = 0; r < RN; r++)
-				out[r0 + r] = v[r];
-		}
-		return;
-	}
-	{
-		float		msv[8] __attribute__((aligned(32)));
-
-		_mm256_store_ps(msv, ms8);
-		#pragma GCC unroll 4
-		for (int r = 0; r < RN; r++)
-		{
-			__m128		b[4],
-						res;
-			float		v[4] __attribute__((aligned(16)));
-
-			#pragma GCC unroll 4
-			for (int t = 0; t < 4; t++)
-				b[t] = t < T ? _mm_add_ps(_mm256_extractf128_ps(acc[r][t], 1), _mm256_castps256_ps128(acc[r][t])) :
-					_mm_setzero_ps();
-			_MM_TRANSPOSE4_PS(b[0], b[1], b[2], b[3]);
-			res = _mm_add_ps(_mm_add_ps(b[0], b[2]), _mm_add_ps(b[1], b[3]));
-			_mm_store_ps(v, res);
-			#pragma GCC unroll 4
-			for (int t = 0; t < T; t++)
-			{
-				float		o = v[t];
-
-				if (q4)
-					o = o + msv[T == 2 ? 2 * r + t : 4 * r + t];
-				out[t * os + r0 + r] = o;
-			}
-		}
+			res = _mm_add_ps(res, t % 2 ? _mm256_extractf128_ps(ms[t / 2], 1) : _mm256_castps256_ps128(ms[t / 2]));
+		_mm_storeu_ps(out + t * os, res);
 	}
 }
 
-/*
- * A tile of nr rows (whole groups: w at a group start, nr a multiple of 4)
- * x nt tokens, cut into kernel calls whose accumulators fit the 16
- * registers: 1-2 tokens take a group's 4 rows at once, 3-4 tokens two
- * halves of 2 rows.
- */
+/* A tile of nr rows (whole groups: w at a group start, nr a multiple of 4) x nt tokens. */
 INL void
 x4_tile(const bool q4, int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
 		float *out, size_t os)
@@ -449,18 +428,16 @@ x4_tile(const bool q4, int64_t n, const void *w, size_t ws, int nr, const void *
 			switch (nt - t0 < 4 ? nt - t0 : 4)
 			{
 				case 1:
-					x4_kernel(q4, n, gw, ta, as, o, os, 0, 4, 1);
+					x4_kernel(q4, n, gw, ta, as, o, os, 1);
 					break;
 				case 2:
-					x4_kernel(q4, n, gw, ta, as, o, os, 0, 4, 2);
+					x4_kernel(q4, n, gw, ta, as, o, os, 2);
 					break;
 				case 3:
-					x4_kernel(q4, n, gw, ta, as, o, os, 0, 2, 3);
-					x4_kernel(q4, n, gw, ta, as, o, os, 2, 2, 3);
+					x4_kernel(q4, n, gw, ta, as, o, os, 3);
 					break;
 				default:
-					x4_kernel(q4, n, gw, ta, as, o, os, 0, 2, 4);
-					x4_kernel(q4, n, gw, ta, as, o, os, 2, 2, 4);
+					x4_kernel(q4, n, gw, ta, as, o, os, 4);
 					break;
 			}
 		}

@@ -1,7 +1,7 @@
 /*
  * quant_x86.h — the vector kernels of the CPU backend (quant_avx2.c,
- * quant_packed.c, quant_packed_avx2.c), as dispatch.c and the tests reach
- * them.
+ * quant_packed.c, quant_packed_avx2.c, attn_avx2.c), as dispatch.c and the
+ * tests reach them.
  *
  * Nothing here checks the CPU: the caller (dispatch.c) hands these out only
  * after detecting the instructions they need; calling one on a CPU without
@@ -24,9 +24,12 @@
  */
 const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
 
-/* quant_avx2.c: attention (quant.h llm_attn_args) and SwiGLU. */
-llm_attn_fn llm_attn_kernel_avx2_get(void);
+/* quant_avx2.c: SwiGLU. */
 llm_swiglu_fn llm_swiglu_avx2_get(void);
+
+/* attn_avx2.c: attention of one query (quant.h llm_attn_args) and of a block of queries (llm_attn_block_args). */
+llm_attn_fn llm_attn_kernel_avx2_get(void);
+llm_attn_block_fn llm_attn_block_avx2_get(void);
 
 /* quant_avx2.c: fp16 <-> fp32 rows with F16C (round-nearest-even, as quant.h's scalar ones). */
 void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
