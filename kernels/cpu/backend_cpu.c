@@ -1,10 +1,11 @@
 /*
  * backend_cpu.c — the CPU compute backend (kernels/backend.h).
  *
- * Activations are host float arrays; weights are used in place (views of the
- * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
- * of shape [n_blocks][n_kv_heads][block_size][head_dim] (quant.h
- * llm_kv_row_offset).  Parallel work goes
+ * Activations are host float arrays; weights are copied (huge pages) and
+ * repacked where a packed kernel applies; the paged KV cache is one K and
+ * one V array per layer of [n_blocks][n_kv_heads][block_size] rows of
+ * head_dim fp16 values or q8_0 blocks (quant.h llm_kv_row_index,
+ * llm_kv_row_bytes).  Parallel work goes
  * through a persistent thread pool (threadpool.h); every output value is
  * computed by one fixed sequence of operations that does not depend on the
  * batch, the tiling or the thread count (the batch-invariance contract of
@@ -48,6 +49,8 @@ typedef struct cpu_backend
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
 	llm_attn_block_fn attn_block;
+	const llm_attn_split *attn_split;	/* NULL: decode rows always run whole */
+	int			split_min_keys; /* decode rows with this many keys or more may be split */
 	llm_swiglu_fn swiglu;
 	char		err[512];
 	llm_huge_arena *weights;	/* copies of the weights on huge pages */
@@ -55,8 +58,8 @@ typedef struct cpu_backend
 	/* KV cache */
 	bool		kv_ready;
 	llm_kv_geometry geo;
-	uint16_t  **k_cache;		/* [n_layers] */
-	uint16_t  **v_cache;
+	uint8_t   **k_cache;		/* [n_layers] arrays of rows (quant.h llm_kv_row_index / llm_kv_row_bytes) */
+	uint8_t   **v_cache;
 
 	/* current step (copied from llm_step_desc) */
 	bool		have_step;
@@ -98,6 +101,8 @@ typedef struct cpu_backend
 	size_t		att_cap;
 	struct attn_item *attn_items;	/* the current attention call's work items */
 	size_t		attn_items_cap;
+	float	   *split_scores;	/* scores shared by the pieces of split decode rows */
+	size_t		split_cap;
 } cpu_backend;
 
 #define CPU(b) ((cpu_backend *) (b))
@@ -150,12 +155,12 @@ grow_i32(int32_t **buf, size_t *cap, size_t n)
  * lifetime, memory
  * ------------------------------------------------------------------------ */
 
-/* Bytes of one layer's K (or V) array: [n_blocks][n_kv_heads][block_size][head_dim] fp16. */
+/* Bytes of one layer's K (or V) array: [n_blocks][n_kv_heads][block_size] rows. */
 static size_t
 kv_layer_bytes(const llm_kv_geometry *g)
 {
 	return (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads *
-		(size_t) g->head_dim * sizeof(uint16_t);
+		llm_kv_row_bytes(g->kv_dtype, g->head_dim);
 }
 
 static void
@@ -188,6 +193,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->rope_cs);
 	free(cb->att_scratch);
 	free(cb->attn_items);
+	free(cb->split_scores);
 	free(cb);
 }
 
@@ -308,10 +314,12 @@ cpu_load_vector(llm_backend *b, const float *host, size_t n)
 size_t
 llm_kv_block_bytes(const llm_kv_geometry *g)
 {
-	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->block_size <= 0)
+	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->block_size <= 0 ||
+		(g->kv_dtype != LLM_KV_F16 && g->kv_dtype != LLM_KV_Q8_0) ||
+		(g->kv_dtype == LLM_KV_Q8_0 && g->head_dim % LLM_QK != 0))
 		return 0;
 	return (size_t) g->n_layers * 2 * (size_t) g->block_size * (size_t) g->n_kv_heads *
-		(size_t) g->head_dim * sizeof(uint16_t);
+		llm_kv_row_bytes(g->kv_dtype, g->head_dim);
 }
 
 static int
@@ -327,12 +335,17 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 		return fail(cb, "kv_init: invalid geometry");
 	if (g->head_dim % 16 != 0 || g->head_dim > 4096)
 		return fail(cb, "kv_init: head_dim %d must be a multiple of 16 and at most 4096", g->head_dim);
+	if (g->kv_dtype != LLM_KV_F16 && g->kv_dtype != LLM_KV_Q8_0)
+		return fail(cb, "kv_init: unknown KV cache type %d (f16 = %d, q8_0 = %d)", g->kv_dtype, LLM_KV_F16,
+					LLM_KV_Q8_0);
+	if (g->kv_dtype == LLM_KV_Q8_0 && g->head_dim % LLM_QK != 0)
+		return fail(cb, "kv_init: a q8_0 KV cache needs head_dim a multiple of %d, not %d", LLM_QK, g->head_dim);
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
 	per_layer = kv_layer_bytes(g);
-	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
-	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
+	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint8_t *));
+	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint8_t *));
 	if (cb->k_cache == NULL || cb->v_cache == NULL)
 		goto oom;
 	cb->geo = *g;
@@ -979,6 +992,7 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const int	hd = cb->geo.head_dim,
 				nkv = cb->geo.n_kv_heads,
 				bs = cb->geo.block_size;
+	const size_t rb = llm_kv_row_bytes(cb->geo.kv_dtype, hd);
 	void		(*rot) (float *, int, int, const float *) = rope_heads;
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -998,10 +1012,19 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 
 		for (int h = 0; h < nkv; h++)
 		{
-			size_t		o = llm_kv_row_offset(block, off, h, nkv, bs, hd);
+			size_t		o = llm_kv_row_index(block, off, h, nkv, bs) * rb;
+			const float *vt = j->v + ((size_t) t * nkv + h) * hd;
 
-			llm_fp32_to_fp16_row(kt + (size_t) h * hd, cb->k_cache[j->layer] + o, hd);
-			llm_fp32_to_fp16_row(j->v + ((size_t) t * nkv + h) * hd, cb->v_cache[j->layer] + o, hd);
+			if (cb->geo.kv_dtype == LLM_KV_Q8_0)
+			{
+				llm_kv_quantize_q8_0(kt + (size_t) h * hd, cb->k_cache[j->layer] + o, hd);
+				llm_kv_quantize_q8_0(vt, cb->v_cache[j->layer] + o, hd);
+			}
+			else
+			{
+				llm_fp32_to_fp16_row(kt + (size_t) h * hd, (uint16_t *) (cb->k_cache[j->layer] + o), hd);
+				llm_fp32_to_fp16_row(vt, (uint16_t *) (cb->v_cache[j->layer] + o), hd);
+			}
 		}
 	}
 }
@@ -1126,6 +1149,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			a.scale = j->scale;
 			a.k_cache = cb->k_cache[j->layer];
 			a.v_cache = cb->v_cache[j->layer];
+			a.kv_dtype = cb->geo.kv_dtype;
 			a.n_kv_heads = nkv;
 			a.kv_head = item->h0;
 			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
@@ -1146,6 +1170,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			a.scale = j->scale;
 			a.k_cache = cb->k_cache[j->layer];
 			a.v_cache = cb->v_cache[j->layer];
+			a.kv_dtype = cb->geo.kv_dtype;
 			a.n_kv_heads = nkv;
 			a.block_size = cb->geo.block_size;
 			a.scratch = scratch;
@@ -1157,6 +1182,143 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			cb->attn(&a);
 		}
 	}
+}
+
+/*
+ * Decode rows over a long context with few (token, KV head) pairs: each
+ * pair's attention in pieces (quant.h llm_attn_split), three jobs: scores
+ * of key ranges, per-head softmax, V sums of head_dim ranges.  The same
+ * result as one piece per pair, with every thread busy and every K and V
+ * row read once.
+ */
+#ifndef ATTN_SPLIT_MIN_KEYS
+#define ATTN_SPLIT_MIN_KEYS 512
+#endif
+#define SPLIT_KEYS 256			/* keys per scores piece (a multiple of 64) */
+#define SPLIT_DIMS 32			/* head_dim values per V piece (one cache line of fp16) */
+
+typedef struct split_job
+{
+	attn_job   *j;
+	int			phase;			/* 0 scores, 1 softmax, 2 values */
+	int			group;
+	size_t		row_floats;		/* scores floats per (token, KV head): group * npad of the longest */
+	int			chunks;			/* scores pieces per (token, KV head) */
+} split_job;
+
+/* Attention args of token t, KV head g for a split piece on thread thread_idx (Q converted). */
+static void
+split_args(const split_job *sj, int t, int g, int thread_idx, llm_attn_args *a)
+{
+	const attn_job *j = sj->j;
+	cpu_backend *cb = j->cb;
+	const int	hd = cb->geo.head_dim;
+	float	   *q16 = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
+
+	q_to_fp16_values(j, t, 1, g * sj->group, sj->group, q16);
+	a->q = q16;
+	a->out = j->out + ((size_t) t * j->n_heads + (size_t) g * sj->group) * hd;
+	a->group = sj->group;
+	a->head_dim = hd;
+	a->scale = j->scale;
+	a->k_cache = cb->k_cache[j->layer];
+	a->v_cache = cb->v_cache[j->layer];
+	a->kv_dtype = cb->geo.kv_dtype;
+	a->n_kv_heads = cb->geo.n_kv_heads;
+	a->block_size = cb->geo.block_size;
+	a->scratch = q16 + (size_t) LLM_ATTN_QBLOCK * sj->group * hd;
+	a->single = 1;
+	a->n_keys = cb->positions[t] + 1;
+	a->first_key = j->window > 0 && a->n_keys > j->window ? a->n_keys - j->window : 0;
+	a->kv_head = g;
+	a->block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+}
+
+static void
+split_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	split_job  *sj = p;
+	cpu_backend *cb = sj->j->cb;
+	const int	nkv = cb->geo.n_kv_heads,
+				hd = cb->geo.head_dim;
+	const int	per_pair = sj->phase == 0 ? sj->chunks : sj->phase == 1 ? sj->group :
+		(hd + SPLIT_DIMS - 1) / SPLIT_DIMS;
+
+	for (int64_t it = begin; it < end; it++)
+	{
+		int			pair = (int) (it / per_pair),
+					piece = (int) (it % per_pair);
+		int			t = pair / nkv,
+					g = pair % nkv;
+		float	   *scores = cb->split_scores + (size_t) pair * sj->row_floats;
+		llm_attn_args a;
+
+		split_args(sj, t, g, thread_idx, &a);
+		if (sj->phase == 0)
+		{
+			int			ks = a.first_key & ~3,
+						c0 = ks / SPLIT_KEYS + piece,
+						js = piece == 0 ? ks : c0 * SPLIT_KEYS,
+						je = (c0 + 1) * SPLIT_KEYS < a.n_keys ? (c0 + 1) * SPLIT_KEYS : a.n_keys;
+
+			if (js < je)
+				cb->attn_split->scores(&a, scores, js, je);
+		}
+		else if (sj->phase == 1)
+			cb->attn_split->softmax(&a, scores, piece);
+		else
+		{
+			int			c0 = piece * SPLIT_DIMS,
+						c1 = c0 + SPLIT_DIMS < hd ? c0 + SPLIT_DIMS : hd;
+
+			cb->attn_split->values(&a, scores, c0, c1);
+		}
+	}
+}
+
+/* True (and done) when this step's attention ran split: only decode rows, too few pairs for the threads. */
+static bool
+attention_split(attn_job *j, int *rc)
+{
+	cpu_backend *cb = j->cb;
+	const int	nkv = cb->geo.n_kv_heads,
+				hd = cb->geo.head_dim,
+				n_pairs = cb->n_tokens * nkv;
+	split_job	sj = {j, 0, j->n_heads / nkv, 0, 0};
+	size_t		cap,
+				npad = 0;
+
+	*rc = 0;
+	if (cb->attn_split == NULL || !cb->have_single || cb->base.n_threads < 2 ||
+		n_pairs >= 2 * cb->base.n_threads || cb->max_kv_len < cb->split_min_keys)
+		return false;
+	for (int t = 0; t < cb->n_tokens; t++)
+		if (!cb->single_rows[t])
+			return false;
+	for (int t = 0; t < cb->n_tokens; t++)
+	{
+		int			n = cb->positions[t] + 1,
+					k0 = j->window > 0 && n > j->window ? n - j->window : 0;
+		size_t		np = ((size_t) (n - (k0 & ~15)) + 15) & ~(size_t) 15;
+		int			ch = (n - 1) / SPLIT_KEYS - (k0 & ~3) / SPLIT_KEYS + 1;
+
+		npad = np > npad ? np : npad;
+		sj.chunks = ch > sj.chunks ? ch : sj.chunks;
+	}
+	sj.row_floats = (size_t) sj.group * npad;
+	cap = cb->split_cap * sizeof(float);
+	if (!grow((void **) &cb->split_scores, &cap, sj.row_floats * (size_t) n_pairs * sizeof(float)))
+	{
+		*rc = fail(cb, "attention: out of memory for split scores");
+		return true;
+	}
+	cb->split_cap = cap / sizeof(float);
+	llm_threadpool_run(cb->pool, (int64_t) n_pairs * sj.chunks, 1, split_task, &sj);
+	sj.phase = 1;
+	llm_threadpool_run(cb->pool, (int64_t) n_pairs * sj.group, 1, split_task, &sj);
+	sj.phase = 2;
+	llm_threadpool_run(cb->pool, (int64_t) n_pairs * ((hd + SPLIT_DIMS - 1) / SPLIT_DIMS), 1, split_task, &sj);
+	return true;
 }
 
 static int
@@ -1266,6 +1428,12 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 		return fail(cb, "attention: out of memory for scratch");
 	cb->att_cap = cap / sizeof(float);
 	cb->att_stride = stride;
+	{
+		int			rc;
+
+		if (attention_split(&j, &rc))
+			return rc;
+	}
 	llm_threadpool_run(cb->pool, n_items, 1, attn_task, &j);
 	return 0;
 }
@@ -1321,6 +1489,8 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
 	cb->attn_block = llm_attn_block_kernel_get(LLM_IMPL_BEST);
+	cb->attn_split = llm_attn_split_get(LLM_IMPL_BEST);
+	cb->split_min_keys = ATTN_SPLIT_MIN_KEYS;
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->pool = llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
@@ -1345,6 +1515,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 	cb->impl = impl;
 	cb->attn = ak;
 	cb->attn_block = llm_attn_block_kernel_get(impl);
+	cb->attn_split = llm_attn_split_get(impl);
 	cb->swiglu = llm_swiglu_get(impl);
 	return 0;
 }
@@ -1360,7 +1531,16 @@ llm_backend_cpu_impl_name(llm_backend *b)
 	return k ? k->impl : "none";
 }
 
-const uint16_t *
+int
+llm_backend_cpu_set_split_keys(llm_backend *b, int min_keys)
+{
+	if (b == NULL || b->ops != &cpu_ops || min_keys < 1)
+		return -1;
+	CPU(b)->split_min_keys = min_keys;
+	return 0;
+}
+
+const void *
 llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v)
 {
 	cpu_backend *cb = CPU(b);

@@ -145,6 +145,14 @@ llm_attn_block_kernel_get(int impl)
 	return r < 0 ? NULL : llm_attn_block_avx2_get();
 }
 
+const llm_attn_split *
+llm_attn_split_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r == LLM_IMPL_AVX2 || r == LLM_IMPL_AVX512VNNI ? llm_attn_split_avx2_get() : NULL;
+}
+
 llm_swiglu_fn
 llm_swiglu_get(int impl)
 {

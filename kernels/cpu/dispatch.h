@@ -60,6 +60,9 @@ llm_attn_fn llm_attn_kernel_get(int impl);
 /* Attention of a block of prompt queries (quant.h llm_attn_block_args) of implementation impl; NULL if unavailable. */
 llm_attn_block_fn llm_attn_block_kernel_get(int impl);
 
+/* One query's attention in parallel pieces (quant.h llm_attn_split) of implementation impl; NULL: none (run it whole). */
+const llm_attn_split *llm_attn_split_get(int impl);
+
 /* SwiGLU kernel (quant.h llm_swiglu_fn) of implementation impl; NULL if unavailable. */
 llm_swiglu_fn llm_swiglu_get(int impl);
 

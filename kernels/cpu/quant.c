@@ -604,6 +604,40 @@ quantize_act_q8_0(const float *x, void *dst, int64_t n)
 	quantize_act_q8(x, dst, n, false);
 }
 
+/* KV rows: the activation quantizer's blocks, stored as ggml's block_q8_0 (fp16 d, 32 quants). */
+void
+llm_kv_quantize_q8_0(const float *x, void *dst, int n)
+{
+	float		actbuf[(4096 + 4096 / LLM_QK * sizeof(float) + 64) / sizeof(float)];
+	int8_t	   *act = (int8_t *) actbuf;
+	llm_block_q8_0 *y = dst;
+
+	for (int b0 = 0; b0 < n; b0 += 4096)
+	{
+		int			m = n - b0 < 4096 ? n - b0 : 4096;
+		const float *d = llm_act_d(act, m);
+
+		quantize_act_q8(x + b0, act, m, false);
+		for (int b = 0; b < m / LLM_QK; b++)
+		{
+			y[b0 / LLM_QK + b].d = llm_fp32_to_fp16(d[b]);
+			memcpy(y[b0 / LLM_QK + b].qs, act + b * LLM_QK, LLM_QK);
+		}
+	}
+}
+
+float
+llm_kv_value(const uint8_t *row, int kv_dtype, int i)
+{
+	if (kv_dtype == LLM_KV_Q8_0)
+	{
+		const llm_block_q8_0 *b = (const llm_block_q8_0 *) row + i / LLM_QK;
+
+		return llm_fp16_to_fp32(b->d) * (float) b->qs[i % LLM_QK];
+	}
+	return llm_fp16_to_fp32(((const uint16_t *) row)[i]);
+}
+
 static void
 quantize_act_q8_1(const float *x, void *dst, int64_t n)
 {
@@ -1090,7 +1124,7 @@ llm_attn_scalar(const llm_attn_args *a)
 	/* scores: 16 lanes over head_dim, fma chains, reduce16 (tinyBLAS order) */
 	for (int j = k0; j < n; j++)
 	{
-		const uint16_t *k = a->k_cache + llm_attn_key_offset(a, j);
+		const uint8_t *k = a->k_cache + llm_attn_key_offset(a, j);
 
 		for (int h = 0; h < G; h++)
 		{
@@ -1101,7 +1135,7 @@ llm_attn_scalar(const llm_attn_args *a)
 			{
 				for (int c = 0; c < hd; c += 16)
 					for (int l = 0; l < 16; l++)
-						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+						acc[l] = fmaf(llm_kv_value(k, a->kv_dtype, c + l), q[c + l], acc[l]);
 				scores[h * npad + (j - j0)] = reduce16(acc) * a->scale;
 			}
 			else
@@ -1111,10 +1145,10 @@ llm_attn_scalar(const llm_attn_args *a)
 
 				for (int c = 0; c < np; c += 64)
 					for (int l = 0; l < 64; l++)
-						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+						acc[l] = fmaf(llm_kv_value(k, a->kv_dtype, c + l), q[c + l], acc[l]);
 				sum = combine64(acc);
 				for (int i = np; i < hd; i++)
-					sum += (double) (llm_fp16_to_fp32(k[i]) * q[i]);
+					sum += (double) (llm_kv_value(k, a->kv_dtype, i) * q[i]);
 				scores[h * npad + (j - j0)] = (float) sum * a->scale;
 			}
 		}
@@ -1147,7 +1181,7 @@ llm_attn_scalar(const llm_attn_args *a)
 		memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
 		for (int j = k0; j < n; j++)
 		{
-			const uint16_t *v = a->v_cache + llm_attn_key_offset(a, j);
+			const uint8_t *v = a->v_cache + llm_attn_key_offset(a, j);
 
 			for (int h = 0; h < G; h++)
 			{
@@ -1155,7 +1189,7 @@ llm_attn_scalar(const llm_attn_args *a)
 				float	   *acc = vsum + ((size_t) h * R + (j & (R - 1))) * hd;
 
 				for (int d = 0; d < hd; d++)
-					acc[d] = fmaf(llm_fp16_to_fp32(v[d]), p, acc[d]);
+					acc[d] = fmaf(llm_kv_value(v, a->kv_dtype, d), p, acc[d]);
 			}
 		}
 		for (int h = 0; h < G; h++)
@@ -1202,6 +1236,7 @@ llm_attn_block_scalar(const llm_attn_block_args *b)
 			.scale = b->scale,
 			.k_cache = b->k_cache,
 			.v_cache = b->v_cache,
+			.kv_dtype = b->kv_dtype,
 			.n_kv_heads = b->n_kv_heads,
 			.kv_head = b->kv_head,
 			.block_table = b->block_table,

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 
+#include "backend.h"
 #include "quant_types.h"
 
 #define LLM_QK 32				/* elements of a Q4_0/Q4_1/Q8_0/Q8_1 block */
@@ -207,8 +208,9 @@ typedef struct llm_attn_args
 	int			first_key;		/* first key attended to (0: full causal) */
 	int			n_keys;			/* keys end here: the query's position + 1 */
 	float		scale;
-	const uint16_t *k_cache;	/* layer K / V arrays, llm_kv_row_offset layout */
-	const uint16_t *v_cache;
+	const uint8_t *k_cache;		/* layer K / V arrays (bytes), rows at llm_kv_row_index */
+	const uint8_t *v_cache;
+	int			kv_dtype;		/* llm_kv_dtype of their rows (llm_kv_value) */
 	int			n_kv_heads;
 	int			kv_head;		/* the KV head of this group */
 	const int32_t *block_table; /* the sequence's block ids */
@@ -220,24 +222,82 @@ typedef struct llm_attn_args
 typedef void (*llm_attn_fn) (const llm_attn_args *a);
 
 /*
- * Offset in elements of the head_dim fp16 values of KV head kv_head at
- * position off of cache block `block`.  Layout per layer:
- * [n_blocks][n_kv_heads][block_size][head_dim], so that the rows one
- * attention head reads from a block are contiguous (prefetch-friendly).
+ * Index of the cached row (head_dim values) of KV head kv_head at position
+ * off of cache block `block`.  Layout per layer: rows
+ * [n_blocks][n_kv_heads][block_size], so that the rows one attention head
+ * reads from a block are contiguous (prefetch-friendly).
  */
+static inline size_t
+llm_kv_row_index(int32_t block, int off, int kv_head, int n_kv_heads, int block_size)
+{
+	return ((size_t) block * (size_t) n_kv_heads + (size_t) kv_head) * (size_t) block_size + (size_t) off;
+}
+
+/* Bytes of one cached row: fp16 values, or head_dim / 32 blocks of llm_block_q8_0. */
+static inline size_t
+llm_kv_row_bytes(int kv_dtype, int head_dim)
+{
+	return kv_dtype == LLM_KV_Q8_0 ? (size_t) (head_dim / LLM_QK) * sizeof(llm_block_q8_0) :
+		(size_t) head_dim * sizeof(uint16_t);
+}
+
+/* Offset in fp16 elements of a row of an F16 cache (llm_kv_row_index * head_dim). */
 static inline size_t
 llm_kv_row_offset(int32_t block, int off, int kv_head, int n_kv_heads, int block_size, int head_dim)
 {
-	return (((size_t) block * (size_t) n_kv_heads + (size_t) kv_head) * (size_t) block_size + (size_t) off) *
-		(size_t) head_dim;
+	return llm_kv_row_index(block, off, kv_head, n_kv_heads, block_size) * (size_t) head_dim;
 }
 
-/* The same for key j of the sequence whose block table attention args a carry. */
+/* Byte offset of key j's row of the sequence whose block table attention args a carry. */
 static inline size_t
 llm_attn_key_offset(const llm_attn_args *a, int j)
 {
-	return llm_kv_row_offset(a->block_table[j / a->block_size], j % a->block_size, a->kv_head,
-							 a->n_kv_heads, a->block_size, a->head_dim);
+	return llm_kv_row_index(a->block_table[j / a->block_size], j % a->block_size, a->kv_head,
+							a->n_kv_heads, a->block_size) * llm_kv_row_bytes(a->kv_dtype, a->head_dim);
+}
+
+/*
+ * Value i of a cached row as float: the fp16 value, or d * q of its q8_0
+ * block (exact in float: an 11-bit times an 8-bit integer significand).
+ * Attention over a Q8_0 cache is the arithmetic of an F16 cache holding
+ * these values.
+ */
+float		llm_kv_value(const uint8_t *row, int kv_dtype, int i);
+
+/*
+ * The row of n values (n a multiple of 32) as q8_0 blocks: per block d =
+ * amax / 127 stored as fp16, q = x * (127 / amax) rounded half to even (the
+ * rounding of the activation quantizer; all zero for an all-zero block).
+ */
+void		llm_kv_quantize_q8_0(const float *x, void *dst, int n);
+
+/*
+ * One query's attention (llm_attn_fn, any order) cut into parallel pieces
+ * for a decode row over a long context, where one (token, KV head) is too
+ * few work items for the threads: scores of key ranges, the softmax of
+ * each head, and the V sums of head_dim ranges (each output element's lane
+ * chains whole).  Run as three jobs, every piece of one before any of the
+ * next, they give bit for bit llm_attn_fn's result.  scores is shared by
+ * the pieces: [group][llm_attn_split_npad(a)] floats; a->scratch is the
+ * running thread's (llm_attn_scratch_floats).
+ *   scores:  keys js .. je - 1, js a multiple of 4 at or below first_key's
+ *            multiple of 4 for the first range, the ranges tiling
+ *            (first_key & ~3) .. n_keys - 1
+ *   softmax: head h's row (all scores written)
+ *   values:  out[h][c0 .. c1 - 1] of every head, c0, c1 multiples of 16
+ */
+typedef struct llm_attn_split
+{
+	void		(*scores) (const llm_attn_args *a, float *scores, int js, int je);
+	void		(*softmax) (const llm_attn_args *a, float *scores, int h);
+	void		(*values) (const llm_attn_args *a, const float *scores, int c0, int c1);
+} llm_attn_split;
+
+/* Row length of llm_attn_split's scores: keys from first_key & ~15 to n_keys, rounded up to 16. */
+static inline size_t
+llm_attn_split_npad(const llm_attn_args *a)
+{
+	return ((size_t) (a->n_keys - (a->first_key & ~15)) + 15) & ~(size_t) 15;
 }
 
 /* Scratch floats an llm_attn_fn needs for up to n_keys keys (any first_key). */
@@ -274,8 +334,9 @@ typedef struct llm_attn_block_args
 	int			group;
 	int			head_dim;
 	float		scale;
-	const uint16_t *k_cache;	/* as llm_attn_args */
-	const uint16_t *v_cache;
+	const uint8_t *k_cache;		/* as llm_attn_args */
+	const uint8_t *v_cache;
+	int			kv_dtype;
 	int			n_kv_heads;
 	int			kv_head;
 	const int32_t *block_table;

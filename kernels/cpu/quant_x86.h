@@ -30,6 +30,7 @@ llm_swiglu_fn llm_swiglu_avx2_get(void);
 /* attn_avx2.c: attention of one query (quant.h llm_attn_args) and of a block of queries (llm_attn_block_args). */
 llm_attn_fn llm_attn_kernel_avx2_get(void);
 llm_attn_block_fn llm_attn_block_avx2_get(void);
+const llm_attn_split *llm_attn_split_avx2_get(void);
 
 /* quant_avx2.c: fp16 <-> fp32 rows with F16C (round-nearest-even, as quant.h's scalar ones). */
 void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);

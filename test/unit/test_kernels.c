@@ -578,7 +578,7 @@ test_packed_matmul(uint32_t type)
 							seq_start[2] = {0, 3},
 							kv_len[1] = {3},
 							bt[1] = {0};
-				llm_kv_geometry g = {1, 1, 16, 4, 4};
+				llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16};
 				llm_step_desc d = {3, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL};
 				float	   *e = malloc(sizeof(float) * 3 * cols);
 
@@ -819,7 +819,7 @@ run_attention(llm_backend *b, const attn_inputs *in, const int32_t (*bt)[A_MAXB]
 			  const chunk *steps, const int *steps_n, int n_steps,
 			  float *out[A_LAYERS][A_SEQS], float *qr[A_SEQS], bool single)
 {
-	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS};
+	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS, LLM_KV_F16};
 	const int	qsz = A_HEADS * A_HD,
 				ksz = A_KV * A_HD;
 	int			ci = 0;
@@ -1266,7 +1266,7 @@ test_errors(void)
 	uint8_t		data[1024] = {0};
 	llm_weight	host = {LLM_TYPE_Q5_0, 4, 64, 44, data, NULL},
 				w;
-	llm_kv_geometry g = {1, 1, 16, 4, 4};
+	llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16};
 	int32_t		tok[1] = {5},
 				pos[1] = {0},
 				slot[1] = {3},
