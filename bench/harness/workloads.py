@@ -42,10 +42,26 @@ def prefill_fma_fraction(ctx, tps):
     return fma_fraction(ctx, tps, logits=False)
 
 
+def kv_mem_fraction(ctx, tps, depth):
+    """Fraction of the copy-bandwidth roofline of a decode rate at a KV depth:
+    a step reads every weight once and every cached K and V value of the
+    sequence (fp16), bytes/token = weight bytes + depth * KV bytes per position."""
+    if tps is None or not ctx.roofline.get("copy_gbs") or not ctx.model_info.get("kv_bytes_per_position"):
+        return None
+    per_token = ctx.model_info["weight_bytes"] + depth * ctx.model_info["kv_bytes_per_position"]
+    return tps * per_token / (ctx.roofline["copy_gbs"] * 1e9)
+
+
 def row(metric, unit, ours_v, peer_v, roof_kind=None, ctx=None, peer_name=None, ratio=True):
-    """One table row; roof_kind 'mem', 'fma' or 'fma-prefill' adds roofline
-    fractions; peer_name labels the peer column when a workload has several."""
-    frac = {"mem": mem_fraction, "fma": fma_fraction, "fma-prefill": prefill_fma_fraction}.get(roof_kind)
+    """One table row; roof_kind 'mem', 'fma', 'fma-prefill' or ('mem-kv',
+    depth) adds roofline fractions; peer_name labels the peer column when a
+    workload has several (or says the peer's flash-attention setting)."""
+    if isinstance(roof_kind, tuple) and roof_kind[0] == "mem-kv":
+        depth = roof_kind[1]
+        frac = lambda c, v: kv_mem_fraction(c, v, depth)  # noqa: E731
+        roof_kind = "mem"
+    else:
+        frac = {"mem": mem_fraction, "fma": fma_fraction, "fma-prefill": prefill_fma_fraction}.get(roof_kind)
     return {
         "metric": metric,
         "unit": unit,
@@ -84,8 +100,61 @@ class SingleStream:
 
     def rows(self, ctx, o, p):
         return [
-            row("decode tokens/s", "tokens/s", o.get("decode_tps"), p.get("decode_tps"), "mem", ctx),
-            row("prefill tokens/s", "tokens/s", o.get("prefill_tps"), p.get("prefill_tps"), "fma-prefill", ctx),
+            row("decode tokens/s", "tokens/s", o.get("decode_tps"), p.get("decode_tps"), "mem", ctx,
+                peer_name=fa_name("llama-bench", p.get("decode_fa"))),
+            row("prefill tokens/s", "tokens/s", o.get("prefill_tps"), p.get("prefill_tps"), "fma-prefill", ctx,
+                peer_name=fa_name("llama-bench", p.get("prefill_fa"))),
+        ]
+
+
+def fa_name(peer, fa):
+    """The peer's label with the flash-attention setting of its number (median rounds may mix)."""
+    if fa is None:
+        return peer
+    if fa != int(fa):
+        return "%s -fa 0/1 by round" % peer
+    return "%s -fa %d" % (peer, int(fa))
+
+
+class LongContext:
+    """One request at a long context: `llm-cli bench -b 1 -p D -n G` (prefill
+    of D tokens, then G tokens decoded at depth D..D+G) vs `llama-bench -p D`
+    and `llama-bench -n G -d D`, each with the faster of -fa 0 and -fa 1."""
+
+    peer = "llama-bench"
+
+    def __init__(self, depth, n_gen):
+        self.depth = depth
+        self.n_gen = n_gen
+        self.id = "long"
+        self.title = "long context, b=1"
+
+    def unavailable(self, ctx):
+        return None
+
+    def sides(self, ctx):
+        D, G = self.depth, self.n_gen
+
+        def run_ours(r):
+            if ctx.ours_error:
+                raise BenchError(ctx.ours_error)
+            return ours.bench(ctx.cli, ctx.model, 1, G, ctx.threads, None, timeout=3600,
+                              extra=("-p", str(D), "--ctx", str(D + G + 64)))
+
+        def run_peer(r):
+            if ctx.peer_error:
+                raise BenchError(ctx.peer_error)
+            return llamacpp.llama_bench_long(ctx.llama_bin, ctx.model, D, G, ctx.threads)
+
+        return [("ours", run_ours), ("peer", run_peer)]
+
+    def rows(self, ctx, o, p):
+        D = self.depth
+        return [
+            row("prefill %d tokens, tokens/s" % D, "tokens/s", o.get("prefill_tps"), p.get("prefill_tps"),
+                "fma-prefill", ctx, peer_name=fa_name("llama-bench", p.get("prefill_fa"))),
+            row("decode at depth %d, tokens/s" % D, "tokens/s", o.get("decode_tps"), p.get("decode_tps"),
+                ("mem-kv", D + self.n_gen // 2), ctx, peer_name=fa_name("llama-bench", p.get("decode_fa"))),
         ]
 
 
@@ -133,8 +202,8 @@ class Batched:
         ]
 
 
-def engine_workloads(batches):
-    return [SingleStream()] + [Batched(b) for b in batches]
+def engine_workloads(batches, long_depth=6144, long_gen=16):
+    return [SingleStream()] + [Batched(b) for b in batches] + [LongContext(long_depth, long_gen)]
 
 
 W1_PROMPT = "'Summarize this support ticket in one sentence.' || E'\\n' || body"

@@ -614,23 +614,22 @@ attend_avx2(const llm_attn_args *a)
 
 /* ---- a block of queries at consecutive positions (prompt rows) ---- */
 
-#define V_SPAN 64				/* keys whose V rows are converted at once (16 KiB for head_dim 64) */
+/* keys whose V rows are converted at once (32 KiB for head_dim 64; at most LLM_ATTN_BLOCK_VKEYS, the scratch) */
+#ifndef V_SPAN
+#define V_SPAN 128
+#endif
 
 /*
- * Scores of A <= 3 query heads (rows q, q + hd, ...) against the key pair
- * k0, k1 (fp32 rows): per (head, key) 16 lanes of fma chains over head_dim
- * (lanes 0-7 and 8-15 in two vectors), then reduce16, times scale:
- * s[a * sstride + 0 / 1].  The same operations as attend_avx2's multi-token
- * scores.
+ * The reduce16 inputs t (lanes 0-7 + lanes 8-15 of a (head, key)'s 16-lane
+ * accumulator) of A <= 3 query heads (rows q, q + hd, ...) against the key
+ * pair k0, k1 (fp32 rows): per (head, key) 16 lanes of fma chains over
+ * head_dim, as attend_avx2's multi-token scores.  t[2a], t[2a + 1]: head a.
  */
 INL void
-qk_pair(const float *q, const float *k0, const float *k1, int hd, float scale, float *s, size_t sstride,
-		const int A)
+qk_pair_t(const float *q, const float *k0, const float *k1, int hd, __m256 *t, const int A)
 {
 	__m256		lo[3][2],
-				hi[3][2],
-				t[8];
-	float		r[8];
+				hi[3][2];
 
 	#pragma GCC unroll 3
 	for (int a = 0; a < A; a++)
@@ -665,19 +664,27 @@ qk_pair(const float *q, const float *k0, const float *k1, int hd, float scale, f
 		t[2 * a] = _mm256_add_ps(hi[a][0], lo[a][0]);
 		t[2 * a + 1] = _mm256_add_ps(hi[a][1], lo[a][1]);
 	}
-	if (A < 3)
-		t[2 * A] = t[2 * A + 1] = _mm256_setzero_ps();
-	reduce16_4keys(t, r);
-	if (A > 2)
-	{
-		t[6] = t[7] = _mm256_setzero_ps();
-		reduce16_4keys(t + 4, r + 4);
-	}
+}
+
+/*
+ * Scores of A <= 3 query heads against 4 consecutive keys (fp32 rows k,
+ * k + hd, ...): reduce16 of each (head, key) times scale, stored as 4
+ * floats at s + a * sstride.
+ */
+INL void
+qk_quad(const float *q, const float *k, int hd, float scale, float *s, size_t sstride, const int A)
+{
+	__m256		t01[6],
+				t23[6];
+
+	qk_pair_t(q, k, k + hd, hd, t01, A);
+	qk_pair_t(q, k + 2 * hd, k + 3 * hd, hd, t23, A);
 	#pragma GCC unroll 3
 	for (int a = 0; a < A; a++)
 	{
-		s[(size_t) a * sstride] = r[2 * a] * scale;
-		s[(size_t) a * sstride + 1] = r[2 * a + 1] * scale;
+		__m256		t[4] = {t01[2 * a], t01[2 * a + 1], t23[2 * a], t23[2 * a + 1]};
+
+		_mm_storeu_ps(s + (size_t) a * sstride, _mm_mul_ps(reduce16_4keys_v(t), _mm_set1_ps(scale)));
 	}
 }
 
@@ -791,23 +798,22 @@ attend_block_impl(const llm_attn_block_args *a, const bool q8)
 			const float *q = a->q + (size_t) a0 * hd;
 			float	   *s = scores + (size_t) a0 * npad;
 
-			/* pairs from an even key; a pair's second key past ke only gives a masked score */
-			for (int k = (ks - j0) & ~1; k <= ke - j0; k += 2)
+			/* 4 keys from a multiple of 4; keys outside ks..ke only give masked scores */
+			for (int k = (ks - j0) & ~3; k <= ke - j0; k += 4)
 			{
-				const float *k0 = kf + (size_t) k * hd,
-						   *k1 = k0 + hd;
+				const float *kk = kf + (size_t) k * hd;
 				float	   *sk = s + (j0 + k - jb);
 
 				switch (Q - a0 < 3 ? Q - a0 : 3)
 				{
 					case 1:
-						qk_pair(q, k0, k1, hd, a->scale, sk, npad, 1);
+						qk_quad(q, kk, hd, a->scale, sk, npad, 1);
 						break;
 					case 2:
-						qk_pair(q, k0, k1, hd, a->scale, sk, npad, 2);
+						qk_quad(q, kk, hd, a->scale, sk, npad, 2);
 						break;
 					default:
-						qk_pair(q, k0, k1, hd, a->scale, sk, npad, 3);
+						qk_quad(q, kk, hd, a->scale, sk, npad, 3);
 						break;
 				}
 			}

@@ -1211,11 +1211,12 @@ llm_attn_block_scratch_floats(int n_q, int group, int head_dim, int n_keys)
 	size_t		q = (size_t) n_q * (size_t) group;
 	/*
 	 * attn_avx2.c's block kernel: key row offsets [npad + 16] (as
-	 * 2 * (npad + 16) floats), K rows [16][head_dim], V rows [64][head_dim],
+	 * 2 * (npad + 16) floats), K rows [16][head_dim], V rows
+	 * [LLM_ATTN_BLOCK_VKEYS][head_dim],
 	 * scores [q][npad + 16], V sums [q][16][head_dim]; the scalar one runs
 	 * llm_attn_scalar per query
 	 */
-	size_t		blk = 2 * (npad + 16) + 16 * (size_t) head_dim + 64 * (size_t) head_dim +
+	size_t		blk = 2 * (npad + 16) + 16 * (size_t) head_dim + LLM_ATTN_BLOCK_VKEYS * (size_t) head_dim +
 		q * (npad + 16) + q * 16 * (size_t) head_dim + 64;
 	size_t		one = llm_attn_scratch_floats(group, head_dim, n_keys);
 

@@ -322,6 +322,7 @@ void		llm_attn_scalar(const llm_attn_args *a);
  * the K and the V pass; see kernels/cpu/attn_avx2.c.
  */
 #define LLM_ATTN_QBLOCK 4
+#define LLM_ATTN_BLOCK_VKEYS 256	/* keys whose V rows the block kernel converts at once */
 
 typedef struct llm_attn_block_args
 {
