@@ -1385,7 +1385,7 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 			t += n;
 		}
 	/* a token item is a whole GQA group when there are enough of them to keep every thread busy */
-	if ((n_token_rows + n_blocks) * nkv >= 4 * (int64_t) cb->base.n_threads)
+	if ((n_token_rows + n_blocks) * nkv >= (int64_t) cb->base.n_threads)
 		j.heads_per_item = group;
 	need = (size_t) (n_blocks * nkv + n_token_rows * (n_heads / j.heads_per_item));
 	cap = cb->attn_items_cap * sizeof(attn_item);

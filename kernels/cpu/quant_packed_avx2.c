@@ -58,7 +58,7 @@
  * being read); rows come from DRAM in decode and in the output projection.
  */
 #ifndef X4_PREFETCH_AHEAD
-#define X4_PREFETCH_AHEAD 768
+#define X4_PREFETCH_AHEAD 1536
 #endif
 
 /* ---- layouts ---- */
