@@ -471,14 +471,20 @@ softmax_row(float *sc, size_t npad, int r0, int r1)
 		m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
 		m = _mm_cvtss_f32(m4);
 	}
-	for (size_t j = 0; j < npad; j += 8)
-		_mm256_storeu_ps(sc + j, llm_expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m))));
-	for (int r = 0; r < r0; r++)
-		sc[r] = 0.0f;
-	for (int r = r1; r < (int) npad; r++)
-		sc[r] = 0.0f;
+	/*
+	 * exp and the sum in one pass, chunk after chunk of 16 (the double sum's
+	 * order); masked entries are -inf and give exp = +0 exactly, the value
+	 * the reference gives them
+	 */
 	for (size_t j = 0; j < npad; j += 16)
-		sum += (double) reduce16_8x2(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sc + j + 8));
+	{
+		__m256		e0 = llm_expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m))),
+					e1 = llm_expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j + 8), _mm256_set1_ps(m)));
+
+		_mm256_storeu_ps(sc + j, e0);
+		_mm256_storeu_ps(sc + j + 8, e1);
+		sum += (double) reduce16_8x2(e0, e1);
+	}
 	inv = (float) (1.0 / sum);
 	{
 		__m256		iv = _mm256_set1_ps(inv);
@@ -823,45 +829,7 @@ attend_block_impl(const llm_attn_block_args *a, const bool q8)
 	/* softmax per query head over its keys, as attend_avx2 (ggml_vec_soft_max_f32) */
 	for (int i = 0; i < nq; i++)
 		for (int h = 0; h < G; h++)
-		{
-			float	   *sc = scores + (size_t) (i * G + h) * npad;
-			const int	r0 = lo[i] - jb,
-						r1 = hi[i] - jb + 1;
-			__m256		mx = _mm256_set1_ps(-INFINITY);
-			float		m,
-						inv;
-			double		sum = 0.0;
-
-			for (int r = 0; r < r0; r++)
-				sc[r] = -INFINITY;
-			for (int r = r1; r < (int) npad; r++)
-				sc[r] = -INFINITY;
-			for (size_t j = 0; j < npad; j += 8)
-				mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + j));
-			{
-				__m128		m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
-
-				m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-				m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-				m = _mm_cvtss_f32(m4);
-			}
-			for (size_t j = 0; j < npad; j += 8)
-				_mm256_storeu_ps(sc + j, llm_expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m))));
-			for (int r = 0; r < r0; r++)
-				sc[r] = 0.0f;
-			for (int r = r1; r < (int) npad; r++)
-				sc[r] = 0.0f;
-			for (size_t j = 0; j < npad; j += 16)
-				sum += (double) reduce16_8x2(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sc + j + 8));
-			inv = (float) (1.0 / sum);
-			{
-				__m256		iv = _mm256_set1_ps(inv);
-
-				for (size_t j = 0; j < npad; j += 8)
-					_mm256_storeu_ps(sc + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(sc + j), iv),
-																			  _MM_FROUND_TO_NEAREST_INT)));
-			}
-		}
+			softmax_row(scores + (size_t) (i * G + h) * npad, npad, lo[i] - jb, hi[i] - jb + 1);
 
 	/*
 	 * V pass: per span of V_SPAN keys, the V rows converted once; per query,
