@@ -4,10 +4,14 @@
 #
 #   make                 extension (llm.so) + build/llm-cli + unit tests
 #   make install         extension, SQL scripts and the default model
+#                        (MODELS="smollm2 gemma3-270m": several by name)
 #   make model           fetch the default model into models/
+#                        (MODEL=gemma3-270m: another one by name)
 #   make test            everything README.md's test command runs
 #   make demo            throwaway server + the tickets demo
 #   make bench           benchmarks (bench/run)
+#   make fuzz            libFuzzer targets under ASan+UBSan, FUZZ_SECONDS each
+#                        (fuzz/fuzz.mk, docs/FUZZING.md; not part of make test)
 #   make USE_CUDA=0      no CUDA backend even where nvcc exists (else, when
 #                        $(CUDA_HOME)/bin/nvcc exists: build/llm_cuda.so and
 #                        build/llm-parity, rules in kernels/cuda/cuda.mk)
@@ -17,6 +21,19 @@ MODULE_big  = llm
 DATA        = $(wildcard sql/llm--*.sql)
 PGFILEDESC  = "pg_llm - LLM inference inside PostgreSQL"
 OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
+
+# pg_regress suites, PGXS style: every sql/*.sql but the extension scripts,
+# setup first (it defines the helpers the others use), then in name order.
+# `make installcheck` runs them against the running server of PG_CONFIG,
+# which must have shared_preload_libraries = 'llm', the settings of
+# test/regress.conf and a model at llm.model (make install puts the default
+# one where llm.model's default points).  On a throwaway instance of an
+# installation the extension is installed in (no server needed):
+#   make installcheck EXTRA_REGRESS_OPTS="--temp-instance=/tmp/llm_check --temp-config=test/regress.conf"
+# test/run-regress does the same on this checkout's private copy of the
+# installation (test/private-pg) and never touches the system's.
+REGRESS      = setup $(sort $(filter-out setup llm--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=. --load-extension=llm --encoding=UTF8 --no-locale
 
 # The server was built with LLVM; our objects need no JIT bitcode.
 override with_llvm = no
@@ -89,6 +106,11 @@ build/bench/matmul_layers: bench/matmul_layers.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# Constrained decoding: compile times, mask cost cold/warm (docs/STRUCTURED_OUTPUT.md).
+build/bench/grammar_bench: bench/grammar_bench.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
@@ -96,11 +118,20 @@ build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 -include $(ENGINE_OBJS:.o=.d)
 -include $(OBJS:.o=.d)
 
-MODEL_FILE := models/SmolLM2-135M-Instruct.Q4_1.gguf
+# Models by name, from scripts/fetch-model.sh's table (NAME=models/FILE):
+# `make model MODEL=gemma3-270m` fetches another one; the default is SmolLM2.
+MODEL       ?= smollm2
+MODEL_TABLE := $(shell scripts/fetch-model.sh --list)
+MODEL_NAMES := $(foreach e,$(MODEL_TABLE),$(firstword $(subst =, ,$(e))))
+model_path   = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(MODEL_TABLE))),unknown-model)
+MODEL_FILE  := $(call model_path,smollm2)
 
-model: $(MODEL_FILE)
-$(MODEL_FILE):
-	scripts/fetch-model.sh
+model: $(call model_path,$(MODEL))
+$(foreach e,$(MODEL_TABLE),$(eval $(lastword $(subst =, ,$(e))): ; scripts/fetch-model.sh $(firstword $(subst =, ,$(e)))))
+unknown-model:
+	@echo "unknown model name in MODEL=\"$(MODEL)\" / MODELS=\"$(MODELS)\" (known: $(MODEL_NAMES))" >&2; exit 1
+
+include fuzz/fuzz.mk
 
 unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
 	test/run-unit
@@ -113,11 +144,20 @@ test:
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
-# $(datadir)/extension/llm/ (the share directory of pg_config).
+# $(datadir)/extension/llm/ (the share directory of pg_config), fetching it
+# first if models/ lacks it; more by name with e.g.
+# `make install MODELS="smollm2 gemma3-270m"`.  LLM_INSTALL_MODEL=no installs
+# the extension without any model (a package built without network, see
+# debian/README.source).
+MODELS      ?= smollm2
+INSTALL_MODEL_FILES = $(foreach m,$(MODELS),$(call model_path,$(m)))
+LLM_INSTALL_MODEL ?= yes
+ifeq ($(LLM_INSTALL_MODEL),yes)
 install: install-model
-install-model: $(MODEL_FILE)
+endif
+install-model: $(INSTALL_MODEL_FILES)
 	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/llm'
-	$(INSTALL_DATA) $(MODEL_FILE) '$(DESTDIR)$(datadir)/extension/llm/'
+	$(INSTALL_DATA) $(INSTALL_MODEL_FILES) '$(DESTDIR)$(datadir)/extension/llm/'
 
 # README's demo command: a throwaway server summarising 20 support tickets.
 demo:
@@ -132,11 +172,11 @@ install-cuda: build/llm_cuda.so
 .PHONY: install-cuda
 endif
 
-# Benchmarks of ../shared/BENCHMARKS.md against llama.cpp and a pgai-style
+# Benchmarks (docs/PERFORMANCE.md) against llama.cpp and a pgai-style
 # function (bench/run builds and installs what it needs; about 80 minutes at
 # full size; BENCH_ARGS e.g. "--only single,batch16 -r 5").
 bench:
 	bench/run $(BENCH_ARGS)
 
-.PHONY: model unit-test test install-model demo bench
+.PHONY: model unknown-model unit-test test install-model demo bench
 endif

@@ -11,4 +11,7 @@ SELECT llm_generate('Reply with just the word yes.', max_tokens => NULL, tempera
                     top_k => NULL, min_p => NULL, repetition_penalty => NULL, seed => NULL,
                     stop => NULL, system => NULL, raw => NULL, on_error => NULL)
      = llm_generate('Reply with just the word yes.') AS null_means_default;
-SELECT (llm_complete('Reply with just the word yes.', max_tokens => NULL)).completion_tokens <= 256 AS default_max_tokens;
+-- max_tokens => NULL is the default 256: a counting continuation that does
+-- not stop by itself ends at exactly 256 tokens
+SELECT completion_tokens = 256 AND finish_reason = 'length' AS default_max_tokens
+FROM llm_complete('1, 2, 3, 4, 5, 6, 7, 8,', raw => true, max_tokens => NULL);

@@ -1,7 +1,6 @@
 /*
  * batch_scan.c — the "LLM Batch" executor node (a CustomScan) and the
- * planner hook that places it; plus the statement-level WARNING summary of
- * on_error => 'null' failures.
+ * planner hook that places it.
  *
  * A scalar function is called row by row, so a plain
  *     SELECT llm_generate(body) FROM tickets
@@ -18,24 +17,21 @@
  *        batchable call replaced by a Var on the node's scan tuple
  *        [call results ..., P' columns ...]
  *
- * At run time the node reads up to llm.batch_window rows ahead from P',
- * builds each call's request from its argument columns (sql_api.c, exactly
- * as the function would), submits them all through the channel and emits the
- * rows in their original order as their results arrive.  The window grows
- * from BATCH_INITIAL_WINDOW by one per emitted row (TCP slow start: it
- * doubles per window of rows), so a LIMIT above, whose bound never reaches a
- * custom scan, wastes at most about the rows it consumed.  Design and
- * fallbacks: docs/BATCH_SCAN.md.
+ * Batchable calls are those of the generation functions sql_args.h's
+ * function table marks batchable (by C symbol; their argument count from
+ * pg_proc).  At run time the node reads up to llm.batch_window rows ahead
+ * from P', builds each call's request from its argument columns by name
+ * (sql_args.c, exactly as the function does), submits them all through the
+ * channel and emits the rows in their original order as their results
+ * arrive.  The window grows from BATCH_INITIAL_WINDOW by one per emitted row
+ * (TCP slow start: it doubles per window of rows), so a LIMIT above, whose
+ * bound never reaches a custom scan, wastes at most about the rows it
+ * consumed.  Design and fallbacks: docs/BATCH_SCAN.md.
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
 #include "access/parallel.h"
-#include "access/xact.h"
 #include "catalog/objectaccess.h"
-#include "catalog/pg_language.h"
-#include "catalog/pg_proc.h"
-#include "catalog/pg_type.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
@@ -45,19 +41,16 @@
 #include "nodes/nodeFuncs.h"
 #include "optimizer/planner.h"
 #include "utils/acl.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/syscache.h"
 
 #include "batch_scan.h"
 #include "channel.h"
-#include "llm.h"
+#include "registry.h"
+#include "sql_args.h"
+#include "sql_result.h"
 
-/* llm_generate(prompt text, max_tokens, ..., raw, on_error): 12 arguments */
-#define LLM_GENERATE_NARGS 12
-#define LLM_GENERATE_SYMBOL "pg_llm_generate"
 /* rows in flight when a scan starts (slow start) */
 #define BATCH_INITIAL_WINDOW 4
 
@@ -65,9 +58,6 @@ int			llm_batch_window = 64;
 bool		llm_enable_batch_scan = true;
 
 static planner_hook_type prev_planner_hook = NULL;
-static ExecutorRun_hook_type prev_ExecutorRun = NULL;
-static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
-static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
 /* ------------------------------------------------------------------------
  * Planning
@@ -76,7 +66,8 @@ static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 
 typedef struct SplitContext
 {
-	List	   *known_calls;	/* function oids found to be llm_generate(text) */
+	List	   *known_calls;	/* function oids found to be batchable */
+	List	   *known_nargs;	/* their argument counts */
 	List	   *known_others;	/* function oids found not to be */
 	/* filled while splitting one target list */
 	int			n_calls;		/* calls counted by the first pass */
@@ -88,46 +79,38 @@ typedef struct SplitContext
 
 static const CustomScanMethods batch_plan_methods;
 
-/* Is funcid the C function pg_llm_generate with llm_generate(text, ...)'s 12 arguments? */
-static bool
-is_llm_generate_oid(SplitContext *cxt, Oid funcid)
+/* The argument count of funcid if it is a batchable generation function, else -1. */
+static int
+batchable_nargs(SplitContext *cxt, Oid funcid)
 {
-	HeapTuple	tup;
-	bool		match = false;
+	ListCell   *lc;
+	ListCell   *ln;
+	int			nargs = 0;
 
-	if (list_member_oid(cxt->known_calls, funcid))
-		return true;
+	forboth(lc, cxt->known_calls, ln, cxt->known_nargs)
+		if (lfirst_oid(lc) == funcid)
+			return lfirst_int(ln);
 	if (list_member_oid(cxt->known_others, funcid))
-		return false;
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcid));
-	if (HeapTupleIsValid(tup))
+		return -1;
+	if (llm_batchable_function(funcid, &nargs) != NULL)
 	{
-		Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
-
-		if (proc->prolang == ClanguageId && proc->pronargs == LLM_GENERATE_NARGS &&
-			proc->prorettype == TEXTOID && !proc->proretset &&
-			proc->proargtypes.values[0] == TEXTOID)
-		{
-			bool		isnull;
-			Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
-
-			match = !isnull && strcmp(TextDatumGetCString(src), LLM_GENERATE_SYMBOL) == 0;
-		}
-		ReleaseSysCache(tup);
-	}
-	if (match)
 		cxt->known_calls = lappend_oid(cxt->known_calls, funcid);
-	else
-		cxt->known_others = lappend_oid(cxt->known_others, funcid);
-	return match;
+		cxt->known_nargs = lappend_int(cxt->known_nargs, nargs);
+		return nargs;
+	}
+	cxt->known_others = lappend_oid(cxt->known_others, funcid);
+	return -1;
 }
 
+/*
+ * A call the node may evaluate: a batchable function called with all its
+ * arguments (the planner has filled in the defaults).
+ */
 static bool
 is_batchable_call(SplitContext *cxt, Node *node)
 {
 	return node != NULL && IsA(node, FuncExpr) &&
-		list_length(((FuncExpr *) node)->args) == LLM_GENERATE_NARGS &&
-		is_llm_generate_oid(cxt, ((FuncExpr *) node)->funcid);
+		list_length(((FuncExpr *) node)->args) == batchable_nargs(cxt, ((FuncExpr *) node)->funcid);
 }
 
 /*
@@ -510,6 +493,8 @@ typedef struct BatchScanState
 	int			n_calls;
 	int			n_child;
 	int		   *arg_start;		/* per call: P' column of its first argument */
+	int		   *nargs;			/* per call: its argument count */
+	const LlmArgMap **maps;		/* per call: its arguments by name (sql_args.h) */
 	int			max_window;		/* llm.batch_window at executor start (1 in EPQ) */
 	int			window;			/* current window, grows to max_window */
 	BatchRow   *ring;			/* max_window + 1 rows */
@@ -604,6 +589,15 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	PlanState  *child;
 
 	check_calls_executable(cscan, st->n_calls);
+	st->nargs = palloc(sizeof(int) * st->n_calls);
+	st->maps = palloc(sizeof(LlmArgMap *) * st->n_calls);
+	for (int j = 0; j < st->n_calls; j++)
+	{
+		FuncExpr   *call = (FuncExpr *) ((TargetEntry *) list_nth(cscan->custom_scan_tlist, j))->expr;
+
+		st->nargs[j] = list_length(call->args);
+		st->maps[j] = llm_arg_map_for(call->funcid, CurrentMemoryContext);
+	}
 	child = ExecInitNode(outerPlan(cscan), estate, eflags);
 	outerPlanState(node) = child;
 
@@ -672,18 +666,18 @@ release_all(BatchScanState *st)
 static void
 submit_call(BatchScanState *st, BatchRow *r, int j, TupleTableSlot *slot)
 {
-	LOCAL_FCINFO(fcinfo, LLM_GENERATE_NARGS);
-	LlmGenRequest req;
-	LlmResult  *local = NULL;
-	bool		on_error_null = false;
+	int			nargs = st->nargs[j];
+	NullableDatum *args;
+	LlmCall		call;
+	LlmResult  *refused = NULL;
 	bool		has_prompt = false;
 	MemoryContext old;
 	int			base = st->arg_start[j];
 
 	MemoryContextReset(st->tmp_cxt);
 	old = MemoryContextSwitchTo(st->tmp_cxt);
-	InitFunctionCallInfoData(*fcinfo, NULL, LLM_GENERATE_NARGS, InvalidOid, NULL, NULL);
-	for (int a = 0; a < LLM_GENERATE_NARGS; a++)
+	args = palloc(sizeof(NullableDatum) * nargs);
+	for (int a = 0; a < nargs; a++)
 	{
 		Datum		v = slot->tts_values[base + a];
 		bool		isnull = slot->tts_isnull[base + a];
@@ -692,13 +686,13 @@ submit_call(BatchScanState *st, BatchRow *r, int j, TupleTableSlot *slot)
 		/* detoast here, outside the error trap below: it reads buffers */
 		if (!isnull && att->attlen == -1)
 			v = PointerGetDatum(PG_DETOAST_DATUM_PACKED(v));
-		fcinfo->args[a].value = v;
-		fcinfo->args[a].isnull = isnull;
+		args[a].value = v;
+		args[a].isnull = isnull;
 	}
 
 	PG_TRY();
 	{
-		has_prompt = llm_generate_build_request(fcinfo, &req, &on_error_null, &local);
+		has_prompt = llm_call_build_text(st->maps[j], args, nargs, &call, &refused);
 	}
 	PG_CATCH();
 	{
@@ -717,20 +711,17 @@ submit_call(BatchScanState *st, BatchRow *r, int j, TupleTableSlot *slot)
 
 	if (!has_prompt)
 		r->is_null[j] = true;
-	else if (local != NULL)
+	else if (refused != NULL)
 	{
 		MemoryContextSwitchTo(r->cxt);
-		r->results[j] = palloc0(sizeof(LlmResult));
-		r->results[j]->failed = true;
-		r->results[j]->sqlstate = local->sqlstate;
-		r->results[j]->message = pstrdup(local->message);
+		r->results[j] = llm_local_failure(refused->sqlstate, refused->message);
 	}
 	else
 	{
-		r->ids[j] = llm_submit_generate(&req);
+		r->ids[j] = llm_submit(&call.req);
 		st->n_requests++;
 	}
-	r->on_error_null[j] = on_error_null;
+	r->on_error_null[j] = has_prompt && call.on_error_null;
 	MemoryContextSwitchTo(old);
 }
 
@@ -818,15 +809,16 @@ batch_exec(CustomScanState *node)
 				st->n_failed++;
 			else
 			{
-				st->prompt_tokens += r->results[j]->prompt_tokens;
-				st->cached_tokens += r->results[j]->cached_tokens;
-				st->completion_tokens += r->results[j]->completion_tokens;
-				st->ttft_sum_ms += r->results[j]->ttft_ms;
+				st->prompt_tokens += r->results[j]->usage.prompt_tokens;
+				st->cached_tokens += r->results[j]->usage.cached_tokens;
+				st->completion_tokens += r->results[j]->usage.completion_tokens;
+				st->ttft_sum_ms += r->results[j]->usage.ttft_ms;
 				st->ttft_count++;
 			}
 		}
 		if (!r->is_null[j])
-			value = llm_generate_result_datum(r->results[j], r->on_error_null[j], &isnull);
+			value = llm_arg_map_function(st->maps[j])->batch_value(r->results[j], r->on_error_null[j],
+																  &isnull);
 		scan->tts_values[j] = value;
 		scan->tts_isnull[j] = isnull;
 	}
@@ -900,125 +892,6 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	}
 }
 
-/* ------------------------------------------------------------------------
- * on_error => 'null': one WARNING per statement
- * ------------------------------------------------------------------------
- */
-
-static int	exec_nesting = 0;
-static int64 null_failures = 0;
-static int	first_failure_sqlstate = 0;
-static char *first_failure_message = NULL;	/* TopMemoryContext */
-
-void
-llm_note_null_failure(int sqlstate, const char *message)
-{
-	if (null_failures++ == 0)
-	{
-		first_failure_sqlstate = sqlstate;
-		first_failure_message = MemoryContextStrdup(TopMemoryContext, message);
-	}
-}
-
-static void
-reset_failures(void)
-{
-	null_failures = 0;
-	first_failure_sqlstate = 0;
-	if (first_failure_message)
-		pfree(first_failure_message);
-	first_failure_message = NULL;
-}
-
-static void
-emit_failure_summary(void)
-{
-	int64		n = null_failures;
-	int			sqlstate = first_failure_sqlstate;
-	char	   *msg;
-
-	if (n == 0)
-		return;
-	msg = pstrdup(first_failure_message ? first_failure_message : "unknown error");
-	reset_failures();
-	if (n == 1)
-		ereport(WARNING,
-				(errcode(sqlstate),
-				 errmsg("llm request failed, returning NULL: %s", msg)));
-	else
-		ereport(WARNING,
-				(errcode(sqlstate),
-				 errmsg("%lld llm requests failed, returning NULL", (long long) n),
-				 errdetail("First failure: %s", msg)));
-}
-
-static void
-batch_ExecutorRun(QueryDesc *queryDesc, ScanDirection direction, uint64 count,
-				  bool execute_once)
-{
-	exec_nesting++;
-	PG_TRY();
-	{
-		if (prev_ExecutorRun)
-			prev_ExecutorRun(queryDesc, direction, count, execute_once);
-		else
-			standard_ExecutorRun(queryDesc, direction, count, execute_once);
-	}
-	PG_FINALLY();
-	{
-		exec_nesting--;
-	}
-	PG_END_TRY();
-}
-
-static void
-batch_ExecutorFinish(QueryDesc *queryDesc)
-{
-	exec_nesting++;
-	PG_TRY();
-	{
-		if (prev_ExecutorFinish)
-			prev_ExecutorFinish(queryDesc);
-		else
-			standard_ExecutorFinish(queryDesc);
-	}
-	PG_FINALLY();
-	{
-		exec_nesting--;
-	}
-	PG_END_TRY();
-}
-
-static void
-batch_ExecutorEnd(QueryDesc *queryDesc)
-{
-	if (prev_ExecutorEnd)
-		prev_ExecutorEnd(queryDesc);
-	else
-		standard_ExecutorEnd(queryDesc);
-	if (exec_nesting == 0)
-		emit_failure_summary();
-}
-
-static void
-batch_xact_callback(XactEvent event, void *arg)
-{
-	switch (event)
-	{
-		case XACT_EVENT_PRE_COMMIT:
-			/* failures outside any executor run (PL/pgSQL simple expressions) */
-			emit_failure_summary();
-			break;
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-			reset_failures();
-			exec_nesting = 0;
-			break;
-		default:
-			break;
-	}
-}
-
 void
 llm_batch_init(void)
 {
@@ -1043,11 +916,4 @@ llm_batch_init(void)
 
 	prev_planner_hook = planner_hook;
 	planner_hook = batch_planner;
-	prev_ExecutorRun = ExecutorRun_hook;
-	ExecutorRun_hook = batch_ExecutorRun;
-	prev_ExecutorFinish = ExecutorFinish_hook;
-	ExecutorFinish_hook = batch_ExecutorFinish;
-	prev_ExecutorEnd = ExecutorEnd_hook;
-	ExecutorEnd_hook = batch_ExecutorEnd;
-	RegisterXactCallback(batch_xact_callback, NULL);
 }

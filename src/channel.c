@@ -1,9 +1,9 @@
 /*
  * channel.c — backend side of the DSM/shm_mq channel to the llm worker.
  *
- * See channel.h for the contract and protocol.h for the wire format.  The
+ * See channel.h for the contract and protocol.h for the messages.  The
  * channel is created lazily on first use, published in this backend's slot
- * of the registry (llm.h) and survives transactions (the mapping is pinned);
+ * of the registry (registry.h) and survives transactions (the mapping is pinned);
  * it is rebuilt when the worker generation changed (a queue's sender and
  * receiver can be set only once, so a restarted worker cannot reuse it).
  */
@@ -19,12 +19,13 @@
 #include "storage/proc.h"
 #include "storage/shm_mq.h"
 #include "storage/shm_toc.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "channel.h"
-#include "llm.h"
+#include "registry.h"
 
 /*
  * From libpq/libpq.h, which we cannot include: it pulls in libpq-be.h and so
@@ -40,6 +41,9 @@ extern PGDLLIMPORT WaitEventSet *FeBeWaitSet;
 /* How often a waiting backend re-checks that the worker is alive (ms). */
 #define LLM_ALIVE_CHECK_MS 1000
 
+/* llm.worker_wait_timeout (ms): how long a submission waits for a running worker */
+static int	worker_wait_timeout_ms = 30000;
+
 typedef struct LlmChannel
 {
 	dsm_segment *seg;
@@ -54,14 +58,17 @@ typedef struct PendingRequest
 {
 	uint64		id;				/* hash key */
 	int			nest_level;		/* transaction nesting level at submit */
-	LlmRequestKind kind;
 	bool		done;
 	bool		failed;
 	StringInfoData text;		/* TEXT deltas (UTF-8) */
-	int32	   *tokens;
+	int32	   *tokens;			/* TOKENS */
 	int			n_tokens;
-	LlmResponseMsg final;		/* the DONE / ERROR header */
-	char	   *message;		/* ERROR payload */
+	llm_finish_reason finish_reason;	/* DONE */
+	llm_usage	usage;
+	double	   *scores;
+	int			n_scores;
+	int			sqlstate;		/* ERROR */
+	char	   *message;
 } PendingRequest;
 
 static MemoryContext channel_cxt = NULL;
@@ -217,7 +224,7 @@ drop_channel(const char *reason)
 		{
 			p->done = true;
 			p->failed = true;
-			p->final.sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+			p->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
 			p->message = MemoryContextStrdup(channel_cxt, reason);
 		}
 	}
@@ -248,12 +255,12 @@ wait_for_worker(void)
 		LWLockRelease(llm_shared->lock);
 		if (pid != 0)
 			return gen;
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), llm_worker_wait_timeout_ms))
+		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), worker_wait_timeout_ms))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("llm worker is not running"),
 					 errdetail("Waited %d ms for it to start (llm.worker_wait_timeout).",
-							   llm_worker_wait_timeout_ms),
+							   worker_wait_timeout_ms),
 					 errhint("Check the server log for errors of the \"llm worker\" process.")));
 		wait_latch(100);
 	}
@@ -266,7 +273,7 @@ create_channel(void)
 	Size		size;
 	dsm_segment *seg;
 	shm_toc    *toc;
-	LlmChannelHeader *hdr;
+	llm_channel_header *hdr;
 	shm_mq	   *reqmq;
 	shm_mq	   *respmq;
 	uint32		gen;
@@ -277,7 +284,7 @@ create_channel(void)
 	gen = wait_for_worker();
 
 	shm_toc_initialize_estimator(&e);
-	shm_toc_estimate_chunk(&e, sizeof(LlmChannelHeader));
+	shm_toc_estimate_chunk(&e, sizeof(llm_channel_header));
 	shm_toc_estimate_chunk(&e, LLM_REQUEST_QUEUE_SIZE);
 	shm_toc_estimate_chunk(&e, LLM_RESPONSE_QUEUE_SIZE);
 	shm_toc_estimate_keys(&e, 3);
@@ -288,7 +295,7 @@ create_channel(void)
 	dsm_pin_mapping(seg);		/* lives for the session, not the transaction */
 	toc = shm_toc_create(LLM_CHANNEL_MAGIC, dsm_segment_address(seg), size);
 
-	hdr = shm_toc_allocate(toc, sizeof(LlmChannelHeader));
+	hdr = shm_toc_allocate(toc, sizeof(llm_channel_header));
 	hdr->magic = LLM_CHANNEL_MAGIC;
 	hdr->backend_pid = MyProcPid;
 	hdr->generation = gen;
@@ -348,48 +355,49 @@ raise_worker_gone(void)
 static void
 dispatch(const char *data, Size nbytes)
 {
-	LlmResponseMsg h;
-	const char *payload;
+	llm_wire_msg m;
+	const char *why;
 	PendingRequest *p;
 
-	if (nbytes < sizeof(h))
-		elog(ERROR, "llm: malformed response message (%zu bytes)", nbytes);
-	memcpy(&h, data, sizeof(h));
-	if (h.payload_len != nbytes - sizeof(h))
-		elog(ERROR, "llm: malformed response message (payload %u of %zu bytes)",
-			 h.payload_len, nbytes);
-	payload = data + sizeof(h);
+	if (llm_wire_decode(data, nbytes, &m, NULL, &why) != LLM_WIRE_OK)
+		elog(ERROR, "llm: malformed response message (%zu bytes): %s", nbytes, why);
 
-	p = hash_search(pending, &h.id, HASH_FIND, NULL);
+	p = hash_search(pending, &m.id, HASH_FIND, NULL);
 	if (p == NULL || p->done)
 		return;					/* aborted or unknown: ignore */
 
-	switch ((LlmResponseKind) h.kind)
+	switch (m.kind)
 	{
-		case LLM_RESP_TEXT:
-			appendBinaryStringInfo(&p->text, payload, h.payload_len);
+		case LLM_WIRE_TEXT:
+			appendBinaryStringInfo(&p->text, m.text, m.text_len);
 			break;
-		case LLM_RESP_DONE:
+		case LLM_WIRE_DONE:
 			p->done = true;
-			p->final = h;
+			p->finish_reason = m.finish_reason;
+			p->usage = m.usage;
+			p->n_scores = m.n_scores;
+			if (m.n_scores > 0)
+			{
+				p->scores = MemoryContextAlloc(channel_cxt, m.n_scores * sizeof(double));
+				memcpy(p->scores, m.scores, m.n_scores * sizeof(double));
+			}
 			break;
-		case LLM_RESP_ERROR:
+		case LLM_WIRE_ERROR:
 			p->done = true;
 			p->failed = true;
-			p->final = h;
-			p->message = MemoryContextAlloc(channel_cxt, h.payload_len + 1);
-			memcpy(p->message, payload, h.payload_len);
-			p->message[h.payload_len] = '\0';
+			p->sqlstate = m.sqlstate;
+			p->message = MemoryContextAlloc(channel_cxt, m.text_len + 1);
+			memcpy(p->message, m.text, m.text_len);
+			p->message[m.text_len] = '\0';
 			break;
-		case LLM_RESP_TOKENS:
+		case LLM_WIRE_TOKENS:
 			p->done = true;
-			p->final = h;
-			p->n_tokens = h.payload_len / sizeof(int32);
-			p->tokens = MemoryContextAlloc(channel_cxt, Max(h.payload_len, 1));
-			memcpy(p->tokens, payload, h.payload_len);
+			p->n_tokens = m.n_ids;
+			p->tokens = MemoryContextAlloc(channel_cxt, Max(m.n_ids, 1) * sizeof(int32));
+			memcpy(p->tokens, m.ids, m.n_ids * sizeof(int32));
 			break;
 		default:
-			elog(ERROR, "llm: unknown response kind %u", h.kind);
+			elog(ERROR, "llm: unexpected response kind %u", (unsigned) m.kind);
 	}
 }
 
@@ -456,141 +464,71 @@ channel_send(const char *data, Size len)
 	channel->send_in_progress = false;
 }
 
-static void
-append_string(StringInfo buf, const char *s, uint32 len)
-{
-	appendBinaryStringInfo(buf, (const char *) &len, sizeof(len));
-	appendBinaryStringInfo(buf, s, len);
-}
-
-/* Register a pending request, then send header + payload. */
+/* Register a pending request for m (its id assigned here), then send it. */
 static uint64
-submit(LlmRequestMsg *hdr, const char *payload, uint32 payload_len)
+submit(llm_wire_msg *m)
 {
 	PendingRequest *p;
-	StringInfoData msg;
 	bool		found;
 	uint64		id;
+	size_t		len;
+	char	   *buf;
 	MemoryContext old;
 
 	ensure_channel();
 	id = next_request_id++;
-	hdr->id = id;
-	hdr->payload_len = payload_len;
+	m->id = id;
+	len = llm_wire_encode(m, NULL, 0);
+	if (len == 0)
+		elog(ERROR, "llm: request cannot be encoded");
+	buf = palloc(len);
+	(void) llm_wire_encode(m, buf, len);
 
 	p = hash_search(pending, &id, HASH_ENTER, &found);
 	memset(((char *) p) + sizeof(uint64), 0, sizeof(PendingRequest) - sizeof(uint64));
 	p->nest_level = GetCurrentTransactionNestLevel();
-	p->kind = hdr->kind;
 	old = MemoryContextSwitchTo(channel_cxt);
 	initStringInfo(&p->text);
 	MemoryContextSwitchTo(old);
 
-	initStringInfo(&msg);
-	appendBinaryStringInfo(&msg, (const char *) hdr, sizeof(*hdr));
-	appendBinaryStringInfo(&msg, payload, payload_len);
-	channel_send(msg.data, msg.len);
-	pfree(msg.data);
+	channel_send(buf, len);
+	pfree(buf);
 	return id;
 }
 
-/*
- * Prefix-cache isolation key of this session's next request, by
- * llm.prefix_cache_isolation: 0 (shared by all), or a tag and the current
- * role's or database's OID.  The worker mixes it with the model identity into
- * the first block's hash, so keys that differ never share a block.
- */
 uint64
-llm_prefix_cache_salt(void)
+llm_submit(const llm_request *req)
 {
-	switch (llm_prefix_cache_isolation)
-	{
-		case LLM_PREFIX_ISOLATION_ROLE:
-			return ((uint64) LLM_PREFIX_ISOLATION_ROLE << 32) | (uint64) GetUserId();
-		case LLM_PREFIX_ISOLATION_DATABASE:
-			return ((uint64) LLM_PREFIX_ISOLATION_DATABASE << 32) | (uint64) MyDatabaseId;
-		default:
-			return 0;
-	}
-}
+	llm_wire_msg m;
 
-uint64
-llm_submit_generate(const LlmGenRequest *req)
-{
-	LlmRequestMsg hdr;
-	StringInfoData payload;
-	uint64		id;
-
-	memset(&hdr, 0, sizeof(hdr));
-	hdr.kind = req->kind;
-	hdr.max_tokens = req->max_tokens;
-	hdr.top_k = req->top_k;
-	hdr.temperature = req->temperature;
-	hdr.top_p = req->top_p;
-	hdr.min_p = req->min_p;
-	hdr.repetition_penalty = req->repetition_penalty;
-	hdr.seed = req->seed;
-	hdr.n_stop = req->n_stop;
-	hdr.debug_poison = llm_debug_poison_logits;
-	hdr.cache_salt = llm_prefix_cache_salt();
-	if (req->has_seed)
-		hdr.flags |= LLM_REQ_FLAG_SEED;
-	if (req->raw)
-		hdr.flags |= LLM_REQ_FLAG_RAW;
-	if (req->ignore_eos)
-		hdr.flags |= LLM_REQ_FLAG_IGNORE_EOS;
-
-	initStringInfo(&payload);
-	for (int i = 0; i < req->n_stop; i++)
-		append_string(&payload, req->stop[i], strlen(req->stop[i]));
-	if (req->kind == LLM_REQ_GENERATE)
-	{
-		if (req->system != NULL)
-		{
-			hdr.flags |= LLM_REQ_FLAG_SYSTEM;
-			append_string(&payload, req->system, strlen(req->system));
-		}
-		append_string(&payload, req->prompt, strlen(req->prompt));
-	}
-	else
-	{
-		Assert(req->kind == LLM_REQ_CHAT);
-		hdr.n_messages = req->n_messages;
-		for (int i = 0; i < req->n_messages; i++)
-		{
-			append_string(&payload, req->roles[i], strlen(req->roles[i]));
-			append_string(&payload, req->contents[i], strlen(req->contents[i]));
-		}
-	}
-	id = submit(&hdr, payload.data, payload.len);
-	pfree(payload.data);
-	return id;
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_SUBMIT;
+	m.request = *req;
+	return submit(&m);
 }
 
 uint64
 llm_submit_tokenize(const char *utf8, int len)
 {
-	LlmRequestMsg hdr;
-	StringInfoData payload;
-	uint64		id;
+	llm_wire_msg m;
 
-	memset(&hdr, 0, sizeof(hdr));
-	hdr.kind = LLM_REQ_TOKENIZE;
-	initStringInfo(&payload);
-	append_string(&payload, utf8, len);
-	id = submit(&hdr, payload.data, payload.len);
-	pfree(payload.data);
-	return id;
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_TOKENIZE;
+	m.text = utf8;
+	m.text_len = len;
+	return submit(&m);
 }
 
 uint64
 llm_submit_detokenize(const int32 *ids, int n)
 {
-	LlmRequestMsg hdr;
+	llm_wire_msg m;
 
-	memset(&hdr, 0, sizeof(hdr));
-	hdr.kind = LLM_REQ_DETOKENIZE;
-	return submit(&hdr, (const char *) ids, n * sizeof(int32));
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_DETOKENIZE;
+	m.ids = ids;
+	m.n_ids = n;
+	return submit(&m);
 }
 
 bool
@@ -611,6 +549,23 @@ llm_wait_request(uint64 id)
 		llm_channel_poll(true);
 }
 
+/* Free a request's buffers and remove it from the table. */
+static void
+forget(PendingRequest *p)
+{
+	uint64		id = p->id;
+
+	if (p->text.data)
+		pfree(p->text.data);
+	if (p->tokens)
+		pfree(p->tokens);
+	if (p->message)
+		pfree(p->message);
+	if (p->scores)
+		pfree(p->scores);
+	hash_search(pending, &id, HASH_REMOVE, NULL);
+}
+
 LlmResult *
 llm_take_result(uint64 id)
 {
@@ -624,7 +579,7 @@ llm_take_result(uint64 id)
 	if (p->failed)
 	{
 		r->failed = true;
-		r->sqlstate = p->final.sqlstate ? p->final.sqlstate : ERRCODE_INTERNAL_ERROR;
+		r->sqlstate = p->sqlstate ? p->sqlstate : ERRCODE_INTERNAL_ERROR;
 		r->message = pstrdup(p->message ? p->message : "unknown error");
 	}
 	else
@@ -639,21 +594,17 @@ llm_take_result(uint64 id)
 			r->tokens = palloc(Max(p->n_tokens, 1) * sizeof(int32));
 			memcpy(r->tokens, p->tokens, p->n_tokens * sizeof(int32));
 		}
-		r->finish_reason = p->final.finish_reason == LLM_WIRE_FINISH_LENGTH ? "length" : "stop";
-		r->prompt_tokens = p->final.prompt_tokens;
-		r->cached_tokens = p->final.cached_tokens;
-		r->completion_tokens = p->final.completion_tokens;
-		r->ttft_ms = p->final.ttft_ms;
-		r->total_ms = p->final.total_ms;
+		r->finish_reason = p->finish_reason;
+		r->usage = p->usage;
+		if (p->n_scores > 0)
+		{
+			r->n_scores = p->n_scores;
+			r->scores = palloc(p->n_scores * sizeof(double));
+			memcpy(r->scores, p->scores, p->n_scores * sizeof(double));
+		}
 	}
 
-	if (p->text.data)
-		pfree(p->text.data);
-	if (p->tokens)
-		pfree(p->tokens);
-	if (p->message)
-		pfree(p->message);
-	hash_search(pending, &id, HASH_REMOVE, NULL);
+	forget(p);
 	return r;
 }
 
@@ -666,37 +617,26 @@ llm_take_result(uint64 id)
 static void
 send_abort(uint64 id)
 {
-	LlmRequestMsg hdr;
+	llm_wire_msg m;
+	uint64		buf[LLM_WIRE_HEADER_SIZE / sizeof(uint64)];
 	shm_mq_result res;
 
 	if (channel == NULL)
 		return;
 	if (!channel->send_in_progress)
 	{
-		memset(&hdr, 0, sizeof(hdr));
-		hdr.kind = LLM_REQ_ABORT;
-		hdr.id = id;
-		res = shm_mq_send(channel->req, sizeof(hdr), &hdr, true, true);
+		memset(&m, 0, sizeof(m));
+		m.kind = LLM_WIRE_ABORT;
+		m.id = id;
+		if (llm_wire_encode(&m, buf, sizeof(buf)) != sizeof(buf))
+			elog(ERROR, "llm: abort message cannot be encoded");
+		res = shm_mq_send(channel->req, sizeof(buf), buf, true, true);
 		if (res == SHM_MQ_SUCCESS)
 			return;
 		if (res == SHM_MQ_WOULD_BLOCK)
 			channel->send_in_progress = true;
 	}
 	drop_channel("request aborted");
-}
-
-static void
-forget(PendingRequest *p)
-{
-	uint64		id = p->id;
-
-	if (p->text.data)
-		pfree(p->text.data);
-	if (p->tokens)
-		pfree(p->tokens);
-	if (p->message)
-		pfree(p->message);
-	hash_search(pending, &id, HASH_REMOVE, NULL);
 }
 
 void
@@ -766,4 +706,16 @@ llm_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		abort_from_level(GetCurrentTransactionNestLevel());
+}
+
+void
+llm_channel_define_gucs(void)
+{
+	DefineCustomIntVariable("llm.worker_wait_timeout",
+							"How long a request waits for the llm worker to be running before failing.",
+							"Covers a worker that is starting or restarting after an exit.",
+							&worker_wait_timeout_ms,
+							30000, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 }

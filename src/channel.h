@@ -4,7 +4,8 @@
  * A backend submits requests (each gets a per-backend id, increasing), keeps
  * them in a local table until their final message arrives, and takes the
  * result out.  Many requests can be in flight at once (llm_generate(text[]),
- * later the batch scan node); they are multiplexed on one channel.
+ * the LLM Batch node); they are multiplexed on one channel.  Messages are
+ * encoded and decoded by protocol.c only.
  *
  * Failure rules:
  *  - an ERROR/cancel/statement_timeout during a wait propagates normally; the
@@ -22,28 +23,8 @@
 
 #include "protocol.h"
 
-/* A generation or chat request; all strings UTF-8, NUL-terminated. */
-typedef struct LlmGenRequest
-{
-	LlmRequestKind kind;		/* LLM_REQ_GENERATE or LLM_REQ_CHAT */
-	int32		max_tokens;
-	double		temperature;
-	double		top_p;
-	int32		top_k;
-	double		min_p;
-	double		repetition_penalty;
-	bool		has_seed;
-	uint64		seed;
-	bool		raw;			/* GENERATE: no chat template */
-	bool		ignore_eos;
-	int			n_stop;
-	char	  **stop;
-	char	   *system;			/* GENERATE: system message or NULL (template default) */
-	char	   *prompt;			/* GENERATE */
-	int			n_messages;		/* CHAT */
-	char	  **roles;
-	char	  **contents;
-} LlmGenRequest;
+/* Define the channel's setting, llm.worker_wait_timeout (from _PG_init). */
+extern void llm_channel_define_gucs(void);
 
 /* A finished request, copied into the caller's memory context. */
 typedef struct LlmResult
@@ -55,16 +36,18 @@ typedef struct LlmResult
 	int			text_len;
 	int32	   *tokens;			/* tokenize */
 	int			n_tokens;
-	const char *finish_reason;	/* "stop", "length" */
-	int32		prompt_tokens;
-	int32		cached_tokens;
-	int32		completion_tokens;
-	double		ttft_ms;
-	double		total_ms;
+	llm_finish_reason finish_reason;	/* generation: STOP or LENGTH */
+	llm_usage	usage;
+	double	   *scores;			/* SCORE: one per continuation */
+	int			n_scores;
 } LlmResult;
 
-extern uint64 llm_submit_generate(const LlmGenRequest *req);
-extern uint64 llm_prefix_cache_salt(void);
+/*
+ * Send a request (request.h; checked by the caller with
+ * llm_request_validate) and return its id.  Waits (interruptibly) for a
+ * running worker and for room in the queue.
+ */
+extern uint64 llm_submit(const llm_request *req);
 extern uint64 llm_submit_tokenize(const char *utf8, int len);
 extern uint64 llm_submit_detokenize(const int32 *ids, int n);
 

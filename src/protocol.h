@@ -1,32 +1,57 @@
 /*
- * protocol.h — wire format of the backend <-> worker channel.
+ * protocol.h — the backend <-> worker channel: the layout of its DSM
+ * segment and the messages on its two queues.
  *
- * Each backend owns one DSM segment (a "channel") laid out with shm_toc:
- *   key 0: LlmChannelHeader (magic, creator pid, worker generation)
+ * Plain C, no PostgreSQL headers: both ends encode and decode through this
+ * file only (src/channel.c sends requests and reads responses,
+ * bgworker/intake.c reads requests, bgworker/worker_channel.c sends
+ * responses), and the decoder is a pure function of the bytes, so it can be
+ * fuzzed on its own.
+ *
+ * Segment (shm_toc, created by the backend, attached by the worker):
+ *   key 0: llm_channel_header (magic, creator pid, worker generation)
  *   key 1: request shm_mq  (backend -> worker), LLM_REQUEST_QUEUE_SIZE bytes
  *   key 2: response shm_mq (worker -> backend), LLM_RESPONSE_QUEUE_SIZE bytes
  *
- * Every shm_mq message starts with a fixed header (copied with memcpy, never
- * dereferenced in place: shm_mq gives no alignment guarantee beyond MAXALIGN
- * of the whole message) followed by a payload.  Many requests share one
- * channel; they are told apart by the backend-chosen 64-bit id.
+ * A message is a 16-byte header { uint32 kind; uint32 body_len; uint64 id }
+ * followed by body_len bytes.  id is the backend-chosen request id, unique
+ * per channel: many requests share one channel.  Scalars are in the
+ * machine's byte order and layout (both ends are the same build of llm.so)
+ * and are read with memcpy, never in place.  Arrays of ids and scores start
+ * at offsets aligned to their element size, so a decoded message points at
+ * them in the received bytes: the decoder requires the message to start
+ * 8-byte aligned (shm_mq delivers messages MAXALIGN'ed) and refuses anything
+ * else.  Strings of a request are uint32 length + bytes + a NUL byte, and
+ * contain no NUL (so they are C strings in place); text of a response is
+ * uint32 length + bytes (model output is not under anyone's control).
  *
- * Request payload (after LlmRequestMsg), strings as uint32 length + bytes,
- * all text UTF-8 and NUL-free:
- *   GENERATE:   n_stop stop strings, [system if LLM_REQ_FLAG_SYSTEM], prompt
- *   CHAT:       n_stop stop strings, n_messages x (role, content)
- *   TOKENIZE:   text
- *   DETOKENIZE: int32 ids (payload_len / 4 of them)
- *   ABORT:      nothing
- * Responses (after LlmResponseMsg): TEXT (UTF-8 delta), DONE (usage in the
- * header; ends a GENERATE/CHAT/DETOKENIZE request), ERROR (SQLSTATE in the
- * header, message payload; ends any request), TOKENS (int32 ids; ends a
- * TOKENIZE request).  An aborted request gets no further messages.
+ * Requests (backend -> worker):
+ *   SUBMIT      an llm_request (request.h): mode, prompt kind, flags, the
+ *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
+ *               system, stop strings, messages (role, content),
+ *               continuations, token ids
+ *   TOKENIZE    text: its token ids as plain text (answer: TOKENS)
+ *   DETOKENIZE  token ids: their text (answer: TEXT, then DONE)
+ *   ABORT       nothing: drop request id (no answer follows)
+ * Responses (worker -> backend):
+ *   TEXT        a UTF-8 delta of the request's output (several are merged
+ *               into one while they wait to be sent)
+ *   DONE        ends a SUBMIT or DETOKENIZE: finish reason, usage, and the
+ *               scores of a SCORE request (one per continuation)
+ *   ERROR       ends any request: SQLSTATE (MAKE_SQLSTATE encoding), message
+ *   TOKENS      ends a TOKENIZE: token ids
+ * An aborted request gets no further messages.
  */
 #ifndef LLM_PROTOCOL_H
 #define LLM_PROTOCOL_H
 
-#include "c.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+/* ---------- segment ---------- */
 
 #define LLM_CHANNEL_MAGIC		0x4c4c4d43	/* "LLMC" */
 #define LLM_CHANNEL_KEY_HEADER	0
@@ -36,73 +61,116 @@
 #define LLM_REQUEST_QUEUE_SIZE	(256 * 1024)
 #define LLM_RESPONSE_QUEUE_SIZE	(256 * 1024)
 
-/* Caps (LLM_MAX_STOP_STRINGS, ...) are the engine's, request.h. */
-#include "request.h"
-
-typedef struct LlmChannelHeader
+/*
+ * Locking: none.  Written once by the creating backend before it publishes
+ * the segment's handle in its registry slot (under the registry's lock),
+ * never written again; the worker reads it after attaching.  The two queues
+ * synchronise themselves (shm_mq: one sender, one receiver each).
+ */
+typedef struct llm_channel_header
 {
-	uint32		magic;
-	int32		backend_pid;
-	uint32		generation;		/* worker generation the channel was built for */
-} LlmChannelHeader;
+	uint32_t	magic;
+	int32_t		backend_pid;
+	uint32_t	generation;		/* worker generation the channel was built for */
+} llm_channel_header;
 
-typedef enum LlmRequestKind
+/* ---------- messages ---------- */
+
+#define LLM_WIRE_HEADER_SIZE	16
+
+typedef enum llm_wire_kind
 {
-	LLM_REQ_GENERATE = 1,
-	LLM_REQ_CHAT,
-	LLM_REQ_TOKENIZE,
-	LLM_REQ_DETOKENIZE,
-	LLM_REQ_ABORT
-} LlmRequestKind;
+	/* backend -> worker */
+	LLM_WIRE_SUBMIT = 1,
+	LLM_WIRE_TOKENIZE,
+	LLM_WIRE_DETOKENIZE,
+	LLM_WIRE_ABORT,
+	/* worker -> backend */
+	LLM_WIRE_TEXT = 16,
+	LLM_WIRE_DONE,
+	LLM_WIRE_ERROR,
+	LLM_WIRE_TOKENS
+} llm_wire_kind;
 
-#define LLM_REQ_FLAG_RAW		0x01	/* prompt is tokenized as is, no chat template */
-#define LLM_REQ_FLAG_SEED		0x02	/* seed is valid */
-#define LLM_REQ_FLAG_SYSTEM		0x04	/* GENERATE carries a system message */
-#define LLM_REQ_FLAG_IGNORE_EOS	0x08	/* benchmarks: run to max_tokens */
+/*
+ * The scalar fields of llm_sampling_params, in wire order, with their wire
+ * type: a new scalar option is one row here (its pointer fields, stop, are
+ * encoded with the strings).
+ */
+#define LLM_WIRE_PARAMS(X) \
+	X(i32, max_tokens) \
+	X(f64, temperature) \
+	X(f64, top_p) \
+	X(i32, top_k) \
+	X(f64, min_p) \
+	X(f64, repetition_penalty) \
+	X(flag, has_seed) \
+	X(u64, seed) \
+	X(flag, ignore_eos) \
+	X(u64, cache_salt) \
+	X(i32, debug_poison_logits)
 
-typedef struct LlmRequestMsg
+/*
+ * One message, decoded or to encode.  Which fields count depends on kind;
+ * the others are zero.  A decoded message points into the received bytes
+ * (and into an llm_wire_arrays for the pointer arrays of a request): it is
+ * valid while both are.
+ */
+typedef struct llm_wire_msg
 {
-	uint32		kind;			/* LlmRequestKind */
-	uint32		flags;			/* LLM_REQ_FLAG_* */
-	uint64		id;				/* backend-chosen, unique per channel */
-	int32		max_tokens;
-	int32		top_k;
-	double		temperature;
-	double		top_p;
-	double		min_p;
-	double		repetition_penalty;
-	uint64		seed;
-	int32		n_stop;
-	int32		n_messages;
-	int32		debug_poison;	/* test hook: poison this many logits rows (llm.debug_poison_logits) */
-	uint64		cache_salt;		/* prefix-cache isolation key (llm.prefix_cache_isolation); 0 = shared */
-	uint32		payload_len;	/* bytes following this header */
-} LlmRequestMsg;
+	llm_wire_kind kind;
+	uint64_t	id;
+	/* SUBMIT */
+	llm_request request;
+	/* TOKENIZE: the text (a C string in place); TEXT: the delta; ERROR: the message */
+	const char *text;
+	size_t		text_len;
+	/* DETOKENIZE, TOKENS */
+	const int32_t *ids;
+	int32_t		n_ids;
+	/* DONE */
+	llm_finish_reason finish_reason;
+	llm_usage	usage;
+	const double *scores;
+	int32_t		n_scores;		/* <= LLM_MAX_CONTINUATIONS */
+	/* ERROR */
+	int32_t		sqlstate;
+} llm_wire_msg;
 
-typedef enum LlmResponseKind
+/* Where a decoded request's pointer arrays live (the strings stay in the message). */
+typedef struct llm_wire_arrays
 {
-	LLM_RESP_TEXT = 1,
-	LLM_RESP_DONE,
-	LLM_RESP_ERROR,
-	LLM_RESP_TOKENS
-} LlmResponseKind;
+	const char *stop[LLM_MAX_STOP_STRINGS];
+	llm_chat_message messages[LLM_MAX_MESSAGES];
+	const char *continuations[LLM_MAX_CONTINUATIONS];
+	size_t		continuation_lens[LLM_MAX_CONTINUATIONS];
+} llm_wire_arrays;
 
-/* finish_reason values of DONE; same numbering as the engine's llm_finish_reason. */
-#define LLM_WIRE_FINISH_STOP	1
-#define LLM_WIRE_FINISH_LENGTH	2
+/*
+ * Encode m into buf (cap bytes).  Returns the message's size, having written
+ * it only if that is <= cap (so a first call with cap 0 sizes the buffer),
+ * or 0 if m cannot be a message: an unknown kind, a count over request.h's
+ * limits, a NULL array with a non-zero count, a request string with a NUL
+ * byte, a length over UINT32_MAX.  Whatever it encodes decodes back equal.
+ */
+size_t		llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap);
 
-typedef struct LlmResponseMsg
+typedef enum llm_wire_result
 {
-	uint32		kind;			/* LlmResponseKind */
-	uint32		finish_reason;	/* DONE */
-	uint64		id;
-	int32		prompt_tokens;	/* DONE: usage */
-	int32		cached_tokens;
-	int32		completion_tokens;
-	int32		sqlstate;		/* ERROR: MAKE_SQLSTATE code */
-	double		ttft_ms;
-	double		total_ms;
-	uint32		payload_len;
-} LlmResponseMsg;
+	LLM_WIRE_OK = 0,
+	LLM_WIRE_NO_HEADER,			/* shorter than a header, or not 8-byte aligned: nothing is known */
+	LLM_WIRE_MALFORMED			/* m->kind and m->id are the header's; the rest is not usable */
+} llm_wire_result;
+
+/*
+ * Decode the message in data[0..len) into m, trusting nothing: every length
+ * and count is checked against the bytes left and request.h's limits, every
+ * enum value against its range, every request string for its NUL
+ * terminator and the absence of other NULs, and nothing may follow the
+ * body.  *why (if not NULL) names the first defect found.  Options are not
+ * checked here: that is llm_request_validate's job.
+ */
+llm_wire_result llm_wire_decode(const void *data, size_t len, llm_wire_msg *m,
+								llm_wire_arrays *arrays, const char **why);
 
 #endif

@@ -1,8 +1,8 @@
 /*
- * stats.c — SQL views of the worker's shared state: llm_stat() (behind the
- * llm_stat view), llm_recent_requests(), llm_stat_reset() and llm_model_info().  These read main
- * shared memory only, so they work while the worker is down or the model
- * failed to load.
+ * stats.c — SQL views of the worker's shared state (stats.h, registry.h):
+ * llm_stat() (behind the llm_stat view), llm_recent_requests(),
+ * llm_stat_reset() and llm_model_info().  These read main shared memory
+ * only, so they work while the worker is down or the model failed to load.
  */
 #include "postgres.h"
 
@@ -16,7 +16,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
-#include "llm.h"
+#include "registry.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_stat);
 PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
@@ -169,24 +169,6 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-static const char *
-outcome_name(int32 outcome)
-{
-	switch (outcome)
-	{
-		case LLM_OUTCOME_STOP:
-			return "stop";
-		case LLM_OUTCOME_LENGTH:
-			return "length";
-		case LLM_OUTCOME_ERROR:
-			return "error";
-		case LLM_OUTCOME_ABORTED:
-			return "aborted";
-		default:
-			return "unknown";
-	}
-}
-
 #define LLM_RECENT_COLS 9
 
 /*
@@ -228,7 +210,7 @@ pg_llm_recent_requests(PG_FUNCTION_ARGS)
 		memset(nulls, 0, sizeof(nulls));
 		values[c++] = Int64GetDatum(seq + 1);
 		values[c++] = TimestampTzGetDatum(r->finished_at);
-		values[c++] = CStringGetTextDatum(outcome_name(r->outcome));
+		values[c++] = CStringGetTextDatum(llm_finish_reason_name((llm_finish_reason) r->outcome));
 		values[c] = Int32GetDatum(r->prompt_tokens);
 		nulls[c++] = !known;
 		values[c] = Int32GetDatum(r->cached_tokens);

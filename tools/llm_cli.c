@@ -8,12 +8,20 @@
  *   llm-cli bench -m MODEL [-b B] [-p P] [-n N]    prefill and decode tokens/s
  *               [--prompt-file FILE]              request i's prompt = line i of FILE
  *                                                  (space-separated token ids)
+ *   llm-cli score -m MODEL [--chat] [--eot] PROMPT LABEL...
+ *                                                 one line per label: its log-probability
+ *                                                  after the prompt, a tab, the label
+ *
+ * Every prompt goes through llm_engine_submit (TEXT with --chat/--system,
+ * RAW otherwise, TOKENS for bench), so the engine is the one place prompts
+ * become token ids and options are checked.
  *
  * Options: --chat (apply the model's chat template), --system TEXT, -n N
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
  * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
  * --kv-mb MB, --max-batched-tokens N, --max-running N, --no-prefix-cache,
- * --ids (print generated token ids instead of text), --ignore-eos.
+ * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
+ * each label followed by the end-of-turn token).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,18 +32,19 @@
 
 #include "engine.h"
 
-#define MAX_STOP 16
-
 typedef struct cli_opts
 {
 	const char *cmd;
-	llm_engine_config ec;
-	llm_sampling_params sp;
-	const char *stop[MAX_STOP];
+	llm_engine_config ec;		/* the engine's configuration, from the flags */
+	llm_sampling_params sp;		/* every request's options, from the flags */
+	const char **stop;			/* --stop values (sp.stop points here) */
 	bool		chat;
 	const char *system;
 	const char *batch_file;
 	const char *prompt;
+	const char **labels;		/* score: the positional arguments after the prompt */
+	int			n_labels;
+	bool		eot;
 	bool		print_ids;
 	int			bench_batch;
 	int			bench_prompt;
@@ -54,7 +63,8 @@ usage(void)
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
 			"               [--ids] [--ignore-eos] (PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
-			"               [--prompt-file FILE]\n");
+			"               [--prompt-file FILE]\n"
+			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] PROMPT LABEL...\n");
 	exit(2);
 }
 
@@ -180,8 +190,12 @@ parse_args(int argc, char **argv, cli_opts *o)
 		else if (!strcmp(a, "--stop"))
 		{
 			NEEDV();
-			if (o->sp.n_stop >= MAX_STOP)
-				usage();
+			o->stop = realloc(o->stop, (size_t) (o->sp.n_stop + 1) * sizeof(char *));
+			if (o->stop == NULL)
+			{
+				fprintf(stderr, "llm-cli: out of memory\n");
+				exit(1);
+			}
 			o->stop[o->sp.n_stop++] = v;
 		}
 		else if (!strcmp(a, "-t"))
@@ -220,6 +234,8 @@ parse_args(int argc, char **argv, cli_opts *o)
 			o->print_ids = true;
 		else if (!strcmp(a, "--ignore-eos"))
 			o->sp.ignore_eos = true;
+		else if (!strcmp(a, "--eot"))
+			o->eot = true;
 		else if (!strcmp(a, "--prompt-file"))
 		{
 			NEEDV();
@@ -237,6 +253,16 @@ parse_args(int argc, char **argv, cli_opts *o)
 		}
 		else if (o->prompt == NULL)
 			o->prompt = a;
+		else if (!strcmp(o->cmd, "score"))
+		{
+			o->labels = realloc(o->labels, (size_t) (o->n_labels + 1) * sizeof(char *));
+			if (o->labels == NULL)
+			{
+				fprintf(stderr, "llm-cli: out of memory\n");
+				exit(1);
+			}
+			o->labels[o->n_labels++] = a;
+		}
 		else
 			usage();
 #undef NEEDV
@@ -247,53 +273,62 @@ parse_args(int argc, char **argv, cli_opts *o)
 		fprintf(stderr, "llm-cli: -m MODEL is required\n");
 		usage();
 	}
+	if (strcmp(o->cmd, "bench") == 0)
+	{
+		/* all B requests in flight at once, greedy, fixed length */
+		if (o->ec.max_running < o->bench_batch)
+			o->ec.max_running = o->bench_batch;
+		o->sp.max_tokens = o->bench_gen;
+		o->sp.ignore_eos = true;
+		o->sp.temperature = 0;
+	}
 }
 
-/* Tokenize prompt (chat template or raw); returns malloc'd ids, count in *n. */
-static int32_t *
-encode_prompt(llm_engine *e, const cli_opts *o, const char *text, int32_t *n)
+/* A request for prompt text with the options of the command line (TEXT with --chat, else RAW). */
+static llm_request
+text_request(const cli_opts *o, const char *text)
 {
-	char		err[512];
-	int64_t		cap = (int64_t) strlen(text) + 64;
-	int32_t    *ids = NULL;
+	llm_request r;
 
-	for (;;)
+	llm_request_init(&r);
+	r.prompt_kind = o->chat ? LLM_PROMPT_TEXT : LLM_PROMPT_RAW;
+	r.prompt = text;
+	r.prompt_len = strlen(text);
+	if (o->system)
 	{
-		int64_t		got;
+		r.system = o->system;
+		r.system_len = strlen(o->system);
+	}
+	r.params = o->sp;
+	return r;
+}
 
-		ids = realloc(ids, (size_t) cap * sizeof(int32_t));
-		if (o->chat)
-		{
-			llm_chat_message msgs[2];
-			int			nm = 0;
+/* A request for prompt token ids with the options of the command line. */
+static llm_request
+tokens_request(const cli_opts *o, const int32_t *ids, int32_t n)
+{
+	llm_request r;
 
-			if (o->system)
-			{
-				msgs[nm].role = "system";
-				msgs[nm].content = o->system;
-				msgs[nm].content_len = strlen(o->system);
-				nm++;
-			}
-			msgs[nm].role = "user";
-			msgs[nm].content = text;
-			msgs[nm].content_len = strlen(text);
-			nm++;
-			got = llm_chat_apply(llm_engine_chat_template(e), llm_engine_tokenizer(e), msgs, nm,
-								 ids, cap, err, sizeof(err));
-		}
-		else
-			got = llm_tokenize(llm_engine_tokenizer(e), text, strlen(text), ids, cap, err, sizeof(err));
-		if (got < 0)
-		{
-			fprintf(stderr, "llm-cli: %s\n", err);
-			exit(1);
-		}
-		if (got <= cap)
-		{
-			*n = (int32_t) got;
-			return ids;
-		}
-		cap = got;
+	llm_request_init(&r);
+	r.prompt_kind = LLM_PROMPT_TOKENS;
+	r.tokens = ids;
+	r.n_tokens = n;
+	r.params = o->sp;
+	return r;
+}
+
+/* Bad option values are reported by the one check of a request, before the model loads. */
+static void
+check_options(const cli_opts *o)
+{
+	static const int32_t one_token = 0;
+	llm_request r = tokens_request(o, &one_token, 1);
+	char		err[512];
+
+	if (llm_request_validate(&r, err, sizeof(err)) != LLM_OK)
+	{
+		fprintf(stderr, "llm-cli: %s\n", err);
+		exit(2);
 	}
 }
 
@@ -428,17 +463,14 @@ cmd_generate(llm_engine *e, cli_opts *o)
 		slots = calloc(n > 0 ? n : 1, sizeof(gen_slot));
 		for (int i = 0; i < n; i++)
 		{
-			int32_t    *ids,
-						nids;
+			llm_request req = text_request(o, prompts[i]);
 
-			ids = encode_prompt(e, o, prompts[i], &nids);
 			slots[i].print_ids = o->print_ids;
-			if (llm_engine_add_request(e, (uint64_t) i + 1, ids, nids, &o->sp, &slots[i], err, sizeof(err)) != LLM_OK)
+			if (llm_engine_submit(e, (uint64_t) i + 1, &req, &slots[i], err, sizeof(err)) != LLM_OK)
 			{
 				slots[i].done = true;
 				slots[i].error = strdup(err);
 			}
-			free(ids);
 			free(prompts[i]);
 		}
 		free(prompts);
@@ -459,8 +491,7 @@ cmd_generate(llm_engine *e, cli_opts *o)
 	else
 	{
 		gen_slot	s;
-		int32_t    *ids,
-					nids;
+		llm_request req;
 		llm_status	st;
 
 		if (o->prompt == NULL)
@@ -468,9 +499,8 @@ cmd_generate(llm_engine *e, cli_opts *o)
 		memset(&s, 0, sizeof(s));
 		s.stream = true;
 		s.print_ids = o->print_ids;
-		ids = encode_prompt(e, o, o->prompt, &nids);
-		st = llm_engine_add_request(e, 1, ids, nids, &o->sp, &s, err, sizeof(err));
-		free(ids);
+		req = text_request(o, o->prompt);
+		st = llm_engine_submit(e, 1, &req, &s, err, sizeof(err));
 		if (st != LLM_OK)
 		{
 			fprintf(stderr, "llm-cli: %s: %s\n", llm_status_name(st), err);
@@ -575,15 +605,13 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	int32_t   **file_prompts = NULL;
 	int32_t    *file_lens = calloc(B, sizeof(int32_t));
 	long		prompt_tokens = 0;
-	llm_sampling_params sp = o->sp;
+	llm_engine_config ec;
 	double		t0,
 				t_prefill_end = 0,
 				t_end;
 	long		gen = 0;
 
-	sp.max_tokens = o->bench_gen;
-	sp.ignore_eos = true;
-	sp.temperature = 0;
+	llm_engine_get_config(e, &ec);
 	if (o->bench_prompt_file &&
 		(file_prompts = read_prompt_file(o->bench_prompt_file, B, file_lens)) == NULL)
 		return 1;
@@ -609,10 +637,14 @@ cmd_bench(llm_engine *e, cli_opts *o)
 			}
 		}
 		prompt_tokens += np;
-		if (llm_engine_add_request(e, (uint64_t) b + 1, p, np, &sp, &slots[b], err, sizeof(err)) != LLM_OK)
 		{
-			fprintf(stderr, "llm-cli: %s\n", err);
-			return 1;
+			llm_request req = tokens_request(o, p, np);
+
+			if (llm_engine_submit(e, (uint64_t) b + 1, &req, &slots[b], err, sizeof(err)) != LLM_OK)
+			{
+				fprintf(stderr, "llm-cli: %s\n", err);
+				return 1;
+			}
 		}
 	}
 	t0 = now_s();
@@ -631,10 +663,10 @@ cmd_bench(llm_engine *e, cli_opts *o)
 		gen += slots[b].usage.completion_tokens;
 	if (file_prompts)
 		printf("batch %d, prompts from %s (%ld tokens in all), %d new tokens, %d threads\n", B,
-			   o->bench_prompt_file, prompt_tokens, o->bench_gen, o->ec.n_threads);
+			   o->bench_prompt_file, prompt_tokens, o->bench_gen, ec.n_threads);
 	else
 		printf("batch %d, prompt %d tokens, %d new tokens, %d threads\n", B, o->bench_prompt, o->bench_gen,
-			   o->ec.n_threads);
+			   ec.n_threads);
 	printf("prefill: %.1f tokens/s (%.3f s)\n", (double) prompt_tokens / (t_prefill_end - t0), t_prefill_end - t0);
 	printf("decode:  %.1f tokens/s aggregate, %.2f ms/step (%ld tokens after the first, %.3f s)\n",
 		   (gen - B) / (t_end - t_prefill_end), 1e3 * (t_end - t_prefill_end) / (o->bench_gen - 1),
@@ -649,6 +681,80 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	return 0;
 }
 
+typedef struct score_slot
+{
+	bool		done;
+	char	   *error;
+	double	   *scores;
+	int32_t		n_scores;
+	llm_usage	usage;
+} score_slot;
+
+static void
+on_score_event(const llm_event *ev, void *arg)
+{
+	score_slot *s = ev->user_data;
+
+	(void) arg;
+	if (ev->kind == LLM_EVENT_TEXT)
+		return;
+	s->done = true;
+	s->usage = ev->usage;
+	if (ev->kind == LLM_EVENT_ERROR)
+		s->error = strdup(ev->text);
+	else
+	{
+		s->scores = malloc((size_t) (ev->n_scores > 0 ? ev->n_scores : 1) * sizeof(double));
+		memcpy(s->scores, ev->scores, (size_t) ev->n_scores * sizeof(double));
+		s->n_scores = ev->n_scores;
+	}
+}
+
+static int
+cmd_score(llm_engine *e, const cli_opts *o)
+{
+	char		err[512];
+	size_t	   *lens;
+	llm_request req;
+	score_slot	s;
+	llm_status	st;
+
+	if (o->prompt == NULL || o->n_labels == 0)
+		usage();
+	lens = calloc((size_t) o->n_labels, sizeof(size_t));
+	for (int i = 0; i < o->n_labels; i++)
+		lens[i] = strlen(o->labels[i]);
+	req = text_request(o, o->prompt);
+	req.mode = LLM_MODE_SCORE;
+	req.n_continuations = o->n_labels;
+	req.continuations = o->labels;
+	req.continuation_lens = lens;
+	req.continuation_eot = o->eot;
+	memset(&s, 0, sizeof(s));
+	st = llm_engine_submit(e, 1, &req, &s, err, sizeof(err));
+	free(lens);
+	if (st != LLM_OK)
+	{
+		fprintf(stderr, "llm-cli: %s: %s\n", llm_status_name(st), err);
+		return 1;
+	}
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, on_score_event, NULL) != LLM_OK)
+			break;
+	if (!s.done || s.error)
+	{
+		fprintf(stderr, "llm-cli: %s\n", s.error ? s.error : "engine failure");
+		free(s.error);
+		return 1;
+	}
+	for (int i = 0; i < s.n_scores; i++)
+		printf("%.9f\t%s\n", s.scores[i], o->labels[i]);
+	fprintf(stderr, "[%d prompt tokens (%d cached), total %.1f ms]\n", s.usage.prompt_tokens,
+			s.usage.cached_tokens, s.usage.total_ms);
+	free(s.scores);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -658,8 +764,7 @@ main(int argc, char **argv)
 	int			rc;
 
 	parse_args(argc, argv, &o);
-	if (strcmp(o.cmd, "bench") == 0 && o.ec.max_running < o.bench_batch)
-		o.ec.max_running = o.bench_batch;
+	check_options(&o);
 	e = llm_engine_create(&o.ec, err, sizeof(err));
 	if (e == NULL)
 	{
@@ -668,13 +773,26 @@ main(int argc, char **argv)
 	}
 	if (strcmp(o.cmd, "tokenize") == 0)
 	{
-		int32_t    *ids,
-					n;
+		int32_t    *ids;
+		int64_t		n;
 
 		if (o.prompt == NULL)
 			usage();
-		ids = encode_prompt(e, &o, o.prompt, &n);
-		for (int32_t i = 0; i < n; i++)
+		if (o.chat)
+		{
+			llm_request req = text_request(&o, o.prompt);
+
+			n = llm_engine_prompt_ids(e, &req, &ids, err, sizeof(err));
+		}
+		else
+			n = llm_engine_tokenize(e, o.prompt, strlen(o.prompt), &ids, err, sizeof(err));
+		if (n < 0)
+		{
+			fprintf(stderr, "llm-cli: %s\n", err);
+			llm_engine_destroy(e);
+			return 1;
+		}
+		for (int64_t i = 0; i < n; i++)
 			printf("%s%d", i ? " " : "", ids[i]);
 		printf("\n");
 		free(ids);
@@ -684,8 +802,12 @@ main(int argc, char **argv)
 		rc = cmd_generate(e, &o);
 	else if (strcmp(o.cmd, "bench") == 0)
 		rc = cmd_bench(e, &o);
+	else if (strcmp(o.cmd, "score") == 0)
+		rc = cmd_score(e, &o);
 	else
 		usage();
 	llm_engine_destroy(e);
+	free(o.stop);
+	free(o.labels);
 	return rc;
 }

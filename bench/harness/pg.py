@@ -1,7 +1,9 @@
 """A throwaway PostgreSQL 15 with pg_llm for the SQL workloads (W1, W3, W4).
 
 Installs the extension (`make install`, as root or via sudo) into the
-PostgreSQL that $PG_CONFIG (default: pg_config on PATH) names, initdb's a
+PostgreSQL that $PG_CONFIG names (default: this checkout's private copy of
+the installation, test/private-pg, so the system's directories and other
+checkouts are never touched), initdb's a
 cluster in a temporary directory (as the unprivileged user `llmtest` when
 run as root: PostgreSQL refuses root), starts it with the given llm.*
 settings, creates the extension and loads bench/data/tickets.csv.
@@ -32,7 +34,8 @@ class Server:
         self.threads = threads
         self.port = port
         self.settings = dict(settings or {})
-        self.pg_config = os.environ.get("PG_CONFIG", "pg_config")
+        self.pg_config = (os.environ.get("PG_CONFIG")
+                          or run_cmd([os.path.join(root, "test", "private-pg")], 1800).strip())
         self.bindir = run_cmd([self.pg_config, "--bindir"], 30).strip()
         self.run = _runner()
         self.dir = None

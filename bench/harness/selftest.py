@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import workloads  # noqa: E402
+from harness import shards, workloads  # noqa: E402
 
 failures = []
 checks = 0
@@ -89,6 +89,13 @@ check(repr(workloads.CHATML_SYSTEM) in workloads.PGAI_FUNCTION.replace("@SYSTEM@
 for rows, sessions, per in ((512, 32, 16), (16, 16, 1), (64, 32, 2)):
     w = workloads.SqlSessions(rows)
     check((w.sessions, w.per_session, w.rows_n) == (sessions, per, rows), "W3 split of %d rows" % rows)
+
+# W10: even contiguous halves; concurrency from the shards' request windows
+check(shards.split_ids([4, 1, 3, 2, 5], 2) == [[1, 2], [3, 4]], "W10 split: sorted, equal halves, remainder left out")
+check(shards.SqlShards(65).rows_n == 64, "W10 rows: even")
+ov, short = shards.window_overlap([(0.0, 10.0), (1.0, 9.0)])
+check(close(ov, 8.0) and close(short, 8.0), "W10 overlap of nested windows")
+check(shards.window_overlap([(0.0, 1.0), (2.0, 3.0)])[0] == 0.0, "W10 sequential windows do not overlap")
 
 if failures:
     print("selftest: %d of %d checks FAILED: %s" % (len(failures), checks, "; ".join(failures)))

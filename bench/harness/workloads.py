@@ -7,7 +7,7 @@ table rows built from the median metrics of each side.  `unavailable(ctx)`
 returns a reason to skip it or None; an optional `after_rounds(ctx, medians)`
 measures what the rows need once the rounds are done (W1's pure-decode
 reference).  Engine workloads: single, batchB (llm-cli vs llama.cpp);
-PostgreSQL workloads (BENCHMARKS.md): W1 tickets, W3 sessions, W4 template.
+PostgreSQL workloads (docs/PERFORMANCE.md): W1 tickets, W3 sessions, W4 template.
 """
 import csv
 import math
@@ -346,7 +346,7 @@ class SqlStatement:
     the way a scalar function runs in any other in-SQL AI product), and the
     pgai-style peer: a plpython3u function making one HTTP call per row to
     llama-server (-np 1, -t T, same GGUF, same prompt tokens, greedy, same
-    max tokens).  Also issue 5's arithmetic bound of the window's speed-up."""
+    max tokens).  Also the arithmetic bound of the window's speed-up."""
 
     id = "w1"
     peer = "row at a time"
@@ -511,7 +511,7 @@ class SqlStatement:
 
 
 def arithmetic_bound(o, rw, decode_ref=None):
-    """Issue 5's bound on the window's speed-up over row at a time:
+    """The bound on the window's speed-up over row at a time:
     (P + D*k) / (P + D), P = mean prompt tokens computed per row (prompt -
     cached, window run), D = mean output tokens per row, k = batched decode
     rate (window run) / single-stream decode rate (row-at-a-time run), both
@@ -673,5 +673,5 @@ class SqlTemplate:
 
 
 def sql_workloads(rows=None):
-    """W1, W3, W4 at BENCHMARKS.md's sizes (512, 32 x 16, 256) or all at `rows`."""
+    """W1, W3, W4 at their full sizes (512, 32 x 16, 256) or all at `rows`."""
     return [SqlStatement(rows or 512), SqlSessions(rows or 512), SqlTemplate(rows or 256)]

@@ -3,14 +3,21 @@
  *
  * llama.cpp (the version vendored in llama-cpp-python 0.3.36) is the
  * reference for tokens and logits.  This program uses only its public C API
- * (include/llama.h): it tokenizes ChatML-rendered prompts with
- * parse_special = true, runs each prompt in ONE llama_decode call, and then
- * decodes greedily one token at a time, taking the argmax of the raw logits
- * itself (no llama_sampler), so the goldens do not depend on sampler details.
+ * (include/llama.h): it tokenizes ChatML-rendered (or raw) prompts with
+ * add_special = true (BOS when the model adds one) and parse_special = true,
+ * runs each prompt in ONE llama_decode call, and then decodes greedily one
+ * token at a time, taking the argmax of the raw logits itself (no
+ * llama_sampler), so the goldens do not depend on sampler details.
  *
  * Usage:
  *   golden MODEL.gguf PROMPTS.tsv OUTDIR          write OUTDIR/greedy.tsv,
  *                                                 OUTDIR/logits.tsv, OUTDIR/logits/
+ *                                                 (full rows as float32 .f32 files)
+ *   golden MODEL.gguf PROMPTS.tsv OUTDIR --f16-logits
+ *                                                 the same with compact rows: .f16
+ *                                                 files (IEEE binary16, nearest even)
+ *                                                 plus exact top-64 and statistics
+ *                                                 in logits.tsv (large vocabularies)
  *   golden MODEL.gguf PROMPTS.tsv --noise         print how much the last-position
  *                                                 logits move between legitimate
  *                                                 llama.cpp execution paths (one
@@ -44,7 +51,7 @@ static const char  *DEFAULT_SYSTEM =
 struct prompt_spec
 {
 	std::string id;
-	std::string kind;			/* chat, lchat, lraw */
+	std::string kind;			/* chat, raw (greedy); lchat, lraw (logits) */
 	std::string system;			/* empty = default system message */
 	std::string text;			/* unescaped user text (or raw text) */
 };
@@ -119,7 +126,7 @@ read_prompts(const char *path)
 		p.kind = col[1];
 		p.system = col[2] == "-" ? "" : unescape(col[2]);
 		p.text = unescape(col[3]);
-		if (p.kind != "chat" && p.kind != "lchat" && p.kind != "lraw")
+		if (p.kind != "chat" && p.kind != "raw" && p.kind != "lchat" && p.kind != "lraw")
 		{
 			fprintf(stderr, "golden: unknown kind '%s' for %s\n", p.kind.c_str(), p.id.c_str());
 			exit(1);
@@ -170,7 +177,64 @@ tokenize(const llama_vocab *vocab, const std::string &text)
 static std::string
 prompt_text(const prompt_spec &p)
 {
-	return p.kind == "lraw" ? p.text : render_chatml(p);
+	return p.kind == "lraw" || p.kind == "raw" ? p.text : render_chatml(p);
+}
+
+/* Greedy prompts (greedy.tsv) as opposed to logits prompts (logits/). */
+static bool
+is_greedy(const prompt_spec &p)
+{
+	return p.kind == "chat" || p.kind == "raw";
+}
+
+/* IEEE binary16 of f, round to nearest even (overflow to infinity, NaN kept). */
+static uint16_t
+f32_to_f16(float f)
+{
+	uint32_t	x;
+
+	memcpy(&x, &f, 4);
+	uint32_t	sign = (x >> 16) & 0x8000;
+	int32_t		e = (int32_t) ((x >> 23) & 0xFF) - 127 + 15;
+	uint32_t	m = x & 0x7FFFFF;
+
+	if (((x >> 23) & 0xFF) == 0xFF)
+		return (uint16_t) (sign | 0x7C00 | (m ? 0x200 : 0));
+	if (e >= 31)
+		return (uint16_t) (sign | 0x7C00);
+	if (e <= 0)
+	{
+		if (e < -10)
+			return (uint16_t) sign;
+		m |= 0x800000;
+		uint32_t	shift = (uint32_t) (14 - e);
+		uint32_t	half = 1u << (shift - 1);
+		uint32_t	r = m >> shift;
+
+		if ((m & ((1u << shift) - 1)) > half || ((m & ((1u << shift) - 1)) == half && (r & 1)))
+			r++;
+		return (uint16_t) (sign | r);
+	}
+	uint32_t	r = ((uint32_t) e << 10) | (m >> 13);
+
+	if ((m & 0x1FFF) > 0x1000 || ((m & 0x1FFF) == 0x1000 && (r & 1)))
+		r++;					/* may carry into the exponent: still correct */
+	return (uint16_t) (sign | r);
+}
+
+/* FNV-1a 64 over the row's float32 bytes (little-endian): equal hash = bit-identical row. */
+static uint64_t
+fnv1a64(const float *v, int n)
+{
+	const unsigned char *p = (const unsigned char *) v;
+	uint64_t	h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < (size_t) n * 4; i++)
+	{
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
 }
 
 /* Index of the largest logit (lowest index on ties) and top1 - top2 margin. */
@@ -366,14 +430,15 @@ write_header(FILE *f, llama_model *model, llama_context *ctx, const llama_vocab 
 int
 main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "--f16-logits") == 0))
 	{
-		fprintf(stderr, "usage: golden MODEL.gguf PROMPTS.tsv OUTDIR|--noise\n");
+		fprintf(stderr, "usage: golden MODEL.gguf PROMPTS.tsv OUTDIR|--noise [--f16-logits]\n");
 		return 2;
 	}
 	const char *model_path = argv[1];
 	std::vector<prompt_spec> prompts = read_prompts(argv[2]);
 	const bool	noise = strcmp(argv[3], "--noise") == 0;
+	const bool	f16_logits = argc == 5;
 	const std::string outdir = argv[3];
 
 	llama_log_set(quiet_log, nullptr);
@@ -413,7 +478,7 @@ main(int argc, char **argv)
 		printf("# id n_tokens std  tbt:max/std tbt:rms/std  fa:max/std fa:rms/std\n");
 		for (auto &p : prompts)
 		{
-			if (p.kind == "chat" && p.id != "g08" && p.id != "g28" && p.id != "g64")
+			if (is_greedy(p) && p.id != "g08" && p.id != "g28" && p.id != "g64")
 				continue;
 			std::vector<llama_token> toks = tokenize(vocab, prompt_text(p));
 			const float *l = prefill(ctx, toks);
@@ -459,7 +524,7 @@ main(int argc, char **argv)
 		printf("# greedy divergences (path, prompt, step, oracle margin at that step)\n");
 		for (auto &p : prompts)
 		{
-			if (p.kind != "chat")
+			if (!is_greedy(p))
 				continue;
 			n_chat++;
 			std::vector<llama_token> toks = tokenize(vocab, prompt_text(p));
@@ -484,7 +549,7 @@ main(int argc, char **argv)
 				}
 			}
 		}
-		printf("# %d chat prompts: %d diverge with flash attention, %d with token-by-token prefill\n",
+		printf("# %d greedy prompts: %d diverge with flash attention, %d with token-by-token prefill\n",
 			   n_chat, n_div_fa, n_div_tbt);
 		llama_free(ctx_fa);
 		llama_free(ctx);
@@ -508,7 +573,19 @@ main(int argc, char **argv)
 			GEN_TOKENS);
 	fprintf(fg, "# columns: prompt_id, user_prompt_hex, prompt_ids, generated_ids, margins, finish, system_hex ('-' = default)\n");
 	write_header(fl, model, ctx, vocab, eog);
-	fprintf(fl, "# columns: prompt_id, kind (lchat = ChatML-rendered, lraw = raw text), text_hex, prompt_ids, top5_ids, file\n");
+	if (!f16_logits)
+		fprintf(fl, "# columns: prompt_id, kind (lchat = ChatML-rendered, lraw = raw text), text_hex, prompt_ids, top5_ids, file\n");
+	else
+	{
+		fprintf(fg, "# bos: %d, add_bos %s (prompt_ids start with it when true)\n",
+				llama_vocab_bos(vocab), llama_vocab_get_add_bos(vocab) ? "true" : "false");
+		fprintf(fl, "# bos: %d, add_bos %s (prompt_ids start with it when true)\n",
+				llama_vocab_bos(vocab), llama_vocab_get_add_bos(vocab) ? "true" : "false");
+		fprintf(fl, "# columns: prompt_id, kind (lchat = ChatML-rendered, lraw = raw text), text_hex, prompt_ids, top5_ids, file "
+				"(%d IEEE binary16, little-endian, nearest even), mean, std (population, of the float32 row), "
+				"fnv1a64 of the float32 row's little-endian bytes, top64 as id:value (float32, %%.9g, exact)\n",
+				n_vocab);
+	}
 
 	int			n_logits = 0;
 
@@ -523,7 +600,7 @@ main(int argc, char **argv)
 		}
 		const float *logits = prefill(ctx, toks);
 
-		if (p.kind == "chat")
+		if (is_greedy(p))
 		{
 			std::vector<llama_token> gen;
 			std::vector<float> m;
@@ -545,17 +622,28 @@ main(int argc, char **argv)
 		{
 			char		name[64];
 
-			snprintf(name, sizeof name, "logits_%02d.f32", ++n_logits);
+			snprintf(name, sizeof name, "logits_%02d.%s", ++n_logits, f16_logits ? "f16" : "f32");
 			std::string path = outdir + "/logits/" + name;
 			FILE	   *fb = fopen(path.c_str(), "wb");
+			size_t		written;
 
 			if (!fb)
 			{
 				fprintf(stderr, "golden: cannot write %s\n", path.c_str());
 				return 1;
 			}
-			/* little-endian float32: x86-64 native order */
-			if (fwrite(logits, sizeof(float), n_vocab, fb) != (size_t) n_vocab || fclose(fb) != 0)
+			/* little-endian: x86-64 native order */
+			if (f16_logits)
+			{
+				std::vector<uint16_t> half(n_vocab);
+
+				for (int i = 0; i < n_vocab; i++)
+					half[i] = f32_to_f16(logits[i]);
+				written = fwrite(half.data(), sizeof(uint16_t), n_vocab, fb);
+			}
+			else
+				written = fwrite(logits, sizeof(float), n_vocab, fb);
+			if (written != (size_t) n_vocab || fclose(fb) != 0)
 			{
 				fprintf(stderr, "golden: write error on %s\n", path.c_str());
 				return 1;
@@ -563,9 +651,30 @@ main(int argc, char **argv)
 			std::vector<int> top = topk(logits, n_vocab, 5);
 			std::vector<llama_token> topv(top.begin(), top.end());
 
-			fprintf(fl, "%s\t%s\t%s\t%s\t%s\t%s\n", p.id.c_str(), p.kind.c_str(),
+			fprintf(fl, "%s\t%s\t%s\t%s\t%s\t%s", p.id.c_str(), p.kind.c_str(),
 					hex(prompt_text(p)).c_str(), join_ids(toks).c_str(),
 					join_ids(topv).c_str(), name);
+			if (f16_logits)
+			{
+				double		mean = 0, var = 0;
+				std::string tops;
+
+				for (int i = 0; i < n_vocab; i++)
+					mean += logits[i];
+				mean /= n_vocab;
+				for (int i = 0; i < n_vocab; i++)
+					var += (logits[i] - mean) * (logits[i] - mean);
+				for (int id : topk(logits, n_vocab, 64))
+				{
+					char		buf[48];
+
+					snprintf(buf, sizeof buf, "%s%d:%.9g", tops.empty() ? "" : " ", id, logits[id]);
+					tops += buf;
+				}
+				fprintf(fl, "\t%.9g\t%.9g\t%016llx\t%s", mean, sqrt(var / n_vocab),
+						(unsigned long long) fnv1a64(logits, n_vocab), tops.c_str());
+			}
+			fprintf(fl, "\n");
 		}
 	}
 	fclose(fg);

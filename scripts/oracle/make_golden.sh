@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Regenerate the oracle golden files in test/golden/ with llama.cpp (the
-# version vendored in llama-cpp-python 0.3.36, built by scripts/build-llama-cpp.sh).
+# Regenerate the oracle golden files with llama.cpp (the version vendored in
+# llama-cpp-python 0.3.36, built by scripts/build-llama-cpp.sh).
 #
-#   scripts/oracle/make_golden.sh            write test/golden/{greedy.tsv,logits.tsv,logits/}
-#   scripts/oracle/make_golden.sh --noise    print the llama.cpp-vs-llama.cpp noise floor
+#   scripts/oracle/make_golden.sh [smollm2]          write test/golden/{greedy.tsv,logits.tsv,logits/*.f32}
+#   scripts/oracle/make_golden.sh gemma3             write test/golden/gemma3/{greedy.tsv,logits.tsv,logits/*.f16}
+#                                                    (prompts from scripts/oracle/prompts_gemma3.py)
+#   scripts/oracle/make_golden.sh [smollm2|gemma3] --noise
+#                                                    print the llama.cpp-vs-llama.cpp noise floor
 #
 # Runs the generator twice and fails unless both runs are byte-identical.
-# Env: LLM_TEST_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf),
-#      LLM_ORACLE_CACHE (default ~/.cache/pg_llm).
+# Env: LLM_TEST_MODEL (the model file; default per name: models/SmolLM2-135M-Instruct.Q4_1.gguf,
+#      models/gemma-3-270m-q4_k_m.gguf), LLM_ORACLE_CACHE (default ~/.cache/pg_llm).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-MODEL=${LLM_TEST_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+name=smollm2
+case "${1:-}" in
+smollm2|gemma3) name=$1; shift ;;
+esac
+case $name in
+smollm2) MODEL=${LLM_TEST_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}; out=test/golden; fmt=() ;;
+gemma3) MODEL=${LLM_TEST_MODEL:-models/gemma-3-270m-q4_k_m.gguf}; out=test/golden/gemma3; fmt=(--f16-logits)
+	python3 scripts/oracle/prompts_gemma3.py >&2 ;;
+esac
 CACHE=${LLM_ORACLE_CACHE:-$HOME/.cache/pg_llm}
 SRC=$CACHE/llama_cpp_python-0.3.36/vendor/llama.cpp
 BUILD=$CACHE/llama.cpp-build
 [ -f "$BUILD/bin/libllama.so" ] || BUILD=$(scripts/build-llama-cpp.sh | tail -1)
-[ -f "$MODEL" ] || { echo "make_golden: model $MODEL not found (run scripts/fetch-model.sh)" >&2; exit 1; }
+[ -f "$MODEL" ] || { echo "make_golden: model $MODEL not found (run scripts/fetch-model.sh $name)" >&2; exit 1; }
 
 BIN=$BUILD/bin/pg_llm-golden
 g++ -std=c++17 -O2 -Wall -Wextra -I"$SRC/include" -I"$SRC/ggml/include" \
@@ -24,15 +35,14 @@ g++ -std=c++17 -O2 -Wall -Wextra -I"$SRC/include" -I"$SRC/ggml/include" \
 	-L"$BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$BUILD/bin"
 
 if [ "${1:-}" = "--noise" ]; then
-	exec "$BIN" "$MODEL" test/golden/prompts.tsv --noise
+	exec "$BIN" "$MODEL" "$out/prompts.tsv" --noise
 fi
 
-out=test/golden
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for run in 1 2; do
 	mkdir -p "$tmp/$run/logits"
-	"$BIN" "$MODEL" "$out/prompts.tsv" "$tmp/$run"
+	"$BIN" "$MODEL" "$out/prompts.tsv" "$tmp/$run" "${fmt[@]}"
 done
 if ! diff -r "$tmp/1" "$tmp/2" >/dev/null; then
 	echo "make_golden: two oracle runs differ; refusing to write goldens" >&2
@@ -42,6 +52,6 @@ fi
 rm -rf "$out/logits"
 mkdir -p "$out/logits"
 cp "$tmp/1/greedy.tsv" "$tmp/1/logits.tsv" "$out/"
-cp "$tmp/1/logits/"*.f32 "$out/logits/"
+cp "$tmp/1/logits/"* "$out/logits/"
 echo "make_golden: wrote $out/greedy.tsv $out/logits.tsv $out/logits/ (two runs identical)" >&2
 du -sh "$out" >&2

@@ -12,12 +12,32 @@
 #                                      llama-tokenize with special-token parsing on
 # Each string goes to llama-tokenize through a file (-f, read verbatim, --no-escape),
 # so the bytes are exact.
+#
+#   scripts/oracle/make_tokenizer_golden.sh gemma3
+#
+# Writes test/golden/gemma3/{tokenizer_inputs.txt (scripts/oracle/tokenizer_battery_gemma3.py),
+# tokenizer.tsv, chat_template.tsv} for models/gemma-3-270m-q4_k_m.gguf (or
+# $LLM_TEST_MODEL) through scripts/oracle/tokenize.cpp (one model load for all
+# strings); formats in scripts/oracle/tokenizer_golden_gemma3.py.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
-MODEL=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 LLAMA_BUILD=${LLAMA_BUILD:-/root/.cache/pg_llm/llama.cpp-build}
 LLAMA_SRC=${LLAMA_SRC:-/root/.cache/pg_llm/llama_cpp_python-0.3.36/vendor/llama.cpp}
+
+if [ "${1:-}" = gemma3 ]; then
+	MODEL=${LLM_TEST_MODEL:-models/gemma-3-270m-q4_k_m.gguf}
+	BIN=$LLAMA_BUILD/bin/pg_llm-tokenize
+	[ -f "$LLAMA_BUILD/bin/libllama.so" ] || { echo "missing $LLAMA_BUILD (run scripts/build-llama-cpp.sh)" >&2; exit 1; }
+	[ -f "$MODEL" ] || { echo "missing model $MODEL (run scripts/fetch-model.sh gemma3-270m)" >&2; exit 1; }
+	g++ -std=c++17 -O2 -Wall -Wextra -I"$LLAMA_SRC/include" -I"$LLAMA_SRC/ggml/include" \
+		scripts/oracle/tokenize.cpp -o "$BIN" \
+		-L"$LLAMA_BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$LLAMA_BUILD/bin"
+	python3 scripts/oracle/tokenizer_battery_gemma3.py test/golden/gemma3/tokenizer_inputs.txt
+	exec python3 scripts/oracle/tokenizer_golden_gemma3.py "$BIN" "$MODEL" test/golden/gemma3
+fi
+
+MODEL=${1:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 TOK="$LLAMA_BUILD/bin/llama-tokenize"
 
 [ -x "$TOK" ] || { echo "missing $TOK (run scripts/build-llama-cpp.sh)" >&2; exit 1; }

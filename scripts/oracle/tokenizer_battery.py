@@ -3,7 +3,7 @@
 
 Usage: tokenizer_battery.py [OUT]   (default test/golden/tokenizer_inputs.txt)
 
-The strings cover the tokenizer rows of /work/shared/CASES.md (whitespace
+The strings cover the tokenizer's hard cases (whitespace
 runs, CRLF, digits, contractions, emoji with ZWJ, combining accents, CJK
 mixed with Latin and digits, control-token injection) plus code, JSON, URLs,
 Unicode categories that matter to the pre-tokenizer regexes, and seeded
@@ -24,7 +24,7 @@ def add(*strings):
             cases.append(s)
 
 
-# --- rows of CASES.md ---
+# --- the hard cases: whitespace, CRLF, digits, contractions, emoji, accents, CJK, injection ---
 add("\n\nYou", "a  b", "   Hello", "x\r\ny", "12345", " 2024", "I've",
     "\U0001F468\u200D\U0001F469\u200D\U0001F467\u200D\U0001F466",   # family ZWJ
     "e\u0301", "Cafe\u0301 au lait", "n\u0303o\u0308\u0327",          # combining accents

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "backend_loader.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -171,6 +172,58 @@ open_cuda(int device, unsigned flags, char *err, size_t errlen)
 	return b;
 }
 
+/* True for a name of the form nvidia<digits> (a GPU's node, not nvidiactl or nvidia-uvm). */
+static bool
+is_gpu_node(const char *name)
+{
+	const char *p = name + 6;
+
+	if (strncmp(name, "nvidia", 6) != 0 || *p == '\0')
+		return false;
+	for (; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/* Whether directory path has an entry accepted by want (NULL: any entry but . and ..). */
+static bool
+dir_has(const char *path, bool (*want) (const char *))
+{
+	DIR		   *d = opendir(path);
+	struct dirent *e;
+	bool		found = false;
+
+	if (d == NULL)
+		return false;
+	while (!found && (e = readdir(d)) != NULL)
+	{
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		found = want == NULL || want(e->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+bool
+llm_backend_nvidia_present(const char *root, char *why, size_t cap)
+{
+	char		dev[PATH_MAX],
+				gpus[PATH_MAX];
+
+	if (root == NULL || root[0] == '\0')
+		root = "";
+	snprintf(dev, sizeof(dev), "%s/dev", root);
+	snprintf(gpus, sizeof(gpus), "%s/proc/driver/nvidia/gpus", root);
+	if (dir_has(dev, is_gpu_node) || dir_has(gpus, NULL))
+		return true;
+	if (why != NULL && cap > 0)
+		snprintf(why, cap, "no NVIDIA device (no %s/nvidia<N>, nothing in %s): CUDA backend not loaded",
+				 dev, gpus);
+	return false;
+}
+
 /* Parse "cuda" / "cuda:N"; -1 if device is not a CUDA name. */
 static int
 cuda_device_number(const char *device)
@@ -207,7 +260,12 @@ llm_backend_open_ex(const char *device, int n_threads, bool deterministic, char 
 		return open_cuda(dev, flags, err, errlen);
 	if (strcmp(device, "auto") == 0)
 	{
-		llm_backend *b = open_cuda(0, flags, fallback_reason, sizeof(fallback_reason));
+		llm_backend *b;
+
+		/* without a device, loading the library would only map the CUDA runtime and cuBLAS */
+		if (!llm_backend_nvidia_present(NULL, fallback_reason, sizeof(fallback_reason)))
+			return llm_backend_cpu_create(n_threads, err, errlen);
+		b = open_cuda(0, flags, fallback_reason, sizeof(fallback_reason));
 
 		if (b != NULL)
 			return b;

@@ -19,8 +19,12 @@
  *   "cpu"           the CPU backend with n_threads threads (<= 0: all CPUs);
  *   "cuda", "cuda:N" the CUDA backend on GPU N (default 0); NULL + err when
  *                   the library cannot be loaded or the device cannot be used;
- *   "auto"          CUDA when it loads and initialises, else the CPU backend
- *                   (the reason CUDA was skipped: llm_backend_fallback_reason).
+ *   "auto"          CUDA when the machine shows an NVIDIA device
+ *                   (llm_backend_nvidia_present) and the library loads and
+ *                   initialises, else the CPU backend (the reason CUDA was
+ *                   skipped: llm_backend_fallback_reason).  Without a device
+ *                   the CUDA library is never opened, so a CPU-only process
+ *                   maps neither the CUDA runtime nor cuBLAS.
  * With "auto" the environment variable LLM_DEVICE, when set, replaces the
  * choice (so drivers without a device option, such as llm-cli, can pick one).
  * The CUDA library is looked for at $LLM_CUDA_LIB, then as llm_cuda.so next
@@ -37,6 +41,15 @@ llm_backend *llm_backend_open(const char *device, int n_threads, char *err, size
  */
 llm_backend *llm_backend_open_ex(const char *device, int n_threads, bool deterministic,
 								 char *err, size_t errlen);
+
+/*
+ * Whether the machine under root (NULL or "" = "/") shows an NVIDIA GPU: a
+ * node root/dev/nvidia<N> or an entry in root/proc/driver/nvidia/gpus
+ * (nvidiactl and nvidia-uvm alone do not count: the driver may be installed
+ * without a GPU).  Reads directories only; loads nothing.  When false and
+ * why is not NULL, why (cap bytes) says what was looked at.
+ */
+bool		llm_backend_nvidia_present(const char *root, char *why, size_t cap);
 
 /* Why the last "auto" open fell back to the CPU ("" if it did not). */
 const char *llm_backend_fallback_reason(void);

@@ -14,8 +14,9 @@
  * ChatML follows SmolLM2's template: when the first message is not a system
  * one, the template's default system message (read from the template text,
  * not hard-coded) is inserted.  Gemma follows llama.cpp's gemma rendering
- * (llama-chat.cpp): system text is merged into the first user turn,
- * "assistant" is called "model", contents are trimmed, BOS first.
+ * (llama-chat.cpp, LLM_CHAT_TEMPLATE_GEMMA): system texts are concatenated
+ * into the next user turn, "assistant" is called "model", contents are
+ * trimmed, BOS first (llama.cpp adds it when tokenizing with add_special).
  */
 #include "chat_template.h"
 #include "text_util.h"
@@ -95,6 +96,20 @@ extract_default_system(const char *tmpl, size_t len)
 	return NULL;
 }
 
+/* The marker tokens of family must be special tokens of t: 0, or -1 + err naming what (e.g. "ChatML template"). */
+static int
+check_markers(llm_chat_family family, const char *what, const llm_tokenizer *t, char *err, size_t errlen)
+{
+	const char *start = family == LLM_CHAT_CHATML ? "<|im_start|>" : "<start_of_turn>";
+	const char *end = family == LLM_CHAT_CHATML ? "<|im_end|>" : "<end_of_turn>";
+
+	if (llm_tokenizer_special_id(t, start) >= 0 && llm_tokenizer_special_id(t, end) >= 0)
+		return 0;
+	llm_set_err(err, errlen, "chat template: %s but %s/%s are not special tokens of the vocabulary",
+				what, start, end);
+	return -1;
+}
+
 /*
  * Recognise the template family from tokenizer.chat_template and check the
  * tokenizer has its marker tokens.  A GGUF without a template, or with one of
@@ -113,28 +128,66 @@ llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_toke
 
 	if (find_str(tmpl.ptr, tmpl.len, 0, "<|im_start|>") >= 0)
 	{
-		if (llm_tokenizer_special_id(t, "<|im_start|>") < 0 ||
-			llm_tokenizer_special_id(t, "<|im_end|>") < 0)
-		{
-			llm_set_err(err, errlen, "chat template: ChatML template but <|im_start|>/<|im_end|> are not special tokens of the vocabulary");
+		if (check_markers(LLM_CHAT_CHATML, "ChatML template", t, err, errlen) != 0)
 			return -1;
-		}
 		ct->family = LLM_CHAT_CHATML;
 		ct->default_system = extract_default_system(tmpl.ptr, tmpl.len);
 		return 0;
 	}
 	if (find_str(tmpl.ptr, tmpl.len, 0, "<start_of_turn>") >= 0)
 	{
-		if (llm_tokenizer_special_id(t, "<start_of_turn>") < 0 ||
-			llm_tokenizer_special_id(t, "<end_of_turn>") < 0)
-		{
-			llm_set_err(err, errlen, "chat template: Gemma template but <start_of_turn>/<end_of_turn> are not special tokens of the vocabulary");
+		if (check_markers(LLM_CHAT_GEMMA, "Gemma template", t, err, errlen) != 0)
 			return -1;
-		}
 		ct->family = LLM_CHAT_GEMMA;
 		return 0;
 	}
 	return 0;
+}
+
+int
+llm_chat_template_init_family(llm_chat_template *ct, llm_chat_family family,
+							  const llm_tokenizer *t, char *err, size_t errlen)
+{
+	memset(ct, 0, sizeof(*ct));
+	if (family != LLM_CHAT_NONE && family != LLM_CHAT_CHATML && family != LLM_CHAT_GEMMA)
+	{
+		llm_set_err(err, errlen, "chat template: unknown family %d", (int) family);
+		return -1;
+	}
+	if (family != LLM_CHAT_NONE &&
+		check_markers(family, family == LLM_CHAT_CHATML ? "configured chat template \"chatml\"" :
+					  "configured chat template \"gemma\"", t, err, errlen) != 0)
+		return -1;
+	ct->family = family;
+	return 0;
+}
+
+static const char *const family_names[] = {
+	[LLM_CHAT_NONE] = "none",
+	[LLM_CHAT_CHATML] = "chatml",
+	[LLM_CHAT_GEMMA] = "gemma",
+};
+
+bool
+llm_chat_family_parse(const char *name, llm_chat_family *out)
+{
+	for (size_t i = 0; i < sizeof(family_names) / sizeof(family_names[0]); i++)
+	{
+		if (name != NULL && strcmp(name, family_names[i]) == 0)
+		{
+			*out = (llm_chat_family) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *
+llm_chat_family_name(llm_chat_family family)
+{
+	if ((size_t) family < sizeof(family_names) / sizeof(family_names[0]))
+		return family_names[family];
+	return "unknown";
 }
 
 void
@@ -276,12 +329,12 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 	int32_t		start = llm_tokenizer_special_id(o->t, "<start_of_turn>");
 	int32_t		end = llm_tokenizer_special_id(o->t, "<end_of_turn>");
 	int32_t		bos = llm_tokenizer_bos(o->t);
-	const char *sys = NULL;
+	char	   *sys = NULL;		/* system texts seen since the last user turn, concatenated */
 	size_t		sys_len = 0;
 
 	if (bos >= 0)
 		emit_marker(o, bos);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !o->failed; i++)
 	{
 		const char *c;
 		size_t		cn;
@@ -291,8 +344,20 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 		if (strcmp(msgs[i].role, "system") == 0)
 		{
 			/* Gemma has no system turn: prepend it to the next user turn */
-			sys = c;
-			sys_len = cn;
+			char	   *p;
+
+			if (cn == 0)
+				continue;
+			p = realloc(sys, sys_len + cn);
+			if (p == NULL)
+			{
+				llm_set_err(o->err, o->errlen, "chat template: out of memory");
+				o->failed = true;
+				break;
+			}
+			sys = p;
+			memcpy(sys + sys_len, c, cn);
+			sys_len += cn;
 			continue;
 		}
 		emit_marker(o, start);
@@ -307,6 +372,7 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 		emit_marker(o, end);
 		text_append_str(o, "\n");
 	}
+	free(sys);
 	emit_marker(o, start);
 	text_append_str(o, "model\n");
 	text_flush(o);
@@ -325,7 +391,7 @@ llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 
 	if (ct == NULL || ct->family == LLM_CHAT_NONE)
 	{
-		llm_set_err(err, errlen, "chat template: the model has no supported chat template (ChatML or Gemma)");
+		llm_set_err(err, errlen, "%s", LLM_CHAT_NONE_ERROR);
 		return -1;
 	}
 	if (n < 0 || (n > 0 && msgs == NULL))

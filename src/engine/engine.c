@@ -1,9 +1,13 @@
 /*
- * engine.c — requests, steps and events on top of the model, scheduler,
- * block pool and sampler (see engine.h).
+ * engine.c — the engine's request table, the lifecycle of the engine and of
+ * its requests, and the public API around them (engine.h): create/destroy,
+ * prompts to token ids (the one place: chat template or tokenizer),
+ * submission of GENERATE and SCORE requests, abort, statistics.  One step
+ * lives in engine_step.c, a request's output in engine_output.c, the
+ * configuration in engine_config.c; what they share is engine_internal.h.
  */
 #define _GNU_SOURCE
-#include "engine.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,131 +16,8 @@
 #include <time.h>
 #include <sys/stat.h>
 
-#include "backend.h"
 #include "backend_loader.h"
-#include "gguf.h"
-#include "kv_block_pool.h"
-#include "model.h"
 #include "quant_types.h"
-#include "sampler.h"
-#include "scheduler.h"
-#include "tokenizer.h"
-
-/* A request living in the engine, from submission to its final event. */
-typedef struct live_request
-{
-	uint64_t	id;
-	void	   *user_data;
-	llm_seq		seq;
-	llm_sampling_params params;
-	char	  **stop;			/* owned copies of params.stop */
-	size_t		max_stop_len;
-	llm_rng		rng;
-	llm_detok	detok;
-	char	   *text;			/* generated text so far (NUL-terminated) */
-	size_t		text_len;
-	size_t		text_cap;
-	size_t		emitted;		/* bytes of text already sent as TEXT events */
-	int64_t		max_len;		/* finish at this many tokens (prompt + output) */
-	int32_t		n_generated;
-	double		t_add;
-	double		t_first;
-} live_request;
-
-struct llm_engine
-{
-	llm_engine_config cfg;
-	char	   *model_path;
-	gguf_file  *gguf;
-	llm_tokenizer *tok;
-	llm_chat_template chat;
-	llm_backend *backend;
-	llm_model  *model;
-	const llm_model_config *mc;
-	llm_block_pool *pool;
-	llm_sched  *sched;
-	llm_sampler_scratch sampler;
-	int32_t		n_ctx;
-	uint64_t	model_identity; /* mixed into every prefix-cache salt */
-	float	   *logits;			/* [cap_out][n_vocab] host */
-	int32_t		cap_out;
-	/* step description arrays */
-	int32_t    *d_tokens, *d_pos, *d_slots, *d_seq_start, *d_seq_kv_len, *d_block_tables, *d_out_rows;
-	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
-	int32_t		cap_d_tokens, cap_d_seqs, cap_d_tables;
-	/* live requests by id: open addressing, NULL empty, TOMB deleted */
-	live_request **table;
-	uint32_t	table_mask;
-	int32_t		n_live;
-	int32_t		n_tomb;
-	int			poison_logits;
-	llm_engine_stats stats;
-};
-
-#define TOMB ((live_request *) (uintptr_t) 1)
-
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int
-grow_i32(int32_t **arr, int32_t *cap, int64_t need)
-{
-	int64_t		c = *cap ? *cap : 64;
-	void	   *p;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	if (c > INT32_MAX)
-		return -1;
-	p = realloc(*arr, (size_t) c * sizeof(int32_t));
-	if (p == NULL)
-		return -1;
-	*arr = p;
-	*cap = (int32_t) c;
-	return 0;
-}
-
-void
-llm_engine_config_defaults(llm_engine_config *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->device = "auto";
-	c->n_threads = 0;
-	c->n_ctx = 0;
-	c->block_size = 16;
-	c->kv_cache_bytes = 0;
-	c->max_batched_tokens = 512;
-	c->max_running = 64;
-	c->prefix_caching = true;
-}
-
-static bool
-str_equal(const char *a, const char *b)
-{
-	return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
-bool
-llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
-{
-	return str_equal(a->model_path, b->model_path) &&
-		str_equal(a->device ? a->device : "auto", b->device ? b->device : "auto") &&
-		a->n_threads == b->n_threads &&
-		a->n_ctx == b->n_ctx &&
-		a->block_size == b->block_size &&
-		a->kv_cache_bytes == b->kv_cache_bytes &&
-		a->max_batched_tokens == b->max_batched_tokens &&
-		a->max_running == b->max_running &&
-		a->prefix_caching == b->prefix_caching;
-}
 
 /* ---------- request table ---------- */
 
@@ -232,6 +113,91 @@ table_del(llm_engine *e, uint64_t id)
 	}
 }
 
+live_request *
+engine_next_live(const llm_engine *e, uint32_t *pos)
+{
+	for (; *pos <= e->table_mask; (*pos)++)
+	{
+		live_request *r = e->table[*pos];
+
+		if (r != NULL && r != TOMB)
+		{
+			(*pos)++;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+/* ---------- requests: memory, drop ---------- */
+
+static void
+request_free(live_request *r)
+{
+	if (r == NULL)
+		return;
+	for (int32_t k = 0; k < r->n_seqs; k++)
+		llm_seq_free(&r->seqs[k]);
+	free(r->seqs);
+	free(r->score);
+	if (r->stop)
+		for (int i = 0; i < r->params.n_stop; i++)
+			free(r->stop[i]);
+	free(r->stop);
+	llm_lp_chain_free(&r->chain);
+	engine_output_free(r);
+	free(r);
+}
+
+void
+engine_drop_request(llm_engine *e, live_request *r)
+{
+	if (r->dropped)
+		return;
+	for (int32_t k = 0; k < r->n_seqs; k++)
+		llm_sched_remove(e->sched, &r->seqs[k]);
+	table_del(e, r->id);
+	if (r->mode == LLM_MODE_SCORE)
+		e->n_live_score--;
+	r->dropped = true;
+	if (e->in_step)
+	{
+		r->next_dropped = e->dropped;
+		e->dropped = r;
+	}
+	else
+		request_free(r);
+}
+
+void
+engine_free_dropped(llm_engine *e)
+{
+	while (e->dropped)
+	{
+		live_request *r = e->dropped;
+
+		e->dropped = r->next_dropped;
+		request_free(r);
+	}
+}
+
+bool
+llm_engine_abort(llm_engine *e, uint64_t id)
+{
+	live_request *r = table_get(e, id);
+
+	if (r == NULL)
+		return false;
+	engine_drop_request(e, r);
+	return true;
+}
+
+bool
+llm_engine_has_work(const llm_engine *e)
+{
+	return e->n_live > 0;
+}
+
 /* ---------- lifecycle ---------- */
 
 /*
@@ -276,19 +242,37 @@ done:
 	return rc;
 }
 
+/*
+ * The token that ends a turn, which continuation_eot appends: the chat
+ * template's end-of-message token, else EOS when it ends generation; -1.
+ */
+static int32_t
+find_end_of_turn(const llm_tokenizer *tok, const llm_chat_template *chat)
+{
+	int32_t		id = -1;
+
+	if (chat->family == LLM_CHAT_CHATML)
+		id = llm_tokenizer_special_id(tok, "<|im_end|>");
+	else if (chat->family == LLM_CHAT_GEMMA)
+		id = llm_tokenizer_special_id(tok, "<end_of_turn>");
+	if (id < 0)
+		id = llm_tokenizer_eos(tok);
+	return id >= 0 && llm_tokenizer_is_eog(tok, id) ? id : -1;
+}
+
 llm_engine *
 llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 {
 	llm_engine *e;
 	llm_kv_geometry g;
-	size_t		block_bytes;
-	int64_t		kv_bytes;
 
-	if (c == NULL || c->model_path == NULL || c->model_path[0] == '\0')
+	if (c == NULL)
 	{
-		snprintf(err, errlen, "no model file given");
+		snprintf(err, errlen, "no configuration given");
 		return NULL;
 	}
+	if (engine_config_check(c, err, errlen) != 0)
+		return NULL;
 	e = calloc(1, sizeof(*e));
 	if (e == NULL)
 	{
@@ -297,22 +281,20 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	}
 	e->cfg = *c;
 	e->model_path = strdup(c->model_path);
+	e->device = strdup(c->device ? c->device : "auto");
+	if (e->model_path == NULL || e->device == NULL)
+		goto oom;
 	e->cfg.model_path = e->model_path;
-	if (e->cfg.block_size <= 0)
-		e->cfg.block_size = 16;
-	if (e->cfg.max_batched_tokens <= 0)
-		e->cfg.max_batched_tokens = 512;
-	if (e->cfg.max_running <= 0)
-		e->cfg.max_running = 64;
+	e->cfg.device = e->device;
 	if (table_rehash(e, 64))
 		goto oom;
 
-	e->gguf = gguf_open(c->model_path, err, errlen);
+	e->gguf = gguf_open(e->model_path, err, errlen);
 	if (e->gguf == NULL)
 		goto fail;
-	if (model_file_identity(c->model_path, &e->model_identity) != 0)
+	if (model_file_identity(e->model_path, &e->model_identity) != 0)
 	{
-		snprintf(err, errlen, "could not read model file \"%s\" to identify it", c->model_path);
+		snprintf(err, errlen, "could not read model file \"%s\" to identify it", e->model_path);
 		goto fail;
 	}
 	e->tok = llm_tokenizer_create(e->gguf, err, errlen);
@@ -320,8 +302,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 		goto fail;
 	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 		goto fail;
+	e->end_of_turn = find_end_of_turn(e->tok, &e->chat);
 
-	e->backend = llm_backend_open(c->device, c->n_threads, err, errlen);
+	e->backend = llm_backend_open(e->cfg.device, e->cfg.n_threads, err, errlen);
 	if (e->backend == NULL)
 		goto fail;
 	e->model = llm_model_load(e->gguf, e->backend, err, errlen);
@@ -334,33 +317,15 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 				 llm_tokenizer_n_vocab(e->tok), e->mc->n_vocab);
 		goto fail;
 	}
-	e->n_ctx = c->n_ctx > 0 ? c->n_ctx : e->mc->n_ctx_train;
-	if (e->n_ctx < 2)
-	{
-		snprintf(err, errlen, "context length %d too small", e->n_ctx);
-		goto fail;
-	}
 
 	g.n_layers = e->mc->n_layers;
 	g.n_kv_heads = e->mc->n_kv_heads;
 	g.head_dim = e->mc->head_dim;
 	g.block_size = e->cfg.block_size;
 	g.n_blocks = 1;
-	block_bytes = llm_kv_block_bytes(&g);
-	kv_bytes = c->kv_cache_bytes;
-	if (kv_bytes <= 0)
-	{
-		int64_t		want = (int64_t) e->cfg.max_running * e->n_ctx / e->cfg.block_size * (int64_t) block_bytes;
-
-		kv_bytes = want < ((int64_t) 1 << 30) ? want : ((int64_t) 1 << 30);
-	}
-	g.n_blocks = (int) (kv_bytes / (int64_t) block_bytes);
-	if (g.n_blocks < 2)
-	{
-		snprintf(err, errlen, "KV cache budget of %lld bytes holds fewer than 2 blocks of %zu bytes",
-				 (long long) kv_bytes, block_bytes);
+	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), err, errlen) != 0)
 		goto fail;
-	}
+	g.n_blocks = (int) (e->cfg.kv_cache_bytes / (int64_t) llm_kv_block_bytes(&g));
 	if (e->backend->ops->kv_init(e->backend, &g) != 0)
 	{
 		snprintf(err, errlen, "KV cache: %s", e->backend->ops->last_error(e->backend));
@@ -382,6 +347,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	}
 	if (llm_sampler_scratch_init(&e->sampler, e->mc->n_vocab))
 		goto oom;
+	e->lp_work = malloc((size_t) e->mc->n_vocab * sizeof(float));
+	if (e->lp_work == NULL)
+		goto oom;
 	e->stats.kv_blocks_total = g.n_blocks;
 	return e;
 
@@ -392,39 +360,30 @@ fail:
 	return NULL;
 }
 
-static void
-request_free(live_request *r)
-{
-	if (r == NULL)
-		return;
-	llm_seq_free(&r->seq);
-	if (r->stop)
-		for (int i = 0; i < r->params.n_stop; i++)
-			free(r->stop[i]);
-	free(r->stop);
-	free(r->text);
-	free(r);
-}
-
 void
 llm_engine_destroy(llm_engine *e)
 {
 	if (e == NULL)
 		return;
+	engine_free_dropped(e);
 	if (e->table)
 	{
 		for (uint32_t i = 0; i <= e->table_mask; i++)
 			if (e->table[i] != NULL && e->table[i] != TOMB)
 			{
+				live_request *r = e->table[i];
+
 				if (e->sched)
-					llm_sched_remove(e->sched, &e->table[i]->seq);
-				request_free(e->table[i]);
+					for (int32_t k = 0; k < r->n_seqs; k++)
+						llm_sched_remove(e->sched, &r->seqs[k]);
+				request_free(r);
 			}
 		free(e->table);
 	}
 	llm_sched_destroy(e->sched);
 	llm_block_pool_destroy(e->pool);
 	llm_sampler_scratch_free(&e->sampler);
+	free(e->lp_work);
 	llm_model_free(e->model);
 	if (e->backend)
 		e->backend->ops->destroy(e->backend);
@@ -442,6 +401,7 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_out_rows);
 	free(e->d_decode);
 	free(e->model_path);
+	free(e->device);
 	free(e);
 }
 
@@ -460,13 +420,19 @@ llm_engine_chat_template(const llm_engine *e)
 int32_t
 llm_engine_n_ctx(const llm_engine *e)
 {
-	return e->n_ctx;
+	return e->cfg.n_ctx;
 }
 
 int32_t
 llm_engine_n_vocab(const llm_engine *e)
 {
 	return e->mc->n_vocab;
+}
+
+void
+llm_engine_get_config(const llm_engine *e, llm_engine_config *out)
+{
+	*out = e->cfg;
 }
 
 size_t
@@ -503,113 +469,15 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 "\"rope_theta\": %g, \"rms_eps\": %g, \"weight_type\": \"%s\", "
 							 "\"tied_output\": %s, \"chat_template\": \"%s\", \"device\": \"%s\", "
 							 "\"threads\": %d, \"block_size\": %d, \"kv_blocks\": %d, "
-							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s}",
+							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s, "
+							 "\"kv_cache_bytes\": %lld}",
 							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
-							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->n_ctx,
+							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
-							 fam, e->backend->ops->name, e->backend->n_threads, e->cfg.block_size,
+							 fam, e->backend->ops->name, e->cfg.n_threads, e->cfg.block_size,
 							 llm_block_pool_n_blocks(e->pool), e->cfg.max_batched_tokens,
-							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false");
-}
-
-/* ---------- requests ---------- */
-
-llm_status
-llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
-					   const llm_sampling_params *p, void *user_data, char *err, size_t errlen)
-{
-	live_request *r;
-	llm_status	st;
-
-	if (n <= 0 || prompt == NULL)
-	{
-		snprintf(err, errlen, "prompt is empty");
-		return LLM_ERR_EMPTY_PROMPT;
-	}
-	{
-		llm_request check;
-
-		llm_request_init(&check);
-		check.prompt_kind = LLM_PROMPT_TOKENS;
-		check.tokens = prompt;
-		check.n_tokens = n;
-		check.params = *p;
-		if ((st = llm_request_validate(&check, err, errlen)) != LLM_OK)
-			return st;
-	}
-	if (n >= e->n_ctx)
-	{
-		snprintf(err, errlen, "prompt of %d tokens does not fit the context length of %d tokens "
-				 "(at most %d prompt tokens)", n, e->n_ctx, e->n_ctx - 1);
-		return LLM_ERR_PROMPT_TOO_LONG;
-	}
-	for (int32_t i = 0; i < n; i++)
-		if (prompt[i] < 0 || prompt[i] >= e->mc->n_vocab)
-		{
-			snprintf(err, errlen, "token id %d out of range [0, %d)", prompt[i], e->mc->n_vocab);
-			return LLM_ERR_INVALID_PARAM;
-		}
-	if (table_get(e, id) != NULL)
-	{
-		snprintf(err, errlen, "request id %llu is already live", (unsigned long long) id);
-		return LLM_ERR_DUPLICATE_ID;
-	}
-	r = calloc(1, sizeof(*r));
-	if (r == NULL)
-		goto oom;
-	r->id = id;
-	r->user_data = user_data;
-	r->params = *p;
-	r->params.stop = NULL;
-	if (p->n_stop > 0)
-	{
-		r->stop = calloc(p->n_stop, sizeof(char *));
-		if (r->stop == NULL)
-			goto oom;
-		for (int i = 0; i < p->n_stop; i++)
-		{
-			size_t		len = strlen(p->stop[i]);
-
-			if ((r->stop[i] = strdup(p->stop[i])) == NULL)
-				goto oom;
-			if (len > r->max_stop_len)
-				r->max_stop_len = len;
-		}
-	}
-	r->seq.tokens = malloc((size_t) (n + 16) * sizeof(int32_t));
-	if (r->seq.tokens == NULL)
-		goto oom;
-	memcpy(r->seq.tokens, prompt, (size_t) n * sizeof(int32_t));
-	r->seq.n_tokens = n;
-	r->seq.cap_tokens = n + 16;
-	r->seq.n_prompt = n;
-	r->seq.cache_salt = llm_prefix_salt(e->model_identity, p->cache_salt);
-	r->seq.owner = r;
-	r->max_len = (int64_t) n + p->max_tokens;
-	if (r->max_len > e->n_ctx)
-		r->max_len = e->n_ctx;
-	llm_rng_seed(&r->rng, p->has_seed ? p->seed : ((uint64_t) id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t) (now_ms() * 1e3));
-	llm_detok_init(&r->detok);
-	r->text_cap = 256;
-	r->text = malloc(r->text_cap);
-	if (r->text == NULL)
-		goto oom;
-	r->text[0] = '\0';
-	r->t_add = now_ms();
-	if (table_put(e, r) != 0)
-		goto oom;
-	if (llm_sched_add(e->sched, &r->seq) != 0)
-	{
-		table_del(e, id);
-		goto oom;
-	}
-	e->stats.prompt_tokens += n;
-	return LLM_OK;
-
-oom:
-	request_free(r);
-	snprintf(err, errlen, "out of memory queueing request");
-	return LLM_ERR_OUT_OF_MEMORY;
+							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
+							 (long long) e->cfg.kv_cache_bytes);
 }
 
 /* ---------- prompts to token ids ---------- */
@@ -694,7 +562,7 @@ render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, int32
 	return n;
 }
 
-/* The prompt of req as token ids (malloc'd); -1 + err. */
+/* The prompt of a validated req as token ids (malloc'd); -1 + err. */
 static int64_t
 prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
 {
@@ -732,51 +600,25 @@ prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err
 			memcpy(*ids, req->tokens, (size_t) req->n_tokens * sizeof(int32_t));
 			return req->n_tokens;
 	}
+	*ids = NULL;
 	snprintf(err, errlen, "unknown prompt kind");
 	return -1;
 }
 
-llm_status
-llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
-				  char *err, size_t errlen)
+int64_t
+llm_engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids,
+					  char *err, size_t errlen)
 {
-	llm_status	st;
-	int32_t    *ids = NULL;
 	int64_t		n;
 
-	if ((st = llm_request_validate(req, err, errlen)) != LLM_OK)
-		return st;
-	if (req->mode == LLM_MODE_SCORE)
-	{
-		snprintf(err, errlen, "scoring requests are not supported by this engine");
-		return LLM_ERR_INVALID_PARAM;
-	}
+	*ids = NULL;
+	if (llm_request_validate(req, err, errlen) != LLM_OK)
+		return -1;
 	err[0] = '\0';
-	n = prompt_ids(e, req, &ids, err, errlen);
-	if (n < 0)
-	{
-		if (err[0] == '\0')
-			snprintf(err, errlen, "could not tokenize the prompt");
-		return LLM_ERR_INVALID_PARAM;
-	}
-	if (n == 0)
-	{
-		free(ids);
-		snprintf(err, errlen, "prompt must not be empty");
-		return LLM_ERR_EMPTY_PROMPT;
-	}
-	if (n > INT32_MAX || n >= e->n_ctx)
-	{
-		snprintf(err, errlen, "prompt of %lld tokens does not fit the context length of %d tokens "
-				 "(at most %d prompt tokens)", (long long) n, e->n_ctx, e->n_ctx - 1);
-		free(ids);
-		return LLM_ERR_PROMPT_TOO_LONG;
-	}
-	if (req->params.debug_poison_logits > 0)
-		e->poison_logits = req->params.debug_poison_logits;
-	st = llm_engine_add_request(e, id, ids, (int32_t) n, &req->params, user_data, err, errlen);
-	free(ids);
-	return st;
+	n = prompt_ids(e, req, ids, err, errlen);
+	if (n < 0 && err[0] == '\0')
+		snprintf(err, errlen, "could not tokenize the prompt");
+	return n;
 }
 
 int64_t
@@ -835,393 +677,288 @@ llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t n, char *
 	return (int64_t) len;
 }
 
-static void
-drop_request(llm_engine *e, live_request *r)
+/* ---------- submission ---------- */
+
+/* Continuation k's token ids (+ end of turn) into a malloc'd array (*ids, count *n). */
+static llm_status
+continuation_ids(const llm_engine *e, const llm_request *req, int k, int32_t **ids, int32_t *n,
+				 char *err, size_t errlen)
 {
-	llm_sched_remove(e->sched, &r->seq);
-	table_del(e, r->id);
-	request_free(r);
+	char		msg[512];
+	int64_t		got = llm_engine_tokenize(e, req->continuations[k], req->continuation_lens[k], ids,
+										  msg, sizeof(msg));
+
+	if (got < 0)
+	{
+		snprintf(err, errlen, "continuation %d: %s", k + 1, msg);
+		return LLM_ERR_INVALID_PARAM;
+	}
+	if (got + 1 > INT32_MAX)
+	{
+		free(*ids);
+		snprintf(err, errlen, "continuation %d is too long", k + 1);
+		return LLM_ERR_PROMPT_TOO_LONG;
+	}
+	if (req->continuation_eot)
+	{
+		int32_t    *more = realloc(*ids, (size_t) (got + 1) * sizeof(int32_t));
+
+		if (more == NULL)
+		{
+			free(*ids);
+			snprintf(err, errlen, "out of memory");
+			return LLM_ERR_OUT_OF_MEMORY;
+		}
+		*ids = more;
+		(*ids)[got++] = e->end_of_turn;
+	}
+	if (got == 0)
+	{
+		free(*ids);
+		snprintf(err, errlen, "continuation %d has no tokens", k + 1);
+		return LLM_ERR_INVALID_PARAM;
+	}
+	*n = (int32_t) got;
+	return LLM_OK;
 }
 
-bool
-llm_engine_abort(llm_engine *e, uint64_t id)
+static live_request *
+request_new(uint64_t id, void *user_data, const llm_request *req, int32_t n_prompt, int32_t n_seqs)
 {
-	live_request *r = table_get(e, id);
+	live_request *r = calloc(1, sizeof(*r));
 
 	if (r == NULL)
-		return false;
-	drop_request(e, r);
-	return true;
-}
-
-bool
-llm_engine_has_work(const llm_engine *e)
-{
-	return e->n_live > 0;
-}
-
-static void
-fill_usage(const live_request *r, llm_usage *u, double t_now)
-{
-	u->prompt_tokens = r->seq.n_prompt;
-	u->cached_tokens = r->seq.n_cached_tokens;
-	u->completion_tokens = r->n_generated;
-	u->ttft_ms = r->n_generated > 0 ? r->t_first - r->t_add : 0.0;
-	u->total_ms = t_now - r->t_add;
-	u->n_preemptions = r->seq.n_preemptions;
-}
-
-static void
-emit_error(llm_engine *e, live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg)
-{
-	llm_event	ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = LLM_EVENT_ERROR;
-	ev.request_id = r->id;
-	ev.user_data = r->user_data;
-	ev.status = st;
-	ev.text = msg;
-	ev.text_len = strlen(msg);
-	ev.token_id = -1;
-	fill_usage(r, &ev.usage, now_ms());
-	cb(&ev, arg);
-	drop_request(e, r);
-}
-
-static void
-emit_finish(llm_engine *e, live_request *r, llm_finish_reason why, llm_event_cb cb, void *arg)
-{
-	llm_event	ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = LLM_EVENT_FINISHED;
-	ev.request_id = r->id;
-	ev.user_data = r->user_data;
-	ev.finish_reason = why;
-	ev.token_id = -1;
-	fill_usage(r, &ev.usage, now_ms());
-	cb(&ev, arg);
-	drop_request(e, r);
-}
-
-static int
-text_append(live_request *r, const char *s, size_t n)
-{
-	if (r->text_len + n + 1 > r->text_cap)
+		return NULL;
+	r->id = id;
+	r->user_data = user_data;
+	r->mode = req->mode;
+	r->params = req->params;
+	r->params.stop = NULL;
+	r->params.n_stop = 0;
+	r->n_prompt = n_prompt;
+	r->seqs = calloc((size_t) n_seqs, sizeof(llm_seq));
+	if (r->seqs == NULL)
 	{
-		size_t		c = r->text_cap * 2;
-		char	   *p;
-
-		while (c < r->text_len + n + 1)
-			c *= 2;
-		p = realloc(r->text, c);
-		if (p == NULL)
-			return -1;
-		r->text = p;
-		r->text_cap = c;
+		free(r);
+		return NULL;
 	}
-	memcpy(r->text + r->text_len, s, n);
-	r->text_len += n;
-	r->text[r->text_len] = '\0';
-	return 0;
+	r->n_seqs = n_seqs;
+	return r;
+}
+
+/* The GENERATE request over prompt ids (owned by the caller); its status. */
+static llm_status
+new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+			 const int32_t *ids, int32_t n, live_request **out)
+{
+	const llm_sampling_params *p = &req->params;
+	live_request *r = request_new(id, user_data, req, n, 1);
+	llm_seq    *seq;
+
+	*out = r;
+	if (r == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
+	if (p->n_stop > 0)
+	{
+		r->stop = calloc(p->n_stop, sizeof(char *));
+		if (r->stop == NULL)
+			return LLM_ERR_OUT_OF_MEMORY;
+		r->params.n_stop = p->n_stop;
+		for (int i = 0; i < p->n_stop; i++)
+			if ((r->stop[i] = strdup(p->stop[i])) == NULL)
+				return LLM_ERR_OUT_OF_MEMORY;
+		r->params.stop = (const char *const *) r->stop;
+	}
+	if (llm_lp_chain_build(&r->chain, p) != 0)
+		return LLM_ERR_OUT_OF_MEMORY;
+	seq = &r->seqs[0];
+	seq->tokens = malloc((size_t) (n + 16) * sizeof(int32_t));
+	if (seq->tokens == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
+	memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
+	seq->n_tokens = n;
+	seq->cap_tokens = n + 16;
+	seq->n_prompt = n;
+	seq->cache_salt = llm_prefix_salt(e->model_identity, p->cache_salt);
+	seq->owner = r;
+	r->max_len = (int64_t) n + p->max_tokens;
+	if (r->max_len > e->cfg.n_ctx)
+		r->max_len = e->cfg.n_ctx;
+	llm_rng_seed(&r->rng, p->has_seed ? p->seed :
+				 ((uint64_t) id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t) (engine_now_ms() * 1e3));
+	if (engine_output_init(r) != 0)
+		return LLM_ERR_OUT_OF_MEMORY;
+	return LLM_OK;
 }
 
 /*
- * Stop-string handling on the text: returns the offset of the earliest match
- * starting in the newly added region, or -1; *safe gets how many bytes can
- * be emitted now (all but a tail that may still grow into a stop string).
+ * The SCORE request over prompt ids: one sequence per continuation (see
+ * score_part).  Every token of those sequences counts as prompt (the
+ * backend computes them in the prompt order, as llm_engine_debug_prompt_logits
+ * does, and a full block of them is cacheable like any prompt block).  With
+ * prefix caching off the sequences still share their prompt blocks, under a
+ * salt no other request uses.
  */
-static int64_t
-find_stop(const live_request *r, size_t old_len, size_t *safe)
+static llm_status
+new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+		  const int32_t *ids, int32_t n, live_request **out, char *err, size_t errlen)
 {
-	int64_t		best = -1;
-	size_t		hold = 0;
+	int32_t		nc = req->n_continuations;
+	live_request *r = request_new(id, user_data, req, n, nc);
+	uint64_t	salt;
 
-	*safe = r->text_len;
-	if (r->params.n_stop == 0)
-		return -1;
-	for (int i = 0; i < r->params.n_stop; i++)
-	{
-		const char *st = r->stop[i];
-		size_t		sl = strlen(st);
-		size_t		from = old_len >= sl - 1 ? old_len - (sl - 1) : 0;
-		const char *hit;
-
-		if (sl <= r->text_len)
-		{
-			hit = memmem(r->text + from, r->text_len - from, st, sl);
-			if (hit && (best < 0 || hit - r->text < best))
-				best = hit - r->text;
-		}
-		/* longest suffix of text that is a proper prefix of st */
-		for (size_t k = (sl - 1 < r->text_len ? sl - 1 : r->text_len); k > hold; k--)
-			if (memcmp(r->text + r->text_len - k, st, k) == 0)
-			{
-				hold = k;
-				break;
-			}
-	}
-	*safe = r->text_len - hold;
-	return best;
-}
-
-static void
-emit_text(live_request *r, size_t upto, int32_t token, llm_event_cb cb, void *arg)
-{
-	llm_event	ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = LLM_EVENT_TEXT;
-	ev.request_id = r->id;
-	ev.user_data = r->user_data;
-	ev.token_id = token;
-	if (upto > r->emitted)
-	{
-		ev.text = r->text + r->emitted;
-		ev.text_len = upto - r->emitted;
-		r->emitted = upto;
-	}
+	*out = r;
+	if (r == NULL || (r->score = calloc((size_t) nc, sizeof(score_part))) == NULL)
+		goto oom;
+	if (e->cfg.prefix_caching)
+		salt = llm_prefix_salt(e->model_identity, req->params.cache_salt);
 	else
-		ev.text = "";
-	cb(&ev, arg);
-}
-
-/* Handle one sampled token; may finish (and free) the request. */
-static void
-accept_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb, void *arg)
-{
-	char		buf[256];
-	int			nb;
-	size_t		old_len = r->text_len;
-	size_t		safe;
-	int64_t		stop_at;
-	double		t = now_ms();
-
-	if (r->n_generated == 0)
-		r->t_first = t;
-	r->n_generated++;
-	e->stats.completion_tokens++;
-	if (llm_seq_append(&r->seq, tok) != 0)
+		salt = llm_prefix_salt(e->model_identity ^ 0x5c0e5c0e5c0e5c0eULL, ++e->n_private_salts);
+	for (int32_t k = 0; k < nc; k++)
 	{
-		emit_error(e, r, LLM_ERR_OUT_OF_MEMORY, "out of memory", cb, arg);
-		return;
-	}
-	if (!r->params.ignore_eos && llm_tokenizer_is_eog(e->tok, tok))
-	{
-		nb = llm_detok_flush(&r->detok, buf, sizeof(buf));
-		if (nb > 0)
-			text_append(r, buf, (size_t) nb);
-		stop_at = find_stop(r, old_len, &safe);
-		emit_text(r, stop_at >= 0 ? (size_t) stop_at : r->text_len, tok, cb, arg);
-		emit_finish(e, r, LLM_FINISH_STOP, cb, arg);
-		return;
-	}
-	nb = llm_detok_push(e->tok, &r->detok, tok, buf, sizeof(buf));
-	if (nb > 0 && text_append(r, buf, (size_t) nb) != 0)
-	{
-		emit_error(e, r, LLM_ERR_OUT_OF_MEMORY, "out of memory", cb, arg);
-		return;
-	}
-	stop_at = find_stop(r, old_len, &safe);
-	if (stop_at >= 0)
-	{
-		r->text_len = (size_t) stop_at;
-		r->text[r->text_len] = '\0';
-		emit_text(r, r->text_len, tok, cb, arg);
-		emit_finish(e, r, LLM_FINISH_STOP, cb, arg);
-		return;
-	}
-	if (r->seq.n_tokens >= r->max_len)
-	{
-		nb = llm_detok_flush(&r->detok, buf, sizeof(buf));
-		if (nb > 0)
-			text_append(r, buf, (size_t) nb);
-		emit_text(r, r->text_len, tok, cb, arg);
-		emit_finish(e, r, LLM_FINISH_LENGTH, cb, arg);
-		return;
-	}
-	emit_text(r, safe, tok, cb, arg);
-}
+		llm_seq    *seq = &r->seqs[k];
+		int32_t    *cont;
+		int32_t		m;
+		llm_status	st = continuation_ids(e, req, k, &cont, &m, err, errlen);
 
-/* ---------- the step ---------- */
-
-static int
-build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
-{
-	int32_t		bs = e->cfg.block_size;
-	int32_t		t = 0,
-				n_out = 0;
-
-	if (p->n_tokens > e->cap_d_tokens)
-	{
-		int32_t		c;
-
-		c = e->cap_d_tokens;
-		if (grow_i32(&e->d_tokens, &c, p->n_tokens))
-			return -1;
-		c = e->cap_d_tokens;
-		if (grow_i32(&e->d_pos, &c, p->n_tokens))
-			return -1;
-		c = e->cap_d_tokens;
-		if (grow_i32(&e->d_slots, &c, p->n_tokens))
-			return -1;
+		if (st != LLM_OK)
+			return st;
+		if ((int64_t) n + m > e->cfg.n_ctx)
 		{
-			uint8_t    *f = realloc(e->d_decode, (size_t) c);
-
-			if (f == NULL)
-				return -1;
-			e->d_decode = f;
+			snprintf(err, errlen, "prompt of %d tokens plus continuation %d of %d tokens does not fit "
+					 "the context length of %d tokens", n, k + 1, m, e->cfg.n_ctx);
+			free(cont);
+			return LLM_ERR_PROMPT_TOO_LONG;
 		}
-		e->cap_d_tokens = c;
-	}
-	if (p->n_entries + 1 > e->cap_d_seqs)
-	{
-		int32_t		c;
-
-		c = e->cap_d_seqs;
-		if (grow_i32(&e->d_seq_start, &c, p->n_entries + 1))
-			return -1;
-		c = e->cap_d_seqs;
-		if (grow_i32(&e->d_seq_kv_len, &c, p->n_entries + 1))
-			return -1;
-		c = e->cap_d_seqs;
-		if (grow_i32(&e->d_out_rows, &c, p->n_entries + 1))
-			return -1;
-		e->cap_d_seqs = c;
-	}
-	if (grow_i32(&e->d_block_tables, &e->cap_d_tables,
-				 (int64_t) p->n_entries * (p->max_blocks > 0 ? p->max_blocks : 1)))
-		return -1;
-	for (int32_t i = 0; i < p->n_entries; i++)
-	{
-		const llm_sched_entry *en = &p->entries[i];
-		const llm_seq *s = en->seq;
-
-		e->d_seq_start[i] = t;
-		e->d_seq_kv_len[i] = en->start + en->n;
-		for (int32_t k = 0; k < en->n; k++, t++)
+		seq->n_tokens = n + m - 1;
+		seq->cap_tokens = seq->n_tokens;
+		seq->tokens = malloc((size_t) seq->n_tokens * sizeof(int32_t));
+		if (seq->tokens == NULL)
 		{
-			int32_t		pos = en->start + k;
-
-			e->d_tokens[t] = s->tokens[pos];
-			e->d_pos[t] = pos;
-			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
-			e->d_decode[t] = pos >= s->n_prompt;
+			free(cont);
+			goto oom;
 		}
-		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
-		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
-			e->d_block_tables[(size_t) i * p->max_blocks + k] = 0;
-		if (en->sample)
-			e->d_out_rows[n_out++] = t - 1;
+		memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
+		memcpy(seq->tokens + n, cont, (size_t) (m - 1) * sizeof(int32_t));
+		seq->n_prompt = seq->n_tokens;
+		seq->n_tail_logits = m;
+		seq->share_prefix = !e->cfg.prefix_caching;
+		seq->cache_salt = salt;
+		seq->owner = r;
+		r->score[k].n_targets = m;
+		r->score[k].last_token = cont[m - 1];
+		free(cont);
 	}
-	e->d_seq_start[p->n_entries] = t;
-	d->n_tokens = t;
-	d->n_seqs = p->n_entries;
-	d->token_ids = e->d_tokens;
-	d->positions = e->d_pos;
-	d->slots = e->d_slots;
-	d->seq_start = e->d_seq_start;
-	d->seq_kv_len = e->d_seq_kv_len;
-	d->block_tables = e->d_block_tables;
-	d->max_blocks_per_seq = p->max_blocks;
-	d->out_rows = e->d_out_rows;
-	d->n_out = n_out;
-	d->decode_rows = e->d_decode;
-	if (n_out > e->cap_out)
-	{
-		float	   *l = realloc(e->logits, (size_t) n_out * e->mc->n_vocab * sizeof(float));
-
-		if (l == NULL)
-			return -1;
-		e->logits = l;
-		e->cap_out = n_out;
-	}
-	return 0;
-}
-
-static void
-fail_all(llm_engine *e, llm_status st, const char *msg, llm_event_cb cb, void *arg)
-{
-	for (uint32_t i = 0; i <= e->table_mask; i++)
-	{
-		live_request *r = e->table[i];
-
-		if (r != NULL && r != TOMB)
-			emit_error(e, r, st, msg, cb, arg);
-	}
+	r->n_unscored = nc;
+	return LLM_OK;
+oom:
+	snprintf(err, errlen, "out of memory queueing request");
+	return LLM_ERR_OUT_OF_MEMORY;
 }
 
 llm_status
-llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
+llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+				  char *err, size_t errlen)
 {
-	llm_sched_plan *p;
-	llm_step_desc d;
-	char		err[512];
-	int32_t		row = 0;
+	llm_status	st;
+	int32_t    *ids = NULL;
+	int64_t		n;
+	live_request *r = NULL;
 
-	if (llm_sched_plan_step(e->sched, &p) != 0)
+	if ((st = llm_request_validate(req, err, errlen)) != LLM_OK)
+		return st;
+	if (req->mode == LLM_MODE_SCORE && req->continuation_eot && e->end_of_turn < 0)
 	{
-		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory while scheduling", cb, cb_arg);
-		return LLM_ERR_OUT_OF_MEMORY;
+		snprintf(err, errlen, "continuation_eot: the model has no end-of-turn token");
+		return LLM_ERR_INVALID_PARAM;
 	}
-	for (int32_t i = 0; i < p->n_unfittable; i++)
+	err[0] = '\0';
+	n = prompt_ids(e, req, &ids, err, errlen);
+	if (n < 0)
 	{
-		live_request *r = p->unfittable[i]->owner;
-
-		snprintf(err, sizeof(err), "sequence of %d tokens does not fit the KV cache (%d blocks of %d tokens); "
-				 "raise llm.kv_cache_size", r->seq.n_tokens + 1,
-				 llm_block_pool_n_blocks(e->pool), e->cfg.block_size);
-		emit_error(e, r, LLM_ERR_OUT_OF_MEMORY, err, cb, cb_arg);
+		if (err[0] == '\0')
+			snprintf(err, errlen, "could not tokenize the prompt");
+		return LLM_ERR_INVALID_PARAM;
 	}
-	e->stats.n_preemptions = llm_sched_n_preemptions(e->sched);
-	if (p->n_entries == 0)
-		return LLM_OK;
-	if (build_step(e, p, &d) != 0)
+	if (n == 0)
 	{
-		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory building a step", cb, cb_arg);
-		return LLM_ERR_OUT_OF_MEMORY;
+		free(ids);
+		snprintf(err, errlen, "prompt must not be empty");
+		return LLM_ERR_EMPTY_PROMPT;
 	}
-	if (llm_model_forward(e->model, &d, e->logits, err, sizeof(err)) != 0)
+	if (n > INT32_MAX || n >= e->cfg.n_ctx)
 	{
-		fail_all(e, LLM_ERR_BACKEND, err, cb, cb_arg);
-		return LLM_ERR_BACKEND;
+		snprintf(err, errlen, "prompt of %lld tokens does not fit the context length of %d tokens "
+				 "(at most %d prompt tokens)", (long long) n, e->cfg.n_ctx, e->cfg.n_ctx - 1);
+		free(ids);
+		return LLM_ERR_PROMPT_TOO_LONG;
 	}
-	llm_sched_commit(e->sched, p);
-
-	e->stats.n_steps++;
-	e->stats.last_batch_seqs = p->n_entries;
-	e->stats.last_batch_tokens = p->n_tokens;
-	if (p->n_entries > e->stats.max_batch_seqs)
-		e->stats.max_batch_seqs = p->n_entries;
-
-	for (int32_t i = 0; i < p->n_entries; i++)
-	{
-		llm_sched_entry *en = &p->entries[i];
-		live_request *r = en->seq->owner;
-		float	   *lg;
-		int32_t		tok;
-
-		if (!en->sample)
-			continue;
-		lg = e->logits + (size_t) row++ * e->mc->n_vocab;
-		if (e->poison_logits > 0)
+	for (int64_t i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= e->mc->n_vocab)
 		{
-			e->poison_logits--;
-			lg[0] = NAN;
+			snprintf(err, errlen, "token id %d out of range [0, %d)", ids[i], e->mc->n_vocab);
+			free(ids);
+			return LLM_ERR_INVALID_PARAM;
 		}
-		if (!llm_logits_all_finite(lg, e->mc->n_vocab))
-		{
-			emit_error(e, r, LLM_ERR_NONFINITE, "non-finite logits produced by the model", cb, cb_arg);
-			continue;
-		}
-		tok = llm_sample(&e->sampler, lg, r->params.temperature, r->params.top_k, r->params.top_p,
-						 r->params.min_p, r->params.repetition_penalty,
-						 r->seq.tokens, r->seq.n_tokens, &r->rng);
-		accept_token(e, r, tok, cb, cb_arg);
+	if (table_get(e, id) != NULL)
+	{
+		snprintf(err, errlen, "request id %llu is already live", (unsigned long long) id);
+		free(ids);
+		return LLM_ERR_DUPLICATE_ID;
 	}
+	if (req->mode == LLM_MODE_SCORE)
+		st = new_score(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
+	else
+	{
+		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r);
+		if (st != LLM_OK)
+			snprintf(err, errlen, "out of memory queueing request");
+	}
+	free(ids);
+	if (st != LLM_OK)
+	{
+		request_free(r);
+		return st;
+	}
+	r->t_add = engine_now_ms();
+	if (table_put(e, r) != 0)
+		goto oom;
+	for (int32_t k = 0; k < r->n_seqs; k++)
+		if (llm_sched_add(e->sched, &r->seqs[k]) != 0)
+		{
+			for (int32_t j = 0; j < k; j++)
+				llm_sched_remove(e->sched, &r->seqs[j]);
+			table_del(e, id);
+			goto oom;
+		}
+	if (req->params.debug_poison_logits > 0)
+		e->poison_logits = req->params.debug_poison_logits;
+	if (r->mode == LLM_MODE_SCORE)
+		e->n_live_score++;
+	e->stats.prompt_tokens += n;
 	return LLM_OK;
+
+oom:
+	request_free(r);
+	snprintf(err, errlen, "out of memory queueing request");
+	return LLM_ERR_OUT_OF_MEMORY;
 }
+
+llm_status
+llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
+					   const llm_sampling_params *p, void *user_data, char *err, size_t errlen)
+{
+	llm_request req;
+
+	llm_request_init(&req);
+	req.prompt_kind = LLM_PROMPT_TOKENS;
+	req.tokens = prompt;
+	req.n_tokens = n;
+	req.params = *p;
+	return llm_engine_submit(e, id, &req, user_data, err, errlen);
+}
+
+/* ---------- statistics and test hooks ---------- */
 
 void
 llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
@@ -1229,6 +966,22 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	*out = e->stats;
 	out->n_waiting = llm_sched_n_waiting(e->sched);
 	out->n_running = llm_sched_n_running(e->sched);
+	if (e->n_live_score > 0)
+	{
+		/* sequences are not requests: a SCORE request runs while any of its sequences does */
+		uint32_t	pos = 0;
+		live_request *r;
+
+		out->n_running = 0;
+		while ((r = engine_next_live(e, &pos)) != NULL)
+			for (int32_t k = 0; k < r->n_seqs; k++)
+				if (r->seqs[k].state == LLM_SEQ_RUNNING)
+				{
+					out->n_running++;
+					break;
+				}
+		out->n_waiting = e->n_live - out->n_running;
+	}
 	out->kv_blocks_total = llm_block_pool_n_blocks(e->pool);
 	out->kv_blocks_used = out->kv_blocks_total - llm_block_pool_n_free(e->pool);
 	out->kv_blocks_cached = llm_block_pool_n_cached_free(e->pool);
@@ -1240,67 +993,4 @@ void
 llm_engine_debug_poison_logits(llm_engine *e, int n)
 {
 	e->poison_logits = n;
-}
-
-llm_status
-llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n, float *out,
-							   char *err, size_t errlen)
-{
-	llm_seq		seq;
-	llm_sched_plan plan;
-	llm_sched_entry en;
-	llm_step_desc d;
-	int32_t		bs = e->cfg.block_size;
-	int32_t		nb = (n + bs - 1) / bs;
-	llm_status	st = LLM_OK;
-
-	if (e->n_live > 0)
-	{
-		snprintf(err, errlen, "engine busy");
-		return LLM_ERR_INVALID_PARAM;
-	}
-	if (n <= 0 || n >= e->n_ctx)
-	{
-		snprintf(err, errlen, "prompt length %d out of range", n);
-		return LLM_ERR_PROMPT_TOO_LONG;
-	}
-	memset(&seq, 0, sizeof(seq));
-	seq.tokens = (int32_t *) ids;
-	seq.n_tokens = n;
-	seq.n_prompt = n;
-	seq.blocks = malloc((size_t) nb * sizeof(int32_t));
-	if (seq.blocks == NULL)
-		return LLM_ERR_OUT_OF_MEMORY;
-	for (; seq.n_blocks < nb; seq.n_blocks++)
-		if ((seq.blocks[seq.n_blocks] = llm_block_alloc(e->pool)) < 0)
-		{
-			snprintf(err, errlen, "KV cache too small");
-			st = LLM_ERR_OUT_OF_MEMORY;
-			goto done;
-		}
-	memset(&plan, 0, sizeof(plan));
-	en.seq = &seq;
-	en.start = 0;
-	en.n = n;
-	en.sample = true;
-	plan.entries = &en;
-	plan.n_entries = 1;
-	plan.n_tokens = n;
-	plan.max_blocks = nb;
-	if (build_step(e, &plan, &d) != 0)
-	{
-		st = LLM_ERR_OUT_OF_MEMORY;
-		goto done;
-	}
-	if (llm_model_forward(e->model, &d, e->logits, err, errlen) != 0)
-	{
-		st = LLM_ERR_BACKEND;
-		goto done;
-	}
-	memcpy(out, e->logits, (size_t) e->mc->n_vocab * sizeof(float));
-done:
-	for (int32_t i = seq.n_blocks - 1; i >= 0; i--)
-		llm_block_release(e->pool, seq.blocks[i]);
-	free(seq.blocks);
-	return st;
 }

@@ -6,12 +6,14 @@
  * CLI (tools/) are its two drivers.  Not thread-safe: one driver thread calls
  * everything; compute threads live inside the backend.
  *
- * Lifecycle of a request: llm_engine_add_request() queues it (waiting);
+ * Lifecycle of a request: llm_engine_submit() queues it (waiting);
  * llm_engine_step() runs one iteration (Orca-style iteration-level
  * scheduling, Yu et al. OSDI 2022; chunked prefill as in Sarathi/vLLM) and
- * reports events through the callback: TEXT deltas as tokens are sampled,
- * then exactly one FINISHED or ERROR per request.  llm_engine_abort() drops a
- * request at once (no event) and frees its KV blocks.
+ * reports events through the callback: for a GENERATE request TEXT deltas
+ * as tokens are sampled, then exactly one FINISHED or ERROR; for a SCORE
+ * request exactly one FINISHED (with the scores) or ERROR.
+ * llm_engine_abort() drops a request at once (no event) and frees its KV
+ * blocks.
  */
 #ifndef LLM_ENGINE_H
 #define LLM_ENGINE_H
@@ -25,17 +27,25 @@
 
 typedef struct llm_engine llm_engine;
 
+/*
+ * The engine's one configuration.  Start from llm_engine_config_defaults()
+ * and change what the driver sets; llm_engine_create() rejects values out
+ * of range (no silent re-defaulting) and resolves the "auto" ones, once, from
+ * the model and backend: llm_engine_get_config() and
+ * llm_engine_model_info_json() report the resolved values.
+ */
 typedef struct llm_engine_config
 {
-	const char *model_path;		/* GGUF file */
-	const char *device;			/* "cpu", "cuda", "auto"; NULL = "auto" */
-	int			n_threads;		/* CPU compute threads; <= 0: all online CPUs */
-	int			n_ctx;			/* max tokens per sequence; <= 0: the model's context length */
-	int			block_size;		/* tokens per KV block; <= 0: 16 */
-	int64_t		kv_cache_bytes;	/* KV memory budget; <= 0: enough for max_running * n_ctx, capped at 1 GiB */
-	int			max_batched_tokens;	/* token budget per step (prefill chunking); <= 0: 512 */
-	int			max_running;	/* max sequences in a step; <= 0: 64 */
-	bool		prefix_caching; /* reuse full KV blocks across requests */
+	const char *model_path;		/* GGUF file (required) */
+	const char *device;			/* "cpu", "cuda", "cuda:N", "auto" (default; NULL = "auto") */
+	int			n_threads;		/* CPU compute threads, >= 0; 0 (default) = all online CPUs */
+	int			n_ctx;			/* max tokens per sequence, >= 0; 0 (default) = the model's context length */
+	int			block_size;		/* tokens per KV block, >= 1; default 16 */
+	int64_t		kv_cache_bytes;	/* KV memory budget, >= 0; 0 (default) = enough for max_running
+								 * full contexts, capped at 1 GiB; resolved to whole blocks */
+	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
+	int			max_running;	/* max sequences in a step, >= 1; default 64 */
+	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */
@@ -55,7 +65,7 @@ typedef struct llm_event
 {
 	llm_event_kind kind;
 	uint64_t	request_id;
-	void	   *user_data;		/* as given to add_request */
+	void	   *user_data;		/* as given to llm_engine_submit */
 	const char *text;			/* TEXT: delta; ERROR: message (NUL-terminated) */
 	size_t		text_len;
 	int32_t		token_id;		/* TEXT: the sampled token, -1 for a flush */
@@ -63,7 +73,8 @@ typedef struct llm_event
 	llm_status	status;
 	llm_usage	usage;
 	/* FINISHED of a SCORE request: per continuation, the sum of the natural
-	 * log-probabilities of its tokens (n_scores = n_continuations) */
+	 * log-probabilities of its tokens (n_scores = n_continuations); valid
+	 * during the callback only */
 	const double *scores;
 	int32_t		n_scores;
 } llm_event;
@@ -78,6 +89,9 @@ const llm_tokenizer *llm_engine_tokenizer(const llm_engine *e);
 const llm_chat_template *llm_engine_chat_template(const llm_engine *e);
 int32_t		llm_engine_n_ctx(const llm_engine *e);
 
+/* The configuration the engine runs with: every auto value resolved (strings owned by e). */
+void		llm_engine_get_config(const llm_engine *e, llm_engine_config *out);
+
 /*
  * Model facts for llm_model_info(): writes a JSON object into out (cap
  * bytes, NUL-terminated); returns length needed.
@@ -88,13 +102,43 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  * Queue a request (request.h): validates it, turns its prompt into token ids
  * (chat template, tokenizer) and queues it; everything it points at is
  * copied.  id must be unique among live requests.  Errors (nothing queued,
- * no event): INVALID_PARAM / EMPTY_PROMPT (validation; also a prompt that
- * cannot be rendered: invalid UTF-8, an unknown role, a TEXT/MESSAGES prompt
- * on a model without a chat template), PROMPT_TOO_LONG (the prompt's ids alone fill the context; err
- * names both lengths), OUT_OF_MEMORY, DUPLICATE_ID.
+ * no event): INVALID_PARAM / EMPTY_PROMPT (validation; also a prompt or
+ * continuation that cannot be rendered: invalid UTF-8, an unknown role, a
+ * TEXT/MESSAGES prompt on a model without a chat template, a token id
+ * outside the vocabulary, continuation_eot on a model without an
+ * end-of-turn token), PROMPT_TOO_LONG (GENERATE: the prompt's ids alone
+ * fill the context; SCORE: prompt + a continuation (+ end of turn) exceed
+ * it; err names the lengths), OUT_OF_MEMORY, DUPLICATE_ID.
+ *
+ * GENERATE: a request whose prompt + max_tokens exceeds n_ctx is accepted
+ * and stops with LLM_FINISH_LENGTH at the context.
+ *
+ * SCORE: for each continuation k (tokenized as plain text, followed by the
+ * model's end-of-turn token when continuation_eot: <|im_end|> for ChatML,
+ * <end_of_turn> for Gemma, else the EOS token if it ends generation),
+ * scores[k] = sum over its tokens t_j of log softmax(logits after prompt +
+ * t_0..t_{j-1})[t_j], natural log, float64 sums over the fp32 rows, no
+ * sampling options or processors applied (params other than cache_salt are
+ * ignored).  The FINISHED event carries scores[0..n_continuations) in
+ * continuation order, finish_reason LLM_FINISH_STOP, usage.prompt_tokens =
+ * the prompt's ids, completion_tokens 0.  Each continuation is one
+ * sequence of its own (prompt + continuation) whose prefill asks for the
+ * logits of every row from the prompt's last token on; the sequences share
+ * the prompt's full KV blocks (through the prefix cache, or, with prefix
+ * caching off, among themselves only), so the prompt is computed once and
+ * each continuation recomputes only the prompt's last block (the one that
+ * holds its last token, whose logits are scored) and its own tokens.
  */
 llm_status	llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 							  char *err, size_t errlen);
+
+/*
+ * The token ids llm_engine_submit would queue for req's prompt (req
+ * validated first) into a malloc'd array (*ids, free() it); returns the
+ * count, or -1 + err (and *ids NULL).
+ */
+int64_t		llm_engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids,
+								  char *err, size_t errlen);
 
 /*
  * Token ids of text as plain text (no template, no BOS) into a malloc'd
@@ -112,11 +156,8 @@ int64_t		llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t 
 								  char *err, size_t errlen);
 
 /*
- * Queue a request over prompt token ids (n >= 1, copied).  id must be unique
- * among live requests.  Errors: PROMPT_TOO_LONG if n >= n_ctx (no room for one
- * generated token), EMPTY_PROMPT, INVALID_PARAM.  A request whose
- * prompt + max_tokens exceeds n_ctx is accepted and stops with
- * LLM_FINISH_LENGTH at the context.
+ * llm_engine_submit() of a GENERATE request over prompt token ids (n >= 1,
+ * copied) with options p: the same checks, errors and behaviour.
  */
 llm_status	llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
 								   const llm_sampling_params *p, void *user_data,
@@ -129,7 +170,8 @@ bool		llm_engine_abort(llm_engine *e, uint64_t id);
 bool		llm_engine_has_work(const llm_engine *e);
 
 /*
- * One iteration: schedule, forward, sample, emit events through cb.  Returns
+ * One iteration: schedule, forward, process logits, sample or score, emit
+ * events through cb (which must not call back into the engine).  Returns
  * LLM_OK, or an error for an engine-wide failure (backend error): then every
  * live request has received an ERROR event and been dropped.
  */
@@ -137,8 +179,8 @@ llm_status	llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg);
 
 typedef struct llm_engine_stats
 {
-	int32_t		n_waiting;
-	int32_t		n_running;
+	int32_t		n_waiting;			/* live requests none of whose sequences runs */
+	int32_t		n_running;			/* live requests with a sequence in the running set */
 	int32_t		last_batch_seqs;	/* sequences in the last step */
 	int32_t		max_batch_seqs;		/* max sequences seen in one step */
 	int32_t		last_batch_tokens;
@@ -151,6 +193,8 @@ typedef struct llm_engine_stats
 	int64_t		cached_prompt_tokens;
 	int64_t		completion_tokens;
 	int64_t		prefix_queries;		/* prompt tokens looked up in the prefix cache */
+	int64_t		computed_tokens;	/* cumulative token rows through the forward pass */
+	int64_t		logits_rows;		/* cumulative logits rows the forward pass produced */
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
@@ -164,6 +208,14 @@ void		llm_engine_debug_poison_logits(llm_engine *e, int n);
  */
 llm_status	llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n,
 										   float *out, char *err, size_t errlen);
+
+/*
+ * Test hook: as llm_engine_debug_prompt_logits, but copy the logits of every
+ * position from .. n-1 (0 <= from < n) of that one prefill to out
+ * ([n - from][n_vocab]).
+ */
+llm_status	llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n,
+												int32_t from, float *out, char *err, size_t errlen);
 
 /* Vocabulary size (length of a logits row). */
 int32_t		llm_engine_n_vocab(const llm_engine *e);

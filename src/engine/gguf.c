@@ -984,7 +984,11 @@ gguf_get_arr(const gguf_file *f, const char *key, gguf_value_type elem_type)
 	return kv;
 }
 
-/* Element i of a numeric array as int64 (floats truncated; 0 for strings). */
+/*
+ * Element i of a numeric array as int64 (floats truncated toward zero and
+ * saturated to the int64 range, NaN 0: the file's values are untrusted and
+ * an out-of-range conversion is undefined; 0 for strings).
+ */
 int64_t
 gguf_arr_int(const gguf_kv *kv, uint64_t i)
 {
@@ -997,7 +1001,15 @@ gguf_arr_int(const gguf_kv *kv, uint64_t i)
 	if (load_int(kv->arr_type, kv->data + i * es, &iv))
 		return iv;
 	if (load_float(kv->arr_type, kv->data + i * es, &dv))
+	{
+		if (dv != dv)
+			return 0;
+		if (dv >= 9223372036854775807.0)
+			return INT64_MAX;
+		if (dv <= -9223372036854775808.0)
+			return INT64_MIN;
 		return (int64_t) dv;
+	}
 	return 0;
 }
 

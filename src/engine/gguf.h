@@ -97,7 +97,7 @@ bool		gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
 /* Array of strings (kv->strs) or of numbers; NULL if absent or other type. */
 const gguf_kv *gguf_get_arr(const gguf_file *f, const char *key, gguf_value_type elem_type);
 /* Element i of a numeric array kv as int64/double (caller checks i < arr_n). */
-int64_t		gguf_arr_int(const gguf_kv *kv, uint64_t i);
+int64_t		gguf_arr_int(const gguf_kv *kv, uint64_t i);	/* floats saturated, NaN 0 */
 double		gguf_arr_float(const gguf_kv *kv, uint64_t i);
 
 uint64_t	gguf_n_tensors(const gguf_file *f);

@@ -150,8 +150,7 @@ cmp_prob_desc(const void *a, const void *b)
 
 int32_t
 llm_sample(llm_sampler_scratch *s, float *logits, double temperature, int32_t top_k,
-		   double top_p, double min_p, double repetition_penalty,
-		   const int32_t *penalty_tokens, int32_t n_penalty, llm_rng *rng)
+		   double top_p, double min_p, llm_rng *rng)
 {
 	int32_t		n = s->n_vocab;
 	int32_t		n_cand = 0;
@@ -163,24 +162,6 @@ llm_sample(llm_sampler_scratch *s, float *logits, double temperature, int32_t to
 	float	   *prob = s->prob;
 	int32_t    *idx = s->idx;
 
-	if (repetition_penalty != 1.0 && penalty_tokens != NULL && n_penalty > 0)
-	{
-		float		pen = (float) repetition_penalty;
-
-		/* prob[] doubles as a "seen" marker so each id is penalised once */
-		for (int32_t i = 0; i < n_penalty; i++)
-			if (penalty_tokens[i] >= 0 && penalty_tokens[i] < n)
-				prob[penalty_tokens[i]] = 0.0f;
-		for (int32_t i = 0; i < n_penalty; i++)
-		{
-			int32_t		t = penalty_tokens[i];
-
-			if (t < 0 || t >= n || prob[t] != 0.0f)
-				continue;
-			prob[t] = 1.0f;
-			logits[t] = logits[t] > 0 ? logits[t] / pen : logits[t] * pen;
-		}
-	}
 	if (temperature <= 0.0)
 		return llm_argmax(logits, n);
 

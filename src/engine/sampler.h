@@ -1,13 +1,14 @@
 /*
- * sampler.h — next-token selection from a logits row.
+ * sampler.h — next-token selection from a processed logits row.
  *
- * Pipeline (vLLM's order, vllm/v1/sample/sampler.py): repetition penalty
- * (CTRL, Keskar et al. 2019: positive logits divided, negative multiplied,
- * over tokens seen in prompt and output); temperature 0 -> argmax (lowest id
- * wins ties; seed and filters ignored); else logits / temperature, top-k,
- * softmax, top-p (Holtzman et al. 2020, smallest set with mass >= top_p),
- * min-p (keep p >= min_p * p_max), renormalise, draw with the request's own
- * xoshiro256** stream so a seed reproduces whatever else is in the batch.
+ * The last stage of a sampled row (the stages before it, the request's
+ * logits processors such as the repetition penalty: logits_processor.h).
+ * Pipeline (vLLM's order, vllm/v1/sample/sampler.py): temperature 0 ->
+ * argmax (lowest id wins ties; seed and filters ignored); else logits /
+ * temperature, top-k, softmax, top-p (Holtzman et al. 2020, smallest set
+ * with mass >= top_p), min-p (keep p >= min_p * p_max), renormalise, draw
+ * with the request's own xoshiro256** stream so a seed reproduces whatever
+ * else is in the batch.
  */
 #ifndef LLM_SAMPLER_H
 #define LLM_SAMPLER_H
@@ -39,13 +40,12 @@ void		llm_sampler_scratch_free(llm_sampler_scratch *s);
 bool		llm_logits_all_finite(const float *logits, int32_t n);
 
 /*
- * Choose the next token.  logits [n_vocab] is modified in place.
- * penalty_tokens/n_penalty: distinct-or-not ids seen so far (used only when
- * repetition_penalty != 1).  Returns the token id.
+ * Choose the next token from logits [n_vocab] (modified in place: divided by
+ * the temperature; entries may be -INFINITY, at least one must be above).
+ * Returns the token id.
  */
 int32_t		llm_sample(llm_sampler_scratch *s, float *logits, double temperature, int32_t top_k,
-					   double top_p, double min_p, double repetition_penalty,
-					   const int32_t *penalty_tokens, int32_t n_penalty, llm_rng *rng);
+					   double top_p, double min_p, llm_rng *rng);
 
 /* Index of the largest element (lowest index on ties). */
 int32_t		llm_argmax(const float *logits, int32_t n);

@@ -167,20 +167,29 @@ min_i32(int32_t a, int32_t b)
 	return a < b ? a : b;
 }
 
+/* Prefix caching applies to seq: on for every sequence, or forced for it. */
+static bool
+prefix_on(const llm_sched *s, const llm_seq *seq)
+{
+	return s->cfg.prefix_caching || seq->share_prefix;
+}
+
 /*
  * Extend seq's verified chain of cached blocks as far as the prefix cache
  * allows: at admission (no blocks yet: the longest cached prefix) and on
  * every later step while it still prefills, so a request admitted together
  * with another one carrying the same prefix picks up the blocks that one has
  * filled meanwhile (its own partly computed block is dropped for the cached
- * one).  At least the last token stays uncomputed so its logits exist.
- * Prompt tokens served this way on the first pass count as hits.
+ * one).  Every token whose logits are wanted stays uncomputed so its logits
+ * exist.  Prompt tokens served this way on the first pass count as hits (in
+ * the statistics only while prefix caching is on: a scoring request sharing
+ * its prompt among its own sequences is not a cache hit).
  */
 static void
 extend_cached_prefix(llm_sched *s, llm_seq *seq)
 {
 	int32_t		bs = s->block_size;
-	int32_t		max_blocks = (seq->n_tokens - 1) / bs;
+	int32_t		max_blocks = llm_seq_first_logits(seq) / bs;
 	int32_t		k,
 				k0;
 
@@ -189,13 +198,14 @@ extend_cached_prefix(llm_sched *s, llm_seq *seq)
 		seq->n_registered = 0;
 		seq->last_hash = seq->cache_salt;
 	}
-	if (!s->cfg.prefix_caching)
+	if (!prefix_on(s, seq))
 		return;
 	if (!seq->prefix_queried && seq->n_preemptions == 0)
 	{
 		seq->prefix_queried = true;
 		seq->n_cached_tokens = 0;
-		s->prefix_query_tokens += seq->n_prompt;
+		if (s->cfg.prefix_caching)
+			s->prefix_query_tokens += seq->n_prompt;
 	}
 	/* only a fully registered computed prefix is a chain that can be extended */
 	k0 = k = seq->n_registered;
@@ -237,7 +247,8 @@ extend_cached_prefix(llm_sched *s, llm_seq *seq)
 		int32_t		hit = min_i32(k * bs, seq->n_prompt) - min_i32(k0 * bs, seq->n_prompt);
 
 		seq->n_cached_tokens += hit;
-		s->prefix_hit_tokens += hit;
+		if (s->cfg.prefix_caching)
+			s->prefix_hit_tokens += hit;
 	}
 }
 
@@ -253,8 +264,8 @@ next_block_in_flight(const llm_sched *s, const llm_seq *seq)
 	int32_t		bs = s->block_size;
 	int32_t		end = (seq->n_registered + 1) * bs;
 
-	if (!s->cfg.prefix_caching || seq->n_computed != seq->n_registered * bs ||
-		end > seq->n_tokens - 1)
+	if (!prefix_on(s, seq) || seq->n_computed != seq->n_registered * bs ||
+		end > llm_seq_first_logits(seq))
 		return false;
 	for (int32_t i = 0; i < s->plan.n_entries; i++)
 	{
@@ -299,7 +310,13 @@ add_entry(llm_sched *s, llm_seq *seq, int32_t n)
 	e->start = seq->n_computed;
 	e->n = n;
 	e->sample = (seq->n_computed + n == seq->n_tokens);
+	e->logits_from = llm_seq_first_logits(seq);
+	if (e->logits_from < e->start)
+		e->logits_from = e->start;
+	if (e->logits_from > e->start + n)
+		e->logits_from = e->start + n;
 	p->n_tokens += n;
+	p->n_logits += e->start + n - e->logits_from;
 	if (seq->n_blocks > p->max_blocks)
 		p->max_blocks = seq->n_blocks;
 	return 0;
@@ -325,6 +342,7 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 
 	p->n_entries = 0;
 	p->n_tokens = 0;
+	p->n_logits = 0;
 	p->max_blocks = 0;
 	p->n_unfittable = 0;
 	p->n_preempted = 0;
@@ -443,7 +461,7 @@ llm_sched_commit(llm_sched *s, llm_sched_plan *p)
 		llm_seq    *seq = p->entries[i].seq;
 
 		seq->n_computed = p->entries[i].start + p->entries[i].n;
-		if (!s->cfg.prefix_caching)
+		if (!prefix_on(s, seq))
 			continue;
 		/*
 		 * Register newly completed full blocks under the chained hash; where

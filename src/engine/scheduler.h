@@ -8,8 +8,9 @@
  * running sequence is preempted by recompute: its blocks are released (full
  * ones stay in the prefix cache) and it goes back to the head of the waiting
  * queue with all its tokens (prompt + generated) to prefill again.
- * Admission attaches the longest verified cached prefix, capped so at least
- * the last token is recomputed (its logits are needed); a prefilling
+ * Admission attaches the longest verified cached prefix, capped so every
+ * token whose logits the owner wants is recomputed (the last one, or more:
+ * see n_tail_logits); a prefilling
  * sequence keeps extending it each step with blocks others have filled
  * meanwhile, and a waiting one whose next block is being filled this step by
  * another entry waits a step to share it (SGLang-style).  Full blocks are
@@ -53,8 +54,30 @@ typedef struct llm_seq
 	bool		prefix_queried; /* its prompt was counted in the prefix-cache queries */
 	int32_t		n_preemptions;
 	bool		admitted_once;
+	/*
+	 * Logits are wanted for the last max(n_tail_logits, 1) known tokens: 0
+	 * (or 1) for a generating sequence, whose next token is sampled from its
+	 * last row; more for a scoring one, whose rows from the end of the prompt
+	 * on are scored (the owner lowers it as rows are consumed, so a
+	 * recompute after preemption asks only for the rest).  Those tokens are
+	 * never served from the prefix cache.
+	 */
+	int32_t		n_tail_logits;
+	/*
+	 * Register and look up this sequence's full blocks even when prefix
+	 * caching is off: the sequences of one scoring request share their
+	 * prompt this way, under a cache_salt private to the request.
+	 */
+	bool		share_prefix;
 	void	   *owner;			/* the engine's request */
 } llm_seq;
+
+/* First token whose logits the owner of seq wants (n_tail_logits). */
+static inline int32_t
+llm_seq_first_logits(const llm_seq *seq)
+{
+	return seq->n_tokens - (seq->n_tail_logits > 1 ? seq->n_tail_logits : 1);
+}
 
 typedef struct llm_sched_entry
 {
@@ -62,6 +85,13 @@ typedef struct llm_sched_entry
 	int32_t		start;			/* first token index computed this step */
 	int32_t		n;				/* tokens computed this step */
 	bool		sample;			/* the step completes the sequence's known tokens */
+	/*
+	 * Logits rows of this entry: tokens logits_from .. start + n - 1 (indices
+	 * into seq->tokens), start + n when none.  A generating sequence gets
+	 * its last token's row when sample is set; a scoring one every wanted
+	 * row this chunk computes (llm_seq_first_logits).
+	 */
+	int32_t		logits_from;
 } llm_sched_entry;
 
 typedef struct llm_sched_plan
@@ -69,6 +99,7 @@ typedef struct llm_sched_plan
 	llm_sched_entry *entries;
 	int32_t		n_entries;
 	int32_t		n_tokens;
+	int32_t		n_logits;		/* logits rows over all entries */
 	int32_t		max_blocks;		/* largest block table among entries */
 	/* sequences that can never fit the KV pool: the engine fails them */
 	llm_seq   **unfittable;

@@ -1,9 +1,18 @@
 /*
- * tokenizer.c — byte-level BPE tokenizer (tokenizer.ggml.model = "gpt2").
+ * tokenizer.c — the vocabulary (tokens, types, special ids, BOS/EOS/EOG,
+ * USER_DEFINED splitting, decoding, the incremental detokenizer) and the
+ * byte-level BPE encoder (tokenizer.ggml.model = "gpt2"); the SentencePiece
+ * encoder ("llama") is tokenizer_spm.c.
  *
  * Behaviour follows llama.cpp (src/llama-vocab.cpp, src/unicode.cpp) so that
  * ids are token-for-token identical for the same GGUF:
  *
+ *  0. USER_DEFINED tokens are split out of the text first, longest text
+ *     first, each at every leftmost non-overlapping occurrence
+ *     (llama_vocab::impl::tokenizer_st_partition with parse_special off);
+ *     every remaining fragment is encoded on its own.
+ *
+ * Byte-level BPE:
  *  1. Pre-tokenization: the regex list selected by tokenizer.ggml.pre is
  *     applied in sequence; each regex splits every piece produced by the
  *     previous one, and the text between matches is kept as a piece of its
@@ -20,29 +29,17 @@
  *  3. A final symbol that is not a vocabulary entry falls back to the
  *     single-byte tokens of its encoded text (as llama.cpp does).
  *
- * Special tokens (CONTROL / USER_DEFINED) are never recognised in text.
+ * CONTROL and UNKNOWN tokens are never recognised in text.
  */
-#include "tokenizer.h"
+#define _GNU_SOURCE				/* memmem */
+#include "tokenizer_internal.h"
 #include "text_util.h"
-
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* tokenizer.ggml.token_type values (llama.cpp llama_token_type) */
-#define TOKTYPE_NORMAL			1
-#define TOKTYPE_UNKNOWN			2
-#define TOKTYPE_CONTROL			3
-#define TOKTYPE_USER_DEFINED	4
-#define TOKTYPE_UNUSED			5
-#define TOKTYPE_BYTE			6
-
-#define MAX_REGEXES		4
-#define MAX_EOG			16
 #define MAX_TOKEN_BYTES	(1 << 20)	/* longest vocabulary entry accepted */
 
 /* Unicode White_Space, the set llama.cpp's unicode tables mark as \s. */
@@ -66,85 +63,32 @@ typedef struct pretok_spec
 	const char *name;			/* tokenizer.ggml.pre value */
 	bool		ignore_merges;	/* whole piece in vocab => one token */
 	const char *regex[MAX_REGEXES];
+	bool		add_bos;		/* llama.cpp's default when the GGUF has no add_bos_token */
 } pretok_spec;
 
 /* Pre-tokenizer families supported, per llama-vocab.cpp's table. */
 static const pretok_spec pretok_specs[] = {
-	{"default", false, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
-	{"gpt-2", false, {RE_GPT2}},
-	{"gpt2", false, {RE_GPT2}},
-	{"phi-2", false, {RE_GPT2}},
-	{"mpt", false, {RE_GPT2}},
-	{"olmo", false, {RE_GPT2}},
-	{"jais", false, {RE_GPT2}},
-	{"smollm", false, {"\\p{N}", RE_GPT2}},
-	{"starcoder", false, {"\\p{N}", RE_GPT2}},
-	{"refact", false, {"\\p{N}", RE_GPT2}},
-	{"command-r", false, {"\\p{N}", RE_GPT2}},
-	{"codeshell", false, {"\\p{N}", RE_GPT2}},
-	{"exaone", false, {"\\p{N}", RE_GPT2}},
-	{"minerva-7b", false, {"\\p{N}", RE_GPT2}},
-	{"llama3", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}},
-	{"llama-v3", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}},
-	{"llama-bpe", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}},
-	{"dbrx", false, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}},
-	{"smaug-bpe", false, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}},
-	{"qwen2", false, {RE_LLAMA3_HEAD "|\\p{N}" RE_LLAMA3_TAIL}},
-	{"stablelm2", false, {RE_LLAMA3_HEAD "|\\p{N}" RE_LLAMA3_TAIL}},
-};
-
-/* Open-addressing hash set of interned strings: slot = string id + 1, 0 = empty. */
-typedef struct str_table
-{
-	uint32_t   *slots;
-	uint32_t	mask;
-} str_table;
-
-/* Open-addressing map (left id, right id) -> merge rank and merged string id. */
-typedef struct merge_entry
-{
-	uint64_t	key;			/* (left << 32 | right) + 1; 0 = empty slot */
-	int32_t		rank;
-	int32_t		result;
-} merge_entry;
-
-struct llm_tokenizer
-{
-	int32_t		n_vocab;
-	int32_t		n_strings;		/* vocabulary + extra strings from merges */
-	int32_t		cap_strings;
-	/* interned string i: arena bytes [str_off[i], str_off[i] + str_len[i]) */
-	uint64_t   *str_off;
-	uint32_t   *str_len;
-	uint32_t   *str_hash;
-	char	   *arena;
-	uint64_t	arena_len;
-	uint64_t	arena_cap;
-	str_table	strings;
-
-	uint8_t    *tok_type;		/* n_vocab */
-	/* bytes each token stands for (byte-decoded): dec_arena [dec_off[i], dec_off[i+1]) */
-	uint64_t   *dec_off;
-	char	   *dec_arena;
-
-	merge_entry *merges;
-	uint64_t	merges_mask;
-
-	/* GPT-2 byte alphabet */
-	char		byte_enc[256][3];	/* UTF-8 of the code point byte b maps to */
-	uint8_t		byte_enc_len[256];
-	int32_t		byte_sym[256];	/* string id of byte_enc[b], or -1 */
-	int32_t		raw_byte_tok[256];	/* vocab id of the 1-byte string "b", or -1 */
-	int16_t		cp_byte[512];	/* inverse map for code points < 512, -1 if none */
-
-	pcre2_code *regex[MAX_REGEXES];
-	int			n_regex;
-	bool		ignore_merges;
-
-	int32_t		bos;
-	int32_t		eos;
-	int32_t		eog[MAX_EOG];
-	int			n_eog;
+	{"default", false, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false},
+	{"gpt-2", false, {RE_GPT2}, false},
+	{"gpt2", false, {RE_GPT2}, false},
+	{"phi-2", false, {RE_GPT2}, false},
+	{"mpt", false, {RE_GPT2}, false},
+	{"olmo", false, {RE_GPT2}, false},
+	{"jais", false, {RE_GPT2}, false},
+	{"smollm", false, {"\\p{N}", RE_GPT2}, false},
+	{"starcoder", false, {"\\p{N}", RE_GPT2}, false},
+	{"refact", false, {"\\p{N}", RE_GPT2}, false},
+	{"command-r", false, {"\\p{N}", RE_GPT2}, false},
+	{"codeshell", false, {"\\p{N}", RE_GPT2}, false},
+	{"exaone", false, {"\\p{N}", RE_GPT2}, false},
+	{"minerva-7b", false, {"\\p{N}", RE_GPT2}, false},
+	{"llama3", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, true},
+	{"llama-v3", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, true},
+	{"llama-bpe", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, true},
+	{"dbrx", false, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, false},
+	{"smaug-bpe", false, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, false},
+	{"qwen2", false, {RE_LLAMA3_HEAD "|\\p{N}" RE_LLAMA3_TAIL}, false},
+	{"stablelm2", false, {RE_LLAMA3_HEAD "|\\p{N}" RE_LLAMA3_TAIL}, false},
 };
 
 /* FNV-1a, 32 bit. */
@@ -265,6 +209,12 @@ static int32_t
 str_lookup(const llm_tokenizer *t, const char *p, size_t n)
 {
 	return str_find(t, p, n, hash_bytes(p, n));
+}
+
+int32_t
+tok_str_lookup(const llm_tokenizer *t, const char *p, size_t n)
+{
+	return str_lookup(t, p, n);
 }
 
 /*
@@ -494,11 +444,58 @@ optional_token_id(const gguf_file *f, const char *key, int32_t n_vocab)
 	return (int32_t) v;
 }
 
+/* USER_DEFINED ids in llama.cpp's splitting order: longest text first, then lowest id. */
+static int
+udef_cmp(const void *a, const void *b, void *arg)
+{
+	const llm_tokenizer *t = arg;
+	int32_t		x = *(const int32_t *) a,
+				y = *(const int32_t *) b;
+	uint32_t	lx = t->str_len[x],
+				ly = t->str_len[y];
+
+	if (lx != ly)
+		return lx > ly ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The USER_DEFINED tokens text is split by.  llama.cpp's order among tokens
+ * of equal length is std::sort's (unspecified); it only matters when two of
+ * them overlap in the text, which Gemma's (whitespace runs, HTML tags) never
+ * do.
+ */
+static bool
+build_udef(llm_tokenizer *t)
+{
+	int32_t		n = 0;
+
+	for (int32_t i = 0; i < t->n_vocab; i++)
+		if (t->tok_type[i] == TOKTYPE_USER_DEFINED && t->str_len[i] > 0)
+			n++;
+	if (n == 0)
+		return true;
+	t->udef = malloc(sizeof(int32_t) * (size_t) n);
+	if (t->udef == NULL)
+		return false;
+	for (int32_t i = 0; i < t->n_vocab; i++)
+	{
+		/* of duplicate texts only the id a lookup returns (the last) is split out */
+		if (t->tok_type[i] != TOKTYPE_USER_DEFINED || t->str_len[i] == 0 ||
+			str_lookup(t, t->arena + t->str_off[i], t->str_len[i]) != i)
+			continue;
+		t->udef[t->n_udef++] = i;
+	}
+	qsort_r(t->udef, (size_t) t->n_udef, sizeof(int32_t), udef_cmp, t);
+	return true;
+}
+
 /*
  * Build the tokenizer from GGUF keys tokenizer.ggml.{model, pre, tokens,
- * token_type, merges, bos_token_id, eos_token_id, eot_token_id,
- * eom_token_id}.  Everything is copied: f may be closed afterwards.
- * Returns NULL + message for a non-"gpt2" model, an unknown pre-tokenizer,
+ * token_type, merges (gpt2), scores and add_space_prefix (llama),
+ * bos_token_id, eos_token_id, eot_token_id, eom_token_id, add_bos_token}.
+ * Everything is copied: f may be closed afterwards.  Returns NULL + message
+ * for a model other than "gpt2" / "llama", an unknown pre-tokenizer,
  * missing/mistyped arrays, or allocation failure.
  */
 llm_tokenizer *
@@ -508,40 +505,55 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 				pre;
 	const gguf_kv *tokens,
 			   *types,
-			   *merges;
+			   *merges = NULL;
 	const pretok_spec *spec = NULL;
 	llm_tokenizer *t;
+	tok_kind	kind;
+	uint64_t	n_merges = 0;
 	uint64_t	total_text = 0;
 	uint64_t	dec_len = 0;
+	bool		add_bos;
+	/* llama.cpp's end-of-generation texts (llama_vocab::impl::load, special_eog_ids) */
 	static const char *const eog_texts[] = {
-		"<|im_end|>", "<end_of_turn>", "<|endoftext|>", "<|eot_id|>", "<|eom_id|>", "<|end|>",
-		"<|end_of_text|>"
+		"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+		"<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+		"\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence" "\xef\xbd\x9c", "[e~["
 	};
+	bool		normal_slash_s;
 
 	if (!gguf_get_str(f, "tokenizer.ggml.model", &model))
 	{
 		llm_set_err(err, errlen, "tokenizer: GGUF has no tokenizer.ggml.model");
 		return NULL;
 	}
-	if (!gguf_str_eq(model, "gpt2"))
+	if (gguf_str_eq(model, "gpt2"))
+		kind = TOK_BPE;
+	else if (gguf_str_eq(model, "llama"))
+		kind = TOK_SPM;
+	else
 	{
-		llm_set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (only byte-level BPE \"gpt2\")",
+		llm_set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (only byte-level BPE \"gpt2\" "
+					"and SentencePiece \"llama\")",
 				(int) (model.len > 64 ? 64 : model.len), model.ptr);
 		return NULL;
 	}
-	if (!gguf_get_str(f, "tokenizer.ggml.pre", &pre))
+	if (kind == TOK_BPE)
 	{
-		pre.ptr = "default";
-		pre.len = 7;
-	}
-	for (size_t i = 0; i < sizeof(pretok_specs) / sizeof(pretok_specs[0]); i++)
-		if (gguf_str_eq(pre, pretok_specs[i].name))
-			spec = &pretok_specs[i];
-	if (spec == NULL)
-	{
-		llm_set_err(err, errlen, "tokenizer: unsupported pre-tokenizer tokenizer.ggml.pre = '%.*s'",
-				(int) (pre.len > 64 ? 64 : pre.len), pre.ptr);
-		return NULL;
+		if (!gguf_get_str(f, "tokenizer.ggml.pre", &pre))
+		{
+			pre.ptr = "default";
+			pre.len = 7;
+		}
+		for (size_t i = 0; i < sizeof(pretok_specs) / sizeof(pretok_specs[0]); i++)
+			if (gguf_str_eq(pre, pretok_specs[i].name))
+				spec = &pretok_specs[i];
+		if (spec == NULL)
+		{
+			llm_set_err(err, errlen, "tokenizer: unsupported pre-tokenizer tokenizer.ggml.pre = '%.*s'",
+					(int) (pre.len > 64 ? 64 : pre.len), pre.ptr);
+			return NULL;
+		}
 	}
 
 	tokens = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING);
@@ -559,11 +571,15 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 				(unsigned long long) types->arr_n, (unsigned long long) tokens->arr_n);
 		return NULL;
 	}
-	merges = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING);
-	if (merges == NULL || merges->strs == NULL || merges->arr_n > (1u << 24))
+	if (kind == TOK_BPE)
 	{
-		llm_set_err(err, errlen, "tokenizer: tokenizer.ggml.merges missing, too large or not a string array");
-		return NULL;
+		merges = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_VT_STRING);
+		if (merges == NULL || merges->strs == NULL || merges->arr_n > (1u << 24))
+		{
+			llm_set_err(err, errlen, "tokenizer: tokenizer.ggml.merges missing, too large or not a string array");
+			return NULL;
+		}
+		n_merges = merges->arr_n;
 	}
 	for (uint64_t i = 0; i < tokens->arr_n; i++)
 	{
@@ -579,10 +595,12 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		goto oom;
+	t->kind = kind;
 	t->n_vocab = (int32_t) tokens->arr_n;
-	build_byte_alphabet(t);
+	if (kind == TOK_BPE)
+		build_byte_alphabet(t);
 	/* strings: vocabulary + up to three new strings per merge + 256 byte symbols */
-	if (!size_tables(t, tokens->arr_n + 3 * merges->arr_n + 256, merges->arr_n))
+	if (!size_tables(t, tokens->arr_n + 3 * n_merges + 256, n_merges))
 		goto oom;
 	t->arena_cap = total_text + 1024;
 	t->arena = malloc(t->arena_cap);
@@ -601,7 +619,7 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	}
 
 	/* merges "left right": intern both sides and the merged string */
-	for (uint64_t i = 0; i < merges->arr_n; i++)
+	for (uint64_t i = 0; i < n_merges; i++)
 	{
 		gguf_str	m = merges->strs[i];
 		const char *sp = m.len > 1 ? memchr(m.ptr + 1, ' ', m.len - 1) : NULL;
@@ -632,38 +650,72 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 		merge_add(t, l, r, (int32_t) i, res);
 	}
 
-	for (int b = 0; b < 256; b++)
+	if (kind == TOK_BPE)
 	{
-		char		c = (char) b;
-		int32_t		id = str_lookup(t, &c, 1);
+		for (int b = 0; b < 256; b++)
+		{
+			char		c = (char) b;
+			int32_t		id = str_lookup(t, &c, 1);
 
-		t->byte_sym[b] = str_lookup(t, t->byte_enc[b], t->byte_enc_len[b]);
-		t->raw_byte_tok[b] = (id >= 0 && id < t->n_vocab) ? id : -1;
+			t->byte_sym[b] = str_lookup(t, t->byte_enc[b], t->byte_enc_len[b]);
+			t->raw_byte_tok[b] = (id >= 0 && id < t->n_vocab) ? id : -1;
+		}
+
+		if (!compile_regexes(t, spec, err, errlen))
+		{
+			llm_tokenizer_destroy(t);
+			return NULL;
+		}
+		t->ignore_merges = spec->ignore_merges;
 	}
-
-	if (!compile_regexes(t, spec, err, errlen))
+	else if (!tok_spm_setup(t, f, err, errlen))
 	{
 		llm_tokenizer_destroy(t);
 		return NULL;
 	}
-	t->ignore_merges = spec->ignore_merges;
 
 	t->bos = optional_token_id(f, "tokenizer.ggml.bos_token_id", t->n_vocab);
 	t->eos = optional_token_id(f, "tokenizer.ggml.eos_token_id", t->n_vocab);
+	if (kind == TOK_SPM)
+	{
+		/* llama.cpp's SentencePiece defaults when the keys are absent */
+		int64_t		v;
+
+		if (!gguf_get_int(f, "tokenizer.ggml.bos_token_id", &v) && t->n_vocab > 1)
+			t->bos = 1;
+		if (!gguf_get_int(f, "tokenizer.ggml.eos_token_id", &v) && t->n_vocab > 2)
+			t->eos = 2;
+	}
+	/* llama.cpp: tokenizer.ggml.add_bos_token, else true for SentencePiece and per pre-tokenizer for BPE */
+	if (!gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos))
+		add_bos = kind == TOK_SPM || spec->add_bos;
+	t->add_bos = add_bos && t->bos >= 0;
 	add_eog(t, t->eos);
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eot_token_id", t->n_vocab));
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eom_token_id", t->n_vocab));
-	/* as llama.cpp: these texts end generation whatever their type, and count as control tokens */
+	/*
+	 * As llama.cpp: these texts end generation whatever their type, and count
+	 * as control tokens, except "</s>" in a vocabulary that also has
+	 * <|tool_response>, where it is a normal token.  (Gemma 3's USER_DEFINED
+	 * "</s>" thus ends generation and is not split out of text.)
+	 */
+	normal_slash_s = str_lookup(t, "<|tool_response>", 16) >= 0;
 	for (size_t i = 0; i < sizeof(eog_texts) / sizeof(eog_texts[0]); i++)
 	{
 		int32_t		id = str_lookup(t, eog_texts[i], strlen(eog_texts[i]));
 
-		if (id >= 0 && id < t->n_vocab)
+		if (id < 0 || id >= t->n_vocab)
+			continue;
+		if (normal_slash_s && strcmp(eog_texts[i], "</s>") == 0)
 		{
-			t->tok_type[id] = TOKTYPE_CONTROL;
-			add_eog(t, id);
+			t->tok_type[id] = TOKTYPE_NORMAL;
+			continue;
 		}
+		t->tok_type[id] = TOKTYPE_CONTROL;
+		add_eog(t, id);
 	}
+	if (!build_udef(t))
+		goto oom;
 
 	/* byte-decoded text of every token, for detokenization */
 	t->dec_off = malloc(sizeof(uint64_t) * (tokens->arr_n + 1));
@@ -676,7 +728,9 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 		size_t		n = t->str_len[i];
 
 		t->dec_off[i] = dec_len;
-		if (t->tok_type[i] == TOKTYPE_CONTROL || t->tok_type[i] == TOKTYPE_USER_DEFINED)
+		if (kind == TOK_SPM)
+			dec_len += tok_spm_decode_text(t, i, p, n, t->dec_arena + dec_len);
+		else if (t->tok_type[i] == TOKTYPE_CONTROL || t->tok_type[i] == TOKTYPE_USER_DEFINED)
 		{
 			memcpy(t->dec_arena + dec_len, p, n);
 			dec_len += n;
@@ -709,6 +763,8 @@ llm_tokenizer_destroy(llm_tokenizer *t)
 	free(t->dec_off);
 	free(t->dec_arena);
 	free(t->merges);
+	free(t->udef);
+	free(t->score);
 	free(t);
 }
 
@@ -751,6 +807,20 @@ llm_tokenizer_is_eog(const llm_tokenizer *t, int32_t id)
 		if (t->eog[i] == id)
 			return true;
 	return false;
+}
+
+bool
+llm_tokenizer_add_bos(const llm_tokenizer *t)
+{
+	return t->add_bos;
+}
+
+/* CONTROL and UNKNOWN ids (after the end-of-generation texts were made CONTROL): never produced from text. */
+bool
+llm_tokenizer_is_control(const llm_tokenizer *t, int32_t id)
+{
+	return id >= 0 && id < t->n_vocab &&
+		(t->tok_type[id] == TOKTYPE_CONTROL || t->tok_type[id] == TOKTYPE_UNKNOWN);
 }
 
 /* ---------- encoding ---------- */
@@ -929,21 +999,6 @@ queue_pair(const llm_tokenizer *t, scratch *s, int32_t left, int32_t right)
 	heap_push(s, b);
 }
 
-typedef struct emitter
-{
-	int32_t    *out;
-	int64_t		cap;
-	int64_t		n;
-} emitter;
-
-static inline void
-emit(emitter *e, int32_t id)
-{
-	if (e->n < e->cap)
-		e->out[e->n] = id;
-	e->n++;
-}
-
 /* BPE-merge one pre-token piece text[0..n) and emit its ids. */
 static bool
 bpe_piece(const llm_tokenizer *t, scratch *s, const uint8_t *text, size_t n, emitter *e)
@@ -1090,10 +1145,145 @@ oom:
 	return -1;
 }
 
+/* Pre-tokenize text[0..len) with the regexes and BPE every piece.  0, or -1 + err. */
+static int
+encode_bpe(const llm_tokenizer *t, scratch *s, const char *text, size_t len, emitter *e,
+		   char *err, size_t errlen)
+{
+	int			cur = 0;
+
+	s->n_pieces[0] = 0;
+	if (!push_piece(s, 0, 0, len))
+		goto oom;
+	for (int r = 0; r < t->n_regex; r++)
+	{
+		if (split_pieces(t, s, t->regex[r], text, cur, 1 - cur, err, errlen) < 0)
+			return -1;
+		cur = 1 - cur;
+	}
+	for (size_t i = 0; i < s->n_pieces[cur]; i++)
+	{
+		piece		p = s->pieces[cur][i];
+
+		if (!bpe_piece(t, s, (const uint8_t *) text + p.start, p.end - p.start, e))
+			goto oom;
+	}
+	return 0;
+
+oom:
+	llm_set_err(err, errlen, "tokenizer: out of memory");
+	return -1;
+}
+
+/* A stretch of the text to encode (id < 0), or a USER_DEFINED token split out of it. */
+typedef struct fragment
+{
+	size_t		start;
+	size_t		end;
+	int32_t		id;
+} fragment;
+
+typedef struct frag_list
+{
+	fragment   *v;
+	size_t		n;
+	size_t		cap;
+} frag_list;
+
+static bool
+frag_push(frag_list *l, size_t start, size_t end, int32_t id)
+{
+	if (l->n == l->cap)
+	{
+		size_t		cap = l->cap ? l->cap * 2 : 16;
+		fragment   *v = realloc(l->v, cap * sizeof(fragment));
+
+		if (v == NULL)
+			return false;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n].start = start;
+	l->v[l->n].end = end;
+	l->v[l->n].id = id;
+	l->n++;
+	return true;
+}
+
 /*
- * Tokenize text[0..len) as plain UTF-8 text: pre-tokenize, BPE each piece.
- * Returns the number of ids (writing at most cap to out), or -1 with err
- * set for ill-formed UTF-8 (offset reported) or allocation failure.
+ * Split text[0..len) by the USER_DEFINED tokens into *out (the caller frees
+ * out->v): for each token in t->udef's order, every text fragment is cut at
+ * each leftmost non-overlapping occurrence.  false on allocation failure.
+ */
+static bool
+split_user_defined(const llm_tokenizer *t, const char *text, size_t len, frag_list *out)
+{
+	frag_list	cur = {0},
+				next = {0};
+	bool		present[256] = {false};
+
+	if (!frag_push(&cur, 0, len, -1))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		present[(uint8_t) text[i]] = true;
+	for (int32_t k = 0; k < t->n_udef; k++)
+	{
+		int32_t		id = t->udef[k];
+		const char *ut = t->arena + t->str_off[id];
+		size_t		ulen = t->str_len[id];
+		bool		hit = false;
+
+		if (ulen > len || !present[(uint8_t) ut[0]])
+			continue;
+		next.n = 0;
+		for (size_t f = 0; f < cur.n; f++)
+		{
+			fragment	fr = cur.v[f];
+			size_t		pos = fr.start;
+			const char *m;
+
+			if (fr.id >= 0 || fr.end - fr.start < ulen)
+			{
+				if (!frag_push(&next, fr.start, fr.end, fr.id))
+					goto oom;
+				continue;
+			}
+			while ((m = memmem(text + pos, fr.end - pos, ut, ulen)) != NULL)
+			{
+				size_t		at = (size_t) (m - text);
+
+				if ((at > pos && !frag_push(&next, pos, at, -1)) || !frag_push(&next, at, at + ulen, id))
+					goto oom;
+				pos = at + ulen;
+				hit = true;
+			}
+			if (pos < fr.end && !frag_push(&next, pos, fr.end, -1))
+				goto oom;
+		}
+		if (hit)
+		{
+			frag_list	tmp = cur;
+
+			cur = next;
+			next = tmp;
+		}
+	}
+	free(next.v);
+	*out = cur;
+	return true;
+
+oom:
+	free(cur.v);
+	free(next.v);
+	return false;
+}
+
+/*
+ * Tokenize text[0..len) as plain UTF-8 text: split out USER_DEFINED tokens,
+ * then encode each remaining fragment (byte-level BPE: pre-tokenize and BPE
+ * each piece; SentencePiece: tokenizer_spm.c).  Returns the number of ids
+ * (writing at most cap to out), or -1 with err set for ill-formed UTF-8
+ * (offset reported) or allocation failure.
  */
 int64_t
 llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
@@ -1102,7 +1292,12 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 	scratch		s;
 	emitter		e = {out, cap < 0 ? 0 : cap, 0};
 	size_t		bad;
-	int			cur = 0;
+	frag_list	frags = {0};
+	fragment	whole = {0, len, -1};
+	const fragment *fv = &whole;
+	size_t		nf = 1;
+	bool		prev_special = true;
+	int			rc = 0;
 
 	if (len == 0)
 		return 0;
@@ -1127,30 +1322,37 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 	}
 
 	memset(&s, 0, sizeof(s));
-	s.md = pcre2_match_data_create(4, NULL);
-	if (s.md == NULL || !push_piece(&s, 0, 0, len))
-		goto oom;
-	for (int r = 0; r < t->n_regex; r++)
+	if (t->n_udef > 0)
 	{
-		if (split_pieces(t, &s, t->regex[r], text, cur, 1 - cur, err, errlen) < 0)
-		{
-			scratch_free(&s);
-			return -1;
-		}
-		cur = 1 - cur;
-	}
-	for (size_t i = 0; i < s.n_pieces[cur]; i++)
-	{
-		piece		p = s.pieces[cur][i];
-
-		if (!bpe_piece(t, &s, (const uint8_t *) text + p.start, p.end - p.start, &e))
+		if (!split_user_defined(t, text, len, &frags))
 			goto oom;
+		fv = frags.v;
+		nf = frags.n;
+	}
+	if (t->kind == TOK_BPE && (s.md = pcre2_match_data_create(4, NULL)) == NULL)
+		goto oom;
+	for (size_t i = 0; i < nf && rc == 0; i++)
+	{
+		if (fv[i].id >= 0)
+		{
+			emit(&e, fv[i].id);
+			prev_special = true;
+			continue;
+		}
+		if (t->kind == TOK_BPE)
+			rc = encode_bpe(t, &s, text + fv[i].start, fv[i].end - fv[i].start, &e, err, errlen);
+		else if (!tok_spm_encode(t, text + fv[i].start, fv[i].end - fv[i].start,
+								 t->add_space_prefix && prev_special, &e))
+			goto oom;
+		prev_special = false;
 	}
 	scratch_free(&s);
-	return e.n;
+	free(frags.v);
+	return rc == 0 ? e.n : -1;
 
 oom:
 	scratch_free(&s);
+	free(frags.v);
 	llm_set_err(err, errlen, "tokenizer: out of memory");
 	return -1;
 }

@@ -1,12 +1,22 @@
 /*
- * tokenizer.h — byte-level BPE tokenizer built from GGUF metadata.
+ * tokenizer.h — the model's tokenizer, built from GGUF metadata.
  *
- * Follows llama.cpp's llama-vocab.cpp behaviour for tokenizer.ggml.model =
- * "gpt2": vocabulary (tokenizer.ggml.tokens), token types
- * (tokenizer.ggml.token_type), merge ranks (tokenizer.ggml.merges), and the
- * pre-tokenizer regexes chosen by tokenizer.ggml.pre (PCRE2).  User text is
- * always tokenized as plain text: special/control tokens are never matched
- * inside it; only the chat template (chat_template.h) emits special ids.
+ * Follows llama.cpp's llama-vocab.cpp for two tokenizer.ggml.model values:
+ *  - "gpt2", byte-level BPE (SmolLM2, Llama 3, Qwen2): vocabulary
+ *    (tokenizer.ggml.tokens), token types (tokenizer.ggml.token_type), merge
+ *    ranks (tokenizer.ggml.merges) and the pre-tokenizer regexes chosen by
+ *    tokenizer.ggml.pre (PCRE2);
+ *  - "llama", SentencePiece BPE (Gemma, Llama 2, Mistral): tokens merged by
+ *    tokenizer.ggml.scores, "▁" for spaces, <0xNN> byte-fallback tokens,
+ *    tokenizer.ggml.add_space_prefix, no pre-tokenizer.
+ * User text is always tokenized as plain text: CONTROL (and UNKNOWN) tokens
+ * are never matched inside it, so only the chat template (chat_template.h)
+ * emits them.  USER_DEFINED tokens (Gemma: runs of spaces, tabs, newlines,
+ * HTML tags) are text pieces: they are split out of the text first, as
+ * llama.cpp does.  No BOS is added by llm_tokenize: a raw prompt starts with
+ * llm_tokenizer_bos() when llm_tokenizer_add_bos() says so.
+ *
+ * A tokenizer is immutable after creation and may be shared between threads.
  */
 #ifndef LLM_TOKENIZER_H
 #define LLM_TOKENIZER_H
@@ -26,8 +36,18 @@ void		llm_tokenizer_destroy(llm_tokenizer *t);
 int32_t		llm_tokenizer_n_vocab(const llm_tokenizer *t);
 int32_t		llm_tokenizer_bos(const llm_tokenizer *t);	/* -1 if none */
 int32_t		llm_tokenizer_eos(const llm_tokenizer *t);
-/* Id of a special token by its exact text ("<|im_end|>"), or -1. */
+/*
+ * Whether a prompt given as raw text starts with llm_tokenizer_bos(), as
+ * llama.cpp's tokenization with add_special does: tokenizer.ggml.add_bos_token
+ * when the GGUF has it, else true for SentencePiece and for the Llama-3
+ * pre-tokenizers, false for other BPE ones.  Never true without a BOS id.
+ * SmolLM2: false; Gemma 3: true (BOS 2).
+ */
+bool		llm_tokenizer_add_bos(const llm_tokenizer *t);
+/* Id of a special (CONTROL or USER_DEFINED) token by its exact text ("<|im_end|>"), or -1. */
 int32_t		llm_tokenizer_special_id(const llm_tokenizer *t, const char *text);
+/* True for CONTROL / UNKNOWN ids (<bos>, <|im_start|>, <start_of_turn>): llm_tokenize never produces them. */
+bool		llm_tokenizer_is_control(const llm_tokenizer *t, int32_t id);
 /* True for ids generation must stop at: EOS, EOT, <|im_end|>, <end_of_turn>, ... */
 bool		llm_tokenizer_is_eog(const llm_tokenizer *t, int32_t id);
 
@@ -35,14 +55,16 @@ bool		llm_tokenizer_is_eog(const llm_tokenizer *t, int32_t id);
  * Tokenize len bytes of UTF-8 text as plain text (no BOS added, special
  * tokens not parsed).  Writes at most cap ids to out and returns the total
  * number of tokens (may exceed cap: call again with a larger buffer), or -1
- * with err set (invalid UTF-8).
+ * with err set (invalid UTF-8).  Decoding the ids gives text back exactly,
+ * except for SentencePiece: a literal U+2581 reads back as a space, and with
+ * add_space_prefix (not Gemma's) the text gains a leading space.
  */
 int64_t		llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 						 int32_t *out, int64_t cap, char *err, size_t errlen);
 
 /*
- * Bytes of token id as it appears in text (byte-level decoded; special tokens
- * give their text).  Returns the byte count (may exceed cap) or -1 for an
+ * Bytes of token id as it appears in text (byte-level decoded, or ▁ turned
+ * into spaces and <0xNN> into byte NN; special tokens give their text).  Returns the byte count (may exceed cap) or -1 for an
  * invalid id.
  */
 int			llm_token_to_bytes(const llm_tokenizer *t, int32_t id, char *out, int cap);

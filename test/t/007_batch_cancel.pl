@@ -9,6 +9,7 @@ use lib $FindBin::RealBin;
 use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 my $node = LlmTest::new_node('batch', "llm.max_running_requests = 8\n");
 $node->safe_psql('postgres', q{
@@ -61,15 +62,43 @@ LlmTest::wait_idle($node, 'after LIMIT');
 cmp_ok($node->safe_psql('postgres', 'SELECT completion_tokens FROM llm_stat') - $completion0, '<', 1000,
 	'no generation beyond the window');
 
-# a cursor closed early: the same
-$node->safe_psql('postgres', q{
+# a cursor closed early: the same, at CLOSE, not only at the end of the
+# transaction (the rows read ahead beyond the first would generate 2000
+# tokens each, so they are still running at CLOSE; the transaction then
+# sleeps, and nothing may run while it does)
+($aborted0, $completion0) = split /\|/,
+  $node->safe_psql('postgres', 'SELECT requests_aborted, completion_tokens FROM llm_stat');
+my $cq = LlmTest::start_query($node, q{
 BEGIN;
-DECLARE c CURSOR FOR SELECT llm_generate(body, max_tokens => 32, temperature => 0.7, seed => 7) FROM tickets;
+DECLARE c CURSOR FOR SELECT id, llm_generate(body, max_tokens => CASE WHEN id = 1 THEN 8 ELSE 2000 END,
+                                             temperature => 0.7, seed => 7) <> '' FROM tickets;
 FETCH 1 FROM c;
 CLOSE c;
-COMMIT;});
-ok(1, 'cursor fetched one row and closed');
+SELECT pg_sleep(60) /* cursor closed */;
+COMMIT;
+}, script => 1);
+my $sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%cursor closed */%' "
+  . "AND state = 'active' AND pid <> pg_backend_pid()";
+my $closed = 0;
+for (1 .. 1500)
+{
+	$cq->{h}->pump_nb;			# feeds the script to psql
+	last if ($closed = $node->safe_psql('postgres', "SELECT ($sleeping) = 1") eq 't');
+	usleep(200_000);
+}
+ok($closed, 'cursor closed, its transaction still open');
+ok($node->poll_query_until('postgres', 'SELECT requests_running = 0 AND requests_waiting = 0 FROM llm_stat'),
+	'no request running after CLOSE');
+is($node->safe_psql('postgres', $sleeping), '1', '... while the transaction is still open');
+cmp_ok($node->safe_psql('postgres', 'SELECT requests_aborted FROM llm_stat') - $aborted0, '>=', 1,
+	'read-ahead requests of the closed cursor aborted');
+$node->safe_psql('postgres',
+	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%cursor closed */%' AND pid <> pg_backend_pid()");
+my ($fetched) = LlmTest::finish_query($cq);
+like($fetched, qr/^1\|t$/m, 'cursor fetched the first row, with text');
 LlmTest::wait_idle($node, 'after closing a cursor');
+cmp_ok($node->safe_psql('postgres', 'SELECT completion_tokens FROM llm_stat') - $completion0, '<', 1000,
+	'no generation beyond the window after CLOSE');
 
 is($node->safe_psql('postgres', "SELECT count(llm_generate(body, max_tokens => 2) IS NOT NULL) FROM tickets WHERE id <= 4"),
 	'4', 'next statement works');

@@ -13,12 +13,14 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 # A started node with shared_preload_libraries = 'llm', CREATE EXTENSION done
-# and (unless $opts{no_wait}) a ready model.  $extra_conf is appended.
+# and (unless $opts{no_wait}) a ready model.  $extra_conf is appended;
+# $opts{init} are the parameters of PostgreSQL::Test::Cluster::init
+# (allows_streaming => 1 for a primary with standbys).
 sub new_node
 {
 	my ($name, $extra_conf, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%{ $opts{init} // {} });
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'llm'
 llm.threads = 2

@@ -4,7 +4,8 @@
  * sizes, after preemption in a tiny KV pool, with prefix caching on/off),
  * seeded sampling independent of batch company, stop strings across token
  * boundaries, length limits at max_tokens and at the context, request
- * errors, aborts and KV-block leaks, non-finite logits.
+ * errors, aborts and KV-block leaks, non-finite logits; several logits rows
+ * of one sequence in one step; the repetition penalty as a logits processor.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,119 @@ test_batch_invariance(void)
 	free(batch);
 }
 
+/*
+ * Several logits rows of one sequence in one step: every row of a prefill
+ * equals the last row of the prefill that ends there.
+ */
+static void
+test_multirow_logits(void)
+{
+	llm_engine *e = make_engine(512, 0, false, 0);
+	int32_t		np,
+				V;
+	int32_t    *ids;
+	float	   *rows,
+			   *one;
+	char		err[256];
+	int			bad = 0,
+				bad_tail = 0;
+	llm_engine_stats st;
+
+	if (!CHECK(e != NULL, "engine for multi-row logits"))
+		return;
+	V = llm_engine_n_vocab(e);
+	ids = chat_ids(e, prompts[7], &np);
+	rows = malloc((size_t) np * V * sizeof(float));
+	one = malloc((size_t) V * sizeof(float));
+	CHECK(llm_engine_debug_prompt_logits_rows(e, ids, np, 0, rows, err, sizeof(err)) == LLM_OK,
+		  "one prefill of %d tokens returns the logits of all its rows: %s", np, err);
+	for (int32_t p = 0; p < np; p++)
+	{
+		if (llm_engine_debug_prompt_logits(e, ids, p + 1, one, err, sizeof(err)) != LLM_OK)
+			bad++;
+		else if (memcmp(one, rows + (size_t) p * V, (size_t) V * sizeof(float)) != 0)
+			bad++;
+	}
+	CHECK(bad == 0, "each of the %d rows is bit-identical to the last row of the prefill ending there (%d differ)",
+		  np, bad);
+	if (llm_engine_debug_prompt_logits_rows(e, ids, np, np - 5, rows, err, sizeof(err)) == LLM_OK)
+		for (int32_t p = np - 5; p < np; p++)
+		{
+			llm_engine_debug_prompt_logits(e, ids, p + 1, one, err, sizeof(err));
+			bad_tail += memcmp(one, rows + (size_t) (p - (np - 5)) * V, (size_t) V * sizeof(float)) != 0;
+		}
+	else
+		bad_tail = 1;
+	CHECK(bad_tail == 0, "rows from %d on: the last 5 rows, in order", np - 5);
+	CHECK(llm_engine_debug_prompt_logits_rows(e, ids, np, np, rows, err, sizeof(err)) == LLM_ERR_INVALID_PARAM,
+		  "first row past the prompt refused: %s", err);
+	llm_engine_get_stats(e, &st);
+	CHECK(st.kv_blocks_used == 0, "debug prefills leave no KV blocks behind");
+	free(rows);
+	free(one);
+	llm_engine_destroy(e);
+}
+
+/*
+ * The repetition penalty runs in the logits-processor stage: it changes the
+ * output, and a request's penalised output does not depend on its batch
+ * company (a processor reads only its own request's tokens).
+ */
+static void
+test_penalty_stage(void)
+{
+	llm_engine *e = make_engine(512, 0, false, 0);
+	result	   *plain = calloc(4, sizeof(result)),
+			   *alone = calloc(4, sizeof(result)),
+			   *batch = calloc(16, sizeof(result));
+	char		err[256];
+	int			ok = 1,
+				differ = 0;
+
+	if (!CHECK(e != NULL, "engine for the penalty stage"))
+		return;
+	for (int pass = 0; pass < 3; pass++)
+	{
+		int			n = pass == 2 ? 16 : 4;
+		result	   *out = pass == 0 ? plain : pass == 1 ? alone : batch;
+
+		for (int i = 0; i < n; i++)
+		{
+			llm_request q;
+
+			llm_request_init(&q);
+			q.prompt = prompts[i];
+			q.prompt_len = strlen(prompts[i]);
+			q.params.max_tokens = 32;
+			q.params.ignore_eos = true;
+			q.params.repetition_penalty = pass == 0 ? 1.0 : 1.3;
+			if (i % 2 == 1 || pass == 2)
+			{
+				q.params.temperature = i % 2 ? 0.7 : 0.0;
+				q.params.has_seed = true;
+				q.params.seed = 1234 + i;
+			}
+			memset(&out[i], 0, sizeof(result));
+			if (llm_engine_submit(e, 3000 + i, &q, &out[i], err, sizeof(err)) != LLM_OK)
+				printf("# submit: %s\n", err);
+			if (pass < 2)
+				run_all(e);
+		}
+		run_all(e);
+	}
+	for (int i = 0; i < 4; i++)
+	{
+		ok &= alone[i].kind == LLM_EVENT_FINISHED && same(&alone[i], &batch[i]);
+		differ += !same(&plain[i], &alone[i]);
+	}
+	CHECK(differ > 0, "repetition penalty 1.3 changes %d of 4 outputs", differ);
+	CHECK(ok, "penalised greedy and seeded outputs: identical alone and among 16");
+	free(plain);
+	free(alone);
+	free(batch);
+	llm_engine_destroy(e);
+}
+
 static void
 test_limits_and_errors(void)
 {
@@ -390,6 +504,8 @@ main(void)
 	if (model_path == NULL)
 		model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 	test_batch_invariance();
+	test_multirow_logits();
+	test_penalty_stage();
 	test_limits_and_errors();
 	return unit_done();
 }

@@ -9,8 +9,11 @@
  *    arrays, bad alignment; each must fail with a message, never crash.
  * 4. Deterministic random byte flips (no crash; accepted files must keep all
  *    pointers inside the buffer).
- * 5. The real model (LLM_TEST_MODEL, default models/SmolLM2-135M-Instruct.Q4_1.gguf):
- *    metadata, open time, and truncated copies in /tmp that must fail.
+ * 5. Numeric array elements as integers: floats out of the int64 range
+ *    saturate, NaN gives 0 (an out-of-range conversion would be undefined).
+ * 6. The real model (LLM_TEST_MODEL, default models/SmolLM2-135M-Instruct.Q4_1.gguf):
+ *    metadata and truncated copies in /tmp that must fail; counted as
+ *    skipped when the model is absent.
  *
  * Buffers passed to gguf_open_buffer are malloc'd with their exact size so
  * AddressSanitizer (when enabled) catches any read past the end.
@@ -19,10 +22,10 @@
 #include "quant_types.h"
 #include "unit.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---------- minimal GGUF writer ---------- */
@@ -850,16 +853,55 @@ test_mutations(void)
 	free(w.p);
 }
 
-/* ---------- 5. the real model ---------- */
+/* ---------- 5. numeric arrays as integers ---------- */
 
-static double
-now_ms(void)
+static void
+test_float_array_int(void)
 {
-	struct timespec ts;
+	static const double d[] = {1e30, -1e30, NAN, 2.9, -2.9, 9223372036854775807.0};
+	static const float fl[] = {3e38f, -0.5f};
+	wbuf		w = {0};
+	uint8_t    *buf;
+	char		err[256] = "";
+	gguf_file  *f;
+	const gguf_kv *kv;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+	w_bytes(&w, "GGUF", 4);
+	w_u32(&w, 3);
+	w_u64(&w, 0);
+	w_u64(&w, 2);
+	w_key(&w, "t.f64s", GGUF_VT_ARRAY);
+	w_u32(&w, GGUF_VT_FLOAT64);
+	w_u64(&w, 6);
+	for (int i = 0; i < 6; i++)
+		w_f64(&w, d[i]);
+	w_key(&w, "t.f32s", GGUF_VT_ARRAY);
+	w_u32(&w, GGUF_VT_FLOAT32);
+	w_u64(&w, 2);
+	for (int i = 0; i < 2; i++)
+		w_f32(&w, fl[i]);
+	buf = exact_copy(w.p, w.len);
+	f = gguf_open_buffer(buf, w.len, err, sizeof(err));
+	if (CHECK(f != NULL, "float arrays: file opens (%s)", f ? "ok" : err))
+	{
+		kv = gguf_get_arr(f, "t.f64s", GGUF_VT_FLOAT64);
+		CHECK(kv && gguf_arr_int(kv, 0) == INT64_MAX && gguf_arr_int(kv, 1) == INT64_MIN
+			  && gguf_arr_int(kv, 5) == INT64_MAX,
+			  "float64 +-1e30 and 2^63 as int64 saturate (%lld, %lld, %lld)",
+			  kv ? (long long) gguf_arr_int(kv, 0) : 0, kv ? (long long) gguf_arr_int(kv, 1) : 0,
+			  kv ? (long long) gguf_arr_int(kv, 5) : 0);
+		CHECK(kv && gguf_arr_int(kv, 2) == 0, "float64 NaN as int64 is 0");
+		CHECK(kv && gguf_arr_int(kv, 3) == 2 && gguf_arr_int(kv, 4) == -2, "float64 2.9 / -2.9 truncate to 2 / -2");
+		kv = gguf_get_arr(f, "t.f32s", GGUF_VT_FLOAT32);
+		CHECK(kv && gguf_arr_int(kv, 0) == INT64_MAX && gguf_arr_int(kv, 1) == 0,
+			  "float32 3e38 saturates, -0.5 truncates to 0");
+		gguf_close(f);
+	}
+	free(buf);
+	free(w.p);
 }
+
+/* ---------- 6. the real model ---------- */
 
 /* Copy the first n bytes of src to a temp file; returns its path (static). */
 static const char *
@@ -894,8 +936,6 @@ test_real_model(void)
 	const char *path = getenv("LLM_TEST_MODEL");
 	char		err[512];
 	gguf_file  *f;
-	double		t0,
-				ms;
 	int64_t		iv;
 	double		dv;
 	gguf_str	sv;
@@ -908,7 +948,7 @@ test_real_model(void)
 		path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 	if (access(path, R_OK) != 0)
 	{
-		printf("ok # SKIP real model checks: %s not found (set LLM_TEST_MODEL)\n", path);
+		SKIP("real model checks: %s not found (set LLM_TEST_MODEL)", path);
 		return;
 	}
 	CHECK(gguf_open("/nonexistent/model.gguf", err, sizeof(err)) == NULL
@@ -916,13 +956,9 @@ test_real_model(void)
 	CHECK(gguf_open("/tmp", err, sizeof(err)) == NULL && strstr(err, "not a regular file") != NULL,
 		  "directory: %s", err);
 
-	t0 = now_ms();
 	f = gguf_open(path, err, sizeof(err));
-	ms = now_ms() - t0;
 	if (!CHECK(f != NULL, "open %s (%s)", path, f ? "ok" : err))
 		return;
-	printf("# open took %.2f ms\n", ms);
-	CHECK(ms < 200.0, "open takes milliseconds (%.2f ms)", ms);
 	CHECK(gguf_version(f) == 3, "version 3");
 	CHECK(gguf_get_str(f, "general.architecture", &sv) && gguf_str_eq(sv, "llama"), "architecture llama");
 	CHECK(gguf_get_int(f, "llama.block_count", &iv) && iv == 30, "llama.block_count = 30");
@@ -1052,6 +1088,7 @@ main(void)
 	test_truncations();
 	test_malformed();
 	test_mutations();
+	test_float_array_int();
 	test_real_model();
 	return unit_done();
 }

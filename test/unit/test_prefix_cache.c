@@ -1,7 +1,7 @@
 /*
  * test_prefix_cache.c — prefix caching on the real model: every output with
  * the cache on must be token-identical to the same prompt's greedy output
- * with the cache off (issue 4).  Prompts are slices of one tokenized chat
+ * with the cache off.  Prompts are slices of one tokenized chat
  * conversation: exactly k blocks long, k blocks + 1, shorter than a block,
  * two prompts sharing a prefix that ends mid-block, the same prompt
  * repeated, a prompt whose blocks a flood of other prompts evicted from a

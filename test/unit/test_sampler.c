@@ -1,13 +1,15 @@
 /*
  * test_sampler.c — sampler edges: greedy is argmax whatever seed/top_p,
  * seeded draws reproduce, filters keep the right sets, empirical frequencies
- * follow the softmax, penalties (request validation: test_request.c).
+ * follow the softmax, the repetition penalty ahead of it (its bit-exact
+ * arithmetic: test_logits_processor.c; request validation: test_request.c).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "logits_processor.h"
 #include "sampler.h"
 #include "unit.h"
 
@@ -79,7 +81,7 @@ main(void)
 		{
 			llm_rng_seed(&r1, seed);
 			memcpy(l, base, sizeof(l));
-			ok &= llm_sample(&s, l, 0.0, (int) seed % 5, 0.1 + seed * 0.04, 0.0, 1.0, NULL, 0, &r1) == am;
+			ok &= llm_sample(&s, l, 0.0, (int) seed % 5, 0.1 + seed * 0.04, 0.0, &r1) == am;
 		}
 		CHECK(ok, "temperature 0 is argmax for any seed/top_k/top_p");
 	}
@@ -88,7 +90,7 @@ main(void)
 
 		tie[10] = tie[20] = 3.0f;
 		llm_rng_seed(&r1, 1);
-		CHECK(llm_sample(&s, tie, 0.0, 0, 1.0, 0.0, 1.0, NULL, 0, &r1) == 10, "argmax ties go to the lowest id");
+		CHECK(llm_sample(&s, tie, 0.0, 0, 1.0, 0.0, &r1) == 10, "argmax ties go to the lowest id");
 	}
 	/* seeded reproducibility, and independence of streams */
 	{
@@ -103,9 +105,9 @@ main(void)
 						b;
 
 			memcpy(l, base, sizeof(l));
-			a = llm_sample(&s, l, 0.8, 0, 0.95, 0.0, 1.0, NULL, 0, &r1);
+			a = llm_sample(&s, l, 0.8, 0, 0.95, 0.0, &r1);
 			memcpy(l, base, sizeof(l));
-			b = llm_sample(&s, l, 0.8, 0, 0.95, 0.0, 1.0, NULL, 0, &r2);
+			b = llm_sample(&s, l, 0.8, 0, 0.95, 0.0, &r2);
 			same &= (a == b);
 		}
 		CHECK(same, "same seed, same draws");
@@ -114,10 +116,10 @@ main(void)
 		for (int i = 0; i < 50; i++)
 		{
 			memcpy(l, base, sizeof(l));
-			int			a = llm_sample(&s, l, 1.5, 0, 1.0, 0.0, 1.0, NULL, 0, &r1);
+			int			a = llm_sample(&s, l, 1.5, 0, 1.0, 0.0, &r1);
 
 			memcpy(l, base, sizeof(l));
-			diff += a != llm_sample(&s, l, 1.5, 0, 1.0, 0.0, 1.0, NULL, 0, &r2);
+			diff += a != llm_sample(&s, l, 1.5, 0, 1.0, 0.0, &r2);
 		}
 		CHECK(diff > 10, "different seeds differ (%d/50 draws)", diff);
 	}
@@ -129,11 +131,11 @@ main(void)
 		for (int i = 0; i < 30; i++)
 		{
 			memcpy(l, base, sizeof(l));
-			ok &= llm_sample(&s, l, 1.0, 1, 1.0, 0.0, 1.0, NULL, 0, &r1) == am;
+			ok &= llm_sample(&s, l, 1.0, 1, 1.0, 0.0, &r1) == am;
 			memcpy(l, base, sizeof(l));
-			ok &= llm_sample(&s, l, 1.0, 0, 1e-6, 0.0, 1.0, NULL, 0, &r1) == am;
+			ok &= llm_sample(&s, l, 1.0, 0, 1e-6, 0.0, &r1) == am;
 			memcpy(l, base, sizeof(l));
-			ok &= llm_sample(&s, l, 1.0, 0, 1.0, 1.0, 1.0, NULL, 0, &r1) == am;
+			ok &= llm_sample(&s, l, 1.0, 0, 1.0, 1.0, &r1) == am;
 		}
 		CHECK(ok, "top_k=1, top_p->0 and min_p=1 give argmax");
 	}
@@ -154,7 +156,7 @@ main(void)
 			int			t;
 
 			memcpy(l, small, sizeof(l));
-			t = llm_sample(&s, l, 1.0, 3, 1.0, 0.0, 1.0, NULL, 0, &r1);
+			t = llm_sample(&s, l, 1.0, 3, 1.0, 0.0, &r1);
 			ok &= (t == 5 || t == 6 || t == 7);
 		}
 		CHECK(ok, "top_k=3 draws only from the 3 best");
@@ -174,26 +176,35 @@ main(void)
 		for (int i = 0; i < N; i++)
 		{
 			memcpy(l, two, sizeof(l));
-			hits += llm_sample(&s, l, 1.0, 0, 1.0, 0.0, 1.0, NULL, 0, &r1) == 1;
+			hits += llm_sample(&s, l, 1.0, 0, 1.0, 0.0, &r1) == 1;
 		}
 		/* 5 sigma of a binomial */
 		CHECK(fabs((double) hits / N - expect) < 5 * sqrt(expect * (1 - expect) / N),
 			  "frequency %.4f matches softmax %.4f", (double) hits / N, expect);
 	}
-	/* repetition penalty lowers a seen token below its rival */
+	/* repetition penalty (a logits processor before the sampler) lowers a seen token below its rival */
 	{
-		float		two[V];
+		float		two[V],
+					work[V];
 		int32_t		seen[3] = {1, 1, 1};
+		llm_lp_chain chain;
+		llm_sampling_params sp;
+		const llm_logits_processor *failed = NULL;
 
+		llm_sampling_params_defaults(&sp);
+		sp.repetition_penalty = 1.5;
 		for (int i = 0; i < V; i++)
 			two[i] = -5.0f;
 		two[1] = 2.0f;
 		two[2] = 1.5f;
 		llm_rng_seed(&r1, 1);
 		memcpy(l, two, sizeof(l));
-		CHECK(llm_sample(&s, l, 0.0, 0, 1.0, 0.0, 1.5, seen, 3, &r1) == 2,
+		llm_lp_chain_build(&chain, &sp);
+		llm_lp_chain_apply(&chain, l, V, seen, 3, work, &failed);
+		CHECK(chain.n == 1 && llm_sample(&s, l, 0.0, 0, 1.0, 0.0, &r1) == 2,
 			  "repetition penalty 1.5 makes the seen token lose (applied once per distinct id)");
 		CHECK(fabsf(l[1] - 2.0f / 1.5f) < 1e-6f, "penalised logit divided once: %g", l[1]);
+		llm_lp_chain_free(&chain);
 	}
 	/* non-finite detection */
 	memcpy(l, base, sizeof(l));

@@ -392,6 +392,91 @@ test_generated_blocks(void)
 	llm_block_pool_destroy(pool);
 }
 
+/*
+ * Several logits rows per sequence: a sequence that wants the logits of its
+ * last k tokens gets entries whose logits_from covers exactly those rows
+ * (over chunks), and those tokens are never served from the prefix cache;
+ * share_prefix lets sequences of one request share blocks with prefix
+ * caching off, under their own salt only.
+ */
+static void
+test_tail_logits(void)
+{
+	int32_t		toks[20];
+	int			budgets[] = {512, 5};
+
+	for (int k = 0; k < 20; k++)
+		toks[k] = 400 + k;
+	for (int b = 0; b < 2; b++)
+	{
+		llm_block_pool *pool = llm_block_pool_create(64, 4);
+		llm_sched_config cfg = {budgets[b], 16, true};
+		llm_sched  *s = llm_sched_create(pool, &cfg);
+		sim			x[2];
+		llm_sched_plan *p;
+		int32_t		rows = 0,
+					first_start = -1;
+		bool		shape_ok = true;
+
+		/* a generating sequence computes and registers the 20 tokens */
+		fill_prompt(&x[0], toks, 20, 0, 0, 1);
+		CHECK(drive(s, pool, &x[0], 1, budgets[b]) == 20, "budget %d: 20-token prompt computed", budgets[b]);
+		/* the same tokens, logits wanted for the last 9 (tokens 11..19) */
+		fill_prompt(&x[1], toks, 20, 0, 0, 0);
+		x[1].seq.n_tail_logits = 9;
+		x[1].seq.owner = &x[1];
+		llm_sched_add(s, &x[1].seq);
+		while (x[1].seq.n_computed < 20 && llm_sched_plan_step(s, &p) == 0 && p->n_entries == 1)
+		{
+			llm_sched_entry *e = &p->entries[0];
+			int32_t		want_from = e->start > 11 ? e->start : 11;
+
+			if (first_start < 0)
+				first_start = e->start;
+			if (want_from > e->start + e->n)
+				want_from = e->start + e->n;
+			shape_ok &= e->logits_from == want_from && p->n_logits == e->start + e->n - e->logits_from;
+			rows += p->n_logits;
+			llm_sched_commit(s, p);
+		}
+		CHECK(first_start == 8, "budget %d: cached prefix stops at the block holding the first wanted token "
+			  "(computing from %d, want 8)", budgets[b], first_start);
+		CHECK(shape_ok && rows == 9, "budget %d: entries ask for exactly tokens 11..19 (%d rows)", budgets[b], rows);
+		llm_sched_remove(s, &x[1].seq);
+		llm_seq_free(&x[0].seq);
+		llm_seq_free(&x[1].seq);
+		CHECK(llm_block_pool_n_free(pool) == 64, "budget %d: no block leaked", budgets[b]);
+		llm_sched_destroy(s);
+		llm_block_pool_destroy(pool);
+	}
+	/* prefix caching off: only share_prefix sequences of the same salt share */
+	{
+		llm_block_pool *pool = llm_block_pool_create(64, 4);
+		llm_sched_config cfg = {512, 16, false};
+		llm_sched  *s = llm_sched_create(pool, &cfg);
+		sim			x[3];
+		long		computed;
+		int64_t		queried,
+					hit;
+
+		for (int i = 0; i < 3; i++)
+		{
+			fill_prompt(&x[i], toks, 20, 0, 0, 1);
+			x[i].seq.share_prefix = i < 2;
+			x[i].seq.cache_salt = i < 2 ? 77 : 0;
+		}
+		computed = drive(s, pool, &x[0], 1, 512) + drive(s, pool, &x[1], 1, 512) + drive(s, pool, &x[2], 1, 512);
+		CHECK(x[1].seq.n_cached_tokens == 16 && x[2].seq.n_cached_tokens == 0 && computed == 20 + 4 + 20,
+			  "caching off: the sibling shares 16 tokens, an ordinary sequence none (%ld computed)", computed);
+		llm_sched_prefix_stats(s, &queried, &hit);
+		CHECK(queried == 0 && hit == 0, "caching off: prefix statistics stay 0");
+		for (int i = 0; i < 3; i++)
+			llm_seq_free(&x[i].seq);
+		llm_sched_destroy(s);
+		llm_block_pool_destroy(pool);
+	}
+}
+
 static void
 test_scheduler(void)
 {
@@ -425,6 +510,7 @@ main(void)
 	test_register_dedup();
 	test_concurrent_shared_prefix();
 	test_generated_blocks();
+	test_tail_logits();
 	test_scheduler();
 	return unit_done();
 }

@@ -1,0 +1,304 @@
+/*
+ * intake.c — request intake and event routing of the worker (intake.h).
+ */
+#include "postgres.h"
+
+#include "lib/ilist.h"
+#include "utils/memutils.h"
+
+#include "intake.h"
+#include "registry.h"
+#include "protocol.h"
+#include "sqlstate.h"
+#include "stats.h"
+#include "worker_channel.h"
+
+/* A request living in the engine. */
+typedef struct WorkerRequest
+{
+	dlist_node	node;			/* in its slot's list */
+	int			slot;
+	uint64		client_id;		/* the backend's id */
+	uint64		engine_id;
+} WorkerRequest;
+
+static MemoryContext intake_cxt;
+static dlist_head *slot_requests;	/* per slot: its WorkerRequests */
+static int	n_slots;
+static llm_engine *engine = NULL;
+static int	unavailable_sqlstate;
+static char unavailable_error[LLM_MODEL_ERROR_LEN];
+static uint64 next_engine_id = 1;
+
+/* Where a decoded request's arrays live until llm_engine_submit has copied them. */
+static llm_wire_arrays wire_arrays;
+
+void
+intake_init(int slots, MemoryContext cxt)
+{
+	intake_cxt = cxt;
+	n_slots = slots;
+	slot_requests = MemoryContextAlloc(cxt, sizeof(dlist_head) * slots);
+	for (int i = 0; i < slots; i++)
+		dlist_init(&slot_requests[i]);
+}
+
+void
+intake_set_engine(llm_engine *e, int model_sqlstate, const char *model_error)
+{
+	engine = e;
+	unavailable_sqlstate = model_sqlstate;
+	strlcpy(unavailable_error, model_error ? model_error : "", sizeof(unavailable_error));
+}
+
+static void
+free_request(WorkerRequest *r)
+{
+	dlist_delete(&r->node);
+	pfree(r);
+}
+
+static void
+answer_error(int slot, uint64 id, llm_status st, const char *err)
+{
+	wch_queue_error(slot, id, llm_status_sqlstate(st), err && err[0] ? err : llm_status_name(st));
+}
+
+/* ---------- requests ---------- */
+
+static void
+model_unavailable(int slot, uint64 id)
+{
+	char		msg[LLM_MODEL_ERROR_LEN + 64];
+
+	snprintf(msg, sizeof(msg), "llm model is not available: %s",
+			 unavailable_error[0] ? unavailable_error : "the model is not loaded");
+	wch_queue_error(slot, id, unavailable_sqlstate ? unavailable_sqlstate : ERRCODE_INTERNAL_ERROR, msg);
+	llm_stats_note_failed();
+}
+
+static void
+submit(int slot, const llm_wire_msg *m)
+{
+	WorkerRequest *r;
+	char		err[1100];
+	llm_status	st;
+
+	r = MemoryContextAlloc(intake_cxt, sizeof(WorkerRequest));
+	r->slot = slot;
+	r->client_id = m->id;
+	r->engine_id = next_engine_id++;
+	err[0] = '\0';
+	st = llm_engine_submit(engine, r->engine_id, &m->request, r, err, sizeof(err));
+	if (st != LLM_OK)
+	{
+		answer_error(slot, m->id, st, err);
+		llm_stats_note_failed();
+		pfree(r);
+		return;
+	}
+	dlist_push_tail(&slot_requests[slot], &r->node);
+}
+
+static void
+tokenize(int slot, const llm_wire_msg *m)
+{
+	int32	   *ids;
+	int64		n;
+	char		err[512];
+	llm_wire_msg out;
+
+	err[0] = '\0';
+	n = llm_engine_tokenize(engine, m->text, m->text_len, &ids, err, sizeof(err));
+	if (n < 0)
+	{
+		answer_error(slot, m->id, LLM_ERR_INVALID_TEXT, err[0] ? err : "could not tokenize the text");
+		return;
+	}
+	memset(&out, 0, sizeof(out));
+	out.kind = LLM_WIRE_TOKENS;
+	out.id = m->id;
+	out.ids = ids;
+	out.n_ids = (int32) n;
+	wch_queue(slot, &out);
+	free(ids);
+}
+
+static void
+detokenize(int slot, const llm_wire_msg *m)
+{
+	char	   *text;
+	int64		len;
+	char		err[256];
+	llm_wire_msg out;
+
+	err[0] = '\0';
+	len = llm_engine_detokenize(engine, m->ids, m->n_ids, &text, err, sizeof(err));
+	if (len < 0)
+	{
+		answer_error(slot, m->id, LLM_ERR_INVALID_PARAM, err);
+		return;
+	}
+	memset(&out, 0, sizeof(out));
+	out.id = m->id;
+	if (len > 0)
+	{
+		out.kind = LLM_WIRE_TEXT;
+		out.text = text;
+		out.text_len = len;
+		wch_queue(slot, &out);
+	}
+	free(text);
+	out.kind = LLM_WIRE_DONE;
+	out.text = NULL;
+	out.text_len = 0;
+	wch_queue(slot, &out);
+}
+
+static void
+abort_request(int slot, uint64 client_id)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &slot_requests[slot])
+	{
+		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+		if (r->client_id == client_id)
+		{
+			if (engine)
+				llm_engine_abort(engine, r->engine_id);
+			free_request(r);
+			llm_stats_note_aborted();
+			return;
+		}
+	}
+}
+
+void
+intake_message(int slot, const void *data, Size len)
+{
+	llm_wire_msg m;
+	const char *why;
+
+	switch (llm_wire_decode(data, len, &m, &wire_arrays, &why))
+	{
+		case LLM_WIRE_NO_HEADER:
+			ereport(LOG, (errmsg("llm worker: malformed request from process %d", wch_pid(slot)),
+						  errdetail("%s", why)));
+			wch_mark_gone(slot);
+			return;
+		case LLM_WIRE_MALFORMED:
+			wch_queue_error(slot, m.id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
+			return;
+		case LLM_WIRE_OK:
+			break;
+	}
+	if (m.kind == LLM_WIRE_ABORT)
+	{
+		abort_request(slot, m.id);
+		return;
+	}
+	if (engine == NULL)
+	{
+		model_unavailable(slot, m.id);
+		llm_stats_note_change();
+		return;
+	}
+	switch (m.kind)
+	{
+		case LLM_WIRE_SUBMIT:
+			submit(slot, &m);
+			break;
+		case LLM_WIRE_TOKENIZE:
+			tokenize(slot, &m);
+			break;
+		case LLM_WIRE_DETOKENIZE:
+			detokenize(slot, &m);
+			break;
+		default:
+			wch_queue_error(slot, m.id, ERRCODE_PROTOCOL_VIOLATION, "unknown llm request kind");
+	}
+	llm_stats_note_change();
+}
+
+void
+intake_abort_slot(int slot)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &slot_requests[slot])
+	{
+		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+		if (engine)
+			llm_engine_abort(engine, r->engine_id);
+		llm_stats_note_aborted();
+		free_request(r);
+	}
+	llm_stats_note_change();
+}
+
+void
+intake_fail_all(int sqlstate, const char *message)
+{
+	for (int i = 0; i < n_slots; i++)
+	{
+		dlist_mutable_iter it;
+
+		dlist_foreach_modify(it, &slot_requests[i])
+		{
+			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+			if (engine)
+				llm_engine_abort(engine, r->engine_id);
+			wch_queue_error(i, r->client_id, sqlstate, message);
+			llm_stats_note_failed();
+			free_request(r);
+		}
+	}
+	llm_stats_note_change();
+}
+
+/* ---------- engine events ---------- */
+
+void
+intake_on_event(const llm_event *ev, void *cb_arg)
+{
+	WorkerRequest *r = (WorkerRequest *) ev->user_data;
+	llm_wire_msg m;
+
+	if (r == NULL)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.id = r->client_id;
+
+	switch (ev->kind)
+	{
+		case LLM_EVENT_TEXT:
+			if (ev->text_len > 0)
+			{
+				m.kind = LLM_WIRE_TEXT;
+				m.text = ev->text;
+				m.text_len = ev->text_len;
+				wch_queue(r->slot, &m);
+			}
+			break;
+		case LLM_EVENT_FINISHED:
+			m.kind = LLM_WIRE_DONE;
+			m.finish_reason = ev->finish_reason;
+			m.usage = ev->usage;
+			m.scores = ev->scores;
+			m.n_scores = ev->n_scores;
+			wch_queue(r->slot, &m);
+			llm_stats_note_finished(ev->finish_reason, &ev->usage);
+			free_request(r);
+			break;
+		case LLM_EVENT_ERROR:
+			answer_error(r->slot, r->client_id, ev->status, ev->text);
+			llm_stats_note_failed();
+			free_request(r);
+			break;
+	}
+	llm_stats_note_change();
+}

@@ -1,0 +1,215 @@
+/*
+ * engine_internal.h — what the engine's rooms share: the engine and the
+ * live-request structs, and the few calls between rooms.  Not an API: only
+ * src/engine/engine*.c include it; drivers use engine.h.
+ *
+ * Rooms (arrows: "calls into"; no cycles):
+ *   engine_config.c   the one configuration: defaults, checks, resolution of
+ *                     the 0 = auto values, equality
+ *   engine_output.c   a request's output: incremental detokenization, stop
+ *                     strings across token boundaries, the events (TEXT,
+ *                     FINISHED with usage or scores, ERROR)
+ *   engine.c          -> engine_config.c, engine_output.c: the request
+ *                     table, engine and request lifecycle, submission
+ *                     (prompt to ids, SCORE fan-out), the public API
+ *   engine_step.c     -> engine.c, engine_output.c: one step: plan ->
+ *                     step description -> forward -> logits processors ->
+ *                     sample or score
+ * engine_output.c reports that a final event was sent; dropping the request
+ * is the caller's (engine_step.c's) business, so output never calls back
+ * into the table.
+ */
+#ifndef LLM_ENGINE_INTERNAL_H
+#define LLM_ENGINE_INTERNAL_H
+
+#include <time.h>
+
+#include "engine.h"
+
+#include "backend.h"
+#include "gguf.h"
+#include "kv_block_pool.h"
+#include "logits_processor.h"
+#include "model.h"
+#include "sampler.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+
+/*
+ * One continuation of a SCORE request.  Its sequence (live_request.seqs[k])
+ * holds the prompt's ids followed by the continuation's ids without the
+ * last one: the logits at positions n_prompt - 1 .. n_tokens - 1 predict
+ * the continuation's tokens, the last of which (last_token) is never fed.
+ */
+typedef struct score_part
+{
+	int32_t		n_targets;		/* continuation ids (+ end of turn) */
+	int32_t		last_token;		/* the final one of them */
+	int32_t		n_scored;		/* leading targets scored so far */
+	double		logprob;		/* sum of their natural log-probabilities */
+} score_part;
+
+/*
+ * A request living in the engine, from submission to its final event.
+ * Who writes which fields:
+ *   engine.c (submission, then read-only): id, user_data, mode, params and
+ *     stop, n_prompt, max_len, t_add, chain (the processors' own state moves
+ *     only through llm_lp_chain_accept), seqs/n_seqs (array and scheduler
+ *     membership), score[].n_targets/last_token, dropped, next_dropped;
+ *   engine_step.c: seqs[k].tokens (accepted tokens appended),
+ *     seqs[k].n_tail_logits (lowered as rows are scored), rng, score[].n_scored
+ *     and logprob, n_unscored, removal of a scored sequence from the scheduler;
+ *   engine_output.c: detok, text, text_len, text_cap, emitted, n_generated,
+ *     t_first.
+ * The scheduler owns the llm_seq fields it documents (blocks, n_computed,
+ * state, ...).
+ */
+typedef struct live_request
+{
+	uint64_t	id;
+	void	   *user_data;
+	llm_request_mode mode;
+	llm_sampling_params params;	/* params.stop points at stop */
+	char	  **stop;			/* owned copies of the stop strings */
+	int32_t		n_prompt;		/* the prompt's ids (usage.prompt_tokens) */
+	int64_t		max_len;		/* GENERATE: finish at this many tokens (prompt + output) */
+	double		t_add;
+	llm_lp_chain chain;			/* GENERATE: logits processors, in order */
+
+	/* sequences in the scheduler: 1 for GENERATE, one per continuation for SCORE */
+	llm_seq    *seqs;
+	int32_t		n_seqs;
+
+	/* step state */
+	llm_rng		rng;
+	score_part *score;			/* SCORE: [n_seqs] */
+	int32_t		n_unscored;		/* SCORE: sequences not fully scored yet */
+
+	/* output state */
+	llm_detok	detok;
+	char	   *text;			/* generated text so far (NUL-terminated), NULL until the first */
+	size_t		text_len;
+	size_t		text_cap;
+	size_t		emitted;		/* bytes of text already sent as TEXT events */
+	int32_t		n_generated;
+	double		t_first;
+
+	bool		dropped;		/* out of the table and the scheduler; freed after the step */
+	struct live_request *next_dropped;
+} live_request;
+
+struct llm_engine
+{
+	/* engine.c: made by llm_engine_create, read-only afterwards */
+	llm_engine_config cfg;		/* resolved (engine_config.c): no 0 = auto left */
+	char	   *model_path;		/* cfg.model_path points here */
+	char	   *device;			/* cfg.device points here */
+	gguf_file  *gguf;
+	llm_tokenizer *tok;
+	llm_chat_template chat;
+	llm_backend *backend;
+	llm_model  *model;
+	const llm_model_config *mc;
+	llm_block_pool *pool;
+	llm_sched  *sched;
+	uint64_t	model_identity; /* mixed into every prefix-cache salt */
+	int32_t		end_of_turn;	/* id continuation_eot appends, -1 if the model has none */
+
+	/* engine.c: live requests by id: open addressing, NULL empty, TOMB deleted */
+	live_request **table;
+	uint32_t	table_mask;
+	int32_t		n_live;
+	int32_t		n_tomb;
+	int32_t		n_live_score;	/* live SCORE requests */
+	uint64_t	n_private_salts;	/* prefix-cache salts handed to SCORE requests (caching off) */
+	live_request *dropped;		/* dropped during the step, freed at its end */
+	bool		in_step;
+
+	/* engine_step.c: buffers of one step */
+	llm_sampler_scratch sampler;
+	float	   *lp_work;		/* [n_vocab] scratch of the logits processors */
+	float	   *logits;			/* [cap_out][n_vocab] host */
+	int32_t		cap_out;
+	int32_t    *d_tokens,
+			   *d_pos,
+			   *d_slots,
+			   *d_seq_start,
+			   *d_seq_kv_len,
+			   *d_block_tables,
+			   *d_out_rows;
+	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
+	int32_t		cap_d_tokens,
+				cap_d_seqs,
+				cap_d_tables,
+				cap_d_out;
+	int			poison_logits;	/* test hook: rows left to poison (set by engine.c) */
+
+	/*
+	 * Counters: prompt_tokens by engine.c, completion_tokens by
+	 * engine_output.c, the per-step ones by engine_step.c; the scheduler's
+	 * and the pool's are read at llm_engine_get_stats.
+	 */
+	llm_engine_stats stats;
+};
+
+#define TOMB ((live_request *) (uintptr_t) 1)
+
+/* ---------- engine_config.c ---------- */
+
+/* 0 when c is a valid configuration (negative or zero where 0 is not auto: an error + err). */
+int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
+
+/*
+ * Fill c's 0 = auto values from the loaded model and backend: n_ctx (the
+ * model's), n_threads (the backend's count, whatever was asked: all CPUs
+ * for 0, 1 on a GPU), device (the backend's name for "auto"),
+ * kv_cache_bytes (enough for max_running full contexts, capped at 1 GiB),
+ * rounded down to whole blocks of block_bytes.  0, or -1 + err when the
+ * result is unusable (context < 2, fewer than 2 blocks).
+ */
+int			engine_config_resolve(llm_engine_config *c, const llm_model_config *mc,
+								  const llm_backend *b, size_t block_bytes, char *err, size_t errlen);
+
+/* Monotonic clock in milliseconds (request timings). */
+static inline double
+engine_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---------- engine.c ---------- */
+
+/*
+ * Take r out of the table and the scheduler (its KV blocks released; full
+ * ones stay cached).  During a step the memory lives until the step ends,
+ * so plan entries of r's other sequences can still be looked at (their
+ * state is LLM_SEQ_DETACHED).  Idempotent.
+ */
+void		engine_drop_request(llm_engine *e, live_request *r);
+/* Free what engine_drop_request deferred (end of a step). */
+void		engine_free_dropped(llm_engine *e);
+/* The next live request at or after *pos in the table, advancing *pos; NULL at the end. */
+live_request *engine_next_live(const llm_engine *e, uint32_t *pos);
+
+/* ---------- engine_output.c ---------- */
+
+/* Output state of a new request; 0 or -1 (out of memory). */
+int			engine_output_init(live_request *r);
+void		engine_output_free(live_request *r);
+
+/*
+ * A token of GENERATE request r was accepted (already appended to its
+ * sequence): count it, detokenize, match stop strings, emit TEXT and, when
+ * it ends the request (end of generation, a stop string, max_tokens or the
+ * context), FINISHED.  True when a final event was sent: drop r.
+ */
+bool		engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb, void *arg);
+/* FINISHED of a SCORE request with its scores; the caller drops r. */
+void		engine_output_scores(live_request *r, llm_event_cb cb, void *arg);
+/* ERROR for r; the caller drops r. */
+void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);
+
+#endif

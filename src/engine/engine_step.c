@@ -1,0 +1,427 @@
+/*
+ * engine_step.c — one step of the engine: the scheduler's plan becomes a
+ * step description (llm_step_desc: token ids, positions, KV slots, block
+ * tables and the rows whose logits are wanted, any number per sequence),
+ * the model runs it, and each logits row goes to its request: a GENERATE
+ * row through the request's logits processors to the sampler, the token
+ * then to the sequence, the processors' state and the output
+ * (engine_output.c); SCORE rows to log-probabilities (logprob.h).  Also the
+ * test hooks that run one hand-made prefill through the same path.
+ */
+#include "engine_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "logprob.h"
+
+static int
+grow_i32(int32_t **arr, int32_t *cap, int64_t need)
+{
+	int64_t		c = *cap ? *cap : 64;
+	void	   *p;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	if (c > INT32_MAX)
+		return -1;
+	p = realloc(*arr, (size_t) c * sizeof(int32_t));
+	if (p == NULL)
+		return -1;
+	*arr = p;
+	*cap = (int32_t) c;
+	return 0;
+}
+
+/* Size the step arrays and the logits buffer for plan p; -1 on out of memory. */
+static int
+reserve_step(llm_engine *e, const llm_sched_plan *p)
+{
+	if (p->n_tokens > e->cap_d_tokens)
+	{
+		int32_t		c;
+
+		c = e->cap_d_tokens;
+		if (grow_i32(&e->d_tokens, &c, p->n_tokens))
+			return -1;
+		c = e->cap_d_tokens;
+		if (grow_i32(&e->d_pos, &c, p->n_tokens))
+			return -1;
+		c = e->cap_d_tokens;
+		if (grow_i32(&e->d_slots, &c, p->n_tokens))
+			return -1;
+		{
+			uint8_t    *f = realloc(e->d_decode, (size_t) c);
+
+			if (f == NULL)
+				return -1;
+			e->d_decode = f;
+		}
+		e->cap_d_tokens = c;
+	}
+	if (p->n_entries + 1 > e->cap_d_seqs)
+	{
+		int32_t		c;
+
+		c = e->cap_d_seqs;
+		if (grow_i32(&e->d_seq_start, &c, p->n_entries + 1))
+			return -1;
+		c = e->cap_d_seqs;
+		if (grow_i32(&e->d_seq_kv_len, &c, p->n_entries + 1))
+			return -1;
+		e->cap_d_seqs = c;
+	}
+	if (grow_i32(&e->d_out_rows, &e->cap_d_out, p->n_logits > 0 ? p->n_logits : 1))
+		return -1;
+	if (grow_i32(&e->d_block_tables, &e->cap_d_tables,
+				 (int64_t) p->n_entries * (p->max_blocks > 0 ? p->max_blocks : 1)))
+		return -1;
+	if (p->n_logits > e->cap_out)
+	{
+		float	   *l = realloc(e->logits, (size_t) p->n_logits * e->mc->n_vocab * sizeof(float));
+
+		if (l == NULL)
+			return -1;
+		e->logits = l;
+		e->cap_out = p->n_logits;
+	}
+	return 0;
+}
+
+/*
+ * The step description of plan p.  Logits rows: for each entry in order,
+ * the rows of its tokens logits_from .. start + n - 1, so the logits buffer
+ * holds them in plan order, p->n_logits rows in all.
+ */
+static int
+build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
+{
+	int32_t		bs = e->cfg.block_size;
+	int32_t		t = 0,
+				n_out = 0;
+
+	if (reserve_step(e, p) != 0)
+		return -1;
+	for (int32_t i = 0; i < p->n_entries; i++)
+	{
+		const llm_sched_entry *en = &p->entries[i];
+		const llm_seq *s = en->seq;
+		int32_t		t0 = t;
+
+		e->d_seq_start[i] = t;
+		e->d_seq_kv_len[i] = en->start + en->n;
+		for (int32_t k = 0; k < en->n; k++, t++)
+		{
+			int32_t		pos = en->start + k;
+
+			e->d_tokens[t] = s->tokens[pos];
+			e->d_pos[t] = pos;
+			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
+			e->d_decode[t] = pos >= s->n_prompt;
+		}
+		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
+		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
+			e->d_block_tables[(size_t) i * p->max_blocks + k] = 0;
+		for (int32_t pos = en->logits_from; pos < en->start + en->n; pos++)
+			e->d_out_rows[n_out++] = t0 + (pos - en->start);
+	}
+	e->d_seq_start[p->n_entries] = t;
+	d->n_tokens = t;
+	d->n_seqs = p->n_entries;
+	d->token_ids = e->d_tokens;
+	d->positions = e->d_pos;
+	d->slots = e->d_slots;
+	d->seq_start = e->d_seq_start;
+	d->seq_kv_len = e->d_seq_kv_len;
+	d->block_tables = e->d_block_tables;
+	d->max_blocks_per_seq = p->max_blocks;
+	d->out_rows = e->d_out_rows;
+	d->n_out = n_out;
+	d->decode_rows = e->d_decode;
+	return n_out == p->n_logits ? 0 : -1;
+}
+
+static void
+fail_request(llm_engine *e, live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg)
+{
+	engine_output_error(r, st, msg, cb, arg);
+	engine_drop_request(e, r);
+}
+
+static void
+fail_all(llm_engine *e, llm_status st, const char *msg, llm_event_cb cb, void *arg)
+{
+	uint32_t	pos = 0;
+	live_request *r;
+
+	while ((r = engine_next_live(e, &pos)) != NULL)
+		fail_request(e, r, st, msg, cb, arg);
+}
+
+/* The test hook's poisoning, then the check every row passes first; false: r failed. */
+static bool
+row_usable(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg)
+{
+	if (e->poison_logits > 0)
+	{
+		e->poison_logits--;
+		lg[0] = NAN;
+	}
+	if (!llm_logits_all_finite(lg, e->mc->n_vocab))
+	{
+		fail_request(e, r, LLM_ERR_NONFINITE, "non-finite logits produced by the model", cb, arg);
+		return false;
+	}
+	return true;
+}
+
+static void
+fail_processor(llm_engine *e, live_request *r, const llm_logits_processor *lp, llm_event_cb cb, void *arg)
+{
+	char		msg[128];
+
+	snprintf(msg, sizeof(msg), "logits processor %s failed", lp->ops->name);
+	fail_request(e, r, LLM_ERR_INVALID_PARAM, msg, cb, arg);
+}
+
+/* GENERATE: the row of the sequence's last token -> processors -> sampler -> accepted token. */
+static void
+sample_row(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg)
+{
+	llm_seq    *seq = &r->seqs[0];
+	const llm_sampling_params *p = &r->params;
+	const llm_logits_processor *failed = NULL;
+	int32_t		tok;
+
+	if (!row_usable(e, r, lg, cb, arg))
+		return;
+	if (llm_lp_chain_apply(&r->chain, lg, e->mc->n_vocab, seq->tokens, seq->n_tokens, e->lp_work,
+						   &failed) != 0)
+	{
+		fail_processor(e, r, failed, cb, arg);
+		return;
+	}
+	tok = llm_sample(&e->sampler, lg, p->temperature, p->top_k, p->top_p, p->min_p, &r->rng);
+	if (llm_seq_append(seq, tok) != 0)
+	{
+		fail_request(e, r, LLM_ERR_OUT_OF_MEMORY, "out of memory", cb, arg);
+		return;
+	}
+	if (llm_lp_chain_accept(&r->chain, tok, &failed) != 0)
+	{
+		fail_processor(e, r, failed, cb, arg);
+		return;
+	}
+	if (engine_output_token(e, r, tok, cb, arg))
+		engine_drop_request(e, r);
+}
+
+/*
+ * SCORE: rows of sequence k at tokens en->logits_from .. start + n - 1.  The
+ * row at position q predicts target q + 1 - n_prompt of the continuation.
+ * Rows of targets already scored (recomputed after a preemption) are
+ * skipped; they are bit-identical anyway.  A fully scored sequence leaves
+ * the scheduler at once (its blocks released, full ones staying cached for
+ * its siblings); the last one finishes the request.
+ */
+static void
+score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg, llm_event_cb cb,
+		   void *arg)
+{
+	llm_seq    *seq = en->seq;
+	score_part *sp = &r->score[seq - r->seqs];
+	int32_t		V = e->mc->n_vocab;
+
+	for (int32_t q = en->logits_from; q < en->start + en->n; q++, lg += V)
+	{
+		int32_t		j = q + 1 - r->n_prompt;
+		int32_t		target;
+
+		if (!row_usable(e, r, lg, cb, arg))
+			return;
+		if (j < sp->n_scored)
+			continue;
+		if (j != sp->n_scored || j >= sp->n_targets)
+		{
+			fail_request(e, r, LLM_ERR_BACKEND, "internal error: scoring rows out of order", cb, arg);
+			return;
+		}
+		target = q + 1 < seq->n_tokens ? seq->tokens[q + 1] : sp->last_token;
+		sp->logprob += llm_logprob(lg, V, target);
+		sp->n_scored++;
+	}
+	seq->n_tail_logits = sp->n_targets - sp->n_scored;
+	if (sp->n_scored < sp->n_targets)
+		return;
+	llm_sched_remove(e->sched, seq);
+	if (--r->n_unscored == 0)
+	{
+		engine_output_scores(r, cb, arg);
+		engine_drop_request(e, r);
+	}
+}
+
+static llm_status
+run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
+{
+	llm_sched_plan *p;
+	llm_step_desc d;
+	char		err[512];
+	float	   *lg;
+
+	if (llm_sched_plan_step(e->sched, &p) != 0)
+	{
+		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory while scheduling", cb, cb_arg);
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	for (int32_t i = 0; i < p->n_unfittable; i++)
+	{
+		llm_seq    *seq = p->unfittable[i];
+		live_request *r = seq->owner;
+
+		if (r->dropped)
+			continue;			/* another sequence of the same request failed first */
+		snprintf(err, sizeof(err), "sequence of %d tokens does not fit the KV cache (%d blocks of %d tokens); "
+				 "raise llm.kv_cache_size", seq->n_tokens + (r->mode == LLM_MODE_GENERATE ? 1 : 0),
+				 llm_block_pool_n_blocks(e->pool), e->cfg.block_size);
+		fail_request(e, r, LLM_ERR_OUT_OF_MEMORY, err, cb, cb_arg);
+	}
+	e->stats.n_preemptions = llm_sched_n_preemptions(e->sched);
+	if (p->n_entries == 0)
+		return LLM_OK;
+	if (build_step(e, p, &d) != 0)
+	{
+		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory building a step", cb, cb_arg);
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	if (llm_model_forward(e->model, &d, e->logits, err, sizeof(err)) != 0)
+	{
+		fail_all(e, LLM_ERR_BACKEND, err, cb, cb_arg);
+		return LLM_ERR_BACKEND;
+	}
+	llm_sched_commit(e->sched, p);
+
+	e->stats.n_steps++;
+	e->stats.last_batch_seqs = p->n_entries;
+	e->stats.last_batch_tokens = p->n_tokens;
+	e->stats.computed_tokens += p->n_tokens;
+	e->stats.logits_rows += p->n_logits;
+	if (p->n_entries > e->stats.max_batch_seqs)
+		e->stats.max_batch_seqs = p->n_entries;
+
+	lg = e->logits;
+	for (int32_t i = 0; i < p->n_entries; i++)
+	{
+		const llm_sched_entry *en = &p->entries[i];
+		live_request *r = en->seq->owner;
+		int32_t		n_rows = en->start + en->n - en->logits_from;
+		float	   *rows = lg;
+
+		lg += (size_t) n_rows * e->mc->n_vocab;
+		if (n_rows == 0 || r->dropped)
+			continue;
+		if (r->mode == LLM_MODE_SCORE)
+			score_rows(e, r, en, rows, cb, cb_arg);
+		else
+			sample_row(e, r, rows, cb, cb_arg);
+	}
+	return LLM_OK;
+}
+
+llm_status
+llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
+{
+	llm_status	st;
+
+	e->in_step = true;
+	st = run_step(e, cb, cb_arg);
+	e->in_step = false;
+	engine_free_dropped(e);
+	return st;
+}
+
+/* ---------- test hooks ---------- */
+
+llm_status
+llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n, int32_t from,
+									float *out, char *err, size_t errlen)
+{
+	llm_seq		seq;
+	llm_sched_plan plan;
+	llm_sched_entry en;
+	llm_step_desc d;
+	int32_t		bs = e->cfg.block_size;
+	int32_t		nb = (n + bs - 1) / bs;
+	llm_status	st = LLM_OK;
+
+	if (e->n_live > 0)
+	{
+		snprintf(err, errlen, "engine busy");
+		return LLM_ERR_INVALID_PARAM;
+	}
+	if (n <= 0 || n >= e->cfg.n_ctx)
+	{
+		snprintf(err, errlen, "prompt length %d out of range", n);
+		return LLM_ERR_PROMPT_TOO_LONG;
+	}
+	if (from < 0 || from >= n)
+	{
+		snprintf(err, errlen, "first logits row %d out of range [0, %d)", from, n);
+		return LLM_ERR_INVALID_PARAM;
+	}
+	memset(&seq, 0, sizeof(seq));
+	seq.tokens = (int32_t *) ids;
+	seq.n_tokens = n;
+	seq.n_prompt = n;
+	seq.n_tail_logits = n - from;
+	seq.blocks = malloc((size_t) nb * sizeof(int32_t));
+	if (seq.blocks == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
+	for (; seq.n_blocks < nb; seq.n_blocks++)
+		if ((seq.blocks[seq.n_blocks] = llm_block_alloc(e->pool)) < 0)
+		{
+			snprintf(err, errlen, "KV cache too small");
+			st = LLM_ERR_OUT_OF_MEMORY;
+			goto done;
+		}
+	memset(&plan, 0, sizeof(plan));
+	memset(&en, 0, sizeof(en));
+	en.seq = &seq;
+	en.start = 0;
+	en.n = n;
+	en.sample = true;
+	en.logits_from = from;
+	plan.entries = &en;
+	plan.n_entries = 1;
+	plan.n_tokens = n;
+	plan.n_logits = n - from;
+	plan.max_blocks = nb;
+	if (build_step(e, &plan, &d) != 0)
+	{
+		snprintf(err, errlen, "out of memory");
+		st = LLM_ERR_OUT_OF_MEMORY;
+		goto done;
+	}
+	if (llm_model_forward(e->model, &d, e->logits, err, errlen) != 0)
+	{
+		st = LLM_ERR_BACKEND;
+		goto done;
+	}
+	memcpy(out, e->logits, (size_t) (n - from) * e->mc->n_vocab * sizeof(float));
+done:
+	for (int32_t i = seq.n_blocks - 1; i >= 0; i--)
+		llm_block_release(e->pool, seq.blocks[i]);
+	free(seq.blocks);
+	return st;
+}
+
+llm_status
+llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n, float *out,
+							   char *err, size_t errlen)
+{
+	return llm_engine_debug_prompt_logits_rows(e, ids, n, n - 1, out, err, errlen);
+}

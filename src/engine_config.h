@@ -1,0 +1,30 @@
+/*
+ * engine_config.h — the settings of the engine: the llm.* GUCs that become
+ * an llm_engine_config (engine.h), declared through one table
+ * (engine_config.c: name, descriptions, bounds, unit, context, and the
+ * config field the value goes to, with its scale).
+ *
+ * Every process defines them (_PG_init); only the worker reads them: it
+ * builds its config in one place, llm_engine_config_from_gucs(), and after a
+ * reload compares the new one with the loaded one (llm_engine_config_equal)
+ * to decide whether the model must be reloaded.  Adding an engine setting
+ * is one table row plus the engine's field.
+ */
+#ifndef LLM_ENGINE_CONFIG_H
+#define LLM_ENGINE_CONFIG_H
+
+#include "postgres.h"
+
+#include "engine.h"
+
+/* Define every engine GUC (from _PG_init). */
+extern void llm_engine_config_define_gucs(void);
+
+/*
+ * The engine config the current GUC values describe: engine defaults, then
+ * one field per table row.  Strings are copied into cxt (the GUC machinery
+ * may free its own at the next reload).
+ */
+extern void llm_engine_config_from_gucs(llm_engine_config *c, MemoryContext cxt);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * registry.h — the registry in main shared memory (registry.c), shared by
+ * the backend side (src/) and the background worker (bgworker/).
+ *
+ * The registry (LlmShared) holds the worker's identity (pid, latch,
+ * generation), the model status, one channel slot per backend (indexed by
+ * BackendId - 1) and the worker's statistics (stats.h).
+ *
+ * Locking: one LWLock (tranche "llm", llm_shared->lock) guards every field
+ * after it; it is small and touched at most a few times per engine step.
+ *   - worker_pid, worker_latch, generation: written by the worker at start
+ *     and exit (LW_EXCLUSIVE), read by backends (LW_SHARED) to wait for it
+ *     and to tell a live worker from a restarted one;
+ *   - a slot: written only by its own backend (LW_EXCLUSIVE, bumping the
+ *     slot's seq and slots_version), read by the worker (LW_SHARED, a copy of
+ *     all slots when slots_version moved) and, for the latches, by an exiting
+ *     worker;
+ *   - model_*, n_ctx, device: written by the worker (LW_EXCLUSIVE) whenever
+ *     the model state changes, read by llm_model_info() and llm_stat;
+ *   - stats, recent: see stats.h.
+ * lock itself and n_slots are set once at shared-memory initialisation.
+ */
+#ifndef LLM_REGISTRY_H
+#define LLM_REGISTRY_H
+
+#include "postgres.h"
+
+#include "storage/dsm.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+#include "stats.h"
+
+typedef enum LlmModelState
+{
+	LLM_MODEL_NONE = 0,			/* worker not started yet */
+	LLM_MODEL_LOADING,
+	LLM_MODEL_READY,
+	LLM_MODEL_FAILED
+} LlmModelState;
+
+extern const char *llm_model_state_name(LlmModelState s);
+
+typedef struct LlmChannelSlot
+{
+	dsm_handle	handle;			/* DSM_HANDLE_INVALID: no channel */
+	uint32		generation;		/* worker generation the channel targets */
+	uint64		seq;			/* bumped at every publish: tells a new segment from an old one */
+	int			pid;			/* owning backend */
+	Latch	   *latch;			/* owning backend's latch (woken when the worker exits) */
+} LlmChannelSlot;
+
+#define LLM_MODEL_INFO_LEN	8192
+#define LLM_MODEL_ERROR_LEN 1024
+
+typedef struct LlmShared
+{
+	LWLock	   *lock;
+	int			worker_pid;		/* 0 while no worker runs */
+	Latch	   *worker_latch;
+	uint32		generation;		/* bumped by every worker start */
+	uint64		slots_version;	/* bumped at every slot change: worker rescans */
+	LlmModelState model_state;
+	int			model_sqlstate; /* FAILED: SQLSTATE to answer requests with */
+	char		model_path[MAXPGPATH];
+	char		model_error[LLM_MODEL_ERROR_LEN];
+	int32		n_ctx;			/* READY: context length in use */
+	char		device[16];		/* READY: llm.device as set ("auto" is not resolved to the backend) */
+	char		model_info[LLM_MODEL_INFO_LEN]; /* READY: the engine's JSON object */
+	LlmStats	stats;
+	LlmRecentRequests recent;	/* read by llm_recent_requests() */
+	int			n_slots;
+	LlmChannelSlot slots[FLEXIBLE_ARRAY_MEMBER];
+} LlmShared;
+
+/* NULL until shared memory is set up (and in a process without the preloaded library). */
+extern LlmShared *llm_shared;
+
+/* Ask the postmaster for the registry's shared memory and lock (from _PG_init). */
+extern void llm_registry_request(void);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * sql_args.h — the optional arguments of the generation functions, read by
+ * name through one table, and the call (an llm_request plus the call's own
+ * options) they describe.
+ *
+ * A generation function takes its prompt first and optional arguments after
+ * it; every optional argument is a row of the argument table (sql_args.c):
+ * name, SQL type, default (the DEFAULT of its SQL declaration, as the
+ * type's input text), and how a value applies to the call.  A function's
+ * arguments are matched to rows by the names in pg_proc.proargnames, once
+ * per call site (the map is cached in fn_extra, or kept by the LLM Batch
+ * node), never by position.  So a call that passes fewer arguments than the
+ * function now has (a plan built before the function was widened by an
+ * extension update, see llm_widen_function) reads the ones it passes, and
+ * the missing ones, like NULL ones, take the table's default; and a
+ * function that lacks a row's argument (an older catalog under a newer
+ * library) takes that row's default.
+ *
+ * The generation functions themselves are rows of a second table, by C
+ * symbol: the type of their prompt argument and, for those the LLM Batch
+ * node may evaluate, the value of a finished call (batch_scan.c finds its
+ * batchable calls through it).
+ *
+ * Checks: values are checked by llm_request_validate() (request.h), the
+ * one check, before anything is sent: an invalid option is ERROR 22023 with
+ * its message, whatever on_error says.  Only what is SQL's own is checked
+ * here: array dimensions, on_error's values, the function's argument names
+ * and types.  A prompt refused before sending (empty) is a failed result,
+ * which on_error => 'null' turns into NULL.
+ */
+#ifndef LLM_SQL_ARGS_H
+#define LLM_SQL_ARGS_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "channel.h"
+#include "request.h"
+
+/*
+ * Define the session settings every request carries, llm.prefix_cache_isolation
+ * and llm.debug_poison_logits (from _PG_init).
+ */
+extern void llm_sql_args_define_gucs(void);
+
+/* One call of a generation function: its request and its own options. */
+typedef struct LlmCall
+{
+	llm_request req;			/* options applied; the prompt set by the function */
+	bool		raw;			/* raw => true: the prompt is tokenized as is */
+	bool		on_error_null;	/* on_error => 'null' */
+} LlmCall;
+
+/* The value of a finished call of a batchable function (sql_result.h). */
+typedef Datum (*LlmCallValueFn) (const LlmResult *res, bool on_error_null, bool *isnull);
+
+typedef struct LlmSqlFunction
+{
+	const char *symbol;			/* C symbol, pg_proc.prosrc */
+	Oid			prompt_type;	/* type of the first argument */
+	Oid			result_type;	/* pg_proc.prorettype */
+	LlmCallValueFn batch_value; /* non-NULL: batchable, and its calls' value */
+} LlmSqlFunction;
+
+/* A function's arguments matched to the table's rows (opaque). */
+typedef struct LlmArgMap LlmArgMap;
+
+/* The map of the function fcinfo calls; built at the call site's first call, kept in fn_extra. */
+extern const LlmArgMap *llm_arg_map(FunctionCallInfo fcinfo);
+
+/*
+ * The map of generation function funcid, allocated in cxt.  ERROR if funcid
+ * is not a generation function of this library or has an argument the table
+ * does not know (name or type).
+ */
+extern const LlmArgMap *llm_arg_map_for(Oid funcid, MemoryContext cxt);
+
+/* The generation function a map is for. */
+extern const LlmSqlFunction *llm_arg_map_function(const LlmArgMap *map);
+
+/*
+ * The batchable generation function funcid is, by its pg_proc row (a C
+ * function with a batchable symbol, the row's prompt and result types, not
+ * set-returning), with its argument count in *nargs; NULL if it is not one.
+ */
+extern const LlmSqlFunction *llm_batchable_function(Oid funcid, int *nargs);
+
+/*
+ * Read a call's optional arguments (args[0..nargs); args[0] is the prompt,
+ * left to the caller), take the session's request settings (prefix-cache
+ * salt, poison hook) and check the options: ERROR 22023 naming the bad one.
+ */
+extern void llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call);
+
+/*
+ * Make prompt the call's prompt (user message through the chat template,
+ * or with raw => true as is).  Returns NULL, or the failed result of a
+ * prompt refused before sending (empty: 22023 "prompt must not be empty").
+ */
+extern LlmResult *llm_call_set_prompt(LlmCall *call, text *prompt);
+
+/*
+ * Make msgs (n, the system argument already among them) the call's prompt
+ * and check the request: ERROR 22023 for what the check refuses.
+ */
+extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, int n);
+
+/*
+ * llm_generate(text, ...)'s call from its argument values, as the function
+ * builds it and the LLM Batch node does for each row: false for a NULL
+ * prompt (the value is NULL; options are then not read); else the call,
+ * with *refused set to a failed result for a prompt refused before sending,
+ * else NULL.  Invalid options raise ERROR.
+ */
+extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								LlmCall *call, LlmResult **refused);
+
+#endif

@@ -1,0 +1,504 @@
+/*
+ * test_score.c — SCORE requests on the real model (CPU backend): each
+ * continuation's score equals the sum of log-softmax values computed here
+ * from llm_engine_debug_prompt_logits on prompt + the continuation's
+ * prefix; labels sharing a prefix ("bug" / "bugfix") with and without the
+ * end-of-turn token; the prompt is computed once (prefix caching on and
+ * off); identical scores alone, beside generating requests, under chunked
+ * prefill and after preemption; abort and errors return every KV block; a
+ * continuation that does not fit the context is refused at submission.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "unit.h"
+
+#define MAXC 8
+
+typedef struct result
+{
+	bool		done;
+	llm_event_kind kind;
+	llm_status	status;
+	llm_finish_reason why;
+	llm_usage	usage;
+	int			n_text;
+	double		scores[MAXC];
+	int32_t		n_scores;
+	char		error[512];
+} result;
+
+static const char *model_path;
+static const char *question =
+	"Classify this ticket with one word: 'The app crashes every time I upload a photo from my gallery.'";
+static const char *labels[4] = {"bug", "bugfix", "feature", "question"};
+
+static void
+on_event(const llm_event *ev, void *arg)
+{
+	result	   *r = ev->user_data;
+
+	(void) arg;
+	if (ev->kind == LLM_EVENT_TEXT)
+	{
+		r->n_text++;
+		return;
+	}
+	r->done = true;
+	r->kind = ev->kind;
+	r->status = ev->status;
+	r->why = ev->finish_reason;
+	r->usage = ev->usage;
+	r->n_scores = ev->n_scores;
+	for (int i = 0; i < ev->n_scores && i < MAXC; i++)
+		r->scores[i] = ev->scores[i];
+	if (ev->kind == LLM_EVENT_ERROR)
+		snprintf(r->error, sizeof(r->error), "%s", ev->text);
+}
+
+static llm_engine *
+make_engine(int max_batched, int64_t kv_bytes, bool prefix, int n_ctx)
+{
+	llm_engine_config c;
+	char		err[512];
+	llm_engine *e;
+
+	llm_engine_config_defaults(&c);
+	c.model_path = model_path;
+	c.n_threads = 2;
+	c.max_batched_tokens = max_batched;
+	c.kv_cache_bytes = kv_bytes;
+	c.prefix_caching = prefix;
+	c.n_ctx = n_ctx;
+	e = llm_engine_create(&c, err, sizeof(err));
+	if (e == NULL)
+		printf("# engine: %s\n", err);
+	return e;
+}
+
+static void
+run_all(llm_engine *e)
+{
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+			break;
+}
+
+static llm_request
+score_request(const char *prompt, const char *const *conts, const size_t *lens, int n, bool eot,
+			  uint64_t salt)
+{
+	llm_request q;
+
+	llm_request_init(&q);
+	q.mode = LLM_MODE_SCORE;
+	q.prompt_kind = LLM_PROMPT_TEXT;
+	q.prompt = prompt;
+	q.prompt_len = strlen(prompt);
+	q.n_continuations = n;
+	q.continuations = conts;
+	q.continuation_lens = lens;
+	q.continuation_eot = eot;
+	q.params.cache_salt = salt;
+	return q;
+}
+
+static llm_status
+submit_score(llm_engine *e, uint64_t id, const char *prompt, const char *const *conts, int n, bool eot,
+			 uint64_t salt, result *out, char *err, size_t errlen)
+{
+	size_t		lens[MAXC];
+	llm_request q;
+
+	for (int i = 0; i < n; i++)
+		lens[i] = strlen(conts[i]);
+	q = score_request(prompt, conts, lens, n, eot, salt);
+	memset(out, 0, sizeof(*out));
+	return llm_engine_submit(e, id, &q, out, err, errlen);
+}
+
+static void
+submit_generate(llm_engine *e, uint64_t id, const char *prompt, int max_tokens, result *out)
+{
+	llm_request q;
+	char		err[256];
+
+	llm_request_init(&q);
+	q.prompt = prompt;
+	q.prompt_len = strlen(prompt);
+	q.params.max_tokens = max_tokens;
+	q.params.ignore_eos = true;
+	memset(out, 0, sizeof(*out));
+	if (llm_engine_submit(e, id, &q, out, err, sizeof(err)) != LLM_OK)
+		printf("# submit: %s\n", err);
+}
+
+/* Prompt ids as the engine renders them, and a continuation's ids (+ <|im_end|>). */
+static int32_t
+prompt_ids(llm_engine *e, const char *prompt, int32_t *out, int32_t cap)
+{
+	llm_request q;
+	int32_t    *ids;
+	char		err[256];
+	int64_t		n;
+
+	llm_request_init(&q);
+	q.prompt = prompt;
+	q.prompt_len = strlen(prompt);
+	n = llm_engine_prompt_ids(e, &q, &ids, err, sizeof(err));
+	if (n < 0 || n > cap)
+		return -1;
+	memcpy(out, ids, (size_t) n * sizeof(int32_t));
+	free(ids);
+	return (int32_t) n;
+}
+
+static int32_t
+cont_ids(llm_engine *e, const char *text, bool eot, int32_t *out, int32_t cap)
+{
+	int32_t    *ids;
+	char		err[256];
+	int64_t		n = llm_engine_tokenize(e, text, strlen(text), &ids, err, sizeof(err));
+
+	if (n < 0 || n + 1 > cap)
+		return -1;
+	memcpy(out, ids, (size_t) n * sizeof(int32_t));
+	free(ids);
+	if (eot)
+		out[n++] = llm_tokenizer_special_id(llm_engine_tokenizer(e), "<|im_end|>");
+	return (int32_t) n;
+}
+
+/* log softmax(row)[tok], max-subtracted, in double */
+static double
+log_softmax_at(const float *row, int32_t n, int32_t tok)
+{
+	double		m = row[0],
+				s = 0.0;
+
+	for (int32_t i = 1; i < n; i++)
+		if (row[i] > m)
+			m = row[i];
+	for (int32_t i = 0; i < n; i++)
+		s += exp(row[i] - m);
+	return (row[tok] - m) - log(s);
+}
+
+/*
+ * The reference score of continuation ids c[0..m) after prompt p[0..np):
+ * one debug prefill per token of prompt + c[0..j), its last row's
+ * log-softmax at c[j]; *last gets the final token's term.
+ */
+static double
+reference_score(llm_engine *e, const int32_t *p, int32_t np, const int32_t *c, int32_t m, double *last)
+{
+	int32_t		V = llm_engine_n_vocab(e);
+	float	   *row = malloc((size_t) V * sizeof(float));
+	int32_t		seq[1024];
+	double		sum = 0.0;
+	char		err[256];
+
+	memcpy(seq, p, (size_t) np * sizeof(int32_t));
+	for (int32_t j = 0; j < m; j++)
+	{
+		double		t;
+
+		if (llm_engine_debug_prompt_logits(e, seq, np + j, row, err, sizeof(err)) != LLM_OK)
+		{
+			printf("# reference: %s\n", err);
+			free(row);
+			return NAN;
+		}
+		t = log_softmax_at(row, V, c[j]);
+		sum += t;
+		if (last)
+			*last = t;
+		seq[np + j] = c[j];
+	}
+	free(row);
+	return sum;
+}
+
+static bool
+close_rel(double a, double b)
+{
+	return isfinite(a) && isfinite(b) && fabs(a - b) <= 1e-9 * fabs(b);
+}
+
+static void
+test_scores_and_prefixes(void)
+{
+	llm_engine *e = make_engine(512, 0, true, 0);
+	int32_t		p[512],
+				c[64];
+	int32_t		np,
+				m;
+	double		ref[2][4],
+				eot_term[4];
+	result		r[2];
+	char		err[512];
+	llm_engine_stats st;
+	int			ok = 1;
+
+	if (!CHECK(e != NULL, "engine loads the model"))
+		return;
+	np = prompt_ids(e, question, p, 512);
+	CHECK(np > 16, "prompt rendered with the chat template: %d tokens", np);
+	for (int eot = 0; eot < 2; eot++)
+		for (int k = 0; k < 4; k++)
+		{
+			m = cont_ids(e, labels[k], eot, c, 64);
+			ref[eot][k] = reference_score(e, p, np, c, m, &eot_term[k]);
+		}
+	for (int eot = 0; eot < 2; eot++)
+		CHECK(submit_score(e, 10 + eot, question, labels, 4, eot, 0, &r[eot], err, sizeof(err)) == LLM_OK,
+			  "SCORE request with 4 labels queued (continuation_eot %s): %s", eot ? "on" : "off", err);
+	run_all(e);
+	for (int eot = 0; eot < 2; eot++)
+	{
+		CHECK(r[eot].done && r[eot].kind == LLM_EVENT_FINISHED && r[eot].why == LLM_FINISH_STOP &&
+			  r[eot].n_scores == 4 && r[eot].n_text == 0,
+			  "eot %d: one FINISHED event with 4 scores, no text (%s)", eot, r[eot].error);
+		CHECK(r[eot].usage.prompt_tokens == np && r[eot].usage.completion_tokens == 0,
+			  "eot %d: usage %d prompt tokens (the prompt's ids), 0 completion tokens", eot,
+			  r[eot].usage.prompt_tokens);
+		for (int k = 0; k < 4; k++)
+		{
+			ok &= close_rel(r[eot].scores[k], ref[eot][k]);
+			printf("# eot %d %-9s score %.12f reference %.12f\n", eot, labels[k], r[eot].scores[k], ref[eot][k]);
+		}
+	}
+	CHECK(ok, "8 scores equal the log-softmax sums from debug prompt logits (1e-9 relative)");
+	CHECK(r[0].scores[1] < r[0].scores[0],
+		  "without end of turn, \"bugfix\" (%g) cannot beat its own prefix \"bug\" (%g)",
+		  r[0].scores[1], r[0].scores[0]);
+	CHECK(fabs(r[1].scores[0] - (r[0].scores[0] + eot_term[0])) <= 1e-9 * fabs(r[1].scores[0]) &&
+		  eot_term[0] < 0,
+		  "with end of turn, \"bug\" pays log p(<|im_end|> | bug) = %g", eot_term[0]);
+	llm_engine_get_stats(e, &st);
+	CHECK(st.kv_blocks_used == 0 && !llm_engine_has_work(e), "KV blocks back to 0 (%d)", st.kv_blocks_used);
+	llm_engine_destroy(e);
+}
+
+/* Token rows computed for one SCORE request: the prompt once, per label the prompt's last block and its own tokens. */
+static void
+test_prompt_computed_once(void)
+{
+	for (int prefix = 1; prefix >= 0; prefix--)
+	{
+		llm_engine *e = make_engine(512, 0, prefix, 0);
+		int32_t		p[512],
+					c[64];
+		int32_t		np,
+					shared,
+					want,
+					want_rows;
+		result		r;
+		char		err[512];
+		llm_engine_stats before,
+					after;
+
+		if (e == NULL)
+			return;
+		np = prompt_ids(e, question, p, 512);
+		shared = (np - 1) / 16 * 16;
+		want = 0;
+		want_rows = 0;
+		for (int k = 0; k < 4; k++)
+		{
+			int32_t		m = cont_ids(e, labels[k], true, c, 64);
+
+			want += np + m - 1 - (k > 0 ? shared : 0);
+			want_rows += m;
+		}
+		llm_engine_get_stats(e, &before);
+		submit_score(e, 1, question, labels, 4, true, 0, &r, err, sizeof(err));
+		run_all(e);
+		llm_engine_get_stats(e, &after);
+		CHECK(r.kind == LLM_EVENT_FINISHED &&
+			  after.computed_tokens - before.computed_tokens == want,
+			  "prefix caching %s: %lld token rows computed for a %d-token prompt and 4 labels "
+			  "(want %d: the prompt once, then per label its last %d prompt tokens and its own)",
+			  prefix ? "on" : "off", (long long) (after.computed_tokens - before.computed_tokens), np,
+			  want, np - shared);
+		CHECK(after.logits_rows - before.logits_rows == want_rows,
+			  "prefix caching %s: %lld logits rows, one per scored token (want %d)", prefix ? "on" : "off",
+			  (long long) (after.logits_rows - before.logits_rows), want_rows);
+		CHECK(prefix || (after.prefix_queries == before.prefix_queries &&
+						 after.cached_prompt_tokens == before.cached_prompt_tokens),
+			  "prefix caching %s: prefix-cache statistics %s", prefix ? "on" : "off",
+			  prefix ? "counted" : "untouched by the request's own sharing");
+		llm_engine_destroy(e);
+	}
+}
+
+/* The same request's scores, bit for bit, alone and in other company, chunking and memory. */
+static void
+test_invariance(void)
+{
+	static const char *gens[6] = {
+		"Write a haiku about databases.",
+		"Explain what a B-tree index is in two sentences.",
+		"List three prime numbers greater than 100.",
+		"Why is the sky blue?",
+		"Name the planets of the solar system in order.",
+		"Tell me a fun fact about octopuses.",
+	};
+	llm_engine *e = make_engine(512, 0, true, 0);
+	result		alone,
+				other,
+				g[6];
+	char		err[512];
+	llm_engine_stats st;
+	int			ok;
+
+	if (e == NULL)
+		return;
+	submit_score(e, 1, question, labels, 4, true, 7, &alone, err, sizeof(err));
+	run_all(e);
+	/* beside six generating requests (another salt: nothing cached for it) */
+	for (int i = 0; i < 6; i++)
+		submit_generate(e, 100 + i, gens[i], 24, &g[i]);
+	llm_engine_step(e, on_event, NULL);
+	submit_score(e, 2, question, labels, 4, true, 8, &other, err, sizeof(err));
+	run_all(e);
+	ok = other.kind == LLM_EVENT_FINISHED && memcmp(alone.scores, other.scores, sizeof(alone.scores)) == 0;
+	for (int i = 0; i < 6; i++)
+		ok &= g[i].kind == LLM_EVENT_FINISHED && g[i].usage.completion_tokens == 24;
+	CHECK(ok, "scores bit-identical alone and beside 6 generating requests (which all complete)");
+	llm_engine_destroy(e);
+
+	/* chunked prefill, prefix caching off */
+	{
+		int			chunks[] = {7, 33};
+
+		for (int i = 0; i < 2; i++)
+		{
+			e = make_engine(chunks[i], 0, i == 1, 0);
+			submit_score(e, 1, question, labels, 4, true, 0, &other, err, sizeof(err));
+			run_all(e);
+			CHECK(other.kind == LLM_EVENT_FINISHED &&
+				  memcmp(alone.scores, other.scores, sizeof(alone.scores)) == 0,
+				  "max_batched_tokens %d, prefix caching %s: scores bit-identical", chunks[i],
+				  i == 1 ? "on" : "off");
+			llm_engine_destroy(e);
+		}
+	}
+	/* a tiny KV pool: preemption by recompute while scoring */
+	{
+		/* 30 layers * 2 * 16 tokens * 3 heads * 64 * 2 bytes = 368640 bytes per block */
+		result		s2[2];
+
+		/* chunked prefill keeps the SCORE sequences running while earlier decodes need blocks */
+		e = make_engine(16, (int64_t) 368640 * 16, true, 0);
+		for (int i = 0; i < 6; i++)
+			submit_generate(e, 100 + i, gens[i], 40, &g[i]);
+		submit_score(e, 1, question, labels, 4, true, 0, &s2[0], err, sizeof(err));
+		submit_score(e, 2, question, labels, 4, true, 5, &s2[1], err, sizeof(err));
+		run_all(e);
+		llm_engine_get_stats(e, &st);
+		ok = 1;
+		for (int i = 0; i < 2; i++)
+			ok &= s2[i].kind == LLM_EVENT_FINISHED && memcmp(alone.scores, s2[i].scores, sizeof(alone.scores)) == 0;
+		for (int i = 0; i < 6; i++)
+			ok &= g[i].kind == LLM_EVENT_FINISHED;
+		CHECK(st.n_preemptions > 0 && s2[0].usage.n_preemptions + s2[1].usage.n_preemptions > 0,
+			  "16-block pool: %lld preemptions, %d of them of the SCORE requests' sequences",
+			  (long long) st.n_preemptions, s2[0].usage.n_preemptions + s2[1].usage.n_preemptions);
+		CHECK(ok, "after preemption: scores bit-identical, every request finished");
+		CHECK(st.kv_blocks_used == 0, "KV blocks back to 0 (%d)", st.kv_blocks_used);
+		llm_engine_destroy(e);
+	}
+}
+
+static void
+test_abort_and_errors(void)
+{
+	llm_engine *e = make_engine(16, 0, true, 0);
+	result		r,
+				gen;
+	char		err[512];
+	llm_engine_stats st;
+	int32_t		p[512];
+	int32_t		np;
+
+	if (e == NULL)
+		return;
+	/* abort while waiting, and mid-way through a chunked prefill */
+	submit_score(e, 1, question, labels, 4, true, 0, &r, err, sizeof(err));
+	CHECK(llm_engine_abort(e, 1), "abort a waiting SCORE request");
+	llm_engine_get_stats(e, &st);
+	CHECK(st.kv_blocks_used == 0 && !llm_engine_has_work(e), "nothing left");
+	submit_score(e, 2, question, labels, 4, true, 0, &r, err, sizeof(err));
+	for (int i = 0; i < 3; i++)
+		llm_engine_step(e, on_event, NULL);
+	llm_engine_get_stats(e, &st);
+	CHECK(!r.done && st.kv_blocks_used > 0 && st.n_running == 1,
+		  "mid-way: no event yet, %d KV blocks held, counted as one running request", st.kv_blocks_used);
+	CHECK(llm_engine_abort(e, 2) && !llm_engine_abort(e, 2), "abort it; a second abort finds nothing");
+	llm_engine_get_stats(e, &st);
+	CHECK(st.kv_blocks_used == 0 && st.n_running == 0 && st.n_waiting == 0 && !llm_engine_has_work(e),
+		  "after abort: KV blocks used 0, no work");
+
+	/*
+	 * non-finite logits: the first row of the step (the SCORE request's,
+	 * which runs ahead of the later one) is poisoned; the SCORE request
+	 * fails, the generating one beside it completes
+	 */
+	submit_score(e, 4, question, labels, 4, true, 0, &r, err, sizeof(err));
+	submit_generate(e, 3, "Hi!", 4, &gen);
+	llm_engine_debug_poison_logits(e, 1);
+	run_all(e);
+	llm_engine_get_stats(e, &st);
+	CHECK(r.kind == LLM_EVENT_ERROR && r.status == LLM_ERR_NONFINITE && st.kv_blocks_used == 0,
+		  "poisoned row: the SCORE request ends with ERROR \"%s\", its blocks freed", r.error);
+	CHECK(gen.kind == LLM_EVENT_FINISHED && gen.usage.completion_tokens == 4, "the generating request completes");
+
+	/* unusable continuations */
+	{
+		const char *bad[2] = {"ok", "\xff\xfe"};
+
+		CHECK(submit_score(e, 5, question, bad, 2, false, 0, &r, err, sizeof(err)) == LLM_ERR_INVALID_PARAM,
+			  "invalid UTF-8 continuation refused: %s", err);
+	}
+	llm_engine_destroy(e);
+
+	/* the context: prompt + continuation + end of turn must fit */
+	e = make_engine(512, 0, true, 256);
+	np = prompt_ids(e, question, p, 512);
+	llm_engine_destroy(e);
+	e = make_engine(512, 0, true, np + 2);
+	{
+		const char *fit[1] = {"bug"};	/* one token + <|im_end|> */
+		const char *too_long[2] = {"bug", "a feature request with many words"};
+		int32_t		c[64] = {0};
+		int32_t		m = cont_ids(e, fit[0], true, c, 64);
+		double		ref = reference_score(e, p, np, c, m, NULL);
+
+		CHECK(submit_score(e, 6, question, too_long, 2, true, 0, &r, err, sizeof(err)) == LLM_ERR_PROMPT_TOO_LONG &&
+			  strstr(err, "continuation 2") != NULL,
+			  "a continuation past the context refused at submission: %s", err);
+		CHECK(!llm_engine_has_work(e), "nothing queued");
+		CHECK(m == 2 && submit_score(e, 7, question, fit, 1, true, 0, &r, err, sizeof(err)) == LLM_OK,
+			  "prompt + %d continuation tokens = n_ctx %d accepted: %s", m, np + 2, err);
+		run_all(e);
+		CHECK(r.kind == LLM_EVENT_FINISHED && close_rel(r.scores[0], ref),
+			  "and scored (%g, reference %g)", r.scores[0], ref);
+	}
+	llm_engine_destroy(e);
+}
+
+int
+main(void)
+{
+	model_path = getenv("LLM_TEST_MODEL");
+	if (model_path == NULL)
+		model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+	test_scores_and_prefixes();
+	test_prompt_computed_once();
+	test_invariance();
+	test_abort_and_errors();
+	return unit_done();
+}
