@@ -311,7 +311,7 @@ main(void)
 	if (CHECK(m != NULL, "model loads%s%s", m ? "" : ": ", m ? "" : err))
 	{
 		const llm_model_config *c = llm_model_get_config(m);
-		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS};
+		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16};
 
 		test_config(c, f);
 		if (CHECK(b->ops->kv_init(b, &g) == 0, "KV cache of %d blocks", N_BLOCKS))
