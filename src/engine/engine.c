@@ -286,6 +286,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 		goto oom;
 	e->cfg.model_path = e->model_path;
 	e->cfg.device = e->device;
+	/* a static name: the caller's string need not outlive the engine */
+	e->cfg.kv_cache_dtype = engine_config_kv_dtype(c) == LLM_KV_Q8_0 ? "q8_0" : "f16";
 	if (table_rehash(e, 64))
 		goto oom;
 
@@ -323,6 +325,18 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	g.head_dim = e->mc->head_dim;
 	g.block_size = e->cfg.block_size;
 	g.n_blocks = 1;
+	g.kv_dtype = engine_config_kv_dtype(&e->cfg);
+	if (llm_kv_block_bytes(&g) == 0)
+	{
+		/* a loaded model has a valid shape; q8_0 also needs whole blocks of 32 per row */
+		if (g.kv_dtype == LLM_KV_Q8_0)
+			snprintf(err, errlen, "a q8_0 KV cache needs head_dim a multiple of 32; the model's is %d",
+					 g.head_dim);
+		else
+			snprintf(err, errlen, "invalid KV cache geometry (head_dim %d, %d KV heads, %d layers)",
+					 g.head_dim, g.n_kv_heads, g.n_layers);
+		goto fail;
+	}
 	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), err, errlen) != 0)
 		goto fail;
 	g.n_blocks = (int) (e->cfg.kv_cache_bytes / (int64_t) llm_kv_block_bytes(&g));
@@ -470,14 +484,14 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 "\"tied_output\": %s, \"chat_template\": \"%s\", \"device\": \"%s\", "
 							 "\"threads\": %d, \"block_size\": %d, \"kv_blocks\": %d, "
 							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s, "
-							 "\"kv_cache_bytes\": %lld}",
+							 "\"kv_cache_bytes\": %lld, \"kv_cache_dtype\": \"%s\"}",
 							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
 							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
 							 fam, e->backend->ops->name, e->cfg.n_threads, e->cfg.block_size,
 							 llm_block_pool_n_blocks(e->pool), e->cfg.max_batched_tokens,
 							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
-							 (long long) e->cfg.kv_cache_bytes);
+							 (long long) e->cfg.kv_cache_bytes, e->cfg.kv_cache_dtype);
 }
 
 /* ---------- prompts to token ids ---------- */

@@ -46,6 +46,10 @@ typedef struct llm_engine_config
 	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
 	int			max_running;	/* max sequences in a step, >= 1; default 64 */
 	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
+	const char *kv_cache_dtype;	/* element type of the KV cache: "f16" (default; NULL = "f16") or
+								 * "q8_0" (blocks of 32 int8 + fp16 scale: 34 bytes per 32 values
+								 * instead of 64, so a budget holds 64/34 times the blocks; the
+								 * backend must support it) */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */

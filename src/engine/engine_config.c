@@ -27,6 +27,7 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS;
 	c->max_running = DEFAULT_MAX_RUNNING;
 	c->prefix_caching = true;
+	c->kv_cache_dtype = "f16";
 }
 
 static bool
@@ -46,7 +47,18 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->kv_cache_bytes == b->kv_cache_bytes &&
 		a->max_batched_tokens == b->max_batched_tokens &&
 		a->max_running == b->max_running &&
-		a->prefix_caching == b->prefix_caching;
+		a->prefix_caching == b->prefix_caching &&
+		engine_config_kv_dtype(a) == engine_config_kv_dtype(b);
+}
+
+int
+engine_config_kv_dtype(const llm_engine_config *c)
+{
+	if (c->kv_cache_dtype == NULL || strcmp(c->kv_cache_dtype, "f16") == 0)
+		return LLM_KV_F16;
+	if (strcmp(c->kv_cache_dtype, "q8_0") == 0)
+		return LLM_KV_Q8_0;
+	return -1;
 }
 
 int
@@ -67,6 +79,8 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
 	else if (c->max_running < 1)
 		snprintf(err, errlen, "max_running must be at least 1, not %d", c->max_running);
+	else if (engine_config_kv_dtype(c) < 0)
+		snprintf(err, errlen, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
 	else
 		return 0;
 	return -1;
