@@ -1,21 +1,34 @@
 /*
- * kv_agree.c — greedy agreement of a Q8_0 KV cache with the F16 cache on
- * the golden prompts (test/golden/greedy.tsv: ChatML-rendered prompt ids and
+ * kv_agree.c — what a Q8_0 KV cache gives and costs against the F16 cache:
+ * greedy agreement on the golden prompts, and how many full-context
+ * requests fit in the engine's default pool.
+ *
+ * Agreement: test/golden/greedy.tsv (ChatML-rendered prompt ids and
  * llama.cpp's 32 greedy tokens), through the model and the CPU backend
- * directly (the engine's config has no KV type yet).  Each prompt runs alone:
+ * directly, so no scheduler or sampler is involved.  Each prompt runs alone:
  * prefill in chunks of 512, then greedy decode (argmax, lowest id on ties;
  * decode rows in the one-token order, as the engine marks them), stopping
  * after an end-of-generation id as the golden file does.  Prints per cache
  * type how many continuations equal the oracle's, and for Q8_0 how many
  * equal F16's, the mean common prefix, and every first divergence with the
- * F16 top-2 logit margin there.  A measurement, not a test.
+ * F16 top-2 logit margin there.
  *
- * Build: bench/run builds it, or
+ * Capacity: an engine per cache type with the default configuration
+ * (llm.kv_cache_size 0: max_running full contexts, capped at 1 GiB; block
+ * size 16; the model's context), its resolved pool in blocks, and how many
+ * requests of a whole context (ceil(n_ctx / block_size) blocks each) it
+ * holds at once; also for a budget of CAPACITY_MB_ALT.
+ *
+ * A measurement, not a test.  Prints the CPU's kernel implementation.
+ *
+ * Build:
  *   cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/kv_agree.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -ldl -o build/bench/kv_agree
  * Usage: build/bench/kv_agree [MODEL] [GREEDY_TSV] [THREADS]
  */
 #include "backend.h"
 #include "cpu/backend_cpu.h"
+#include "cpu/dispatch.h"
+#include "engine.h"
 #include "gguf.h"
 #include "model.h"
 
@@ -29,6 +42,7 @@
 #define MAX_IDS 4096
 #define CHUNK 512
 #define BS 16
+#define CAPACITY_MB_ALT 256		/* test/regress.conf's llm.kv_cache_size */
 
 typedef struct prompt
 {
@@ -192,6 +206,47 @@ greedy(llm_model *m, llm_backend *b, const prompt *p, int n_vocab, int32_t *gen,
 	return n_gen;
 }
 
+/*
+ * Pool of an engine with the default configuration but kv_cache_bytes and
+ * the KV type: prints its blocks and how many whole contexts fit.  0 or -1.
+ */
+static int
+capacity(const char *model_path, int threads, const char *dtype, int64_t kv_bytes)
+{
+	llm_engine_config c;
+	llm_engine_stats st;
+	llm_engine *e;
+	char		err[512];
+	int64_t		per_request;
+	char		budget[32];
+
+	llm_engine_config_defaults(&c);
+	c.model_path = model_path;
+	c.n_threads = threads;
+	c.kv_cache_dtype = dtype;
+	c.kv_cache_bytes = kv_bytes;
+	e = llm_engine_create(&c, err, sizeof(err));
+	if (e == NULL)
+	{
+		fprintf(stderr, "kv_agree: engine (%s): %s\n", dtype, err);
+		return -1;
+	}
+	llm_engine_get_config(e, &c);
+	llm_engine_get_stats(e, &st);
+	per_request = (c.n_ctx + c.block_size - 1) / c.block_size;
+	if (kv_bytes)
+		snprintf(budget, sizeof(budget), "%lldMB", (long long) (kv_bytes >> 20));
+	else
+		snprintf(budget, sizeof(budget), "0 (auto)");
+	printf("  %-4s pool, llm.kv_cache_size %s: %lld bytes = %d blocks of %d tokens (%lld bytes each); "
+		   "a %d-token context takes %lld blocks: %lld requests at once\n",
+		   dtype, budget, (long long) c.kv_cache_bytes, st.kv_blocks_total,
+		   c.block_size, (long long) (c.kv_cache_bytes / st.kv_blocks_total), c.n_ctx,
+		   (long long) per_request, (long long) (st.kv_blocks_total / per_request));
+	llm_engine_destroy(e);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -206,6 +261,7 @@ main(int argc, char **argv)
 				max_len = 0;
 	const int	dtypes[2] = {LLM_KV_F16, LLM_KV_Q8_0};
 	char		err[512];
+	const char *impl = "?";
 
 	if (n <= 0)
 	{
@@ -228,6 +284,7 @@ main(int argc, char **argv)
 			return 1;
 		}
 		c = llm_model_get_config(m);
+		impl = llm_backend_cpu_impl_name(b);
 		g = (llm_kv_geometry) {c->n_layers, c->n_kv_heads, c->head_dim, BS, (max_len + GEN + BS - 1) / BS,
 			dtypes[di]};
 		if (b->ops->kv_init(b, &g) != 0)
@@ -263,10 +320,17 @@ main(int argc, char **argv)
 				printf("  %-6s first divergence at token %2d (f16 top-2 margin there %.4f)\n", ps[i].id, k,
 					   k < ngen[0][i] ? margin[0][i][k] : 0.0);
 		}
-		printf("kv_agree: %d golden prompts (%s), greedy up to %d tokens, %d threads\n", n, tsv, GEN, threads);
+		printf("kv_agree: %d golden prompts (%s), greedy up to %d tokens, %d threads, %s kernels "
+			   "(CPU: AVX2 %s, AVX512-VNNI %s)\n", n, tsv, GEN, threads, impl,
+			   llm_cpu_has_avx2() ? "yes" : "no", llm_cpu_has_avx512vnni() ? "yes" : "no");
 		printf("  f16  cache: %d/%d continuations equal llama.cpp's\n", oracle[0], n);
 		printf("  q8_0 cache: %d/%d equal llama.cpp's, %d/%d equal the f16 cache's, mean common prefix with f16 %.1f tokens\n",
 			   oracle[1], n, same, n, prefix / n);
 	}
+	printf("kv_agree: pool capacity, default configuration\n");
+	for (int di = 0; di < 2; di++)
+		if (capacity(model_path, threads, di ? "q8_0" : "f16", 0) != 0 ||
+			capacity(model_path, threads, di ? "q8_0" : "f16", (int64_t) CAPACITY_MB_ALT << 20) != 0)
+			return 1;
 	return 0;
 }

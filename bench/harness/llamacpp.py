@@ -47,15 +47,15 @@ def version(bindir):
 FLASH_ATTN = (0, 1)
 
 
-def llama_bench_tests(bindir, model, n_prompt, n_gen, depths, threads, timeout=600, fa=FLASH_ATTN):
+def llama_bench_tests(bindir, model, n_prompt, n_gen, depths, threads, timeout=600, fa=FLASH_ATTN, extra=()):
     """One llama-bench run (-r 1 after its own warm-up) of prompt processing of
     n_prompt tokens and generation of n_gen tokens at each depth, with every
-    flash-attention setting in fa (-fa 0,1): its JSON test records.  A count
-    of 0 skips that kind of test.  llama-bench feeds random token ids; the
-    work does not depend on which ids they are."""
+    flash-attention setting in fa (-fa 0,1) and the extra arguments: its JSON
+    test records.  A count of 0 skips that kind of test.  llama-bench feeds
+    random token ids; the work does not depend on which ids they are."""
     argv = [os.path.join(bindir, "llama-bench"), "-m", model, "-p", str(n_prompt), "-n", str(n_gen),
             "-d", ",".join(str(d) for d in depths), "-t", str(threads), "-r", "1", "-o", "json",
-            "-fa", ",".join(str(f) for f in fa)]
+            "-fa", ",".join(str(f) for f in fa)] + list(extra)
     out = run_cmd(argv, timeout=timeout)
     try:
         return json.loads(out)
@@ -96,12 +96,17 @@ def llama_bench(bindir, model, n_prompt, n_gen, threads, timeout=900):
     return m
 
 
-def llama_bench_long(bindir, model, depth, n_gen, threads, timeout=3600):
+def llama_bench_long(bindir, model, depth, n_gen, threads, timeout=3600, kv_dtype="f16"):
     """Long-context peer numbers, each from llama.cpp's faster flash-attention
     setting: `llama-bench -p D` (prefill of D tokens from an empty context)
-    and `llama-bench -n G -d D` (generation of G tokens after D)."""
-    pp_tests = llama_bench_tests(bindir, model, depth, 0, (0,), threads, timeout)
-    tg_tests = llama_bench_tests(bindir, model, 0, n_gen, (depth,), threads, timeout)
+    and `llama-bench -n G -d D` (generation of G tokens after D).  kv_dtype
+    q8_0: K and V caches in q8_0 (-ctk/-ctv), with -fa 1 only (llama.cpp
+    quantizes the V cache only with flash attention)."""
+    fa, extra = FLASH_ATTN, ()
+    if kv_dtype != "f16":
+        fa, extra = (1,), ("-ctk", kv_dtype, "-ctv", kv_dtype)
+    pp_tests = llama_bench_tests(bindir, model, depth, 0, (0,), threads, timeout, fa=fa, extra=extra)
+    tg_tests = llama_bench_tests(bindir, model, 0, n_gen, (depth,), threads, timeout, fa=fa, extra=extra)
     pp = _fastest(pp_tests, lambda t: t["n_prompt"] == depth)
     tg = _fastest(tg_tests, lambda t: t["n_gen"] == n_gen and t["n_depth"] == depth)
     if pp is None or tg is None:

@@ -30,6 +30,10 @@ class _Ctx:
 check(close(workloads.kv_mem_fraction(_Ctx, 100.0, 5000), 100.0 * (100e6 + 5000 * 20000) / 50e9),
       "KV-depth bandwidth fraction")
 check(workloads.kv_mem_fraction(_Ctx, None, 5000) is None, "KV-depth fraction of no rate")
+check(close(workloads.kv_mem_fraction(_Ctx, 100.0, 5000, "q8_0"), 100.0 * (100e6 + 5000 * 20000 * 34 / 64) / 50e9),
+      "KV-depth bandwidth fraction, q8_0 cache (34 of 64 bytes)")
+check([w.id for w in workloads.engine_workloads([16], 1024, 8)] == ["single", "batch16", "long", "long-q8_0"],
+      "engine workloads: single, batches, long context with f16 and q8_0 KV")
 check(workloads.fa_name("llama-bench", 1) == "llama-bench -fa 1", "peer label with -fa 1")
 check(workloads.fa_name("llama-bench", 0.5) == "llama-bench -fa 0/1 by round", "peer label, rounds differ")
 check(workloads.fa_name("llama-bench", None) == "llama-bench", "peer label without a setting")
