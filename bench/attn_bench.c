@@ -7,7 +7,7 @@
  * read per second, best of R runs, so that attention changes are measured
  * without the rest of a step (docs/PERFORMANCE.md).
  *
- * Build: bench/run builds it (cc -O3 ... build/libllm_engine.a), or
+ * Build:
  *   cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/attn_bench.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/attn_bench
  * Usage: build/bench/attn_bench [THREADS (2)] [DEPTH (6144)] [PROMPT_ROWS (512)] [DECODE_SEQS (1)] [REPEATS (5)]
  *        [f16|q8_0]

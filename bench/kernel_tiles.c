@@ -6,7 +6,6 @@
  * kernel change is measured without the rest of a step (docs/PERFORMANCE.md).
  *
  * Build: cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
- *        (bench/run builds it)
  * Usage: build/bench/kernel_tiles [COLS (576)] [REPEATS (7)]
  * Prints one line per (type, kernel, tokens): the best of REPEATS runs.
  */
