@@ -49,6 +49,20 @@ CREATE EXTENSION llm;
 CREATE TABLE tickets (id int PRIMARY KEY, subject text, body text, product text, priority text);
 \copy tickets FROM '$WORK/tickets.csv' WITH (FORMAT csv, HEADER true)
 SQL
+# The worker loads the model after the server starts: wait until it is ready
+# (the model's name is known only then), or say why it failed.
+echo "== waiting for the llm worker to load the model"
+for _ in $(seq 1 600); do
+  status=$("${PSQL[@]}" -Atc "SELECT llm_model_info()->>'status'")
+  [ "$status" = ready ] || [ "$status" = failed ] && break
+  sleep 0.5
+done
+if [ "$status" != ready ]; then
+  echo "== the model is not ready (status: $status)" >&2
+  "${PSQL[@]}" -Atc "SELECT coalesce(llm_model_info()->>'error', '')" >&2
+  tail -n 20 "$WORK/server.log" >&2
+  exit 1
+fi
 echo "== model: $("${PSQL[@]}" -Atc "SELECT llm_model_info()->'model'->>'name'")"
 echo "== SELECT id, subject, llm_generate('Summarize this support ticket in one sentence.' || E'\\n' || body, max_tokens => 48) FROM tickets ORDER BY id LIMIT $ROWS"
 start=$(date +%s%N)

@@ -10,7 +10,7 @@ DECLARE
 	l text;
 BEGIN
 	FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
-		RETURN NEXT regexp_replace(l, '(Prompt Tokens|Cached Tokens|Completion Tokens|Mean TTFT): [0-9.]+', '\1: N');
+		RETURN NEXT regexp_replace(l, '(Prompt Tokens|Cached Tokens|Completion Tokens|Mean TTFT|Max Requests in Flight): [0-9.]+', '\1: N');
 	END LOOP;
 END
 $$;
@@ -22,11 +22,12 @@ EXPLAIN (COSTS OFF) SELECT id, llm_generate(body, max_tokens => 8) FROM tickets 
 RESET llm.batch_window;
 EXPLAIN (COSTS OFF, VERBOSE)
   SELECT id || ': ' || upper(llm_generate(body, max_tokens => 8)) AS s FROM tickets;
--- fallbacks (ordinary row-by-row calls): conditional branches, WHERE, aggregate arguments, one-row Result
+-- fallbacks (ordinary row-by-row calls): conditional branches, OR in a qual,
+-- aggregate arguments under FILTER, one-row Result (quals and aggregates: batch_quals, batch_aggregates)
 EXPLAIN (COSTS OFF) SELECT CASE WHEN id > 2 THEN llm_generate(body) END FROM tickets;
 EXPLAIN (COSTS OFF) SELECT coalesce(body, llm_generate(body)) FROM tickets;
-EXPLAIN (COSTS OFF) SELECT id FROM tickets WHERE llm_generate(body) = 'x';
-EXPLAIN (COSTS OFF) SELECT string_agg(llm_generate(body), ',') FROM tickets;
+EXPLAIN (COSTS OFF) SELECT id FROM tickets WHERE id = 1 OR llm_generate(body) = 'x';
+EXPLAIN (COSTS OFF) SELECT string_agg(llm_generate(body), ',') FILTER (WHERE id > 2) FROM tickets;
 EXPLAIN (COSTS OFF) SELECT llm_generate('hi');
 SET llm.enable_batch_scan = off;
 EXPLAIN (COSTS OFF) SELECT llm_generate(body) FROM tickets;
@@ -56,14 +57,15 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE b.u = s.u AND b.v = s.v) AS same
 FROM two_b b JOIN two_s s USING (id);
 SELECT u FROM two_b ORDER BY id LIMIT 2;
 
--- LIMIT: rows read ahead are aborted, nothing keeps running (rows past the
--- LIMIT ask for 256 tokens so they are surely still running when it stops)
-SELECT requests_aborted AS aborted_before FROM llm_stat \gset
+-- LIMIT: the node sits above the Limit, so only the 3 rows are generated
+-- (rows past the LIMIT would ask for 256 tokens): nothing read ahead, nothing
+-- aborted, nothing keeps running (read-ahead below a LIMIT: batch_shapes)
+SELECT requests_aborted AS aborted_before, requests_finished AS finished_before FROM llm_stat \gset
 SELECT id, llm_generate(body, max_tokens => CASE WHEN id <= 3 THEN 8 ELSE 256 END) = g AS same
 FROM tickets JOIN single USING (id) LIMIT 3;
 SELECT wait_idle();
 SELECT requests_running, requests_waiting FROM llm_stat;
-SELECT requests_aborted > :aborted_before AS read_ahead_aborted FROM llm_stat;
+SELECT requests_aborted = :aborted_before AS none_aborted, requests_finished - :finished_before AS generated FROM llm_stat;
 
 -- an argument error of a row beyond the LIMIT is never raised (as row by row)
 SELECT llm_generate(body, max_tokens => CASE WHEN id = 6 THEN 0 ELSE 4 END) IS NOT NULL AS ok

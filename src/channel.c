@@ -542,6 +542,17 @@ llm_request_is_done(uint64 id)
 	return p == NULL || p->done;
 }
 
+bool
+llm_request_started(uint64 id)
+{
+	PendingRequest *p;
+
+	if (pending == NULL)
+		return true;
+	p = hash_search(pending, &id, HASH_FIND, NULL);
+	return p == NULL || p->done || p->text.len > 0;
+}
+
 void
 llm_wait_request(uint64 id)
 {

@@ -55,6 +55,12 @@ extern uint64 llm_submit_detokenize(const int32 *ids, int n);
 extern bool llm_request_is_done(uint64 id);
 
 /*
+ * True once any output of id has arrived (a text delta, or its final
+ * message): the worker has admitted it and run its prefill.
+ */
+extern bool llm_request_started(uint64 id);
+
+/*
  * Read every available response; if none was available and block is true,
  * wait (interruptibly) for the worker to send something.
  */

@@ -55,12 +55,24 @@ typedef struct LlmCall
 /* The value of a finished call of a batchable function (sql_result.h). */
 typedef Datum (*LlmCallValueFn) (const LlmResult *res, bool on_error_null, bool *isnull);
 
+/* A call of a batchable function from its argument values: llm_call_build_text's contract. */
+struct LlmArgMap;
+typedef bool (*LlmCallBuildFn) (const struct LlmArgMap *map, const NullableDatum *args, int nargs,
+								LlmCall *call, LlmResult **refused);
+
 typedef struct LlmSqlFunction
 {
 	const char *symbol;			/* C symbol, pg_proc.prosrc */
 	Oid			prompt_type;	/* type of the first argument */
 	Oid			result_type;	/* pg_proc.prorettype */
 	LlmCallValueFn batch_value; /* non-NULL: batchable, and its calls' value */
+	/*
+	 * Batchable functions: how the LLM Batch node builds a call from its
+	 * argument values, exactly as the function does; NULL means
+	 * llm_call_build_text (a text prompt first, then the argument table's
+	 * options).
+	 */
+	LlmCallBuildFn batch_build;
 } LlmSqlFunction;
 
 /* A function's arguments matched to the table's rows (opaque). */

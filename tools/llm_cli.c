@@ -57,15 +57,16 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: llm-cli tokenize -m MODEL [--chat] TEXT\n"
+			"usage: llm-cli tokenize -m MODEL [--chat] [--] TEXT\n"
 			"       llm-cli generate -m MODEL [--chat] [--system S] [-n N] [--temp T] [--top-p P]\n"
 			"               [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...\n"
 			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
-			"               [--ids] [--ignore-eos] (PROMPT | --batch FILE)\n"
+			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
 			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
-			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] PROMPT LABEL...\n");
+			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--] PROMPT LABEL...\n"
+			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n");
 	exit(2);
 }
 
@@ -110,9 +111,31 @@ parse_double(const char *s, const char *what)
 	return v;
 }
 
+/* A positional argument: the prompt (or text), then score's labels. */
+static void
+add_positional(cli_opts *o, const char *a)
+{
+	if (o->prompt == NULL)
+		o->prompt = a;
+	else if (!strcmp(o->cmd, "score"))
+	{
+		o->labels = realloc(o->labels, (size_t) (o->n_labels + 1) * sizeof(char *));
+		if (o->labels == NULL)
+		{
+			fprintf(stderr, "llm-cli: out of memory\n");
+			exit(1);
+		}
+		o->labels[o->n_labels++] = a;
+	}
+	else
+		usage();
+}
+
 static void
 parse_args(int argc, char **argv, cli_opts *o)
 {
+	bool		options_done = false;
+
 	memset(o, 0, sizeof(*o));
 	llm_engine_config_defaults(&o->ec);
 	llm_sampling_params_defaults(&o->sp);
@@ -128,7 +151,12 @@ parse_args(int argc, char **argv, cli_opts *o)
 		const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
 
 #define NEEDV() do { if (v == NULL) usage(); i++; } while (0)
-		if (!strcmp(a, "-m"))
+		/* "--" ends the options: every later argument is text, even "-273.15" */
+		if (options_done)
+			add_positional(o, a);
+		else if (!strcmp(a, "--"))
+			options_done = true;
+		else if (!strcmp(a, "-m"))
 		{
 			NEEDV();
 			o->ec.model_path = v;
@@ -257,20 +285,8 @@ parse_args(int argc, char **argv, cli_opts *o)
 			fprintf(stderr, "llm-cli: unknown option %s\n", a);
 			usage();
 		}
-		else if (o->prompt == NULL)
-			o->prompt = a;
-		else if (!strcmp(o->cmd, "score"))
-		{
-			o->labels = realloc(o->labels, (size_t) (o->n_labels + 1) * sizeof(char *));
-			if (o->labels == NULL)
-			{
-				fprintf(stderr, "llm-cli: out of memory\n");
-				exit(1);
-			}
-			o->labels[o->n_labels++] = a;
-		}
 		else
-			usage();
+			add_positional(o, a);
 #undef NEEDV
 	}
 	o->sp.stop = o->stop;

@@ -365,9 +365,14 @@ class SqlStatement:
     id = "w1"
     peer = "row at a time"
 
-    def __init__(self, rows):
+    def __init__(self, rows, max_tokens=48, windows=()):
+        """windows: more llm.batch_window values, one side each ("window N")
+        after the default window's side, to choose the default by measurement."""
         self.rows_n = rows
-        self.title = "W1 tickets (%d rows, 1 statement)" % rows
+        self.max_tokens = max_tokens
+        self.windows = list(windows)
+        self.title = "W1 tickets (%d rows, 1 statement%s)" % (
+            rows, "" if max_tokens == 48 else ", max_tokens %d" % max_tokens)
         self.checked = False
 
     def unavailable(self, ctx):
@@ -379,12 +384,12 @@ class SqlStatement:
 
     def sides(self, ctx):
         prompt = "%s || E'\\n' || body" % sql_literal(W1_INSTRUCTION)
-        q_ours = self.statement("w1", "llm_generate(%s, max_tokens => 48)" % prompt)
+        q_ours = self.statement("w1", "llm_generate(%s, max_tokens => %d)" % (prompt, self.max_tokens))
 
         def run_ours(window):
             def fn(r):
                 ctx.pg.fresh_engine()
-                dt, _ = ctx.pg.timed(("SET llm.batch_window = 1; " if window == 1 else "") + q_ours)
+                dt, _ = ctx.pg.timed(("SET llm.batch_window = %d; " % window if window else "") + q_ours)
                 m = request_metrics(wait_recent(ctx.pg, self.rows_n), dt)
                 m["max_batch_size"] = ctx.pg.stat()["max_batch_size"]
                 return m
@@ -413,7 +418,8 @@ class SqlStatement:
                     ctx.w1_prompt_check = self.check_prompts(ctx, srv)
                     self.checked = True
                 before = srv.metrics()
-                q = self.statement("w1p", "pgai_generate(%s, 48, %s)" % (prompt, sql_literal(srv.url)))
+                q = self.statement("w1p", "pgai_generate(%s, %d, %s)" % (prompt, self.max_tokens,
+                                                                         sql_literal(srv.url)))
                 dt, _ = ctx.pg.timed(q)
                 after = srv.metrics()
             gen = after.get("tokens_predicted_total", 0) - before.get("tokens_predicted_total", 0)
@@ -422,7 +428,8 @@ class SqlStatement:
                     "prompt_tokens_processed": after.get("prompt_tokens_total", 0)
                     - before.get("prompt_tokens_total", 0)}
 
-        return [("ours", run_ours(None)), ("row at a time", run_ours(1)), ("pgai-style", run_pgai)]
+        return ([("ours", run_ours(None)), ("row at a time", run_ours(1)), ("pgai-style", run_pgai)]
+                + [("window %d" % w, run_ours(w)) for w in self.windows])
 
     def check_prompts(self, ctx, srv, n=3):
         """Same prompt tokens on both sides, checked on the first n tickets:
@@ -471,6 +478,7 @@ class SqlStatement:
         prompts as pg_llm tokenizes them, B = the window run's median decode
         concurrency, and on one prompt; 48 new tokens each, every request
         decoding together after all prefills (ctx.w1_decode_ref)."""
+        n_new = self.max_tokens
         o = meds.get("ours", {})
         if ctx.ours_error or not o.get("decode_concurrency"):
             return None
@@ -489,15 +497,16 @@ class SqlStatement:
                                    "ORDER BY id LIMIT %d" % (sql_literal(W1_INSTRUCTION), B)).splitlines():
                 f.write(" ".join(map(str, head + nl + [1] + ids(line) + tail)) + "\n")
         try:
-            batched = ours.bench(ctx.cli, ctx.model, B, 48, ctx.threads, path)
-            single = ours.bench(ctx.cli, ctx.model, 1, 48, ctx.threads, path)
+            batched = ours.bench(ctx.cli, ctx.model, B, n_new, ctx.threads, path)
+            single = ours.bench(ctx.cli, ctx.model, 1, n_new, ctx.threads, path)
         except BenchError as e:
             log("W1 decode reference failed: %s" % e)
             return {"error": str(e)}
         ctx.w1_decode_ref = {"batch": B, "batched_decode_tps": batched["decode_tps"],
                              "single_decode_tps": single["decode_tps"],
                              "k": batched["decode_tps"] / single["decode_tps"],
-                             "how": "llm-cli bench -b %d -n 48 and -b 1 on the first W1 prompts (%s)" % (B, path)}
+                             "how": "llm-cli bench -b %d -n %d and -b 1 on the first W1 prompts (%s)"
+                             % (B, n_new, path)}
         log("W1 decode reference: %s" % ctx.w1_decode_ref)
         return ctx.w1_decode_ref
 
@@ -510,6 +519,15 @@ class SqlStatement:
                             peer_name=peer_name))
         rows.append(row("decode tokens/s (window / row at a time)", "tokens/s", o.get("decode_tps"),
                         rw.get("decode_tps"), peer_name="row at a time"))
+        rows.append(row("largest engine batch (window / row at a time)", "requests", o.get("max_batch_size"),
+                        rw.get("max_batch_size"), peer_name="row at a time", ratio=False))
+        for w in self.windows:
+            ow = meds.get("window %d" % w, {})
+            rows.append(row("rows/s, llm.batch_window %d (vs the default window)" % w, "rows/s",
+                            ow.get("rows_per_s"), o.get("rows_per_s"), peer_name="default window"))
+            rows.append(row("largest engine batch, llm.batch_window %d" % w, "requests",
+                            ow.get("max_batch_size"), o.get("max_batch_size"), peer_name="default window",
+                            ratio=False))
         b = arithmetic_bound(o, rw, getattr(ctx, "w1_decode_ref", None))
         ctx.w1_bound = b
         if b:
@@ -686,6 +704,84 @@ class SqlTemplate:
                 row("prefix-cache hit rate (prompt tokens)", "fraction", o.get("hit_rate"), None)]
 
 
-def sql_workloads(rows=None):
-    """W1, W3, W4 at their full sizes (512, 32 x 16, 256) or all at `rows`."""
-    return [SqlStatement(rows or 512), SqlSessions(rows or 512), SqlTemplate(rows or 256)]
+class SqlTrigger:
+    """W1t: enriching inserted rows synchronously.  An INSERT ... SELECT of the
+    tickets into a table whose statement-level AFTER trigger (transition
+    table) fills a summary with one UPDATE ... FROM new_rows, against one
+    CREATE TABLE AS SELECT over the same rows (W1's statement) and against a
+    row-level BEFORE trigger calling llm_generate per row.  Target: the
+    statement trigger within 1.5x the one statement."""
+
+    id = "w1t"
+    peer = "one statement"
+
+    TRIGGERS = """
+DROP TABLE IF EXISTS w1t_stmt, w1t_row;
+CREATE TABLE w1t_stmt (id int PRIMARY KEY, body text, summary text);
+CREATE TABLE w1t_row (id int PRIMARY KEY, body text, summary text);
+CREATE OR REPLACE FUNCTION w1t_enrich() RETURNS trigger LANGUAGE plpgsql AS $t$
+BEGIN
+  UPDATE w1t_stmt t SET summary = llm_generate(@PROMPT@, max_tokens => @N@)
+  FROM new_rows n WHERE t.id = n.id;
+  RETURN NULL;
+END $t$;
+CREATE TRIGGER w1t_enrich AFTER INSERT ON w1t_stmt REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION w1t_enrich();
+CREATE OR REPLACE FUNCTION w1t_enrich_row() RETURNS trigger LANGUAGE plpgsql AS $t$
+BEGIN
+  NEW.summary := llm_generate(@ROWPROMPT@, max_tokens => @N@);
+  RETURN NEW;
+END $t$;
+CREATE TRIGGER w1t_enrich_row BEFORE INSERT ON w1t_row FOR EACH ROW EXECUTE FUNCTION w1t_enrich_row();
+"""
+
+    def __init__(self, rows, max_tokens=48):
+        self.rows_n = rows
+        self.max_tokens = max_tokens
+        self.title = "W1t statement trigger (%d rows INSERT ... SELECT)" % rows
+
+    def unavailable(self, ctx):
+        return None if ctx.pg else "no PostgreSQL server (%s)" % ctx.pg_error
+
+    def sides(self, ctx):
+        instr = sql_literal(W1_INSTRUCTION)
+        src = "(SELECT id, body FROM tickets ORDER BY id LIMIT %d) s" % self.rows_n
+        ctx.pg.sql(self.TRIGGERS.replace("@PROMPT@", "%s || E'\n' || n.body" % instr)
+                   .replace("@ROWPROMPT@", "%s || E'\n' || NEW.body" % instr)
+                   .replace("@N@", str(self.max_tokens)))
+
+        def run(q, table):
+            def fn(r):
+                ctx.pg.sql("TRUNCATE w1t_stmt, w1t_row; DROP TABLE IF EXISTS w1t_sel")
+                ctx.pg.fresh_engine()
+                dt, _ = ctx.pg.timed(q)
+                m = request_metrics(wait_recent(ctx.pg, self.rows_n), dt)
+                m["max_batch_size"] = ctx.pg.stat()["max_batch_size"]
+                m["rows_filled"] = int(ctx.pg.sql("SELECT count(summary) FROM %s" % table).strip())
+                return m
+            return fn
+
+        return [("statement trigger", run("INSERT INTO w1t_stmt (id, body) SELECT id, body FROM %s" % src,
+                                          "w1t_stmt")),
+                ("one statement", run("CREATE TABLE w1t_sel AS SELECT id, llm_generate(%s || E'\n' || body, "
+                                      "max_tokens => %d) AS summary FROM %s" % (instr, self.max_tokens, src),
+                                      "w1t_sel")),
+                ("row trigger", run("INSERT INTO w1t_row (id, body) SELECT id, body FROM %s" % src, "w1t_row"))]
+
+    def table_rows(self, ctx, meds):
+        o, sel, rt = meds.get("statement trigger", {}), meds.get("one statement", {}), meds.get("row trigger", {})
+        return [row("wall s (statement trigger / one statement, target <= 1.5)", "s", o.get("wall_s"),
+                    sel.get("wall_s"), peer_name="one statement"),
+                row("wall s (statement trigger / row trigger)", "s", o.get("wall_s"), rt.get("wall_s"),
+                    peer_name="row trigger"),
+                row("largest engine batch (statement trigger / one statement)", "requests",
+                    o.get("max_batch_size"), sel.get("max_batch_size"), peer_name="one statement", ratio=False),
+                row("rows filled (statement trigger / one statement)", "rows", o.get("rows_filled"),
+                    sel.get("rows_filled"), peer_name="one statement", ratio=False)]
+
+
+def sql_workloads(rows=None, w1_max_tokens=48, w1_windows=()):
+    """W1, W3, W4 at BENCHMARKS.md's sizes (512, 32 x 16, 256) or all at `rows`;
+    W1t at 32 rows or `rows`."""
+    return [SqlStatement(rows or 512, w1_max_tokens, w1_windows), SqlSessions(rows or 512),
+            SqlTemplate(rows or 256), SqlTrigger(rows or 32, w1_max_tokens)]

@@ -63,7 +63,8 @@ like(slurp_file($node->logfile), qr/connection to client lost while waiting for 
 	'closed client socket noticed while waiting');
 
 # many cancelled calls: nothing leaks
-my $aborted0 = $node->safe_psql('postgres', 'SELECT requests_aborted FROM llm_stat');
+my ($aborted0, $finished0) = split /\|/,
+	$node->safe_psql('postgres', 'SELECT requests_aborted, requests_finished FROM llm_stat');
 my $script = join('', map {
 	"SET statement_timeout = '150ms'; " . sprintf($long, "bird $_") . ";\n"
 } 1 .. 30);
@@ -72,8 +73,15 @@ $q = LlmTest::start_query($node, $script, script => 1);
 my $n_timeouts = () = $err =~ /statement timeout/g;
 cmp_ok($n_timeouts, '>=', 1, "cancelled calls ($n_timeouts timed out)");
 LlmTest::wait_idle($node, 'after many cancels');
-cmp_ok($node->safe_psql('postgres', 'SELECT requests_aborted FROM llm_stat') - $aborted0, '>=', $n_timeouts,
-	'every cancelled request aborted in the worker');
+# A statement can time out before its request reaches the worker (on a
+# loaded machine), so the worker sees at most one abort per timeout; what it
+# must never do is run a cancelled request to its end: only the statements
+# that did not time out finish there.
+my ($aborted1, $finished1) = split /\|/,
+	$node->safe_psql('postgres', 'SELECT requests_aborted, requests_finished FROM llm_stat');
+ok($aborted1 - $aborted0 >= 1 && $aborted1 - $aborted0 <= $n_timeouts,
+	'cancelled requests aborted in the worker (' . ($aborted1 - $aborted0) . " of $n_timeouts)");
+is($finished1 - $finished0, 30 - $n_timeouts, 'no cancelled request ran to its end');
 is($node->safe_psql('postgres', "SELECT llm_generate('Say yes.', max_tokens => 2) IS NOT NULL"), 't', 'next call works');
 LlmTest::no_crash($node);
 $node->stop;
