@@ -20,6 +20,8 @@ typedef struct WorkerRequest
 	int			slot;
 	uint64		client_id;		/* the backend's id */
 	uint64		engine_id;
+	bool		grammar;		/* constrained: a length finish is no valid result */
+	int32		max_tokens;
 } WorkerRequest;
 
 static MemoryContext intake_cxt;
@@ -88,6 +90,8 @@ submit(int slot, const llm_wire_msg *m)
 	r->slot = slot;
 	r->client_id = m->id;
 	r->engine_id = next_engine_id++;
+	r->grammar = m->request.grammar != NULL;
+	r->max_tokens = m->request.params.max_tokens;
 	err[0] = '\0';
 	st = llm_engine_submit(engine, r->engine_id, &m->request, r, err, sizeof(err));
 	if (st != LLM_OK)
@@ -285,6 +289,28 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			}
 			break;
 		case LLM_EVENT_FINISHED:
+			if (r->grammar && ev->finish_reason == LLM_FINISH_LENGTH)
+			{
+				/*
+				 * Cut before the output was complete under its grammar: the
+				 * text is not a valid result, so it is not returned as one
+				 * (the request still finished with "length" in the stats).
+				 */
+				char		msg[256];
+
+				if (ev->usage.completion_tokens >= r->max_tokens)
+					snprintf(msg, sizeof(msg), "the output reached max_tokens (%d) before it was complete "
+							 "under its grammar (choices, regex or json_schema); raise max_tokens",
+							 r->max_tokens);
+				else
+					snprintf(msg, sizeof(msg), "the output reached the context length after %d tokens "
+							 "before it was complete under its grammar (choices, regex or json_schema)",
+							 ev->usage.completion_tokens);
+				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+				llm_stats_note_finished(ev->finish_reason, &ev->usage);
+				free_request(r);
+				break;
+			}
 			m.kind = LLM_WIRE_DONE;
 			m.finish_reason = ev->finish_reason;
 			m.usage = ev->usage;

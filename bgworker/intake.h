@@ -8,7 +8,10 @@
  * channel slot it came from, from its submission to its final event, its
  * abort, or its slot's channel being dropped.  Statuses become SQLSTATEs by
  * src/sqlstate.h's table; what happens to each request is noted in the
- * statistics (src/stats.h).
+ * statistics (src/stats.h).  A request with a grammar that finishes with
+ * "length" is answered with ERROR 54000 instead of its text: its output is
+ * incomplete under the grammar, so it is no valid result (the statistics
+ * still record the "length" finish).
  */
 #ifndef LLM_INTAKE_H
 #define LLM_INTAKE_H

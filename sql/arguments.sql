@@ -45,7 +45,7 @@ FROM arguments_check() GROUP BY function ORDER BY function;
 -- llm_generate(text) takes every row (the batchable function has them all)
 SELECT count(*) AS rows, count(*) FILTER (WHERE p.proargnames @> ARRAY[t.name]) AS in_llm_generate
 FROM llm_generation_arguments() t,
-     (SELECT proargnames FROM pg_proc WHERE oid = 'llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)'::regprocedure) p;
+     (SELECT proargnames FROM pg_proc WHERE proname = 'llm_generate' AND proargtypes[0] = 'text'::regtype) p;
 -- a NULL argument means the row's default, a named one goes where its name says
 SELECT llm_generate('1, 2, 3, 4, 5, 6, 7, 8,', raw => true, max_tokens => 20, stop => ARRAY['12'])
      = llm_generate('1, 2, 3, 4, 5, 6, 7, 8,', 20, NULL, NULL, NULL, NULL, NULL, NULL, ARRAY['12'], NULL, true) AS by_name_and_position;

@@ -60,6 +60,7 @@ SELECT u FROM two_b ORDER BY id LIMIT 2;
 -- LIMIT: the node sits above the Limit, so only the 3 rows are generated
 -- (rows past the LIMIT would ask for 256 tokens): nothing read ahead, nothing
 -- aborted, nothing keeps running (read-ahead below a LIMIT: batch_shapes)
+SELECT wait_idle();
 SELECT requests_aborted AS aborted_before, requests_finished AS finished_before FROM llm_stat \gset
 SELECT id, llm_generate(body, max_tokens => CASE WHEN id <= 3 THEN 8 ELSE 256 END) = g AS same
 FROM tickets JOIN single USING (id) LIMIT 3;

@@ -10,7 +10,9 @@
 #define FLAG_PROMPT		0x01u		/* SUBMIT: a prompt string follows */
 #define FLAG_SYSTEM		0x02u		/* SUBMIT: a system string follows */
 #define FLAG_EOT		0x04u		/* SUBMIT: continuation_eot */
-#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT)
+#define FLAG_GRAMMAR	0x08u		/* SUBMIT: a grammar source follows the token ids */
+#define FLAG_ECHO		0x10u		/* SUBMIT: continuation_echo */
+#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO)
 
 static bool
 valid_mode(uint32_t v)
@@ -147,6 +149,10 @@ put_request(writer *w, const llm_request *r)
 		flags |= FLAG_SYSTEM;
 	if (r->continuation_eot)
 		flags |= FLAG_EOT;
+	if (r->grammar != NULL)
+		flags |= FLAG_GRAMMAR;
+	if (r->continuation_echo)
+		flags |= FLAG_ECHO;
 	put_u32(w, r->mode);
 	put_u32(w, r->prompt_kind);
 	put_u32(w, flags);
@@ -175,6 +181,9 @@ put_request(writer *w, const llm_request *r)
 	for (int i = 0; i < r->n_continuations && !w->bad; i++)
 		put_str(w, r->continuations[i], r->continuation_lens[i]);
 	put_ids(w, r->tokens, r->n_tokens);
+	/* a grammar source is bytes (a choices source holds binary lengths) */
+	if (r->grammar != NULL)
+		put_bytes(w, r->grammar, r->grammar_len);
 }
 
 size_t
@@ -401,6 +410,7 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->mode = (llm_request_mode) mode;
 	q->prompt_kind = (llm_prompt_kind) kind;
 	q->continuation_eot = (flags & FLAG_EOT) != 0;
+	q->continuation_echo = (flags & FLAG_ECHO) != 0;
 #define X(type, field) if (!get_##type(r, &p->field)) return false;
 	LLM_WIRE_PARAMS(X)
 #undef X
@@ -435,7 +445,11 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->n_continuations = n_cont;
 	q->continuations = n_cont > 0 ? a->continuations : NULL;
 	q->continuation_lens = n_cont > 0 ? a->continuation_lens : NULL;
-	return get_ids(r, &q->tokens, &q->n_tokens);
+	if (!get_ids(r, &q->tokens, &q->n_tokens))
+		return false;
+	if ((flags & FLAG_GRAMMAR) && !get_bytes(r, &q->grammar, &q->grammar_len))
+		return false;
+	return true;
 }
 
 static bool

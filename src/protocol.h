@@ -29,7 +29,8 @@
  *   SUBMIT      an llm_request (request.h): mode, prompt kind, flags, the
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
- *               continuations, token ids
+ *               continuations, token ids, and the grammar source (bytes:
+ *               length + bytes) when its flag is set
  *   TOKENIZE    text: its token ids as plain text (answer: TOKENS)
  *   DETOKENIZE  token ids: their text (answer: TEXT, then DONE)
  *   ABORT       nothing: drop request id (no answer follows)

@@ -1,7 +1,9 @@
 /*
  * sql_api.c — the SQL functions of pg_llm that talk to the worker:
  * llm_generate (text and text[]), llm_complete, llm_chat, llm_tokenize,
- * llm_detokenize.  Optional arguments are read by name and checked through
+ * llm_detokenize, and the AI functions llm_extract, llm_classify,
+ * llm_classify_scores, llm_filter (their calls are built in sql_args.c,
+ * their prompts in ai_prompts.c; llm_agg is sql_agg.c).  Optional arguments are read by name and checked through
  * the argument table (sql_args.h) before anything is sent; a NULL optional
  * argument means its default.  Text goes to the worker as UTF-8 and comes
  * back converted to the database encoding.
@@ -27,6 +29,10 @@ PG_FUNCTION_INFO_V1(pg_llm_complete);
 PG_FUNCTION_INFO_V1(pg_llm_chat);
 PG_FUNCTION_INFO_V1(pg_llm_tokenize);
 PG_FUNCTION_INFO_V1(pg_llm_detokenize);
+PG_FUNCTION_INFO_V1(pg_llm_extract);
+PG_FUNCTION_INFO_V1(pg_llm_classify);
+PG_FUNCTION_INFO_V1(pg_llm_classify_scores);
+PG_FUNCTION_INFO_V1(pg_llm_filter);
 
 static void
 invalid_arg(const char *msg)
@@ -320,4 +326,60 @@ pg_llm_detokenize(PG_FUNCTION_ARGS)
 	if (res->failed)
 		llm_raise_result(res);
 	PG_RETURN_TEXT_P(llm_utf8_to_text(res->text, res->text_len));
+}
+
+/*
+ * A batchable function called row by row: its call built by its
+ * function-table row (the same build and value the LLM Batch node uses),
+ * sent, waited for and turned into its value.  NULL first argument: NULL.
+ */
+static Datum
+batchable_call(FunctionCallInfo fcinfo)
+{
+	const LlmArgMap *map = llm_arg_map(fcinfo);
+	LlmCall		call;
+	LlmResult  *res;
+	Datum		result;
+	bool		isnull;
+
+	if (!llm_call_build_text(map, fcinfo->args, PG_NARGS(), &call, &res))
+		PG_RETURN_NULL();
+	if (res == NULL)
+		res = run_request(&call.req);
+	result = llm_arg_map_function(map)->batch_value(res, call.on_error_null, &isnull);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * llm_extract(input text, json_schema jsonb, instruction text, max_tokens,
+ *             temperature, top_p, top_k, min_p, repetition_penalty, seed,
+ *             system, on_error) -> jsonb, always valid against json_schema
+ */
+Datum
+pg_llm_extract(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}
+
+/* llm_classify(input text, labels text[], instruction text, system, on_error) -> text: one of labels */
+Datum
+pg_llm_classify(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}
+
+/* llm_classify_scores(the same) -> jsonb {label: probability}, summing to 1 */
+Datum
+pg_llm_classify_scores(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}
+
+/* llm_filter(input text, question text, system, on_error) -> boolean */
+Datum
+pg_llm_filter(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
 }

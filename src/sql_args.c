@@ -1,7 +1,9 @@
 /*
  * sql_args.c — the argument table and the function table of the generation
  * functions, the per-call-site maps between them and pg_proc, and the
- * reading and checking of one call's arguments (sql_args.h).
+ * reading and checking of one call's arguments (sql_args.h).  Besides the
+ * options, the map knows the AI functions' own inputs (labels, instruction,
+ * question: a second table, not listed by llm_generation_arguments()).
  */
 #include "postgres.h"
 
@@ -13,13 +15,17 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
+#include "ai_prompts.h"
 #include "sql_args.h"
+#include "sql_grammar.h"
 #include "sql_result.h"
 #include "sqlstate.h"
 #include "utf8_text.h"
@@ -133,6 +139,65 @@ apply_on_error(const LlmArgDesc *arg, LlmCall *c, Datum v)
 		invalid_arg("on_error must be 'raise' or 'null'");
 }
 
+/* A text[] as UTF-8 copies (NULL elements kept as NULL, for the checks to name); ERROR if not 1-D. */
+static const char **
+utf8_array(Datum v, const char *argname, int *n)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(v);
+	Datum	   *elems;
+	bool	   *nulls;
+	const char **out;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array", argname)));
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	out = palloc(sizeof(char *) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		out[i] = nulls[i] ? NULL : llm_text_to_utf8(DatumGetTextPP(elems[i]));
+	return out;
+}
+
+static void
+apply_choices(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->choices = utf8_array(v, arg->name, &c->n_choices);
+}
+
+static void
+apply_regex(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->regex = llm_text_to_utf8(DatumGetTextPP(v));
+}
+
+static void
+apply_json_schema(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	Jsonb	   *jb = DatumGetJsonbP(v);
+	char	   *json = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+
+	c->json_schema = llm_text_to_utf8(cstring_to_text(json));
+}
+
+static void
+apply_labels(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->labels = utf8_array(v, arg->name, &c->n_labels);
+}
+
+static void
+apply_instruction(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->instruction = llm_text_to_utf8(DatumGetTextPP(v));
+}
+
+static void
+apply_question(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->question = llm_text_to_utf8(DatumGetTextPP(v));
+}
+
 /*
  * Every optional argument of every generation function, in the order of
  * their SQL declarations (also the order values are applied and checked).
@@ -151,9 +216,32 @@ static const LlmArgDesc arg_table[] = {
 	{"system", TEXTOID, NULL, apply_system},
 	{"raw", BOOLOID, "false", apply_raw},
 	{"on_error", TEXTOID, "raise", apply_on_error},
+	{"choices", TEXTARRAYOID, NULL, apply_choices},
+	{"regex", TEXTOID, NULL, apply_regex},
+	{"json_schema", JSONBOID, NULL, apply_json_schema},
 };
 
 #define N_ARGS lengthof(arg_table)
+
+/*
+ * The AI functions' own inputs after their first argument (sql_ai.h), read
+ * by name like the options but not generation options.  json_schema, the
+ * second argument of llm_extract, is the option's row.
+ */
+static const LlmArgDesc input_table[] = {
+	{"labels", TEXTARRAYOID, NULL, apply_labels},
+	{"instruction", TEXTOID, NULL, apply_instruction},
+	{"question", TEXTOID, NULL, apply_question},
+};
+
+#define N_ROWS (N_ARGS + lengthof(input_table))
+
+/* Row r of both tables: the options, then the inputs. */
+static const LlmArgDesc *
+row_desc(int r)
+{
+	return r < N_ARGS ? &arg_table[r] : &input_table[r - N_ARGS];
+}
 
 /* ---------- the function table ---------- */
 
@@ -162,6 +250,10 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_generate_array", TEXTARRAYOID, TEXTARRAYOID, NULL},
 	{"pg_llm_complete", TEXTOID, RECORDOID, NULL},
 	{"pg_llm_chat", JSONBOID, TEXTOID, NULL},
+	{"pg_llm_extract", TEXTOID, JSONBOID, llm_jsonb_value, llm_call_build_extract},
+	{"pg_llm_classify", TEXTOID, TEXTOID, llm_label_value, llm_call_build_classify},
+	{"pg_llm_classify_scores", TEXTOID, JSONBOID, llm_label_scores_value, llm_call_build_classify},
+	{"pg_llm_filter", TEXTOID, BOOLOID, llm_yes_no_value, llm_call_build_filter},
 };
 
 static const LlmSqlFunction *
@@ -185,11 +277,11 @@ function_by_symbol(HeapTuple proctup)
 struct LlmArgMap
 {
 	const LlmSqlFunction *fn;
-	int			pos[N_ARGS];	/* per row: its input position in the function, -1 if absent */
+	int			pos[N_ROWS];	/* per row: its input position in the function, -1 if absent */
 };
 
 /* The rows' defaults as values, parsed once per backend (TopMemoryContext). */
-static NullableDatum defaults[N_ARGS];
+static NullableDatum defaults[N_ROWS];
 static bool defaults_parsed = false;
 
 static void
@@ -200,17 +292,18 @@ parse_defaults(void)
 	if (defaults_parsed)
 		return;
 	old = MemoryContextSwitchTo(TopMemoryContext);
-	for (int r = 0; r < N_ARGS; r++)
+	for (int r = 0; r < N_ROWS; r++)
 	{
+		const LlmArgDesc *d = row_desc(r);
 		Oid			input;
 		Oid			ioparam;
 
-		defaults[r].isnull = arg_table[r].default_value == NULL;
+		defaults[r].isnull = d->default_value == NULL;
 		defaults[r].value = (Datum) 0;
 		if (defaults[r].isnull)
 			continue;
-		getTypeInputInfo(arg_table[r].type, &input, &ioparam);
-		defaults[r].value = OidInputFunctionCall(input, (char *) arg_table[r].default_value, ioparam, -1);
+		getTypeInputInfo(d->type, &input, &ioparam);
+		defaults[r].value = OidInputFunctionCall(input, (char *) d->default_value, ioparam, -1);
 	}
 	MemoryContextSwitchTo(old);
 	defaults_parsed = true;
@@ -221,8 +314,8 @@ row_by_name(const char *name)
 {
 	if (name == NULL)
 		return -1;
-	for (int r = 0; r < N_ARGS; r++)
-		if (strcmp(arg_table[r].name, name) == 0)
+	for (int r = 0; r < N_ROWS; r++)
+		if (strcmp(row_desc(r)->name, name) == 0)
 			return r;
 	return -1;
 }
@@ -261,7 +354,7 @@ build_map(Oid funcid, MemoryContext cxt)
 
 	map = MemoryContextAllocZero(cxt, sizeof(LlmArgMap));
 	map->fn = fn;
-	for (int r = 0; r < N_ARGS; r++)
+	for (int r = 0; r < N_ROWS; r++)
 		map->pos[r] = -1;
 	for (int i = 1; i < proc->pronargs; i++)
 	{
@@ -274,11 +367,11 @@ build_map(Oid funcid, MemoryContext cxt)
 					 errmsg("argument %d (%s) of function %s is not a pg_llm option",
 							i + 1, name ? name : "unnamed", format_procedure(funcid)),
 					 errhint("The functions' SQL declarations and the library do not match: update the extension.")));
-		if (arg_table[r].type != proc->proargtypes.values[i])
+		if (row_desc(r)->type != proc->proargtypes.values[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
 					 errmsg("argument %s of function %s must be of type %s",
-							name, format_procedure(funcid), format_type_be(arg_table[r].type))));
+							name, format_procedure(funcid), format_type_be(row_desc(r)->type))));
 		map->pos[r] = i;
 	}
 	ReleaseSysCache(tup);
@@ -380,33 +473,158 @@ check_options(const LlmCall *call)
 		ereport(ERROR, (errcode(llm_status_sqlstate(st)), errmsg("%s", err)));
 }
 
+/* The request settings of the session, the grammar compiled, the options checked. */
+static void
+finish_read(LlmCall *call)
+{
+	call->req.params.cache_salt = prefix_cache_salt();
+	call->req.params.debug_poison_logits = debug_poison_logits;
+	llm_call_set_grammar(call);
+	check_options(call);
+}
+
 void
 llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call)
 {
 	memset(call, 0, sizeof(*call));
 	llm_request_init(&call->req);
-	for (int r = 0; r < N_ARGS; r++)
+	for (int r = 0; r < N_ROWS; r++)
 	{
+		const LlmArgDesc *d = row_desc(r);
 		int			pos = map->pos[r];
 
 		if (pos >= 0 && pos < nargs && !args[pos].isnull)
-			arg_table[r].apply(&arg_table[r], call, args[pos].value);
+			d->apply(d, call, args[pos].value);
 		else if (!defaults[r].isnull)
-			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
+			d->apply(d, call, defaults[r].value);
 	}
-	call->req.params.cache_salt = prefix_cache_salt();
-	call->req.params.debug_poison_logits = debug_poison_logits;
-	check_options(call);
+	finish_read(call);
+}
+
+/* A jsonb option value as the value of row d; ERROR naming the key if it cannot be one. */
+static Datum
+jsonb_option_value(const LlmArgDesc *d, JsonbValue *v)
+{
+	Oid			input;
+	Oid			ioparam;
+	char	   *text;
+
+	if (d->type == TEXTARRAYOID)
+	{
+		JsonbIterator *it;
+		JsonbValue	e;
+		JsonbIteratorToken tok;
+		ArrayBuildState *ab = NULL;
+
+		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option %s must be a JSON array of strings", d->name)));
+		ab = initArrayResult(TEXTOID, CurrentMemoryContext, false);
+		it = JsonbIteratorInit(v->val.binary.data);
+		while ((tok = JsonbIteratorNext(&it, &e, true)) != WJB_DONE)
+		{
+			if (tok != WJB_ELEM)
+				continue;
+			if (e.type == jbvNull)
+				ab = accumArrayResult(ab, (Datum) 0, true, TEXTOID, CurrentMemoryContext);
+			else if (e.type == jbvString)
+				ab = accumArrayResult(ab, PointerGetDatum(cstring_to_text_with_len(e.val.string.val,
+																				   e.val.string.len)),
+									  false, TEXTOID, CurrentMemoryContext);
+			else
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("option %s must be a JSON array of strings", d->name)));
+		}
+		return makeArrayResult(ab, CurrentMemoryContext);
+	}
+	switch (v->type)
+	{
+		case jbvString:
+			text = pnstrdup(v->val.string.val, v->val.string.len);
+			break;
+		case jbvNumeric:
+			text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+			break;
+		case jbvBool:
+			text = v->val.boolean ? "true" : "false";
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("option %s must be a JSON string, number or boolean", d->name)));
+	}
+	getTypeInputInfo(d->type, &input, &ioparam);
+	return OidInputFunctionCall(input, text, ioparam, -1);
+}
+
+void
+llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call)
+{
+	bool		given[N_ARGS] = {0};
+
+	parse_defaults();
+	memset(call, 0, sizeof(*call));
+	llm_request_init(&call->req);
+	if (opts != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	k,
+					v;
+		JsonbIteratorToken tok;
+
+		if (!JB_ROOT_IS_OBJECT(opts))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("options must be a JSON object of generation options")));
+		it = JsonbIteratorInit(&opts->root);
+		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+		{
+			char	   *key;
+			int			r;
+			bool		skipped = false;
+
+			if (tok != WJB_KEY)
+				continue;
+			key = pnstrdup(k.val.string.val, k.val.string.len);
+			tok = JsonbIteratorNext(&it, &v, true);
+			for (const char *const *sk = skip; sk && *sk; sk++)
+				skipped |= strcmp(*sk, key) == 0;
+			if (skipped)
+				continue;
+			r = row_by_name(key);
+			if (r < 0 || r >= N_ARGS)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("unknown option \"%s\"", key),
+						 errhint("The options are those of llm_generation_arguments().")));
+			if (v.type == jbvNull)
+				continue;
+			arg_table[r].apply(&arg_table[r], call, jsonb_option_value(&arg_table[r], &v));
+			given[r] = true;
+		}
+	}
+	for (int r = 0; r < N_ARGS; r++)
+		if (!given[r] && !defaults[r].isnull)
+			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
+	finish_read(call);
 }
 
 LlmResult *
 llm_call_set_prompt(LlmCall *call, text *prompt)
 {
+	return llm_call_set_prompt_utf8(call, llm_text_to_utf8(prompt));
+}
+
+LlmResult *
+llm_call_set_prompt_utf8(LlmCall *call, const char *prompt)
+{
 	char		err[256];
 	llm_status	st;
 
 	call->req.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
-	call->req.prompt = llm_text_to_utf8(prompt);
+	call->req.prompt = prompt;
 	call->req.prompt_len = strlen(call->req.prompt);
 	st = llm_request_validate(&call->req, err, sizeof(err));
 	if (st == LLM_OK)
@@ -435,10 +653,109 @@ llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 					LlmCall *call, LlmResult **refused)
 {
 	*refused = NULL;
+	if (map->fn->batch_build != NULL)
+		return map->fn->batch_build(map, args, nargs, call, refused);
 	if (nargs < 1 || args[0].isnull)
 		return false;
 	llm_call_read(map, args, nargs, call);
 	*refused = llm_call_set_prompt(call, DatumGetTextPP(args[0].value));
+	return true;
+}
+
+/* ---------- the AI functions' calls ---------- */
+
+static void
+invalid_input(const char *fmt, const char *what)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(fmt, what)));
+}
+
+bool
+llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int nargs,
+					   LlmCall *call, LlmResult **refused)
+{
+	char	   *input;
+
+	*refused = NULL;
+	if (nargs < 1 || args[0].isnull)
+		return false;
+	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+	llm_call_read(map, args, nargs, call);
+	if (call->json_schema == NULL)
+		invalid_input("%s must not be NULL", "json_schema");
+	*refused = llm_call_set_prompt_utf8(call, llm_prompt_extract(input, call->json_schema, call->instruction));
+	return true;
+}
+
+/* A SCORE request over the call's prompt: continuations conts[0..n), each followed by the end of turn. */
+static LlmResult *
+set_scoring(LlmCall *call, const char *prompt, const char *const *conts, int n, bool echo)
+{
+	size_t	   *lens = palloc(sizeof(size_t) * n);
+
+	for (int i = 0; i < n; i++)
+		lens[i] = strlen(conts[i]);
+	call->req.mode = LLM_MODE_SCORE;
+	call->req.n_continuations = n;
+	call->req.continuations = conts;
+	call->req.continuation_lens = lens;
+	call->req.continuation_eot = true;
+	call->req.continuation_echo = echo;
+	return llm_call_set_prompt_utf8(call, prompt);
+}
+
+bool
+llm_call_build_classify(const LlmArgMap *map, const NullableDatum *args, int nargs,
+						LlmCall *call, LlmResult **refused)
+{
+	char	   *input;
+
+	*refused = NULL;
+	if (nargs < 1 || args[0].isnull)
+		return false;
+	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+	llm_call_read(map, args, nargs, call);
+	if (call->labels == NULL)
+		invalid_input("%s must not be NULL", "labels");
+	if (call->n_labels == 0)
+		invalid_input("%s must not be empty", "labels");
+	if (call->n_labels > LLM_MAX_CONTINUATIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("at most %d labels are allowed", LLM_MAX_CONTINUATIONS)));
+	for (int i = 0; i < call->n_labels; i++)
+	{
+		if (call->labels[i] == NULL)
+			invalid_input("%s must not contain NULL", "labels");
+		if (call->labels[i][0] == '\0')
+			invalid_input("%s must not contain empty strings", "labels");
+		for (int j = 0; j < i; j++)
+			if (strcmp(call->labels[i], call->labels[j]) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("labels must not contain duplicates: \"%s\" appears twice",
+								llm_utf8_to_cstring(call->labels[i], strlen(call->labels[i])))));
+	}
+	*refused = set_scoring(call, llm_prompt_classify(input, call->labels, call->n_labels, call->instruction),
+						   call->labels, call->n_labels, true);
+	return true;
+}
+
+bool
+llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs,
+					  LlmCall *call, LlmResult **refused)
+{
+	char	   *input;
+
+	*refused = NULL;
+	if (nargs < 1 || args[0].isnull)
+		return false;
+	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+	llm_call_read(map, args, nargs, call);
+	if (call->question == NULL)
+		invalid_input("%s must not be NULL", "question");
+	*refused = set_scoring(call, llm_prompt_filter(input, call->question), llm_filter_answers,
+						   LLM_FILTER_N_ANSWERS, false);
 	return true;
 }
 

@@ -34,6 +34,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/jsonb.h"
 
 #include "channel.h"
 #include "request.h"
@@ -50,6 +51,21 @@ typedef struct LlmCall
 	llm_request req;			/* options applied; the prompt set by the function */
 	bool		raw;			/* raw => true: the prompt is tokenized as is */
 	bool		on_error_null;	/* on_error => 'null' */
+
+	/*
+	 * Grammar options as given (UTF-8; NULL / 0 when absent); llm_call_read
+	 * compiles the one given (sql_grammar.h) into req.grammar.
+	 */
+	const char **choices;		/* choices text[]: n_choices elements, NULL ones kept */
+	int			n_choices;
+	const char *regex;			/* regex text */
+	const char *json_schema;	/* json_schema jsonb: its JSON text */
+
+	/* Inputs of the AI functions (sql_ai.h), UTF-8; NULL when absent or NULL */
+	const char **labels;		/* labels text[]: n_labels elements, NULL ones kept */
+	int			n_labels;
+	const char *instruction;
+	const char *question;
 } LlmCall;
 
 /* The value of a finished call of a batchable function (sql_result.h). */
@@ -111,6 +127,8 @@ extern void llm_call_read(const LlmArgMap *map, const NullableDatum *args, int n
  * prompt refused before sending (empty: 22023 "prompt must not be empty").
  */
 extern LlmResult *llm_call_set_prompt(LlmCall *call, text *prompt);
+/* The same for a UTF-8 prompt (a template's, ai_prompts.h), which the call keeps pointing at. */
+extern LlmResult *llm_call_set_prompt_utf8(LlmCall *call, const char *prompt);
 
 /*
  * Make msgs (n, the system argument already among them) the call's prompt
@@ -119,13 +137,45 @@ extern LlmResult *llm_call_set_prompt(LlmCall *call, text *prompt);
 extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, int n);
 
 /*
- * llm_generate(text, ...)'s call from its argument values, as the function
- * builds it and the LLM Batch node does for each row: false for a NULL
- * prompt (the value is NULL; options are then not read); else the call,
- * with *refused set to a failed result for a prompt refused before sending,
- * else NULL.  Invalid options raise ERROR.
+ * The call of a batchable function from its argument values, as the
+ * function builds it and the LLM Batch node does for each row: its
+ * function-table row's build function (sql_ai.h), or for llm_generate(text,
+ * ...) the text prompt with its options.  False for a NULL first argument
+ * (the value is NULL; options are then not read); else the call, with
+ * *refused set to a failed result for a prompt refused before sending, else
+ * NULL.  Invalid options raise ERROR.
  */
 extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 								LlmCall *call, LlmResult **refused);
+
+/*
+ * The builds of the AI functions' calls (function-table rows, same
+ * contract as llm_call_build_text); their first argument is the input, the
+ * prompt is built from it by ai_prompts.h, and their own inputs are checked
+ * with ERROR 22023:
+ *   llm_extract   GENERATE under its json_schema (NULL: an error);
+ *   llm_classify, llm_classify_scores
+ *                 SCORE of each label followed by the end of turn, the
+ *                 labels echoed (request.h continuation_echo); labels NULL,
+ *                 empty, with a NULL or empty element or a duplicate are
+ *                 errors, more than LLM_MAX_CONTINUATIONS 54000;
+ *   llm_filter    SCORE of the yes and no answers of ai_prompts.h.
+ */
+extern bool llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								   LlmCall *call, LlmResult **refused);
+extern bool llm_call_build_classify(const LlmArgMap *map, const NullableDatum *args, int nargs,
+									LlmCall *call, LlmResult **refused);
+extern bool llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								  LlmCall *call, LlmResult **refused);
+
+/*
+ * Read options by name from a jsonb object into call (llm_agg's options
+ * argument): every key must be a generation option of the argument table
+ * (its value a JSON scalar read as the option's input text, or for a text[]
+ * option an array of strings), and keys in skip (NULL-terminated) are left
+ * to the caller; missing options take their defaults; then the session's
+ * request settings and the check, as llm_call_read.  opts may be NULL.
+ */
+extern void llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call);
 
 #endif

@@ -25,4 +25,23 @@ extern bool llm_result_usable(const LlmResult *res, bool on_error_null);
 /* llm_generate(text)'s value: the text, or *isnull for a failure under on_error_null. */
 extern Datum llm_text_value(const LlmResult *res, bool on_error_null, bool *isnull);
 
+/* llm_extract's value: the output (JSON text valid against its schema) as jsonb. */
+extern Datum llm_jsonb_value(const LlmResult *res, bool on_error_null, bool *isnull);
+
+/*
+ * Values of a SCORE request whose text is the JSON array of its
+ * continuations (continuation_echo), one score (a sum of natural
+ * log-probabilities) per continuation:
+ *   llm_label_value         the continuation with the highest score (the
+ *                           first of equal ones), as text;
+ *   llm_label_scores_value  jsonb {continuation: probability}: the softmax
+ *                           of the scores, which sums to 1;
+ *   llm_yes_no_value        llm_filter's boolean: true when the answers
+ *                           meaning yes (ai_prompts.h) are together more
+ *                           likely than those meaning no.
+ */
+extern Datum llm_label_value(const LlmResult *res, bool on_error_null, bool *isnull);
+extern Datum llm_label_scores_value(const LlmResult *res, bool on_error_null, bool *isnull);
+extern Datum llm_yes_no_value(const LlmResult *res, bool on_error_null, bool *isnull);
+
 #endif

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "backend_loader.h"
+#include "json_min.h"
 #include "quant_types.h"
 
 /* ---------- request table ---------- */
@@ -146,6 +147,7 @@ request_free(live_request *r)
 	free(r->stop);
 	llm_lp_chain_free(&r->chain);
 	engine_output_free(r);
+	free(r->echo);
 	free(r);
 }
 
@@ -305,6 +307,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 		goto fail;
 	e->end_of_turn = find_end_of_turn(e->tok, &e->chat);
+	e->grammars = llm_grammar_store_create(e->tok);
+	if (e->grammars == NULL)
+		goto oom;
 
 	e->backend = llm_backend_open(e->cfg.device, e->cfg.n_threads, err, errlen);
 	if (e->backend == NULL)
@@ -394,6 +399,8 @@ llm_engine_destroy(llm_engine *e)
 			}
 		free(e->table);
 	}
+	/* after the requests: their grammar processors hold references into it */
+	llm_grammar_store_free(e->grammars);
 	llm_sched_destroy(e->sched);
 	llm_block_pool_destroy(e->pool);
 	llm_sampler_scratch_free(&e->sampler);
@@ -760,16 +767,41 @@ request_new(uint64_t id, void *user_data, const llm_request *req, int32_t n_prom
 	return r;
 }
 
-/* The GENERATE request over prompt ids (owned by the caller); its status. */
+/*
+ * The grammar processor of req, if it has a grammar, last in r's chain (so
+ * no processor changes a row after the mask).
+ */
+static llm_status
+add_grammar(llm_engine *e, live_request *r, const llm_request *req, char *err, size_t errlen)
+{
+	llm_logits_processor *lp;
+	llm_status	st;
+
+	if (req->grammar == NULL)
+		return LLM_OK;
+	st = llm_lp_grammar(e->grammars, req->grammar, req->grammar_len, &lp, err, errlen);
+	if (st != LLM_OK)
+		return st;
+	if (llm_lp_chain_add(&r->chain, lp) != 0)
+	{
+		snprintf(err, errlen, "out of memory queueing request");
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	return LLM_OK;
+}
+
+/* The GENERATE request over prompt ids (owned by the caller); its status (err set). */
 static llm_status
 new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
-			 const int32_t *ids, int32_t n, live_request **out)
+			 const int32_t *ids, int32_t n, live_request **out, char *err, size_t errlen)
 {
 	const llm_sampling_params *p = &req->params;
 	live_request *r = request_new(id, user_data, req, n, 1);
 	llm_seq    *seq;
+	llm_status	st;
 
 	*out = r;
+	snprintf(err, errlen, "out of memory queueing request");
 	if (r == NULL)
 		return LLM_ERR_OUT_OF_MEMORY;
 	if (p->n_stop > 0)
@@ -785,6 +817,8 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	}
 	if (llm_lp_chain_build(&r->chain, p) != 0)
 		return LLM_ERR_OUT_OF_MEMORY;
+	if ((st = add_grammar(e, r, req, err, errlen)) != LLM_OK)
+		return st;
 	seq = &r->seqs[0];
 	seq->tokens = malloc((size_t) (n + 16) * sizeof(int32_t));
 	if (seq->tokens == NULL)
@@ -803,6 +837,31 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	if (engine_output_init(r) != 0)
 		return LLM_ERR_OUT_OF_MEMORY;
 	return LLM_OK;
+}
+
+/* r->echo: the JSON array of req's continuations ("[\"a\",\"b\"]"); 0 or -1. */
+static int
+echo_continuations(live_request *r, const llm_request *req)
+{
+	size_t		n = 2,
+				at = 1;
+
+	for (int32_t k = 0; k < req->n_continuations; k++)
+		n += llm_json_write_string(req->continuations[k], req->continuation_lens[k], NULL, 0) + 1;
+	r->echo = malloc(n + 1);
+	if (r->echo == NULL)
+		return -1;
+	r->echo[0] = '[';
+	for (int32_t k = 0; k < req->n_continuations; k++)
+	{
+		if (k > 0)
+			r->echo[at++] = ',';
+		at += llm_json_write_string(req->continuations[k], req->continuation_lens[k], r->echo + at, n - at);
+	}
+	r->echo[at++] = ']';
+	r->echo[at] = '\0';
+	r->echo_len = at;
+	return 0;
 }
 
 /*
@@ -864,6 +923,8 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 		free(cont);
 	}
 	r->n_unscored = nc;
+	if (req->continuation_echo && echo_continuations(r, req) != 0)
+		goto oom;
 	return LLM_OK;
 oom:
 	snprintf(err, errlen, "out of memory queueing request");
@@ -924,9 +985,7 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 		st = new_score(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	else
 	{
-		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r);
-		if (st != LLM_OK)
-			snprintf(err, errlen, "out of memory queueing request");
+		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	}
 	free(ids);
 	if (st != LLM_OK)
@@ -1001,6 +1060,12 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	out->kv_blocks_cached = llm_block_pool_n_cached_free(e->pool);
 	out->n_preemptions = llm_sched_n_preemptions(e->sched);
 	llm_sched_prefix_stats(e->sched, &out->prefix_queries, &out->cached_prompt_tokens);
+}
+
+void
+llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out)
+{
+	llm_grammar_store_get_stats(e->grammars, out);
 }
 
 void

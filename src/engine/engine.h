@@ -23,6 +23,7 @@
 #include <stdbool.h>
 
 #include "chat_template.h"
+#include "lp_grammar.h"
 #include "request.h"
 
 typedef struct llm_engine llm_engine;
@@ -115,7 +116,10 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  * it; err names the lengths), OUT_OF_MEMORY, DUPLICATE_ID.
  *
  * GENERATE: a request whose prompt + max_tokens exceeds n_ctx is accepted
- * and stops with LLM_FINISH_LENGTH at the context.
+ * and stops with LLM_FINISH_LENGTH at the context.  A grammar (request.h)
+ * is compiled here unless the engine's grammar store holds it already
+ * (lp_grammar.h); a source that does not compile is INVALID_PARAM (err
+ * names the construct), one over a grammar limit PROMPT_TOO_LONG.
  *
  * SCORE: for each continuation k (tokenized as plain text, followed by the
  * model's end-of-turn token when continuation_eot: <|im_end|> for ChatML,
@@ -202,6 +206,12 @@ typedef struct llm_engine_stats
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
+
+/*
+ * Constrained decoding: grammars compiled and held, token index build time,
+ * mask cache, and the time to mask one row (lp_grammar.h).
+ */
+void		llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out);
 
 /* Test hook: force the next n logits rows to NaN (non-finite logits path). */
 void		llm_engine_debug_poison_logits(llm_engine *e, int n);

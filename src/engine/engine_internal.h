@@ -30,6 +30,7 @@
 #include "gguf.h"
 #include "kv_block_pool.h"
 #include "logits_processor.h"
+#include "lp_grammar.h"
 #include "model.h"
 #include "sampler.h"
 #include "scheduler.h"
@@ -96,6 +97,16 @@ typedef struct live_request
 
 	bool		dropped;		/* out of the table and the scheduler; freed after the step */
 	struct live_request *next_dropped;
+
+	/*
+	 * GENERATE with a grammar: engine_step.c sets output_complete after the
+	 * processors' accept when the chain says the output is complete;
+	 * engine_output.c then finishes the request with "stop".
+	 */
+	bool		output_complete;
+	/* SCORE with continuation_echo: the JSON array of the continuations (engine.c) */
+	char	   *echo;
+	size_t		echo_len;
 } live_request;
 
 struct llm_engine
@@ -114,6 +125,7 @@ struct llm_engine
 	llm_sched  *sched;
 	uint64_t	model_identity; /* mixed into every prefix-cache salt */
 	int32_t		end_of_turn;	/* id continuation_eot appends, -1 if the model has none */
+	llm_grammar_store *grammars;	/* compiled grammars, token index, masks (lp_grammar.h) */
 
 	/* engine.c: live requests by id: open addressing, NULL empty, TOMB deleted */
 	live_request **table;
@@ -206,11 +218,12 @@ void		engine_output_free(live_request *r);
 /*
  * A token of GENERATE request r was accepted (already appended to its
  * sequence): count it, detokenize, match stop strings, emit TEXT and, when
- * it ends the request (end of generation, a stop string, max_tokens or the
+ * it ends the request (end of generation, a stop string, an output its
+ * grammar says is complete (r->output_complete), max_tokens or the
  * context), FINISHED.  True when a final event was sent: drop r.
  */
 bool		engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb, void *arg);
-/* FINISHED of a SCORE request with its scores; the caller drops r. */
+/* FINISHED of a SCORE request with its scores (after a TEXT of r->echo, if any); the caller drops r. */
 void		engine_output_scores(live_request *r, llm_event_cb cb, void *arg);
 /* ERROR for r; the caller drops r. */
 void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);

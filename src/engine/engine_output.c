@@ -88,6 +88,13 @@ engine_output_scores(live_request *r, llm_event_cb cb, void *arg)
 
 	for (int32_t k = 0; k < r->n_seqs; k++)
 		scores[k] = r->score[k].logprob;
+	if (r->echo != NULL)
+	{
+		event_init(&ev, r, LLM_EVENT_TEXT);
+		ev.text = r->echo;
+		ev.text_len = r->echo_len;
+		cb(&ev, arg);
+	}
 	event_init(&ev, r, LLM_EVENT_FINISHED);
 	ev.finish_reason = LLM_FINISH_STOP;
 	ev.scores = scores;
@@ -213,13 +220,14 @@ engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb
 		emit_finish(r, LLM_FINISH_STOP, cb, arg);
 		return true;
 	}
-	if (r->seqs[0].n_tokens >= r->max_len)
+	if (r->output_complete || r->seqs[0].n_tokens >= r->max_len)
 	{
 		nb = llm_detok_flush(&r->detok, buf, sizeof(buf));
 		if (nb > 0)
 			text_append(r, buf, (size_t) nb);
 		emit_text(r, r->text_len, tok, cb, arg);
-		emit_finish(r, LLM_FINISH_LENGTH, cb, arg);
+		/* a complete output ends with stop even on the last token max_tokens allows */
+		emit_finish(r, r->output_complete ? LLM_FINISH_STOP : LLM_FINISH_LENGTH, cb, arg);
 		return true;
 	}
 	emit_text(r, safe, tok, cb, arg);

@@ -216,6 +216,7 @@ sample_row(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg
 		fail_processor(e, r, failed, cb, arg);
 		return;
 	}
+	r->output_complete = llm_lp_chain_complete(&r->chain);
 	if (engine_output_token(e, r, tok, cb, arg))
 		engine_drop_request(e, r);
 }

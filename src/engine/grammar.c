@@ -359,6 +359,82 @@ out:
 	return st;
 }
 
+/* ---------- tagged sources ---------- */
+
+llm_grammar_status
+llm_grammar_compile_source(const char *src, size_t len, llm_grammar **out, char *err, size_t errlen)
+{
+	const char **choices;
+	size_t	   *lens;
+	int32_t		n = 0;
+	size_t		at;
+	llm_grammar_status st;
+
+	*out = NULL;
+	if (src == NULL || len < 1)
+	{
+		llm_set_err(err, errlen, "grammar source is empty");
+		return LLM_GRAMMAR_INVALID;
+	}
+	switch ((llm_grammar_kind) (uint8_t) src[0])
+	{
+		case LLM_GRAMMAR_REGEX:
+			return llm_grammar_compile_regex(src + 1, len - 1, out, err, errlen);
+		case LLM_GRAMMAR_JSON_SCHEMA:
+			return llm_grammar_compile_json_schema(src + 1, len - 1, out, err, errlen);
+		case LLM_GRAMMAR_CHOICES:
+			break;
+		default:
+			llm_set_err(err, errlen, "grammar source has unknown kind %d", (uint8_t) src[0]);
+			return LLM_GRAMMAR_INVALID;
+	}
+	/* count, then point at, the length-prefixed choices */
+	for (at = 1; at < len; n++)
+	{
+		uint32_t	m;
+
+		if (len - at < 4)
+			break;
+		memcpy(&m, src + at, 4);
+		if (m > len - at - 4)
+			break;
+		at += 4 + (size_t) m;
+		if (n == LLM_GRAMMAR_MAX_CHOICES)
+		{
+			llm_set_err(err, errlen, "choices: more than %d choices", LLM_GRAMMAR_MAX_CHOICES);
+			return LLM_GRAMMAR_TOO_LARGE;
+		}
+	}
+	if (at != len || n == 0)
+	{
+		llm_set_err(err, errlen, "choices: malformed grammar source");
+		return LLM_GRAMMAR_INVALID;
+	}
+	choices = malloc(sizeof(char *) * (size_t) n);
+	lens = malloc(sizeof(size_t) * (size_t) n);
+	if (choices == NULL || lens == NULL)
+	{
+		free(choices);
+		free(lens);
+		llm_set_err(err, errlen, "out of memory compiling the grammar");
+		return LLM_GRAMMAR_NO_MEMORY;
+	}
+	at = 1;
+	for (int32_t i = 0; i < n; i++)
+	{
+		uint32_t	m;
+
+		memcpy(&m, src + at, 4);
+		choices[i] = src + at + 4;
+		lens[i] = m;
+		at += 4 + (size_t) m;
+	}
+	st = llm_grammar_compile_choices(choices, lens, n, out, err, errlen);
+	free(choices);
+	free(lens);
+	return st;
+}
+
 /* ---------- the object ---------- */
 
 void

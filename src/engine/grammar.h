@@ -189,6 +189,20 @@ llm_grammar_status llm_grammar_compile_regex(const char *pattern, size_t len,
 llm_grammar_status llm_grammar_compile_json_schema(const char *schema, size_t len,
 												   llm_grammar **out, char *err, size_t errlen);
 
+/*
+ * A grammar from a tagged source: byte 0 is its llm_grammar_kind, the rest
+ * its source as llm_grammar_source() writes it -- choices: each choice as a
+ * 4-byte length (machine byte order) and its bytes, in any order, at least
+ * one; regex: the pattern; JSON schema: the schema's JSON text.  A
+ * normalized source is a tagged source and compiles to an equal automaton
+ * (with the same normalized source), so a driver that checked a grammar can
+ * send its normalized source to another process, which compiles it again
+ * (and may cache it by those bytes).  Errors as the compile functions, plus
+ * an unknown tag or a malformed choices list (LLM_GRAMMAR_INVALID).
+ */
+llm_grammar_status llm_grammar_compile_source(const char *src, size_t len,
+											  llm_grammar **out, char *err, size_t errlen);
+
 void		llm_grammar_free(llm_grammar *g);
 
 llm_grammar_kind llm_grammar_kind_of(const llm_grammar *g);

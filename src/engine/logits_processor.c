@@ -29,6 +29,15 @@ llm_lp_chain_accept(const llm_lp_chain *c, int32_t token, const llm_logits_proce
 	return 0;
 }
 
+bool
+llm_lp_chain_complete(const llm_lp_chain *c)
+{
+	for (int32_t i = 0; i < c->n; i++)
+		if (c->procs[i]->ops->complete != NULL && c->procs[i]->ops->complete(c->procs[i]))
+			return true;
+	return false;
+}
+
 void
 llm_lp_chain_free(llm_lp_chain *c)
 {

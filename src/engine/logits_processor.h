@@ -36,6 +36,10 @@
  *   - apply() and accept() return 0, or -1 when the request cannot go on
  *     (out of memory, a grammar with no allowed token): the engine then ends
  *     that request with an ERROR naming the processor.
+ *   - complete() (NULL: never) says, after accept(), that the output is
+ *     complete and no token but end-of-generation could follow (a grammar
+ *     in an accepting state with no continuation): the engine then
+ *     finishes the request with "stop" without sampling that token.
  *   - A processor belongs to one request; the chain frees it with the
  *     request.  Plain C, single-threaded (the engine's driver thread).
  *
@@ -46,6 +50,7 @@
 #ifndef LLM_LOGITS_PROCESSOR_H
 #define LLM_LOGITS_PROCESSOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "request.h"
@@ -59,6 +64,7 @@ typedef struct llm_logits_processor_ops
 						  const int32_t *tokens, int32_t n_tokens, float *work);
 	int			(*accept) (llm_logits_processor *p, int32_t token);
 	void		(*destroy) (llm_logits_processor *p);
+	bool		(*complete) (const llm_logits_processor *p);
 } llm_logits_processor_ops;
 
 /* Implementations embed this as their first member. */
@@ -94,6 +100,9 @@ int			llm_lp_chain_apply(const llm_lp_chain *c, float *row, int32_t n_vocab,
 /* Tell every processor that token was accepted; 0, or -1 with *failed set. */
 int			llm_lp_chain_accept(const llm_lp_chain *c, int32_t token,
 								const llm_logits_processor **failed);
+
+/* True when a processor of the chain says the output is complete (complete()). */
+bool		llm_lp_chain_complete(const llm_lp_chain *c);
 
 /*
  * Repetition penalty (CTRL, Keskar et al. 2019), over the prompt and the

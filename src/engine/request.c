@@ -185,5 +185,18 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 	}
 	else if (r->n_continuations != 0)
 		return invalid(err, errlen, "continuations are only for scoring requests");
+	if (r->continuation_echo && r->mode != LLM_MODE_SCORE)
+		return invalid(err, errlen, "continuation_echo is only for scoring requests");
+	if (r->grammar != NULL)
+	{
+		if (r->mode != LLM_MODE_GENERATE)
+			return invalid(err, errlen, "a grammar is only for generating requests");
+		if (r->grammar_len < 1)
+			return invalid(err, errlen, "grammar source is empty");
+		if (r->params.n_stop > 0)
+			return invalid(err, errlen, "stop cannot be combined with choices, regex or json_schema");
+		if (r->params.ignore_eos)
+			return invalid(err, errlen, "ignore_eos cannot be combined with choices, regex or json_schema");
+	}
 	return LLM_OK;
 }

@@ -140,6 +140,27 @@ typedef struct llm_request
 	const char *const *continuations;
 	const size_t *continuation_lens;
 	bool		continuation_eot;
+
+	/*
+	 * GENERATE: constrained decoding.  grammar[0..grammar_len) is a tagged
+	 * grammar source (grammar.h, llm_grammar_compile_source: a kind byte,
+	 * then choices, a regex or a JSON schema), or NULL.  The output is then
+	 * exactly a string of the grammar's language: end-of-generation only in
+	 * accepting states, and the request finishes with "stop" as soon as the
+	 * output is complete and cannot continue.  A request cut by max_tokens
+	 * or the context finishes with "length" and its output is then not a
+	 * complete string of the language.  Incompatible with stop strings and
+	 * ignore_eos (validate refuses them).
+	 */
+	const char *grammar;
+	size_t		grammar_len;
+
+	/*
+	 * SCORE: the request's text output (one TEXT event before FINISHED) is
+	 * the JSON array of its continuations, in order, so a client that keeps
+	 * only the result can name its scores.
+	 */
+	bool		continuation_echo;
 } llm_request;
 
 /* A GENERATE request over an empty TEXT prompt with default options. */

@@ -207,7 +207,7 @@ ban_destroy(llm_logits_processor *lp)
 	free(lp);
 }
 
-static const llm_logits_processor_ops ban_ops = {"ban_last", ban_apply, ban_accept, ban_destroy};
+static const llm_logits_processor_ops ban_ops = {"ban_last", ban_apply, ban_accept, ban_destroy, NULL};
 
 static ban_last *
 ban_new(float tag, int *destroyed)
