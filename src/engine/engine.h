@@ -76,6 +76,10 @@ typedef struct llm_engine_config
 								 * tokenizer.chat_template, "none" when it has none; "none",
 								 * "chatml", "gemma": that family whatever the file says (its
 								 * marker tokens must be in the vocabulary) */
+	const char *kv_cache_dtype;	/* element type of the KV cache: "f16" (default; NULL = "f16") or
+								 * "q8_0" (blocks of 32 int8 + fp16 scale: 34 bytes per 32 values
+								 * instead of 64, so a budget holds 64/34 times the blocks; the
+								 * backend must support it) */
 	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
 								 * n_threads, for engines one thread steps in turn (several
 								 * models in one driver); default false (a pool of its own) */
