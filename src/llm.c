@@ -63,8 +63,9 @@ _PG_init(void)
 	llm_model_list_define_gucs();
 	llm_sql_args_define_gucs();
 	llm_channel_define_gucs();
-	MarkGUCPrefixReserved("llm");
+	/* before the prefix is reserved, or a llm.batch_window in the file is dropped */
 	llm_batch_init();			/* llm.batch_window, the planner hook (batch_scan.c) */
+	MarkGUCPrefixReserved("llm");
 	llm_on_error_init();		/* the statement's on_error => 'null' summary (on_error.c) */
 	llm_registry_request();
 	llm_register_worker();

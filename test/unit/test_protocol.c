@@ -117,7 +117,7 @@ main(void)
 				d;
 	unsigned char *buf;
 	size_t		len;
-	const char *why;
+	const char *why = NULL;	/* read as a CHECK argument, possibly before the decode beside it */
 	const char *stops[] = {"\n\n", "END"};
 	llm_chat_message msgs[] = {{"system", "Be brief.", 9}, {"user", "Hi", 2}};
 	const char *conts[] = {"yes", "no"};
