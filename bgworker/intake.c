@@ -22,6 +22,8 @@ typedef struct WorkerRequest
 	int			slot;			/* ASYNC_SLOT: an asynchronous request (result_store.h) */
 	uint64		client_id;		/* the backend's id, or the store entry's id */
 	uint64		engine_id;
+	llm_engine *engine;			/* the model's engine it lives in */
+	int			model;			/* its model's row (registry.h) */
 	bool		grammar;		/* constrained: a length finish is no valid result */
 	int32		max_tokens;
 	Oid			role;			/* accounting tags of the request (protocol.h) */
@@ -42,31 +44,22 @@ static MemoryContext intake_cxt;
 static dlist_head *slot_requests;	/* per slot: its WorkerRequests */
 static dlist_head async_requests;	/* the asynchronous ones */
 static int	n_slots;
-static llm_engine *engine = NULL;
-static int	unavailable_sqlstate;
-static char unavailable_error[LLM_MODEL_ERROR_LEN];
+static IntakeRouteFn route;
 static uint64 next_engine_id = 1;
 
 /* Where a decoded request's arrays live until llm_engine_submit has copied them. */
 static llm_wire_arrays wire_arrays;
 
 void
-intake_init(int slots, MemoryContext cxt)
+intake_init(int slots, MemoryContext cxt, IntakeRouteFn route_fn)
 {
+	route = route_fn;
 	intake_cxt = cxt;
 	n_slots = slots;
 	slot_requests = MemoryContextAlloc(cxt, sizeof(dlist_head) * slots);
 	for (int i = 0; i < slots; i++)
 		dlist_init(&slot_requests[i]);
 	dlist_init(&async_requests);
-}
-
-void
-intake_set_engine(llm_engine *e, int model_sqlstate, const char *model_error)
-{
-	engine = e;
-	unavailable_sqlstate = model_sqlstate;
-	strlcpy(unavailable_error, model_error ? model_error : "", sizeof(unavailable_error));
 }
 
 static void
@@ -86,33 +79,31 @@ answer_error(int slot, uint64 id, llm_status st, const char *err)
 
 /* ---------- requests ---------- */
 
-static int
-unavailable_message(char *msg, size_t size)
-{
-	snprintf(msg, size, "llm model is not available: %s",
-			 unavailable_error[0] ? unavailable_error : "the model is not loaded");
-	return unavailable_sqlstate ? unavailable_sqlstate : ERRCODE_INTERNAL_ERROR;
-}
-
+/* m names no model that can serve it: answer with the router's error (model: its row, or -1). */
 static void
-model_unavailable(int slot, const llm_wire_msg *m)
+route_failed(int slot, const llm_wire_msg *m, int model, int sqlstate, const char *msg)
 {
-	char		msg[LLM_MODEL_ERROR_LEN + 64];
 	llm_wire_client client = m->client;
 
 	if (client.pid == 0)
 		client.pid = wch_pid(slot);
-	wch_queue_error(slot, m->id, unavailable_message(msg, sizeof(msg)), msg);
-	llm_stats_note_failed(&client);
+	wch_queue_error(slot, m->id, sqlstate, msg);
+	llm_stats_note_failed(model, &client);
 }
 
-/* Hand m's request to the engine as r (slot, client_id and async fields set by the caller). */
+/*
+ * Hand m's request to engine (model row model) as r (slot, client_id and
+ * async fields set by the caller).
+ */
 static llm_status
-engine_submit(WorkerRequest *r, const llm_wire_msg *m, char *err, size_t errsize)
+engine_submit(WorkerRequest *r, const llm_wire_msg *m, llm_engine *engine, int model,
+			  char *err, size_t errsize)
 {
 	llm_request req = m->request;
 
 	r->engine_id = next_engine_id++;
+	r->engine = engine;
+	r->model = model;
 	r->client = m->client;
 	r->grammar = m->request.grammar != NULL;
 	r->max_tokens = m->request.params.max_tokens;
@@ -134,7 +125,7 @@ engine_submit(WorkerRequest *r, const llm_wire_msg *m, char *err, size_t errsize
 }
 
 static void
-submit(int slot, const llm_wire_msg *m)
+submit(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
 {
 	WorkerRequest *r;
 	char		err[1100];
@@ -143,11 +134,11 @@ submit(int slot, const llm_wire_msg *m)
 	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
 	r->slot = slot;
 	r->client_id = m->id;
-	st = engine_submit(r, m, err, sizeof(err));
+	st = engine_submit(r, m, engine, model, err, sizeof(err));
 	if (st != LLM_OK)
 	{
 		answer_error(slot, m->id, st, err);
-		llm_stats_note_failed(&r->client);
+		llm_stats_note_failed(model, &r->client);
 		pfree(r);
 		return;
 	}
@@ -155,7 +146,7 @@ submit(int slot, const llm_wire_msg *m)
 }
 
 static void
-tokenize(int slot, const llm_wire_msg *m)
+tokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 {
 	int32	   *ids;
 	int64		n;
@@ -179,7 +170,7 @@ tokenize(int slot, const llm_wire_msg *m)
 }
 
 static void
-detokenize(int slot, const llm_wire_msg *m)
+detokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 {
 	char	   *text;
 	int64		len;
@@ -220,10 +211,9 @@ abort_request(int slot, uint64 client_id)
 
 		if (r->client_id == client_id)
 		{
-			if (engine)
-				llm_engine_abort(engine, r->engine_id);
+			llm_engine_abort(r->engine, r->engine_id);
 			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(&r->client);
+			llm_stats_note_aborted(r->model, &r->client);
 			free_request(r);
 			return;
 		}
@@ -235,6 +225,8 @@ intake_message(int slot, const void *data, Size len)
 {
 	llm_wire_msg m;
 	const char *why;
+	llm_engine *engine = NULL;
+	int			model = -1;
 
 	switch (llm_wire_decode(data, len, &m, &wire_arrays, &why))
 	{
@@ -254,22 +246,29 @@ intake_message(int slot, const void *data, Size len)
 		abort_request(slot, m.id);
 		return;
 	}
-	if (engine == NULL)
+	if (m.kind == LLM_WIRE_SUBMIT || m.kind == LLM_WIRE_TOKENIZE || m.kind == LLM_WIRE_DETOKENIZE)
 	{
-		model_unavailable(slot, &m);
-		llm_stats_note_change();
-		return;
+		int			sqlstate;
+		char		msg[LLM_MODEL_ERROR_LEN + 128];
+
+		engine = route(m.model, &model, &sqlstate, msg, sizeof(msg));
+		if (engine == NULL)
+		{
+			route_failed(slot, &m, model, sqlstate, msg);
+			llm_stats_note_change();
+			return;
+		}
 	}
 	switch (m.kind)
 	{
 		case LLM_WIRE_SUBMIT:
-			submit(slot, &m);
+			submit(slot, &m, engine, model);
 			break;
 		case LLM_WIRE_TOKENIZE:
-			tokenize(slot, &m);
+			tokenize(slot, &m, engine);
 			break;
 		case LLM_WIRE_DETOKENIZE:
-			detokenize(slot, &m);
+			detokenize(slot, &m, engine);
 			break;
 		default:
 			wch_queue_error(slot, m.id, ERRCODE_PROTOCOL_VIOLATION, "unknown llm request kind");
@@ -286,17 +285,16 @@ intake_abort_slot(int slot)
 	{
 		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-		if (engine)
-			llm_engine_abort(engine, r->engine_id);
+		llm_engine_abort(r->engine, r->engine_id);
 		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-		llm_stats_note_aborted(&r->client);
+		llm_stats_note_aborted(r->model, &r->client);
 		free_request(r);
 	}
 	llm_stats_note_change();
 }
 
 void
-intake_fail_all(int sqlstate, const char *message)
+intake_fail_engine(llm_engine *e, int sqlstate, const char *message)
 {
 	for (int i = 0; i < n_slots; i++)
 	{
@@ -306,27 +304,32 @@ intake_fail_all(int sqlstate, const char *message)
 		{
 			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-			if (engine)
-				llm_engine_abort(engine, r->engine_id);
+			if (r->engine != e)
+				continue;
+			llm_engine_abort(e, r->engine_id);
 			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
-			llm_stats_note_failed(&r->client);
+			llm_stats_note_failed(r->model, &r->client);
 			free_request(r);
 		}
 	}
 	{
 		dlist_mutable_iter it;
 
-		/* asynchronous requests outlive the engine: the next one runs them again */
+		/*
+		 * asynchronous requests outlive the engine: routed again, the next
+		 * engine of their alias runs them
+		 */
 		dlist_foreach_modify(it, &async_requests)
 		{
 			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-			if (engine)
-				llm_engine_abort(engine, r->engine_id);
+			if (r->engine != e)
+				continue;
+			llm_engine_abort(e, r->engine_id);
 			llm_async_requeue(r->async_index, r->client_id);
 			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(&r->client);
+			llm_stats_note_aborted(r->model, &r->client);
 			free_request(r);
 		}
 	}
@@ -356,34 +359,36 @@ async_submit(const LlmAsyncTaken *t)
 {
 	llm_wire_msg m;
 	const char *why;
-	char		err[1100];
+	char		err[LLM_MODEL_ERROR_LEN + 128];
 	WorkerRequest *r;
 	llm_status	st;
+	llm_engine *engine;
+	int			model;
+	int			sqlstate;
 
 	if (llm_wire_decode(t->request, t->request_len, &m, &wire_arrays, &why) != LLM_WIRE_OK ||
 		m.kind != LLM_WIRE_SUBMIT)
 	{
 		llm_async_fail(t->index, t->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
-		llm_stats_note_failed(NULL);
+		llm_stats_note_failed(-1, NULL);
 		return;
 	}
+	engine = route(m.model, &model, &sqlstate, err, sizeof(err));
 	if (engine == NULL)
 	{
-		int			sqlstate = unavailable_message(err, sizeof(err));
-
 		llm_async_fail(t->index, t->id, sqlstate, err);
-		llm_stats_note_failed(&m.client);
+		llm_stats_note_failed(model, &m.client);
 		return;
 	}
 	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
 	r->slot = ASYNC_SLOT;
 	r->client_id = t->id;
 	r->async_index = t->index;
-	st = engine_submit(r, &m, err, sizeof(err));
+	st = engine_submit(r, &m, engine, model, err, sizeof(err));
 	if (st != LLM_OK)
 	{
 		llm_async_fail(t->index, t->id, llm_status_sqlstate(st), err[0] ? err : llm_status_name(st));
-		llm_stats_note_failed(&r->client);
+		llm_stats_note_failed(model, &r->client);
 		pfree(r);
 		return;
 	}
@@ -417,10 +422,9 @@ intake_async(uint32 generation)
 			llm_async_cancelled(cancel[i].index, cancel[i].id);
 			if (r == NULL)
 				continue;
-			if (engine)
-				llm_engine_abort(engine, r->engine_id);
+			llm_engine_abort(r->engine, r->engine_id);
 			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(&r->client);
+			llm_stats_note_aborted(r->model, &r->client);
 			free_request(r);
 		}
 		if (n > 0 || n_cancel > 0)
@@ -474,13 +478,13 @@ async_event(WorkerRequest *r, const llm_event *ev)
 								 ev->finish_reason, &ev->usage);
 				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			}
-			llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
+			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			llm_async_fail(r->async_index, r->client_id, llm_status_sqlstate(ev->status),
 						   ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
-			llm_stats_note_failed(&r->client);
+			llm_stats_note_failed(r->model, &r->client);
 			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
@@ -522,7 +526,7 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			if (grammar_cut(r, ev, msg, sizeof(msg)))
 			{
 				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-				llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
+				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
 				free_request(r);
 				break;
 			}
@@ -532,13 +536,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.scores = ev->scores;
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
-			llm_stats_note_finished(ev->finish_reason, &ev->usage, &r->client);
+			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
 			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
-			llm_stats_note_failed(&r->client);
+			llm_stats_note_failed(r->model, &r->client);
 			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;

@@ -4,13 +4,16 @@
  * detokenize or abort) and routing of the engine's events back to the
  * requesting channel as responses.
  *
- * Every request living in the engine is owned here, listed under the
- * channel slot it came from, from its submission to its final event, its
+ * Every request is routed by the model alias it names to that model's
+ * engine.  Every request living in an engine is owned here, listed under
+ * the channel slot it came from, from its submission to its final event, its
  * abort, or its slot's channel being dropped.  Asynchronous requests
- * (src/result_store.h) come from the store instead of a channel, belong to
- * no slot (a backend's exit does not end them) and end in the store; when
- * the engine is replaced they go back to the store's queue, so the next
- * engine runs them again.  Statuses become SQLSTATEs by
+ * (src/result_store.h) come from the store instead of a channel, are routed
+ * the same way, belong to no slot (a backend's exit does not end them) and
+ * end in the store; when their engine is destroyed (reload, alias removed)
+ * they go back to the store's queue, so they are routed again and the next
+ * engine of their alias runs them (an alias gone by then fails them).
+ * Statuses become SQLSTATEs by
  * src/sqlstate.h's table; what happens to each request is noted in the
  * statistics (src/stats.h).  A request with a grammar that finishes with
  * "length" is answered with ERROR 54000 instead of its text: its output is
@@ -24,14 +27,15 @@
 
 #include "engine.h"
 
-/* Set up for n_slots channel slots (memory from cxt). */
-extern void intake_init(int n_slots, MemoryContext cxt);
-
 /*
- * The engine requests go to from now on; NULL while no model is loaded:
- * requests are then answered with ERROR model_sqlstate naming model_error.
+ * Where a request naming model alias (NULL: the default model) goes: its
+ * engine and model row (registry.h), or NULL with the SQLSTATE and message
+ * to answer with (bgworker/models.h's models_route).
  */
-extern void intake_set_engine(llm_engine *e, int model_sqlstate, const char *model_error);
+typedef llm_engine *(*IntakeRouteFn) (const char *alias, int *row, int *sqlstate, char *msg, size_t msglen);
+
+/* Set up for n_slots channel slots (memory from cxt), requests routed by route. */
+extern void intake_init(int n_slots, MemoryContext cxt, IntakeRouteFn route);
 
 /* Handle one request message received on slot's channel. */
 extern void intake_message(int slot, const void *data, Size len);
@@ -43,10 +47,10 @@ extern void intake_on_event(const llm_event *ev, void *cb_arg);
 extern void intake_abort_slot(int slot);
 
 /*
- * Fail every live request with an ERROR (the engine is about to be
- * replaced); asynchronous ones are queued again instead.
+ * Fail every live request of engine e with an ERROR (e is about to be
+ * destroyed); asynchronous ones are queued again in the store instead.
  */
-extern void intake_fail_all(int sqlstate, const char *message);
+extern void intake_fail_engine(llm_engine *e, int sqlstate, const char *message);
 
 /* Take new asynchronous requests of the store into the engine, abort the cancelled ones. */
 extern void intake_async(uint32 generation);

@@ -4,10 +4,11 @@
  * The model (src/engine/model*.c) drives a forward pass only through these
  * ops; it never touches device memory directly.  All activations are fp32,
  * row-major, one row per token.  The paged KV cache is owned by the backend:
- * per layer one K and one V fp16 array of n_blocks blocks of block_size
- * tokens x n_kv_heads x head_dim; the order inside a block is the
- * backend's (CPU: [n_kv_heads][block_size][head_dim], kernels/cpu/quant.h
- * llm_kv_row_offset; CUDA: [block_size][n_kv_heads][head_dim]).
+ * per layer one K and one V array of n_blocks blocks of block_size
+ * tokens x n_kv_heads rows of head_dim values (fp16, or q8_0 blocks:
+ * llm_kv_dtype); the order inside a block is the backend's (CPU:
+ * [n_kv_heads][block_size] rows, kernels/cpu/quant.h llm_kv_row_index;
+ * CUDA: [block_size][n_kv_heads], fp16 only).
  * A token's KV "slot" is block_id * block_size + offset_in_block.
  *
  * Ops may run asynchronously (CUDA stream); llm_backend_ops.sync waits.
@@ -43,6 +44,18 @@ typedef struct llm_weight
 	void	   *backend_priv;	/* backend-owned extra state (repacked copy...) */
 } llm_weight;
 
+/*
+ * Element type of the paged KV cache.  Q8_0 stores each cached row of
+ * head_dim values as blocks of 32 int8 with an fp16 scale (ggml's
+ * block_q8_0, as llama.cpp's q8_0 cache): half the memory and bandwidth
+ * of F16, head_dim a multiple of 32.  A backend rejects a type it lacks.
+ */
+typedef enum llm_kv_dtype
+{
+	LLM_KV_F16 = 0,
+	LLM_KV_Q8_0 = 1
+} llm_kv_dtype;
+
 /* Geometry of the paged KV cache; fixed for a backend's lifetime. */
 typedef struct llm_kv_geometry
 {
@@ -51,6 +64,7 @@ typedef struct llm_kv_geometry
 	int			head_dim;
 	int			block_size;		/* tokens per block */
 	int			n_blocks;		/* blocks per layer */
+	int			kv_dtype;		/* llm_kv_dtype of K and V (0: F16) */
 } llm_kv_geometry;
 
 /*
@@ -110,7 +124,7 @@ typedef struct llm_backend_ops
 	/* An fp32 vector (norm weights): returns device copy or NULL. */
 	float	   *(*load_vector) (llm_backend *b, const float *host, size_t n);
 
-	/* Allocate the paged KV cache (fp16).  Called once before any step. */
+	/* Allocate the paged KV cache (g->kv_dtype elements).  Called once before any step. */
 	int			(*kv_init) (llm_backend *b, const llm_kv_geometry *g);
 
 	/* Upload the step description; ops below refer to it until the next begin_step. */
@@ -149,7 +163,8 @@ typedef struct llm_backend_ops
 	 * RoPE (GGUF llama: rotate adjacent pairs (x[2i], x[2i+1]) by
 	 * pos * theta^(-2i/head_dim), ggml "normal" mode) on q [n][n_heads][head_dim]
 	 * in place and k [n][n_kv_heads][head_dim], then store k and v
-	 * [n][n_kv_heads][head_dim] as fp16 at the step's slots in layer's cache.
+	 * [n][n_kv_heads][head_dim] at the step's slots in layer's cache, as fp16
+	 * or quantized to q8_0 (the cache's kv_dtype).
 	 */
 	int			(*rope_store_kv) (llm_backend *b, int layer, float *q, float *k, const float *v,
 								  int n_heads, float rope_theta);
@@ -221,7 +236,15 @@ struct llm_backend
 /* CPU backend (kernels/cpu); n_threads <= 0 means all online CPUs.  NULL + err on failure. */
 llm_backend *llm_backend_cpu_create(int n_threads, char *err, size_t errlen);
 
-/* Bytes of KV cache one block takes across all layers (K and V, fp16). */
+/*
+ * As llm_backend_cpu_create, but its compute threads are the process's
+ * shared pool of that many threads (kernels/cpu/threadpool.h): every
+ * backend created this way must be driven by the same one thread, one op
+ * at a time (several engines stepped in turn).
+ */
+llm_backend *llm_backend_cpu_create_shared(int n_threads, char *err, size_t errlen);
+
+/* Bytes of KV cache one block takes across all layers (K and V, of g->kv_dtype); 0 for an invalid geometry. */
 size_t		llm_kv_block_bytes(const llm_kv_geometry *g);
 
 #endif

@@ -129,6 +129,7 @@ RESET ROLE;
 SELECT wait_usage('regress_fair_user', 2);
 SELECT requests FROM llm_usage WHERE role = 'regress_fair_user';
 -- llm_stat_reset() clears the counters, not the last minute
+SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT count(*) AS rows_after_reset, bool_and(requests = 0) AS zeroed, bool_and(tokens_last_minute > 0) AS window_kept
 FROM llm_usage WHERE role = 'regress_fair_user';

@@ -27,12 +27,14 @@ INSERT INTO sa_tickets VALUES
   (6, 'Please refund my last payment.'),
   (7, 'The app logs me out every hour.');
 -- everything fits one chunk: one generation
+SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT llm_agg(body, 'List the products these tickets are about.', '{"max_tokens": 24}' ORDER BY id) AS answer
 FROM sa_tickets;
 SELECT pg_temp.finished_requests(1) AS requests;
 SELECT count(*) AS generations FROM llm_recent_requests() WHERE completion_tokens > 0;
 -- chunks of 50 tokens: several first-level answers, then combined
+SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT llm_agg(body, 'List the products these tickets are about.', '{"chunk_tokens": 50, "max_tokens": 12}' ORDER BY id)
        AS answer

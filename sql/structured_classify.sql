@@ -66,6 +66,7 @@ SELECT wait_idle();
 -- the LLM Batch node: batched, the same labels and scores as row by row
 EXPLAIN (COSTS OFF)
 SELECT id, llm_classify(body, ARRAY['Billing', 'Router RX', 'Mobile App', 'Sync']) FROM sc_tickets;
+SELECT wait_idle();
 SELECT llm_stat_reset();
 CREATE TABLE sc_batched AS
   SELECT id, llm_classify(body, ARRAY['Billing', 'Router RX', 'Mobile App', 'Sync']) AS label,

@@ -69,6 +69,7 @@ SELECT array_agg(t.id || ':' || q.qid ORDER BY t.id, q.qid) AS join_row_by_row
 FROM sf_tickets t JOIN sf_questions q ON llm_filter(t.body, q.question) AND t.id <= 4;
 RESET llm.enable_batch_scan;
 SELECT array_agg(id ORDER BY id) AS refund_batched FROM sf_tickets WHERE llm_filter(body, 'Does the text ask for a refund?');
+SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT array_agg(id ORDER BY id) = (SELECT array_agg(id ORDER BY id) FROM
          (SELECT id, llm_filter(body, 'Is this about money or payments?') AS yes FROM sf_tickets) s WHERE yes)
@@ -80,6 +81,7 @@ SELECT pg_temp.finished_requests(8) AS requests;
 SELECT llm_filter(NULL, 'Is it?') IS NULL AS null_input;
 SELECT try_sql($$SELECT llm_filter('x', NULL)$$) AS null_question;
 SELECT try_sql($$SELECT id FROM sf_tickets WHERE llm_filter(body, NULL)$$) AS null_question_in_where;
+SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT llm_filter('x', 'Is it?', on_error => 'null', system => 'Answer carefully.') IS NOT NULL AS with_options;
 -- scoring generates nothing

@@ -60,8 +60,10 @@ extern uint64 llm_submit_session(const llm_request *req);
 
 /* This backend as a request's submitter: pid, current role, database. */
 extern void llm_fill_client(llm_wire_client *client);
-extern uint64 llm_submit_tokenize(const char *utf8, int len);
-extern uint64 llm_submit_detokenize(const int32 *ids, int n);
+
+/* model: the alias of the model whose tokenizer is used (NULL: the default model). */
+extern uint64 llm_submit_tokenize(const char *model, const char *utf8, int len);
+extern uint64 llm_submit_detokenize(const char *model, const int32 *ids, int n);
 
 /* True once the final message of id has arrived (or it failed). */
 extern bool llm_request_is_done(uint64 id);

@@ -82,6 +82,13 @@ static const struct config_enum_entry chat_template_options[] = {
 	{NULL, 0, false}
 };
 
+/* Names as the engine takes them (llm_engine_config.kv_cache_dtype). */
+static const struct config_enum_entry kv_cache_dtype_options[] = {
+	{"f16", 0, false},
+	{"q8_0", 1, false},
+	{NULL, 0, false}
+};
+
 #define FIELD(f) offsetof(llm_engine_config, f)
 
 static EngineGuc engine_gucs[] = {
@@ -214,6 +221,16 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_ENUM, .context = PGC_SIGHUP,
 		.boot_int = 0, .options = chat_template_options,
 		.field = FIELD(chat_template),
+	},
+	{
+		.name = "llm.kv_cache_dtype",
+		.short_desc = "Element type of the llm worker's KV cache: f16 or q8_0.",
+		.long_desc = "q8_0 stores blocks of 32 int8 values with an fp16 scale: about half the memory "
+		"and bandwidth of f16, so llm.kv_cache_size holds 1.88 times the tokens; outputs may differ "
+		"slightly from f16. The CPU backend only.",
+		.type = EG_ENUM, .context = PGC_SIGHUP,
+		.boot_int = 0, .options = kv_cache_dtype_options,
+		.field = FIELD(kv_cache_dtype),
 	},
 };
 

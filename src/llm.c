@@ -20,6 +20,7 @@
 #include "channel.h"
 #include "engine_config.h"
 #include "job_registry.h"
+#include "model_list.h"
 #include "on_error.h"
 #include "progress.h"
 #include "registry.h"
@@ -86,11 +87,12 @@ _PG_init(void)
 				 errhint("Add 'llm' to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	llm_engine_config_define_gucs();
+	llm_model_list_define_gucs();
 	llm_sql_args_define_gucs();
 	llm_channel_define_gucs();
 	llm_result_store_define_gucs();
 	llm_jobs_define_gucs();
-	/* before the prefix is reserved, or a llm.batch_window in postgresql.conf is dropped */
+	/* before the prefix is reserved, or a llm.batch_window in the file is dropped */
 	llm_batch_init();			/* llm.batch_window, the planner hook (batch_scan.c) */
 	MarkGUCPrefixReserved("llm");
 	llm_on_error_init();		/* the statement's on_error => 'null' summary (on_error.c) */

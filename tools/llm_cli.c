@@ -19,7 +19,8 @@
  * Options: --chat (apply the model's chat template), --system TEXT, -n N
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
  * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
- * --kv-mb MB, --max-batched-tokens N, --max-running N, --no-prefix-cache,
+ * --kv-mb MB, --kv-cache-dtype f16|q8_0, --max-batched-tokens N, --max-running N,
+ * --no-prefix-cache,
  * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
  * each label followed by the end-of-turn token), --spec K (speculative draft
  * tokens, 0 = off), --spec-max-batch N.
@@ -60,12 +61,12 @@ usage(void)
 			"usage: llm-cli tokenize -m MODEL [--chat] [--] TEXT\n"
 			"       llm-cli generate -m MODEL [--chat] [--system S] [-n N] [--temp T] [--top-p P]\n"
 			"               [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...\n"
-			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB]\n"
+			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
 			"               [--spec K] [--spec-max-batch N]\n"
 			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
-			"               [--prompt-file FILE]\n"
+			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
 			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--] PROMPT LABEL...\n"
 			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n");
 	exit(2);
@@ -247,6 +248,11 @@ parse_args(int argc, char **argv, cli_opts *o)
 		{
 			NEEDV();
 			o->ec.kv_cache_bytes = (int64_t) parse_long(v, "--kv-mb") << 20;
+		}
+		else if (!strcmp(a, "--kv-cache-dtype"))
+		{
+			NEEDV();
+			o->ec.kv_cache_dtype = v;	/* llm_engine_create checks the name */
 		}
 		else if (!strcmp(a, "--max-batched-tokens"))
 		{

@@ -69,7 +69,8 @@ class _Reader:
 
 def read(path):
     """Return {'params', 'matmul_params_logits', 'matmul_params_no_logits',
-    'weight_bytes', 'bytes_by_type', 'tensors', 'arch', 'file_bytes'}.
+    'weight_bytes', 'bytes_by_type', 'tensors', 'arch', 'file_bytes',
+    'n_layers', 'n_kv_heads', 'head_dim', 'kv_bytes_per_position'}.
 
     weight_bytes sums every tensor's data size (from its ggml type); a tensor of
     an unknown type makes it fall back to the data section's size.
@@ -119,7 +120,20 @@ def read(path):
         weight_bytes = len(data) - data_start
     embd = per_tensor.get("token_embd.weight", 0)
     output = per_tensor.get("output.weight", 0)
+    arch = meta.get("general.architecture")
+    n_layers = meta.get("%s.block_count" % arch)
+    n_heads = meta.get("%s.attention.head_count" % arch)
+    n_kv = meta.get("%s.attention.head_count_kv" % arch, n_heads)
+    head_dim = meta.get("%s.attention.key_length" % arch)
+    if head_dim is None and n_heads and meta.get("%s.embedding_length" % arch):
+        head_dim = meta["%s.embedding_length" % arch] // n_heads
     return {
+        "n_layers": n_layers,
+        "n_kv_heads": n_kv,
+        "head_dim": head_dim,
+        # fp16 K and V of one position in every layer: what a decode step reads per cached token
+        "kv_bytes_per_position": (n_layers * 2 * n_kv * head_dim * 2
+                                  if n_layers and n_kv and head_dim else None),
         "path": path,
         "gguf_version": version,
         "arch": meta.get("general.architecture"),

@@ -43,31 +43,79 @@ def version(bindir):
         return None
 
 
-def llama_bench(bindir, model, n_prompt, n_gen, threads, timeout=600):
-    """One llama-bench run (-r 1 after its own warm-up) of: prompt processing of
-    n_prompt tokens from an empty context, and generation of n_gen tokens both
-    from an empty context and after n_prompt tokens (-d 0,P), the latter being
-    what `llm-cli bench` measures.  llama-bench feeds random token ids; the
-    work does not depend on which ids they are.
-    """
+# llama-bench's flash-attention settings tried; the peer is the fastest of them per metric
+FLASH_ATTN = (0, 1)
+
+
+def llama_bench_tests(bindir, model, n_prompt, n_gen, depths, threads, timeout=600, fa=FLASH_ATTN, extra=()):
+    """One llama-bench run (-r 1 after its own warm-up) of prompt processing of
+    n_prompt tokens and generation of n_gen tokens at each depth, with every
+    flash-attention setting in fa (-fa 0,1) and the extra arguments: its JSON
+    test records.  A count of 0 skips that kind of test.  llama-bench feeds
+    random token ids; the work does not depend on which ids they are."""
     argv = [os.path.join(bindir, "llama-bench"), "-m", model, "-p", str(n_prompt), "-n", str(n_gen),
-            "-d", "0,%d" % n_prompt, "-t", str(threads), "-r", "1", "-o", "json"]
+            "-d", ",".join(str(d) for d in depths), "-t", str(threads), "-r", "1", "-o", "json",
+            "-fa", ",".join(str(f) for f in fa)] + list(extra)
     out = run_cmd(argv, timeout=timeout)
     try:
-        tests = json.loads(out)
+        return json.loads(out)
     except ValueError:
         raise BenchError("llama-bench printed no JSON: %r" % out[-300:])
-    m = {}
+
+
+def _fastest(tests, pred):
+    """(tokens/s, flash_attn, test) of the fastest test matching pred, or None."""
+    best = None
     for t in tests:
-        if t["n_prompt"] > 0 and t["n_gen"] == 0 and t["n_depth"] == 0:
-            m["prefill_tps"] = t["avg_ts"]
-        elif t["n_gen"] > 0 and t["n_prompt"] == 0 and t["n_depth"] == n_prompt:
-            m["decode_tps"] = t["avg_ts"]
-            m["step_ms"] = t["avg_ns"] / 1e6 / t["n_gen"]
-        elif t["n_gen"] > 0 and t["n_prompt"] == 0 and t["n_depth"] == 0:
-            m["decode_depth0_tps"] = t["avg_ts"]
-    if "prefill_tps" not in m or "decode_tps" not in m:
+        if pred(t) and (best is None or t["avg_ts"] > best[0]):
+            best = (t["avg_ts"], int(t.get("flash_attn", -1)), t)
+    return best
+
+
+def llama_bench(bindir, model, n_prompt, n_gen, threads, timeout=900):
+    """Single-stream peer numbers: prompt processing of n_prompt tokens from an
+    empty context, and generation of n_gen tokens both from an empty context
+    and after n_prompt tokens (-d 0,P), the latter being what `llm-cli bench`
+    measures; each metric from llama.cpp's faster flash-attention setting
+    (prefill_fa / decode_fa say which)."""
+    tests = llama_bench_tests(bindir, model, n_prompt, n_gen, (0, n_prompt), threads, timeout)
+    m = {}
+    pp = _fastest(tests, lambda t: t["n_prompt"] > 0 and t["n_gen"] == 0 and t["n_depth"] == 0)
+    tg = _fastest(tests, lambda t: t["n_gen"] > 0 and t["n_prompt"] == 0 and t["n_depth"] == n_prompt)
+    tg0 = _fastest(tests, lambda t: t["n_gen"] > 0 and t["n_prompt"] == 0 and t["n_depth"] == 0)
+    if pp is None or tg is None:
         raise BenchError("llama-bench JSON lacks the expected tests")
+    m["prefill_tps"], m["prefill_fa"] = pp[0], pp[1]
+    m["decode_tps"], m["decode_fa"] = tg[0], tg[1]
+    m["step_ms"] = tg[2]["avg_ns"] / 1e6 / tg[2]["n_gen"]
+    if tg0:
+        m["decode_depth0_tps"] = tg0[0]
+    for t in tests:
+        kind = "pp" if t["n_gen"] == 0 else "tg"
+        m["%s_d%d_fa%d_tps" % (kind, t["n_depth"], int(t.get("flash_attn", -1)))] = t["avg_ts"]
+    return m
+
+
+def llama_bench_long(bindir, model, depth, n_gen, threads, timeout=3600, kv_dtype="f16"):
+    """Long-context peer numbers, each from llama.cpp's faster flash-attention
+    setting: `llama-bench -p D` (prefill of D tokens from an empty context)
+    and `llama-bench -n G -d D` (generation of G tokens after D).  kv_dtype
+    q8_0: K and V caches in q8_0 (-ctk/-ctv), with -fa 1 only (llama.cpp
+    quantizes the V cache only with flash attention)."""
+    fa, extra = FLASH_ATTN, ()
+    if kv_dtype != "f16":
+        fa, extra = (1,), ("-ctk", kv_dtype, "-ctv", kv_dtype)
+    pp_tests = llama_bench_tests(bindir, model, depth, 0, (0,), threads, timeout, fa=fa, extra=extra)
+    tg_tests = llama_bench_tests(bindir, model, 0, n_gen, (depth,), threads, timeout, fa=fa, extra=extra)
+    pp = _fastest(pp_tests, lambda t: t["n_prompt"] == depth)
+    tg = _fastest(tg_tests, lambda t: t["n_gen"] == n_gen and t["n_depth"] == depth)
+    if pp is None or tg is None:
+        raise BenchError("llama-bench JSON lacks the long-context tests")
+    m = {"prefill_tps": pp[0], "prefill_fa": pp[1], "decode_tps": tg[0], "decode_fa": tg[1],
+         "step_ms": tg[2]["avg_ns"] / 1e6 / tg[2]["n_gen"]}
+    for t in pp_tests + tg_tests:
+        kind = "pp" if t["n_gen"] == 0 else "tg"
+        m["%s_fa%d_tps" % (kind, int(t.get("flash_attn", -1)))] = t["avg_ts"]
     return m
 
 

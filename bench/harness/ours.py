@@ -26,6 +26,7 @@ def build(root):
 
 def bench(cli, model, batch, n_gen, threads, prompt_file, timeout=600, extra=()):
     """One `llm-cli bench` run; returns metrics (tokens/s are aggregates over the batch).
+    prompt_file None: llm-cli's own pseudo-random prompts (-p in extra sets their length).
 
     prefill_tps   prompt tokens / time until every request has its first token
     decode_tps    tokens generated after each request's first / decode time
@@ -33,8 +34,10 @@ def bench(cli, model, batch, n_gen, threads, prompt_file, timeout=600, extra=())
                   HTTP client would see, minus the transport
     step_ms       decode time per step (one token for every running request)
     """
-    argv = [cli, "bench", "-m", model, "-b", str(batch), "-n", str(n_gen), "-t", str(threads),
-            "--prompt-file", prompt_file] + list(extra)
+    argv = [cli, "bench", "-m", model, "-b", str(batch), "-n", str(n_gen), "-t", str(threads)]
+    if prompt_file:
+        argv += ["--prompt-file", prompt_file]
+    argv += list(extra)
     out = run_cmd(argv, timeout=timeout)
     p = _PREFILL.search(out)
     d = _DECODE.search(out)

@@ -21,6 +21,23 @@ def close(a, b, eps=1e-9):
     return a is not None and b is not None and abs(a - b) <= eps
 
 
+# decode at a KV depth: weight bytes + depth x KV bytes per position over copy bandwidth
+class _Ctx:
+    roofline = {"copy_gbs": 50.0}
+    model_info = {"weight_bytes": 100e6, "kv_bytes_per_position": 20000}
+
+
+check(close(workloads.kv_mem_fraction(_Ctx, 100.0, 5000), 100.0 * (100e6 + 5000 * 20000) / 50e9),
+      "KV-depth bandwidth fraction")
+check(workloads.kv_mem_fraction(_Ctx, None, 5000) is None, "KV-depth fraction of no rate")
+check(close(workloads.kv_mem_fraction(_Ctx, 100.0, 5000, "q8_0"), 100.0 * (100e6 + 5000 * 20000 * 34 / 64) / 50e9),
+      "KV-depth bandwidth fraction, q8_0 cache (34 of 64 bytes)")
+check([w.id for w in workloads.engine_workloads([16], 1024, 8)] == ["single", "batch16", "long", "long-q8_0"],
+      "engine workloads: single, batches, long context with f16 and q8_0 KV")
+check(workloads.fa_name("llama-bench", 1) == "llama-bench -fa 1", "peer label with -fa 1")
+check(workloads.fa_name("llama-bench", 0.5) == "llama-bench -fa 0/1 by round", "peer label, rounds differ")
+check(workloads.fa_name("llama-bench", None) == "llama-bench", "peer label without a setting")
+
 # union of intervals: overlaps merged, gaps not counted
 check(close(workloads.union_length([(0, 2), (1, 3), (5, 6)]), 4.0), "union with overlap and gap")
 check(close(workloads.union_length([(2, 3), (0, 1)]), 2.0), "union of unsorted disjoint intervals")

@@ -43,10 +43,34 @@ def prefill_fma_fraction(ctx, tps):
     return fma_fraction(ctx, tps, logits=False)
 
 
+# bytes of a q8_0 KV row per byte of the fp16 row: blocks of 32 int8 + an fp16 scale (34 bytes) per 32 values (64)
+KV_BYTES_SCALE = {"f16": 1.0, "q8_0": 34.0 / 64.0}
+
+
+def kv_mem_fraction(ctx, tps, depth, kv_dtype="f16"):
+    """Fraction of the copy-bandwidth roofline of a decode rate at a KV depth:
+    a step reads every weight once and every cached K and V value of the
+    sequence (fp16, or q8_0 at 34/64 of its bytes), bytes/token = weight
+    bytes + depth * KV bytes per position."""
+    if tps is None or not ctx.roofline.get("copy_gbs") or not ctx.model_info.get("kv_bytes_per_position"):
+        return None
+    per_token = (ctx.model_info["weight_bytes"]
+                 + depth * ctx.model_info["kv_bytes_per_position"] * KV_BYTES_SCALE[kv_dtype])
+    return tps * per_token / (ctx.roofline["copy_gbs"] * 1e9)
+
+
 def row(metric, unit, ours_v, peer_v, roof_kind=None, ctx=None, peer_name=None, ratio=True):
-    """One table row; roof_kind 'mem', 'fma' or 'fma-prefill' adds roofline
-    fractions; peer_name labels the peer column when a workload has several."""
-    frac = {"mem": mem_fraction, "fma": fma_fraction, "fma-prefill": prefill_fma_fraction}.get(roof_kind)
+    """One table row; roof_kind 'mem', 'fma', 'fma-prefill' or ('mem-kv',
+    depth[, kv_dtype]) adds roofline fractions; peer_name labels the peer
+    column when a workload has several (or says the peer's flash-attention
+    setting)."""
+    if isinstance(roof_kind, tuple) and roof_kind[0] == "mem-kv":
+        depth = roof_kind[1]
+        kv_dtype = roof_kind[2] if len(roof_kind) > 2 else "f16"
+        frac = lambda c, v: kv_mem_fraction(c, v, depth, kv_dtype)  # noqa: E731
+        roof_kind = "mem"
+    else:
+        frac = {"mem": mem_fraction, "fma": fma_fraction, "fma-prefill": prefill_fma_fraction}.get(roof_kind)
     return {
         "metric": metric,
         "unit": unit,
@@ -85,8 +109,66 @@ class SingleStream:
 
     def rows(self, ctx, o, p):
         return [
-            row("decode tokens/s", "tokens/s", o.get("decode_tps"), p.get("decode_tps"), "mem", ctx),
-            row("prefill tokens/s", "tokens/s", o.get("prefill_tps"), p.get("prefill_tps"), "fma-prefill", ctx),
+            row("decode tokens/s", "tokens/s", o.get("decode_tps"), p.get("decode_tps"), "mem", ctx,
+                peer_name=fa_name("llama-bench", p.get("decode_fa"))),
+            row("prefill tokens/s", "tokens/s", o.get("prefill_tps"), p.get("prefill_tps"), "fma-prefill", ctx,
+                peer_name=fa_name("llama-bench", p.get("prefill_fa"))),
+        ]
+
+
+def fa_name(peer, fa):
+    """The peer's label with the flash-attention setting of its number (median rounds may mix)."""
+    if fa is None:
+        return peer
+    if fa != int(fa):
+        return "%s -fa 0/1 by round" % peer
+    return "%s -fa %d" % (peer, int(fa))
+
+
+class LongContext:
+    """One request at a long context: `llm-cli bench -b 1 -p D -n G` (prefill
+    of D tokens, then G tokens decoded at depth D..D+G) vs `llama-bench -p D`
+    and `llama-bench -n G -d D`, each with the faster of -fa 0 and -fa 1.
+    kv_dtype q8_0 (workload long-q8_0): both sides keep a q8_0 KV cache
+    (`--kv-cache-dtype q8_0`; llama-bench `-ctk q8_0 -ctv q8_0`, which needs
+    -fa 1)."""
+
+    peer = "llama-bench"
+
+    def __init__(self, depth, n_gen, kv_dtype="f16"):
+        self.depth = depth
+        self.n_gen = n_gen
+        self.kv_dtype = kv_dtype
+        self.id = "long" if kv_dtype == "f16" else "long-" + kv_dtype
+        self.title = "long context, b=1" + ("" if kv_dtype == "f16" else ", %s KV" % kv_dtype)
+
+    def unavailable(self, ctx):
+        return None
+
+    def sides(self, ctx):
+        D, G = self.depth, self.n_gen
+
+        def run_ours(r):
+            if ctx.ours_error:
+                raise BenchError(ctx.ours_error)
+            return ours.bench(ctx.cli, ctx.model, 1, G, ctx.threads, None, timeout=3600,
+                              extra=("-p", str(D), "--ctx", str(D + G + 64), "--kv-cache-dtype", self.kv_dtype))
+
+        def run_peer(r):
+            if ctx.peer_error:
+                raise BenchError(ctx.peer_error)
+            return llamacpp.llama_bench_long(ctx.llama_bin, ctx.model, D, G, ctx.threads, kv_dtype=self.kv_dtype)
+
+        return [("ours", run_ours), ("peer", run_peer)]
+
+    def rows(self, ctx, o, p):
+        D = self.depth
+        return [
+            row("prefill %d tokens, tokens/s" % D, "tokens/s", o.get("prefill_tps"), p.get("prefill_tps"),
+                "fma-prefill", ctx, peer_name=fa_name("llama-bench", p.get("prefill_fa"))),
+            row("decode at depth %d, tokens/s" % D, "tokens/s", o.get("decode_tps"), p.get("decode_tps"),
+                ("mem-kv", D + self.n_gen // 2, self.kv_dtype), ctx,
+                peer_name=fa_name("llama-bench", p.get("decode_fa"))),
         ]
 
 
@@ -134,8 +216,9 @@ class Batched:
         ]
 
 
-def engine_workloads(batches):
-    return [SingleStream()] + [Batched(b) for b in batches]
+def engine_workloads(batches, long_depth=6144, long_gen=16):
+    return ([SingleStream()] + [Batched(b) for b in batches] + [LongContext(long_depth, long_gen)]
+            + [LongContext(long_depth, long_gen, "q8_0")])
 
 
 class SecondModel:

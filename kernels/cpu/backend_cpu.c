@@ -1,10 +1,11 @@
 /*
  * backend_cpu.c — the CPU compute backend (kernels/backend.h).
  *
- * Activations are host float arrays; weights are used in place (views of the
- * GGUF mapping); the paged KV cache is one fp16 K and one V array per layer
- * of shape [n_blocks][n_kv_heads][block_size][head_dim] (quant.h
- * llm_kv_row_offset).  Parallel work goes
+ * Activations are host float arrays; weights are copied (huge pages) and
+ * repacked where a packed kernel applies; the paged KV cache is one K and
+ * one V array per layer of [n_blocks][n_kv_heads][block_size] rows of
+ * head_dim fp16 values or q8_0 blocks (quant.h llm_kv_row_index,
+ * llm_kv_row_bytes).  Parallel work goes
  * through a persistent thread pool (threadpool.h); every output value is
  * computed by one fixed sequence of operations that does not depend on the
  * batch, the tiling or the thread count (the batch-invariance contract of
@@ -46,8 +47,12 @@ typedef struct cpu_backend
 {
 	llm_backend base;			/* first: llm_backend * <-> cpu_backend * */
 	llm_threadpool *pool;
+	bool		shared_pool;	/* pool is the process's shared one (released, not destroyed) */
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
+	llm_attn_block_fn attn_block;
+	const llm_attn_split *attn_split;	/* NULL: decode rows always run whole */
+	int			split_min_keys; /* decode rows with this many keys or more may be split */
 	llm_swiglu_fn swiglu;
 	llm_geglu_fn geglu;
 	llm_scale_fn scale;
@@ -57,8 +62,8 @@ typedef struct cpu_backend
 	/* KV cache */
 	bool		kv_ready;
 	llm_kv_geometry geo;
-	uint16_t  **k_cache;		/* [n_layers] */
-	uint16_t  **v_cache;
+	uint8_t   **k_cache;		/* [n_layers] arrays of rows (quant.h llm_kv_row_index / llm_kv_row_bytes) */
+	uint8_t   **v_cache;
 
 	/* current step (copied from llm_step_desc) */
 	bool		have_step;
@@ -101,9 +106,13 @@ typedef struct cpu_backend
 	/* scratch */
 	void	   *act;			/* quantized activation rows */
 	size_t		act_cap;
-	float	   *att_scratch;	/* per thread: scores[max_kv_len] + acc + q */
+	float	   *att_scratch;	/* per thread: q rounded to fp16 + kernel scratch */
 	size_t		att_stride;		/* floats per thread */
 	size_t		att_cap;
+	struct attn_item *attn_items;	/* the current attention call's work items */
+	size_t		attn_items_cap;
+	float	   *split_scores;	/* scores shared by the pieces of split decode rows */
+	size_t		split_cap;
 } cpu_backend;
 
 #define CPU(b) ((cpu_backend *) (b))
@@ -156,12 +165,12 @@ grow_i32(int32_t **buf, size_t *cap, size_t n)
  * lifetime, memory
  * ------------------------------------------------------------------------ */
 
-/* Bytes of one layer's K (or V) array: [n_blocks][n_kv_heads][block_size][head_dim] fp16. */
+/* Bytes of one layer's K (or V) array: [n_blocks][n_kv_heads][block_size] rows. */
 static size_t
 kv_layer_bytes(const llm_kv_geometry *g)
 {
 	return (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads *
-		(size_t) g->head_dim * sizeof(uint16_t);
+		llm_kv_row_bytes(g->kv_dtype, g->head_dim);
 }
 
 static void
@@ -171,7 +180,10 @@ cpu_destroy(llm_backend *b)
 
 	if (cb == NULL)
 		return;
-	llm_threadpool_destroy(cb->pool);
+	if (cb->shared_pool)
+		llm_threadpool_release_shared(cb->pool);
+	else
+		llm_threadpool_destroy(cb->pool);
 	llm_huge_arena_destroy(cb->weights);
 	if (cb->k_cache)
 		for (int l = 0; l < cb->geo.n_layers; l++)
@@ -194,6 +206,8 @@ cpu_destroy(llm_backend *b)
 	for (int i = 0; i < ROPE_TABLES; i++)
 		free(cb->rope_cs[i]);
 	free(cb->att_scratch);
+	free(cb->attn_items);
+	free(cb->split_scores);
 	free(cb);
 }
 
@@ -274,16 +288,10 @@ cpu_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
 	out->data = copy;
 	out->backend_priv = NULL;
 
-	/* rows repacked for the packed kernels where they apply (quant_packed.c) */
-	packed = cb->impl == LLM_IMPL_AVX512VNNI || cb->impl == LLM_IMPL_BEST ?
-		llm_qkernel_packed_get(host->type) : NULL;
-	if (packed != NULL && packed->repack(host->data, copy, host->n_cols))
-	{
-		for (int64_t r = 1; r < host->n_rows; r++)
-			packed->repack((const char *) host->data + r * host->row_bytes,
-						   (char *) copy + r * host->row_bytes, host->n_cols);
+	/* repacked for the packed kernels where they apply (quant_packed.c, quant_packed_avx2.c) */
+	packed = cb->impl != LLM_IMPL_SCALAR ? llm_qkernel_packed_get(host->type, cb->impl) : NULL;
+	if (packed != NULL && packed->repack(host->data, copy, host->n_rows, host->n_cols))
 		out->backend_priv = (void *) packed;
-	}
 	else
 		memcpy(copy, host->data, host->row_bytes * (size_t) host->n_rows);
 	return 0;
@@ -320,10 +328,12 @@ cpu_load_vector(llm_backend *b, const float *host, size_t n)
 size_t
 llm_kv_block_bytes(const llm_kv_geometry *g)
 {
-	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->block_size <= 0)
+	if (g == NULL || g->n_layers <= 0 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->block_size <= 0 ||
+		(g->kv_dtype != LLM_KV_F16 && g->kv_dtype != LLM_KV_Q8_0) ||
+		(g->kv_dtype == LLM_KV_Q8_0 && g->head_dim % LLM_QK != 0))
 		return 0;
 	return (size_t) g->n_layers * 2 * (size_t) g->block_size * (size_t) g->n_kv_heads *
-		(size_t) g->head_dim * sizeof(uint16_t);
+		llm_kv_row_bytes(g->kv_dtype, g->head_dim);
 }
 
 static int
@@ -339,12 +349,17 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 		return fail(cb, "kv_init: invalid geometry");
 	if (g->head_dim % 16 != 0 || g->head_dim > 4096)
 		return fail(cb, "kv_init: head_dim %d must be a multiple of 16 and at most 4096", g->head_dim);
+	if (g->kv_dtype != LLM_KV_F16 && g->kv_dtype != LLM_KV_Q8_0)
+		return fail(cb, "kv_init: unknown KV cache type %d (f16 = %d, q8_0 = %d)", g->kv_dtype, LLM_KV_F16,
+					LLM_KV_Q8_0);
+	if (g->kv_dtype == LLM_KV_Q8_0 && g->head_dim % LLM_QK != 0)
+		return fail(cb, "kv_init: a q8_0 KV cache needs head_dim a multiple of %d, not %d", LLM_QK, g->head_dim);
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
 	per_layer = kv_layer_bytes(g);
-	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
-	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint16_t *));
+	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint8_t *));
+	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint8_t *));
 	if (cb->k_cache == NULL || cb->v_cache == NULL)
 		goto oom;
 	cb->geo = *g;
@@ -513,7 +528,7 @@ cpu_embed(llm_backend *b, const llm_weight *emb, float *out)
 			/* repacked rows: back to GGUF layout first */
 			if (!grow(&cb->act, &cb->act_cap, emb->row_bytes))
 				return fail(cb, "embed: out of memory");
-			((const llm_qkernel *) emb->backend_priv)->unpack(row, cb->act, emb->n_cols);
+			((const llm_qkernel *) emb->backend_priv)->unpack(emb->data, id, cb->act, emb->n_cols);
 			row = cb->act;
 		}
 		if (!llm_dequantize_row(emb->type, row, out + (size_t) t * emb->n_cols, emb->n_cols))
@@ -786,8 +801,10 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	 * DRAM with little arithmetic per byte: fewer rows per tile means fewer
 	 * concurrent streams, which the prefetchers keep up with (one token,
 	 * 49152 x 576 Q8_0: 1.3 ms with one row per tile, 2.5 ms with four).
+	 * Row-interleaved packed weights are one stream per group: whole groups.
 	 */
-	const int	R = j->n >= T ? k->tile_rows : j->n == 1 ? 1 : (k->tile_rows < 2 ? k->tile_rows : 2);
+	const int	R = k->row_group > 1 || j->n >= T ? k->tile_rows :
+		j->n == 1 ? 1 : (k->tile_rows < 2 ? k->tile_rows : 2);
 	const size_t ws = j->w->row_bytes;
 	const int64_t nc = j->w->n_cols;
 	const size_t os = (size_t) j->w->n_rows;
@@ -919,6 +936,7 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 	cpu_backend *cb = CPU(b);
 	matmul_multi_job mj;
 	bool		shared = n_w >= 1 && n_w <= MM_MULTI_MAX;
+	int64_t		row0 = 0;
 
 	if (w == NULL || y == NULL || n_w < 0 || n < 0 || (n > 0 && x == NULL))
 		return fail(cb, "matmul_multi: invalid arguments");
@@ -934,6 +952,10 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 			if (mj.jobs[i].k->quantize_act != mj.jobs[0].k->quantize_act ||
 				w[i]->n_cols != w[0]->n_cols)
 				shared = false;
+			/* rows of interleaved groups must start at a group boundary of the joint range */
+			if (mj.jobs[i].k->row_group > 1 && row0 % mj.jobs[i].k->row_group != 0)
+				shared = false;
+			row0 += w[i]->n_rows;
 		}
 	}
 	if (!shared)
@@ -1116,6 +1138,7 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const int	hd = cb->geo.head_dim,
 				nkv = cb->geo.n_kv_heads,
 				bs = cb->geo.block_size;
+	const size_t rb = llm_kv_row_bytes(cb->geo.kv_dtype, hd);
 	void		(*rot) (float *, int, int, const float *) =
 		j->mode == LLM_ROPE_NEOX ? rope_heads_neox : rope_heads;
 
@@ -1136,10 +1159,19 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 
 		for (int h = 0; h < nkv; h++)
 		{
-			size_t		o = llm_kv_row_offset(block, off, h, nkv, bs, hd);
+			size_t		o = llm_kv_row_index(block, off, h, nkv, bs) * rb;
+			const float *vt = j->v + ((size_t) t * nkv + h) * hd;
 
-			llm_fp32_to_fp16_row(kt + (size_t) h * hd, cb->k_cache[j->layer] + o, hd);
-			llm_fp32_to_fp16_row(j->v + ((size_t) t * nkv + h) * hd, cb->v_cache[j->layer] + o, hd);
+			if (cb->geo.kv_dtype == LLM_KV_Q8_0)
+			{
+				llm_kv_quantize_q8_0(kt + (size_t) h * hd, cb->k_cache[j->layer] + o, hd);
+				llm_kv_quantize_q8_0(vt, cb->v_cache[j->layer] + o, hd);
+			}
+			else
+			{
+				llm_fp32_to_fp16_row(kt + (size_t) h * hd, (uint16_t *) (cb->k_cache[j->layer] + o), hd);
+				llm_fp32_to_fp16_row(vt, (uint16_t *) (cb->v_cache[j->layer] + o), hd);
+			}
 		}
 	}
 }
@@ -1202,6 +1234,22 @@ cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 	return cpu_rope_store_kv_mode(b, layer, q, k, v, n_heads, rope_theta, LLM_ROPE_NORMAL);
 }
 
+/*
+ * Attention work items: a block of up to LLM_ATTN_QBLOCK prompt rows of
+ * one sequence at consecutive positions for one KV head (the block kernel:
+ * each K/V row read once for the block), or one token's range of heads
+ * (decode rows, which use the one-token reduction order, and any row the
+ * block rule leaves alone).  Which rows share an item never changes a
+ * result (quant.h).
+ */
+typedef struct attn_item
+{
+	int32_t		t0;				/* first token row */
+	int16_t		n_q;			/* > 0: block of n_q rows; 0: one token */
+	int16_t		h0;				/* block: the KV head; token: the first query head */
+	int64_t		cost;			/* keys x heads, to start the longest items first */
+} attn_item;
+
 typedef struct attn_job
 {
 	cpu_backend *cb;
@@ -1209,17 +1257,34 @@ typedef struct attn_job
 	const float *q;
 	float	   *out;
 	int			n_heads;
-	int			heads_per_item; /* the GQA group, or 1 to spread few tokens over threads */
+	int			heads_per_item; /* token items: the GQA group, or 1 to spread few tokens over threads */
 	float		scale;
 	int			window;			/* keys per query, 0 = all (backend.h attention) */
+	const attn_item *items;
 } attn_job;
 
-/*
- * Items are (token, head-range) pairs; a range is a whole GQA group (its
- * K/V rows converted once) or a single head.  Token order is folded
- * (0, n-1, 1, n-2, ...) so that chunks get similar causal work.  Neither
- * choice affects any result: each head's arithmetic is fixed (quant.h).
- */
+/* Q of n_q rows x nh heads (from head h0) rounded to fp16 as llama.cpp does (the K cache type) into dst [n_q][nh][hd]. */
+static void
+q_to_fp16_values(const attn_job *j, int t0, int n_q, int h0, int nh, float *dst)
+{
+	const int	hd = j->cb->geo.head_dim;
+
+	for (int i = 0; i < n_q; i++)
+	{
+		const float *qh = j->q + ((size_t) (t0 + i) * j->n_heads + h0) * hd;
+		float	   *d16 = dst + (size_t) i * nh * hd;
+
+		for (int d = 0; d < nh * hd; d += 256)
+		{
+			uint16_t	h16[256];
+			int			nd = nh * hd - d < 256 ? nh * hd - d : 256;
+
+			llm_fp32_to_fp16_row(qh + d, h16, nd);
+			llm_fp16_to_fp32_row(h16, d16 + d, nd);
+		}
+	}
+}
+
 static void
 attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
@@ -1228,54 +1293,233 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const int	hd = cb->geo.head_dim,
 				nkv = cb->geo.n_kv_heads;
 	const int	group = j->n_heads / nkv;
-	const int	per_item = j->heads_per_item;
-	const int	items_per_token = j->n_heads / per_item;
 	float	   *q16 = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
-	llm_attn_args a;
+	float	   *scratch = q16 + (size_t) LLM_ATTN_QBLOCK * group * hd;
 
-	a.group = per_item;
-	a.head_dim = hd;
-	a.scale = j->scale;
-	a.k_cache = cb->k_cache[j->layer];
-	a.v_cache = cb->v_cache[j->layer];
-	a.n_kv_heads = nkv;
-	a.block_size = cb->geo.block_size;
-	a.q = q16;
-	a.scratch = q16 + (size_t) per_item * hd;
 	for (int64_t it = begin; it < end; it++)
 	{
-		int			g = (int) (it / items_per_token);
-		int			t = (g % 2 == 0) ? g / 2 : cb->n_tokens - 1 - g / 2;
-		int			h0 = (int) (it % items_per_token) * per_item;
-		const float *qh = j->q + ((size_t) t * j->n_heads + h0) * hd;
+		const attn_item *item = &j->items[it];
+		const int	t = item->t0;
 
-		/* llama.cpp converts Q to fp16 (the K cache type) before K.Q */
-		for (int d = 0; d < per_item * hd; d += 256)
+		if (item->n_q > 0)
 		{
-			uint16_t	h16[256];
-			int			nd = per_item * hd - d < 256 ? per_item * hd - d : 256;
+			llm_attn_block_args a;
 
-			llm_fp32_to_fp16_row(qh + d, h16, nd);
-			llm_fp16_to_fp32_row(h16, q16 + d, nd);
+			q_to_fp16_values(j, t, item->n_q, item->h0 * group, group, q16);
+			a.q = q16;
+			a.out = j->out + ((size_t) t * j->n_heads + (size_t) item->h0 * group) * hd;
+			a.out_stride = (size_t) j->n_heads * hd;
+			a.n_q = item->n_q;
+			a.pos0 = cb->positions[t];
+			a.window = j->window;
+			a.group = group;
+			a.head_dim = hd;
+			a.scale = j->scale;
+			a.k_cache = cb->k_cache[j->layer];
+			a.v_cache = cb->v_cache[j->layer];
+			a.kv_dtype = cb->geo.kv_dtype;
+			a.n_kv_heads = nkv;
+			a.kv_head = item->h0;
+			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			a.block_size = cb->geo.block_size;
+			a.scratch = scratch;
+			cb->attn_block(&a);
 		}
-		a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
-		a.single = cb->have_single && cb->single_rows[t] != 0;
-		a.n_keys = cb->positions[t] + 1;
-		a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
-		a.kv_head = h0 / group;
-		a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
-		cb->attn(&a);
+		else
+		{
+			llm_attn_args a;
+			const int	h0 = item->h0;
+
+			q_to_fp16_values(j, t, 1, h0, j->heads_per_item, q16);
+			a.q = q16;
+			a.out = j->out + ((size_t) t * j->n_heads + h0) * hd;
+			a.group = j->heads_per_item;
+			a.head_dim = hd;
+			a.scale = j->scale;
+			a.k_cache = cb->k_cache[j->layer];
+			a.v_cache = cb->v_cache[j->layer];
+			a.kv_dtype = cb->geo.kv_dtype;
+			a.n_kv_heads = nkv;
+			a.block_size = cb->geo.block_size;
+			a.scratch = scratch;
+			a.single = cb->have_single && cb->single_rows[t] != 0;
+			a.n_keys = cb->positions[t] + 1;
+			a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
+			a.kv_head = h0 / group;
+			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			cb->attn(&a);
+		}
 	}
+}
+
+/*
+ * Decode rows over a long context with few (token, KV head) pairs: each
+ * pair's attention in pieces (quant.h llm_attn_split), three jobs: scores
+ * of key ranges, per-head softmax, V sums of head_dim ranges.  The same
+ * result as one piece per pair, with every thread busy and every K and V
+ * row read once.
+ */
+#ifndef ATTN_SPLIT_MIN_KEYS
+#define ATTN_SPLIT_MIN_KEYS 512
+#endif
+#define SPLIT_KEYS 256			/* keys per scores piece (a multiple of 64) */
+#define SPLIT_DIMS 32			/* head_dim values per V piece (one cache line of fp16) */
+
+typedef struct split_job
+{
+	attn_job   *j;
+	int			phase;			/* 0 scores, 1 softmax, 2 values */
+	int			group;
+	size_t		row_floats;		/* scores floats per (token, KV head): group * npad of the longest */
+	int			chunks;			/* scores pieces per (token, KV head) */
+} split_job;
+
+/* Attention args of token t, KV head g for a split piece on thread thread_idx (Q converted). */
+static void
+split_args(const split_job *sj, int t, int g, int thread_idx, llm_attn_args *a)
+{
+	const attn_job *j = sj->j;
+	cpu_backend *cb = j->cb;
+	const int	hd = cb->geo.head_dim;
+	float	   *q16 = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
+
+	q_to_fp16_values(j, t, 1, g * sj->group, sj->group, q16);
+	a->q = q16;
+	a->out = j->out + ((size_t) t * j->n_heads + (size_t) g * sj->group) * hd;
+	a->group = sj->group;
+	a->head_dim = hd;
+	a->scale = j->scale;
+	a->k_cache = cb->k_cache[j->layer];
+	a->v_cache = cb->v_cache[j->layer];
+	a->kv_dtype = cb->geo.kv_dtype;
+	a->n_kv_heads = cb->geo.n_kv_heads;
+	a->block_size = cb->geo.block_size;
+	a->scratch = q16 + (size_t) LLM_ATTN_QBLOCK * sj->group * hd;
+	a->single = 1;
+	a->n_keys = cb->positions[t] + 1;
+	a->first_key = j->window > 0 && a->n_keys > j->window ? a->n_keys - j->window : 0;
+	a->kv_head = g;
+	a->block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+}
+
+static void
+split_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	split_job  *sj = p;
+	cpu_backend *cb = sj->j->cb;
+	const int	nkv = cb->geo.n_kv_heads,
+				hd = cb->geo.head_dim;
+	const int	per_pair = sj->phase == 0 ? sj->chunks : sj->phase == 1 ? sj->group :
+		(hd + SPLIT_DIMS - 1) / SPLIT_DIMS;
+
+	for (int64_t it = begin; it < end; it++)
+	{
+		int			pair = (int) (it / per_pair),
+					piece = (int) (it % per_pair);
+		int			t = pair / nkv,
+					g = pair % nkv;
+		float	   *scores = cb->split_scores + (size_t) pair * sj->row_floats;
+		llm_attn_args a;
+
+		split_args(sj, t, g, thread_idx, &a);
+		if (sj->phase == 0)
+		{
+			int			ks = a.first_key & ~3,
+						c0 = ks / SPLIT_KEYS + piece,
+						js = piece == 0 ? ks : c0 * SPLIT_KEYS,
+						je = (c0 + 1) * SPLIT_KEYS < a.n_keys ? (c0 + 1) * SPLIT_KEYS : a.n_keys;
+
+			if (js < je)
+				cb->attn_split->scores(&a, scores, js, je);
+		}
+		else if (sj->phase == 1)
+			cb->attn_split->softmax(&a, scores, piece);
+		else
+		{
+			int			c0 = piece * SPLIT_DIMS,
+						c1 = c0 + SPLIT_DIMS < hd ? c0 + SPLIT_DIMS : hd;
+
+			cb->attn_split->values(&a, scores, c0, c1);
+		}
+	}
+}
+
+/* True (and done) when this step's attention ran split: only decode rows, too few pairs for the threads. */
+static bool
+attention_split(attn_job *j, int *rc)
+{
+	cpu_backend *cb = j->cb;
+	const int	nkv = cb->geo.n_kv_heads,
+				hd = cb->geo.head_dim,
+				n_pairs = cb->n_tokens * nkv;
+	split_job	sj = {j, 0, j->n_heads / nkv, 0, 0};
+	size_t		cap,
+				npad = 0;
+
+	*rc = 0;
+	if (cb->attn_split == NULL || !cb->have_single || cb->base.n_threads < 2 ||
+		n_pairs >= 2 * cb->base.n_threads || cb->max_kv_len < cb->split_min_keys)
+		return false;
+	for (int t = 0; t < cb->n_tokens; t++)
+		if (!cb->single_rows[t])
+			return false;
+	for (int t = 0; t < cb->n_tokens; t++)
+	{
+		int			n = cb->positions[t] + 1,
+					k0 = j->window > 0 && n > j->window ? n - j->window : 0;
+		size_t		np = ((size_t) (n - (k0 & ~15)) + 15) & ~(size_t) 15;
+		int			ch = (n - 1) / SPLIT_KEYS - (k0 & ~3) / SPLIT_KEYS + 1;
+
+		npad = np > npad ? np : npad;
+		sj.chunks = ch > sj.chunks ? ch : sj.chunks;
+	}
+	sj.row_floats = (size_t) sj.group * npad;
+	cap = cb->split_cap * sizeof(float);
+	if (!grow((void **) &cb->split_scores, &cap, sj.row_floats * (size_t) n_pairs * sizeof(float)))
+	{
+		*rc = fail(cb, "attention: out of memory for split scores");
+		return true;
+	}
+	cb->split_cap = cap / sizeof(float);
+	llm_threadpool_run(cb->pool, (int64_t) n_pairs * sj.chunks, 1, split_task, &sj);
+	sj.phase = 1;
+	llm_threadpool_run(cb->pool, (int64_t) n_pairs * sj.group, 1, split_task, &sj);
+	sj.phase = 2;
+	llm_threadpool_run(cb->pool, (int64_t) n_pairs * ((hd + SPLIT_DIMS - 1) / SPLIT_DIMS), 1, split_task, &sj);
+	return true;
+}
+
+static int
+attn_item_cmp(const void *x, const void *y)
+{
+	const attn_item *a = x,
+			   *b = y;
+
+	if (a->cost != b->cost)
+		return a->cost > b->cost ? -1 : 1;
+	return a->t0 != b->t0 ? (a->t0 < b->t0 ? -1 : 1) : (a->h0 < b->h0 ? -1 : a->h0 > b->h0);
+}
+
+/* True when token row t joins a block of prompt rows (multi-token order). */
+static bool
+block_row(const cpu_backend *cb, int t)
+{
+	return !(cb->have_single && cb->single_rows[t] != 0);
 }
 
 static int
 cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
 {
 	cpu_backend *cb = CPU(b);
-	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window};
-	int			group;
+	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window, NULL};
+	int			group,
+				nkv = cb->geo.n_kv_heads;
+	int64_t		n_items = 0,
+				n_token_rows = 0,
+				n_blocks = 0;
 	size_t		stride,
-				cap;
+				cap,
+				need;
 
 	if (!cb->have_step)
 		return fail(cb, "attention: no step");
@@ -1289,19 +1533,76 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 		return 0;
 	if (q == NULL || out == NULL)
 		return fail(cb, "attention: NULL argument");
-	group = n_heads / cb->geo.n_kv_heads;
-	/* whole groups when there are enough of them to keep every thread busy */
-	if ((int64_t) cb->n_tokens * cb->geo.n_kv_heads >= 4 * (int64_t) cb->base.n_threads)
+	group = n_heads / nkv;
+
+	/* the rows: blocks of consecutive prompt rows of a sequence, the rest one by one */
+	for (int s = 0; s < cb->n_seqs; s++)
+		for (int t = cb->seq_start[s]; t < cb->seq_start[s + 1];)
+		{
+			int			n = 1;
+
+			if (block_row(cb, t))
+			{
+				while (n < LLM_ATTN_QBLOCK && t + n < cb->seq_start[s + 1] && block_row(cb, t + n) &&
+					   cb->positions[t + n] == cb->positions[t] + n)
+					n++;
+				n_blocks++;
+			}
+			else
+				n_token_rows++;
+			t += n;
+		}
+	/* a token item is a whole GQA group when there are enough of them to keep every thread busy */
+	if ((n_token_rows + n_blocks) * nkv >= (int64_t) cb->base.n_threads)
 		j.heads_per_item = group;
-	/* per thread: q16 [heads_per_item][head_dim] + kernel scratch */
-	stride = ((size_t) j.heads_per_item * cb->geo.head_dim +
-			  llm_attn_scratch_floats(j.heads_per_item, cb->geo.head_dim, cb->max_kv_len) + 15) & ~(size_t) 15;
+	need = (size_t) (n_blocks * nkv + n_token_rows * (n_heads / j.heads_per_item));
+	cap = cb->attn_items_cap * sizeof(attn_item);
+	if (!grow((void **) &cb->attn_items, &cap, need * sizeof(attn_item)))
+		return fail(cb, "attention: out of memory for work items");
+	cb->attn_items_cap = cap / sizeof(attn_item);
+	for (int s = 0; s < cb->n_seqs; s++)
+		for (int t = cb->seq_start[s]; t < cb->seq_start[s + 1];)
+		{
+			int			n = 1;
+			int64_t		keys = cb->positions[t] + 1;
+
+			if (window > 0 && keys > window)
+				keys = window;
+			if (block_row(cb, t))
+			{
+				while (n < LLM_ATTN_QBLOCK && t + n < cb->seq_start[s + 1] && block_row(cb, t + n) &&
+					   cb->positions[t + n] == cb->positions[t] + n)
+					n++;
+				for (int h = 0; h < nkv; h++)
+					cb->attn_items[n_items++] = (attn_item) {t, (int16_t) n, (int16_t) h, keys * n * group};
+			}
+			else
+				for (int h0 = 0; h0 < n_heads; h0 += j.heads_per_item)
+					cb->attn_items[n_items++] = (attn_item) {t, 0, (int16_t) h0, keys * j.heads_per_item};
+			t += n;
+		}
+	qsort(cb->attn_items, (size_t) n_items, sizeof(attn_item), attn_item_cmp);
+	j.items = cb->attn_items;
+
+	/* per thread: Q rounded to fp16 [LLM_ATTN_QBLOCK x group][head_dim] + kernel scratch */
+	{
+		size_t		s1 = llm_attn_scratch_floats(j.heads_per_item, cb->geo.head_dim, cb->max_kv_len),
+					s2 = llm_attn_block_scratch_floats(LLM_ATTN_QBLOCK, group, cb->geo.head_dim, cb->max_kv_len);
+
+		stride = ((size_t) LLM_ATTN_QBLOCK * group * cb->geo.head_dim + (s1 > s2 ? s1 : s2) + 15) & ~(size_t) 15;
+	}
 	cap = cb->att_cap * sizeof(float);
 	if (!grow((void **) &cb->att_scratch, &cap, stride * (size_t) cb->base.n_threads * sizeof(float)))
 		return fail(cb, "attention: out of memory for scratch");
 	cb->att_cap = cap / sizeof(float);
 	cb->att_stride = stride;
-	llm_threadpool_run(cb->pool, (int64_t) cb->n_tokens * (n_heads / j.heads_per_item), 1, attn_task, &j);
+	{
+		int			rc;
+
+		if (attention_split(&j, &rc))
+			return rc;
+	}
+	llm_threadpool_run(cb->pool, n_items, 1, attn_task, &j);
 	return 0;
 }
 
@@ -1338,8 +1639,8 @@ static const llm_backend_ops cpu_ops = {
 	.softcap = cpu_softcap,
 };
 
-llm_backend *
-llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
+static llm_backend *
+cpu_create(int n_threads, bool shared_pool, char *err, size_t errlen)
 {
 	cpu_backend *cb;
 
@@ -1359,16 +1660,33 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->base.n_threads = n_threads;
 	cb->impl = LLM_IMPL_BEST;
 	cb->attn = llm_attn_kernel_get(LLM_IMPL_BEST);
+	cb->attn_block = llm_attn_block_kernel_get(LLM_IMPL_BEST);
+	cb->attn_split = llm_attn_split_get(LLM_IMPL_BEST);
+	cb->split_min_keys = ATTN_SPLIT_MIN_KEYS;
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->geglu = llm_geglu_get(LLM_IMPL_BEST);
 	cb->scale = llm_scale_get(LLM_IMPL_BEST);
-	cb->pool = llm_threadpool_create(n_threads, err, errlen);
+	cb->shared_pool = shared_pool;
+	cb->pool = shared_pool ? llm_threadpool_acquire_shared(n_threads, err, errlen)
+		: llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
 	{
 		free(cb);
 		return NULL;
 	}
 	return &cb->base;
+}
+
+llm_backend *
+llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
+{
+	return cpu_create(n_threads, false, err, errlen);
+}
+
+llm_backend *
+llm_backend_cpu_create_shared(int n_threads, char *err, size_t errlen)
+{
+	return cpu_create(n_threads, true, err, errlen);
 }
 
 int
@@ -1384,6 +1702,8 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 		return fail(cb, "kernel implementation %d is not available on this CPU", impl);
 	cb->impl = impl;
 	cb->attn = ak;
+	cb->attn_block = llm_attn_block_kernel_get(impl);
+	cb->attn_split = llm_attn_split_get(impl);
 	cb->swiglu = llm_swiglu_get(impl);
 	cb->geglu = llm_geglu_get(impl);
 	cb->scale = llm_scale_get(impl);
@@ -1401,7 +1721,16 @@ llm_backend_cpu_impl_name(llm_backend *b)
 	return k ? k->impl : "none";
 }
 
-const uint16_t *
+int
+llm_backend_cpu_set_split_keys(llm_backend *b, int min_keys)
+{
+	if (b == NULL || b->ops != &cpu_ops || min_keys < 1)
+		return -1;
+	CPU(b)->split_min_keys = min_keys;
+	return 0;
+}
+
+const void *
 llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v)
 {
 	cpu_backend *cb = CPU(b);

@@ -35,11 +35,19 @@ const char *llm_backend_cpu_impl_name(llm_backend *b);
 int			llm_backend_cpu_set_single_rows(llm_backend *b, const uint8_t *flags);
 
 /*
- * The fp16 K (is_v false) or V cache array of a layer, shape
- * [n_blocks][n_kv_heads][block_size][head_dim] (quant.h
- * llm_kv_row_offset); NULL before kv_init or for a
- * bad layer.  For tests and debugging.
+ * Decode rows (one-token order) whose key count reaches min_keys run their
+ * attention in parallel pieces when the step has too few (token, KV head)
+ * pairs for the threads (quant.h llm_attn_split; default 512 keys).  The
+ * result is the same either way; tests lower it to cover the split.
  */
-const uint16_t *llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v);
+int			llm_backend_cpu_set_split_keys(llm_backend *b, int min_keys);
+
+/*
+ * The K (is_v false) or V cache array of a layer: [n_blocks][n_kv_heads]
+ * [block_size] rows of llm_kv_row_bytes (quant.h; fp16 values at
+ * llm_kv_row_offset for an F16 cache, q8_0 blocks for Q8_0); NULL before
+ * kv_init or for a bad layer.  For tests and debugging.
+ */
+const void *llm_backend_cpu_kv(llm_backend *b, int layer, bool is_v);
 
 #endif

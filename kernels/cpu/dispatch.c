@@ -5,21 +5,24 @@
  * of any function here) into a table of what this CPU can run and the best
  * implementation; lookups afterwards only read it.  Detection is the only
  * thing this file does that depends on the CPU: the kernels themselves live
- * in quant.c (scalar), quant_avx2.c and quant_packed.c (vector).
+ * in quant.c (scalar), quant_avx2.c, quant_packed.c, quant_packed_avx2.c
+ * and attn_avx2.c (vector).
  *
  * Dependencies between the files of kernels/cpu (A -> B: A calls a
  * function defined in B); the graph is acyclic, and no file calls one
  * listed above it:
  *
  *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
- *   dispatch.c     -> quant_packed.c, quant_avx2.c, quant_q5_0.c, elementwise.c, quant.c
- *   quant_packed.c -> quant_avx2.c
+ *   dispatch.c     -> quant_packed.c, quant_packed_avx2.c, attn_avx2.c, quant_avx2.c,
+ *                     quant_q5_0.c, elementwise.c, quant.c
+ *   quant_packed.c, quant_packed_avx2.c -> quant_avx2.c
+ *   attn_avx2.c    -> quant.c (inline helpers of quant.h only)
  *   quant_avx2.c, quant_q5_0.c, elementwise.c -> quant.c
  *   quant.c, threadpool.c, huge_pages.c -> (nothing in kernels/cpu)
  *
  * Headers follow the same graph: quant.h declares quant.c (and the types
- * and inline helpers every kernel shares), quant_x86.h quant_avx2.c and
- * quant_packed.c, dispatch.h this file; simd_x86.h and quant_tile.inc are
+ * and inline helpers every kernel shares), quant_x86.h the vector
+ * kernels' files, dispatch.h this file; simd_x86.h and quant_tile.inc are
  * inline code of the vector kernels.
  */
 #include "dispatch.h"
@@ -122,12 +125,18 @@ llm_qkernel_get(uint32_t t, int impl)
 }
 
 const llm_qkernel *
-llm_qkernel_packed_get(uint32_t t)
+llm_qkernel_packed_get(uint32_t t, int impl)
 {
-	return cpu()->packed ? llm_qkernel_packed_vnni_get(t) : NULL;
+	int			r = resolve(impl);
+
+	if (r == LLM_IMPL_AVX512VNNI)
+		return cpu()->packed ? llm_qkernel_packed_vnni_get(t) : NULL;
+	if (r == LLM_IMPL_AVX2)
+		return llm_qkernel_packed_avx2_get(t);
+	return NULL;
 }
 
-/* Attention and SwiGLU have one vector version, used by the AVX2 and VNNI implementations. */
+/* Attention and SwiGLU have one vector version (AVX2), used by the AVX2 and VNNI implementations. */
 llm_attn_fn
 llm_attn_kernel_get(int impl)
 {
@@ -136,6 +145,24 @@ llm_attn_kernel_get(int impl)
 	if (r == LLM_IMPL_SCALAR)
 		return llm_attn_scalar;
 	return r < 0 ? NULL : llm_attn_kernel_avx2_get();
+}
+
+llm_attn_block_fn
+llm_attn_block_kernel_get(int impl)
+{
+	int			r = resolve(impl);
+
+	if (r == LLM_IMPL_SCALAR)
+		return llm_attn_block_scalar;
+	return r < 0 ? NULL : llm_attn_block_avx2_get();
+}
+
+const llm_attn_split *
+llm_attn_split_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r == LLM_IMPL_AVX2 || r == LLM_IMPL_AVX512VNNI ? llm_attn_split_avx2_get() : NULL;
 }
 
 llm_swiglu_fn

@@ -11,8 +11,10 @@
  *   avx2         quant_avx2.c: AVX2 + FMA + F16C
  *   avx512vnni   quant_avx2.c's kernels with the integer tiles on 256-bit
  *                vpdpbusd (AVX512F/VL/VNNI)
- *   packed       quant_packed.c: Q4_1 / Q8_0 over rows repacked at load
- *                (AVX512F/VL/BW/VNNI); asked for with llm_qkernel_packed_get
+ *   packed       Q4_1 / Q8_0 over weights repacked at load, asked for with
+ *                llm_qkernel_packed_get: quant_packed.c for the avx512vnni
+ *                implementation (AVX512F/VL/BW/VNNI), quant_packed_avx2.c
+ *                (groups of 4 rows) for avx2
  */
 #ifndef LLM_CPU_DISPATCH_H
 #define LLM_CPU_DISPATCH_H
@@ -44,15 +46,23 @@ bool		llm_cpu_has_avx512vnni(void);
 const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
 
 /*
- * Kernel for weight type t over rows repacked by its repack function
- * (quant_packed.c: Q4_1 and Q8_0 on CPUs with AVX512F/VL/BW/VNNI), or NULL.
- * Its results are bit-identical to the GGUF-layout kernels on the unpacked
- * rows.
+ * Kernel for weight type t over weights repacked by its repack function,
+ * for implementation impl (LLM_IMPL_BEST: this CPU's best), or NULL (no
+ * packed kernel of that type and implementation on this CPU):
+ * LLM_IMPL_AVX512VNNI quant_packed.c (Q4_1, Q8_0; also needs AVX512BW),
+ * LLM_IMPL_AVX2 quant_packed_avx2.c (Q4_1, Q8_0).  Its results are
+ * bit-identical to the GGUF-layout kernels on the unpacked rows.
  */
-const llm_qkernel *llm_qkernel_packed_get(uint32_t t);
+const llm_qkernel *llm_qkernel_packed_get(uint32_t t, int impl);
 
 /* Attention kernel (quant.h llm_attn_args) of implementation impl; NULL if unavailable. */
 llm_attn_fn llm_attn_kernel_get(int impl);
+
+/* Attention of a block of prompt queries (quant.h llm_attn_block_args) of implementation impl; NULL if unavailable. */
+llm_attn_block_fn llm_attn_block_kernel_get(int impl);
+
+/* One query's attention in parallel pieces (quant.h llm_attn_split) of implementation impl; NULL: none (run it whole). */
+const llm_attn_split *llm_attn_split_get(int impl);
 
 /* SwiGLU kernel (quant.h llm_swiglu_fn) of implementation impl; NULL if unavailable. */
 llm_swiglu_fn llm_swiglu_get(int impl);

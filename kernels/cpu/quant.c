@@ -643,6 +643,40 @@ quantize_act_q8_0(const float *x, void *dst, int64_t n)
 	quantize_act_q8(x, dst, n, false);
 }
 
+/* KV rows: the activation quantizer's blocks, stored as ggml's block_q8_0 (fp16 d, 32 quants). */
+void
+llm_kv_quantize_q8_0(const float *x, void *dst, int n)
+{
+	float		actbuf[(4096 + 4096 / LLM_QK * sizeof(float) + 64) / sizeof(float)];
+	int8_t	   *act = (int8_t *) actbuf;
+	llm_block_q8_0 *y = dst;
+
+	for (int b0 = 0; b0 < n; b0 += 4096)
+	{
+		int			m = n - b0 < 4096 ? n - b0 : 4096;
+		const float *d = llm_act_d(act, m);
+
+		quantize_act_q8(x + b0, act, m, false);
+		for (int b = 0; b < m / LLM_QK; b++)
+		{
+			y[b0 / LLM_QK + b].d = llm_fp32_to_fp16(d[b]);
+			memcpy(y[b0 / LLM_QK + b].qs, act + b * LLM_QK, LLM_QK);
+		}
+	}
+}
+
+float
+llm_kv_value(const uint8_t *row, int kv_dtype, int i)
+{
+	if (kv_dtype == LLM_KV_Q8_0)
+	{
+		const llm_block_q8_0 *b = (const llm_block_q8_0 *) row + i / LLM_QK;
+
+		return llm_fp16_to_fp32(b->d) * (float) b->qs[i % LLM_QK];
+	}
+	return llm_fp16_to_fp32(((const uint16_t *) row)[i]);
+}
+
 static void
 quantize_act_q8_1(const float *x, void *dst, int64_t n)
 {
@@ -1009,15 +1043,15 @@ DEFINE_TILE_LOOP(tile_f16, dot_f16_f16)
 DEFINE_TILE_LOOP(tile_bf16, dot_bf16_bf16)
 
 static const llm_qkernel scalar_kernels[] = {
-	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "scalar", act_bytes_f32, convert_act_f32, dot_f32_f32, tile_f32, 1, 1, NULL, NULL},
-	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "scalar", act_bytes_16, convert_act_f16, dot_f16_f16, tile_f16, 1, 1, NULL, NULL},
-	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "scalar", act_bytes_16, convert_act_bf16, dot_bf16_bf16, tile_bf16, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_q8_0, tile_q4_0, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "scalar", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_q8_1, tile_q4_1, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_q8_0, tile_q8_0, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q5_0_q8_0, tile_q5_0, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K_q8_K, tile_q4_K, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1, NULL, NULL},
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "scalar", act_bytes_f32, convert_act_f32, dot_f32_f32, tile_f32, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "scalar", act_bytes_16, convert_act_f16, dot_f16_f16, tile_f16, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "scalar", act_bytes_16, convert_act_bf16, dot_bf16_bf16, tile_bf16, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_q8_0, tile_q4_0, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "scalar", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_q8_1, tile_q4_1, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_q8_0, tile_q8_0, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q5_0_q8_0, tile_q5_0, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K_q8_K, tile_q4_K, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1, NULL, NULL, 1},
 };
 
 const llm_qkernel *
@@ -1156,7 +1190,7 @@ llm_attn_scalar(const llm_attn_args *a)
 	/* scores: 16 lanes over head_dim, fma chains, reduce16 (tinyBLAS order) */
 	for (int j = k0; j < n; j++)
 	{
-		const uint16_t *k = a->k_cache + llm_attn_key_offset(a, j);
+		const uint8_t *k = a->k_cache + llm_attn_key_offset(a, j);
 
 		for (int h = 0; h < G; h++)
 		{
@@ -1167,7 +1201,7 @@ llm_attn_scalar(const llm_attn_args *a)
 			{
 				for (int c = 0; c < hd; c += 16)
 					for (int l = 0; l < 16; l++)
-						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+						acc[l] = fmaf(llm_kv_value(k, a->kv_dtype, c + l), q[c + l], acc[l]);
 				scores[h * npad + (j - j0)] = reduce16(acc) * a->scale;
 			}
 			else
@@ -1177,10 +1211,10 @@ llm_attn_scalar(const llm_attn_args *a)
 
 				for (int c = 0; c < np; c += 64)
 					for (int l = 0; l < 64; l++)
-						acc[l] = fmaf(llm_fp16_to_fp32(k[c + l]), q[c + l], acc[l]);
+						acc[l] = fmaf(llm_kv_value(k, a->kv_dtype, c + l), q[c + l], acc[l]);
 				sum = combine64(acc);
 				for (int i = np; i < hd; i++)
-					sum += (double) (llm_fp16_to_fp32(k[i]) * q[i]);
+					sum += (double) (llm_kv_value(k, a->kv_dtype, i) * q[i]);
 				scores[h * npad + (j - j0)] = (float) sum * a->scale;
 			}
 		}
@@ -1213,7 +1247,7 @@ llm_attn_scalar(const llm_attn_args *a)
 		memset(vsum, 0, (size_t) G * R * hd * sizeof(float));
 		for (int j = k0; j < n; j++)
 		{
-			const uint16_t *v = a->v_cache + llm_attn_key_offset(a, j);
+			const uint8_t *v = a->v_cache + llm_attn_key_offset(a, j);
 
 			for (int h = 0; h < G; h++)
 			{
@@ -1221,7 +1255,7 @@ llm_attn_scalar(const llm_attn_args *a)
 				float	   *acc = vsum + ((size_t) h * R + (j & (R - 1))) * hd;
 
 				for (int d = 0; d < hd; d++)
-					acc[d] = fmaf(llm_fp16_to_fp32(v[d]), p, acc[d]);
+					acc[d] = fmaf(llm_kv_value(v, a->kv_dtype, d), p, acc[d]);
 			}
 		}
 		for (int h = 0; h < G; h++)
@@ -1233,5 +1267,52 @@ llm_attn_scalar(const llm_attn_args *a)
 					lanes[l] = vsum[((size_t) h * R + l) * hd + d];
 				a->out[(size_t) h * hd + d] = a->single ? (float) combine64(lanes) : reduce16(lanes);
 			}
+	}
+}
+
+size_t
+llm_attn_block_scratch_floats(int n_q, int group, int head_dim, int n_keys)
+{
+	size_t		npad = ((size_t) n_keys + 15) & ~(size_t) 15;
+	size_t		q = (size_t) n_q * (size_t) group;
+	/*
+	 * attn_avx2.c's block kernel: key row offsets [npad + 16] (as
+	 * 2 * (npad + 16) floats), K rows [16][head_dim], V rows
+	 * [LLM_ATTN_BLOCK_VKEYS][head_dim],
+	 * scores [q][npad + 16], V sums [q][16][head_dim]; the scalar one runs
+	 * llm_attn_scalar per query
+	 */
+	size_t		blk = 2 * (npad + 16) + 16 * (size_t) head_dim + LLM_ATTN_BLOCK_VKEYS * (size_t) head_dim +
+		q * (npad + 16) + q * 16 * (size_t) head_dim + 64;
+	size_t		one = llm_attn_scratch_floats(group, head_dim, n_keys);
+
+	return blk > one ? blk : one;
+}
+
+void
+llm_attn_block_scalar(const llm_attn_block_args *b)
+{
+	for (int i = 0; i < b->n_q; i++)
+	{
+		llm_attn_args a = {
+			.q = b->q + (size_t) i * b->group * b->head_dim,
+			.out = b->out + (size_t) i * b->out_stride,
+			.group = b->group,
+			.head_dim = b->head_dim,
+			.n_keys = b->pos0 + i + 1,
+			.scale = b->scale,
+			.k_cache = b->k_cache,
+			.v_cache = b->v_cache,
+			.kv_dtype = b->kv_dtype,
+			.n_kv_heads = b->n_kv_heads,
+			.kv_head = b->kv_head,
+			.block_table = b->block_table,
+			.block_size = b->block_size,
+			.single = 0,
+			.scratch = b->scratch,
+		};
+
+		a.first_key = b->window > 0 && a.n_keys > b->window ? a.n_keys - b->window : 0;
+		llm_attn_scalar(&a);
 	}
 }

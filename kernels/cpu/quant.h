@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 
+#include "backend.h"
 #include "quant_types.h"
 
 #define LLM_QK 32				/* elements of a Q4_0/Q4_1/Q8_0/Q8_1 block */
@@ -155,12 +156,22 @@ typedef struct llm_qkernel
 	int			tile_tokens;
 
 	/*
-	 * Kernels over repacked rows (llm_qkernel_packed_get) only: GGUF row of n
-	 * elements -> packed row of the same size (false: n unsupported, use the
-	 * GGUF-layout kernel), and back.  NULL for GGUF-layout kernels.
+	 * Kernels over repacked weights (llm_qkernel_packed_get) only: a GGUF
+	 * matrix of n_rows rows of n elements -> the packed matrix of the same
+	 * size (false: shape unsupported, use the GGUF-layout kernel), and row
+	 * `row` of a packed matrix back to its GGUF row.  NULL for GGUF-layout
+	 * kernels.
 	 */
-	bool		(*repack) (const void *src, void *dst, int64_t n);
-	void		(*unpack) (const void *src, void *dst, int64_t n);
+	bool		(*repack) (const void *src, void *dst, int64_t n_rows, int64_t n);
+	void		(*unpack) (const void *w, int64_t row, void *dst, int64_t n);
+
+	/*
+	 * Rows stored interleaved in groups of row_group (0 or 1: every row on
+	 * its own).  With groups, dot_tile is called with w at a group's first
+	 * row and nr a multiple of row_group, and dot is NULL (a row has no
+	 * layout of its own); matmuls tile rows in whole groups.
+	 */
+	int			row_group;
 } llm_qkernel;
 
 /*
@@ -206,8 +217,9 @@ typedef struct llm_attn_args
 	int			first_key;		/* first key attended to (0: full causal) */
 	int			n_keys;			/* keys end here: the query's position + 1 */
 	float		scale;
-	const uint16_t *k_cache;	/* layer K / V arrays, llm_kv_row_offset layout */
-	const uint16_t *v_cache;
+	const uint8_t *k_cache;		/* layer K / V arrays (bytes), rows at llm_kv_row_index */
+	const uint8_t *v_cache;
+	int			kv_dtype;		/* llm_kv_dtype of their rows (llm_kv_value) */
 	int			n_kv_heads;
 	int			kv_head;		/* the KV head of this group */
 	const int32_t *block_table; /* the sequence's block ids */
@@ -219,24 +231,82 @@ typedef struct llm_attn_args
 typedef void (*llm_attn_fn) (const llm_attn_args *a);
 
 /*
- * Offset in elements of the head_dim fp16 values of KV head kv_head at
- * position off of cache block `block`.  Layout per layer:
- * [n_blocks][n_kv_heads][block_size][head_dim], so that the rows one
- * attention head reads from a block are contiguous (prefetch-friendly).
+ * Index of the cached row (head_dim values) of KV head kv_head at position
+ * off of cache block `block`.  Layout per layer: rows
+ * [n_blocks][n_kv_heads][block_size], so that the rows one attention head
+ * reads from a block are contiguous (prefetch-friendly).
  */
+static inline size_t
+llm_kv_row_index(int32_t block, int off, int kv_head, int n_kv_heads, int block_size)
+{
+	return ((size_t) block * (size_t) n_kv_heads + (size_t) kv_head) * (size_t) block_size + (size_t) off;
+}
+
+/* Bytes of one cached row: fp16 values, or head_dim / 32 blocks of llm_block_q8_0. */
+static inline size_t
+llm_kv_row_bytes(int kv_dtype, int head_dim)
+{
+	return kv_dtype == LLM_KV_Q8_0 ? (size_t) (head_dim / LLM_QK) * sizeof(llm_block_q8_0) :
+		(size_t) head_dim * sizeof(uint16_t);
+}
+
+/* Offset in fp16 elements of a row of an F16 cache (llm_kv_row_index * head_dim). */
 static inline size_t
 llm_kv_row_offset(int32_t block, int off, int kv_head, int n_kv_heads, int block_size, int head_dim)
 {
-	return (((size_t) block * (size_t) n_kv_heads + (size_t) kv_head) * (size_t) block_size + (size_t) off) *
-		(size_t) head_dim;
+	return llm_kv_row_index(block, off, kv_head, n_kv_heads, block_size) * (size_t) head_dim;
 }
 
-/* The same for key j of the sequence whose block table attention args a carry. */
+/* Byte offset of key j's row of the sequence whose block table attention args a carry. */
 static inline size_t
 llm_attn_key_offset(const llm_attn_args *a, int j)
 {
-	return llm_kv_row_offset(a->block_table[j / a->block_size], j % a->block_size, a->kv_head,
-							 a->n_kv_heads, a->block_size, a->head_dim);
+	return llm_kv_row_index(a->block_table[j / a->block_size], j % a->block_size, a->kv_head,
+							a->n_kv_heads, a->block_size) * llm_kv_row_bytes(a->kv_dtype, a->head_dim);
+}
+
+/*
+ * Value i of a cached row as float: the fp16 value, or d * q of its q8_0
+ * block (exact in float: an 11-bit times an 8-bit integer significand).
+ * Attention over a Q8_0 cache is the arithmetic of an F16 cache holding
+ * these values.
+ */
+float		llm_kv_value(const uint8_t *row, int kv_dtype, int i);
+
+/*
+ * The row of n values (n a multiple of 32) as q8_0 blocks: per block d =
+ * amax / 127 stored as fp16, q = x * (127 / amax) rounded half to even (the
+ * rounding of the activation quantizer; all zero for an all-zero block).
+ */
+void		llm_kv_quantize_q8_0(const float *x, void *dst, int n);
+
+/*
+ * One query's attention (llm_attn_fn, any order) cut into parallel pieces
+ * for a decode row over a long context, where one (token, KV head) is too
+ * few work items for the threads: scores of key ranges, the softmax of
+ * each head, and the V sums of head_dim ranges (each output element's lane
+ * chains whole).  Run as three jobs, every piece of one before any of the
+ * next, they give bit for bit llm_attn_fn's result.  scores is shared by
+ * the pieces: [group][llm_attn_split_npad(a)] floats; a->scratch is the
+ * running thread's (llm_attn_scratch_floats).
+ *   scores:  keys js .. je - 1, js a multiple of 4 at or below first_key's
+ *            multiple of 4 for the first range, the ranges tiling
+ *            (first_key & ~3) .. n_keys - 1
+ *   softmax: head h's row (all scores written)
+ *   values:  out[h][c0 .. c1 - 1] of every head, c0, c1 multiples of 16
+ */
+typedef struct llm_attn_split
+{
+	void		(*scores) (const llm_attn_args *a, float *scores, int js, int je);
+	void		(*softmax) (const llm_attn_args *a, float *scores, int h);
+	void		(*values) (const llm_attn_args *a, const float *scores, int c0, int c1);
+} llm_attn_split;
+
+/* Row length of llm_attn_split's scores: keys from first_key & ~15 to n_keys, rounded up to 16. */
+static inline size_t
+llm_attn_split_npad(const llm_attn_args *a)
+{
+	return ((size_t) (a->n_keys - (a->first_key & ~15)) + 15) & ~(size_t) 15;
 }
 
 /* Scratch floats an llm_attn_fn needs for up to n_keys keys (any first_key). */
@@ -244,6 +314,53 @@ size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
 
 /* The scalar attention kernel (the reference). */
 void		llm_attn_scalar(const llm_attn_args *a);
+
+/*
+ * Attention of a block of n_q <= LLM_ATTN_QBLOCK queries of one sequence
+ * at consecutive positions pos0 .. pos0 + n_q - 1, each for the `group`
+ * query heads of one KV head, in llama.cpp's multi-token order (single =
+ * 0 above).  Query i reads keys lo_i .. pos0 + i, lo_i = 0 or, with a
+ * window w > 0, max(0, pos0 + i - w + 1).  Each query's result is bit for
+ * bit that of llm_attn_fn with those bounds: the block only shares the
+ * reading and fp16 -> fp32 conversion of the K and V rows among its
+ * queries (FlashAttention-style tiling: key blocks of 16 aligned on
+ * absolute positions, so neither the block nor the chunking of a prompt
+ * changes a result).  The exact softmax needs each query's maximum and sum
+ * over all its keys before its first V product, so scores of the block's
+ * queries are kept in scratch (n_q x group rows of the keys' span) between
+ * the K and the V pass; see kernels/cpu/attn_avx2.c.
+ */
+#define LLM_ATTN_QBLOCK 4
+#define LLM_ATTN_BLOCK_VKEYS 256	/* keys whose V rows the block kernel converts at once */
+
+typedef struct llm_attn_block_args
+{
+	const float *q;				/* [n_q][group][head_dim], values already rounded to fp16 */
+	float	   *out;			/* query i's [group][head_dim] at out + i * out_stride */
+	size_t		out_stride;
+	int			n_q;			/* 1 .. LLM_ATTN_QBLOCK */
+	int			pos0;			/* position of query 0 */
+	int			window;			/* 0: full causal */
+	int			group;
+	int			head_dim;
+	float		scale;
+	const uint8_t *k_cache;		/* as llm_attn_args */
+	const uint8_t *v_cache;
+	int			kv_dtype;
+	int			n_kv_heads;
+	int			kv_head;
+	const int32_t *block_table;
+	int			block_size;
+	float	   *scratch;		/* llm_attn_block_scratch_floats(n_q, group, head_dim, pos0 + n_q) floats */
+} llm_attn_block_args;
+
+typedef void (*llm_attn_block_fn) (const llm_attn_block_args *a);
+
+/* Scratch floats an llm_attn_block_fn needs for n_q queries whose last key is n_keys - 1. */
+size_t		llm_attn_block_scratch_floats(int n_q, int group, int head_dim, int n_keys);
+
+/* The scalar block kernel (the reference): llm_attn_scalar query by query. */
+void		llm_attn_block_scalar(const llm_attn_block_args *a);
 
 /*
  * exp(x) exactly as ggml's ggml_v_expf of an AVX512 build (max error about

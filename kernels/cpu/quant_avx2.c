@@ -513,66 +513,17 @@ act_bytes_16(int64_t n)
 }
 
 static const llm_qkernel avx2_kernels[] = {
-	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL},
-	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL},
-	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL},
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, 1, NULL, NULL},
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, 1, NULL, NULL, 1},
 };
 
-/* ---- attention (twin of quant.c attend_scalar; canonical order in quant.h) ---- */
-
-/* 2^e for integer lanes -126 <= e <= 127 */
-INL __m256
-pow2i8(__m256i e)
-{
-	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
-}
-
-/* llm_expf (quant.c) on 8 lanes: ggml_v_expf of an AVX512 build, with scalef emulated. */
-INL __m256
-expf8(__m256 x)
-{
-	const __m256 shift = _mm256_set1_ps(0x1.8p23f);
-	__m256		z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
-	__m256		n = _mm256_sub_ps(z, shift);
-	__m256		b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-									 _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-	__m256		u = _mm256_mul_ps(b, b);
-	__m256		j = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b,
-																 _mm256_set1_ps(0x1.573e2ep-5f)), u,
-										_mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b,
-														_mm256_set1_ps(0x1.fffdb6p-2f))),
-									u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-	__m256		absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-	__m256		res;
-
-	/* common case: -126 <= n <= 127, one exact-or-once-rounded multiply */
-	if (_mm256_movemask_ps(_mm256_cmp_ps(absn, _mm256_set1_ps(126.0f), _CMP_GT_OQ)) == 0 &&
-		_mm256_movemask_ps(_mm256_cmp_ps(n, n, _CMP_UNORD_Q)) == 0)
-		return _mm256_mul_ps(j, pow2i8(_mm256_cvtps_epi32(n)));
-	{
-		/* (j * 2^e1) * 2^e2 with e1, e2 chosen as in quant.c scale_pow2 */
-		__m256		nc = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-192.0f)), _mm256_set1_ps(192.0f));
-		__m256i		ni = _mm256_cvtps_epi32(nc);
-		__m256i		lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), ni);	/* n < -126 */
-		__m256i		hi = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));	/* n > 127 */
-		__m256i		e1 = _mm256_blendv_epi8(_mm256_blendv_epi8(ni, _mm256_set1_epi32(127), hi),
-											_mm256_add_epi32(ni, _mm256_set1_epi32(100)), lo);
-		__m256i		e2 = _mm256_blendv_epi8(_mm256_blendv_epi8(_mm256_setzero_si256(),
-															   _mm256_sub_epi32(ni, _mm256_set1_epi32(127)), hi),
-											_mm256_set1_epi32(-100), lo);
-		__m256		big = _mm256_cmp_ps(absn, _mm256_set1_ps(192.0f), _CMP_NLE_UQ);	/* |n| > 192 or NaN */
-		__m256		alt = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_NLE_UQ),
-										_mm256_set1_ps(INFINITY));
-
-		res = _mm256_mul_ps(_mm256_mul_ps(j, pow2i8(e1)), pow2i8(e2));
-		return _mm256_blendv_ps(res, alt, big);
-	}
-}
+/* ---- SwiGLU ---- */
 
 static TGT void
 swiglu_avx2(const float *gate, const float *up, float *out, int64_t n)
@@ -582,7 +533,7 @@ swiglu_avx2(const float *gate, const float *up, float *out, int64_t n)
 	for (; i + 8 <= n; i += 8)
 	{
 		__m256		x = _mm256_loadu_ps(gate + i);
-		__m256		e = expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+		__m256		e = llm_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
 
 		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
 												_mm256_loadu_ps(up + i)));
@@ -601,347 +552,11 @@ llm_swiglu_avx2_get(void)
 	return swiglu_avx2;
 }
 
-/* _mm512_reduce_add_ps order of 16 floats (see quant.c reduce16) */
-INL float
-reduce16_8x2(__m256 lo, __m256 hi)
-{
-	__m256		t3 = _mm256_add_ps(hi, lo);
-	__m128		t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
-	__m128		t8 = _mm_add_ps(t6, _mm_shuffle_ps(t6, t6, _MM_SHUFFLE(1, 0, 3, 2)));
-
-	return _mm_cvtss_f32(_mm_add_ss(t8, _mm_movehdup_ps(t8)));
-}
-
-/* Walks the cache rows of keys 0, 1, 2, ... without a division per key. */
-typedef struct row_walk
-{
-	const llm_attn_args *a;
-	int			block,
-				off;
-} row_walk;
-
-static inline size_t
-walk_next(row_walk *w)
-{
-	const llm_attn_args *a = w->a;
-	size_t		o = llm_kv_row_offset(a->block_table[w->block], w->off, a->kv_head, a->n_kv_heads,
-									  a->block_size, a->head_dim);
-
-	if (++w->off == a->block_size)
-	{
-		w->off = 0;
-		w->block++;
-	}
-	return o;
-}
-
-/*
- * reduce16 of 4 keys: t[jj] holds lanes 0..7 + lanes 8..15 of key jj's
- * accumulator (the first step of the 16-lane reduction); finish each as
- * ((x0+x2)+(x1+x3)) with x_i = t[i] + t[i+4].
- */
-INL void
-reduce16_4keys(const __m256 t[4], float out[4])
-{
-	__m256		s01 = _mm256_add_ps(_mm256_permute2f128_ps(t[0], t[1], 0x31),
-									_mm256_permute2f128_ps(t[0], t[1], 0x20));
-	__m256		s23 = _mm256_add_ps(_mm256_permute2f128_ps(t[2], t[3], 0x31),
-									_mm256_permute2f128_ps(t[2], t[3], 0x20));
-	__m256		q01 = _mm256_add_ps(s01, _mm256_shuffle_ps(s01, s01, _MM_SHUFFLE(1, 0, 3, 2)));
-	__m256		q23 = _mm256_add_ps(s23, _mm256_shuffle_ps(s23, s23, _MM_SHUFFLE(1, 0, 3, 2)));
-	__m256		r01 = _mm256_add_ps(q01, _mm256_movehdup_ps(q01));
-	__m256		r23 = _mm256_add_ps(q23, _mm256_movehdup_ps(q23));
-
-	out[0] = _mm256_cvtss_f32(r01);
-	out[1] = _mm_cvtss_f32(_mm256_extractf128_ps(r01, 1));
-	out[2] = _mm256_cvtss_f32(r23);
-	out[3] = _mm_cvtss_f32(_mm256_extractf128_ps(r23, 1));
-}
-
-/* Prefetch one cache row of head_dim fp16 values (hint: _MM_HINT_T0 / T1). */
-#define PREFETCH_ROW(p, bytes, hint) \
-	do { \
-		for (int pf_ = 0; pf_ < (bytes); pf_ += 64) \
-			_mm_prefetch((const char *) (p) + pf_, hint); \
-	} while (0)
-
-/* Keys ahead whose K row (into L1) and V row (into L2) are prefetched. */
-#ifndef ATTN_PREFETCH_KEYS
-#define ATTN_PREFETCH_KEYS 12
-#endif
-
-/*
- * V sums of heads h0..h0+HG-1 (HG <= 4 a constant after inlining): lane row
- * l of head h = sum over keys j >= first_key with j = l mod R (absolute
- * positions), ascending, of v_j * p_hj, one fma chain per element.  rowoff
- * and scores are indexed by j - jb.  Each 16-element chunk of a V row is
- * converted once for all the group's heads (GQA) while their sums stay in
- * registers.
- */
-INL void
-v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t npad, int jb,
-	   float *vsum, const int R, const int h0, const int HG)
-{
-	const int	hd = a->head_dim,
-				n = a->n_keys,
-				k0 = a->first_key;
-
-	for (int l = 0; l < R; l++)
-		for (int c = 0; c < hd; c += 16)
-		{
-			__m256		s[4][2];
-
-			for (int h = 0; h < HG; h++)
-				s[h][0] = s[h][1] = _mm256_setzero_ps();
-			for (int j = k0 + ((l - k0) & (R - 1)); j < n; j += R)
-			{
-				const uint16_t *v = a->v_cache + rowoff[j - jb] + c;
-				__m256		v0 = load_f16(v, 0),
-							v1 = load_f16(v, 8);
-
-				for (int h = 0; h < HG; h++)
-				{
-					__m256		pj = _mm256_broadcast_ss(scores + (size_t) (h0 + h) * npad + (j - jb));
-
-					s[h][0] = _mm256_fmadd_ps(v0, pj, s[h][0]);
-					s[h][1] = _mm256_fmadd_ps(v1, pj, s[h][1]);
-				}
-			}
-			for (int h = 0; h < HG; h++)
-			{
-				float	   *acc = vsum + ((size_t) (h0 + h) * R + l) * hd + c;
-
-				_mm256_storeu_ps(acc, s[h][0]);
-				_mm256_storeu_ps(acc + 8, s[h][1]);
-			}
-		}
-}
-
-/*
- * Keys are indexed by r = j - jb, jb the first key rounded down to a multiple
- * of 16 (the softmax sum's chunks are aligned on absolute positions, see
- * quant.h); scores are computed 4 keys at a time from first_key rounded down
- * to a multiple of 4, and entries before first_key are then masked.
- */
-static TGT void
-attend_avx2(const llm_attn_args *a)
-{
-	const int	hd = a->head_dim,
-				n = a->n_keys,
-				k0 = a->first_key,
-				jb = k0 & ~15,
-				ks = k0 & ~3,
-				G = a->group;
-	const size_t npad = ((size_t) (n - jb) + 15) & ~(size_t) 15;
-	const int	row_bytes = hd * (int) sizeof(uint16_t);
-	size_t	   *rowoff = (size_t *) a->scratch;	/* [npad] cache offset of key jb + r */
-	float	   *scores = a->scratch + 2 * npad;
-	float	   *vsum = scores + (size_t) G * npad;	/* [G][64][hd] */
-	float	   *kv = vsum + (size_t) G * 64 * hd;	/* [8][hd] converted rows */
-	float	   *inv = kv + 8 * (size_t) hd;	/* [G] */
-	row_walk	walk = {a, ks / a->block_size, ks % a->block_size};
-
-	/*
-	 * The cache rows of one sequence lie in blocks scattered over the pool:
-	 * their offsets once, so that both passes can prefetch ahead (the rows
-	 * are cold: every layer of every sequence reads its own).
-	 */
-	for (int j = ks; j < n; j++)
-		rowoff[j - jb] = walk_next(&walk);
-	for (int j = ks; j < n && j < ks + ATTN_PREFETCH_KEYS; j++)
-		PREFETCH_ROW(a->k_cache + rowoff[j - jb], row_bytes, _MM_HINT_T0);
-
-	/* scores, 4 keys at a time (rows past n are zero; masked below) */
-	for (int j0 = ks; j0 < n; j0 += 4)
-	{
-		int			nk = n - j0 < 4 ? n - j0 : 4;
-		int			r0 = j0 - jb;
-
-		for (int jj = 0; jj < 4; jj++)
-		{
-			if (j0 + jj + ATTN_PREFETCH_KEYS < n)
-			{
-				size_t		ahead = rowoff[r0 + jj + ATTN_PREFETCH_KEYS];
-
-				PREFETCH_ROW(a->k_cache + ahead, row_bytes, _MM_HINT_T0);
-				PREFETCH_ROW(a->v_cache + ahead, row_bytes, _MM_HINT_T1);
-			}
-			if (jj < nk)
-			{
-				const uint16_t *k = a->k_cache + rowoff[r0 + jj];
-
-				for (int c = 0; c < hd; c += 8)
-					_mm256_storeu_ps(kv + jj * hd + c, load_f16(k, c));
-			}
-			else
-				memset(kv + jj * hd, 0, (size_t) hd * sizeof(float));
-		}
-		for (int h = 0; h < G; h++)
-		{
-			const float *q = a->q + (size_t) h * hd;
-			__m256		t[4];
-			float		r[4];
-
-			if (!a->single)
-			{
-				__m256		lo[4],
-							hi[4];
-
-				for (int jj = 0; jj < 4; jj++)
-					lo[jj] = hi[jj] = _mm256_setzero_ps();
-				for (int c = 0; c < hd; c += 16)
-				{
-					__m256		qlo = _mm256_loadu_ps(q + c),
-								qhi = _mm256_loadu_ps(q + c + 8);
-
-					for (int jj = 0; jj < 4; jj++)
-					{
-						lo[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c), qlo, lo[jj]);
-						hi[jj] = _mm256_fmadd_ps(_mm256_loadu_ps(kv + jj * hd + c + 8), qhi, hi[jj]);
-					}
-				}
-				for (int jj = 0; jj < 4; jj++)
-					t[jj] = _mm256_add_ps(hi[jj], lo[jj]);
-				reduce16_4keys(t, r);
-				_mm_storeu_ps(scores + h * npad + r0, _mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(a->scale)));
-			}
-			else
-			{
-				/* ggml_vec_dot_f16: 4 x 16 lanes over steps of 64, (v0+v2)+(v1+v3) */
-				const int	np = hd & ~63;
-
-				for (int jj = 0; jj < 4; jj++)
-				{
-					__m256		v[8];
-					const float *kr = kv + jj * hd;
-
-					for (int i = 0; i < 8; i++)
-						v[i] = _mm256_setzero_ps();
-					for (int c = 0; c < np; c += 64)
-						for (int i = 0; i < 8; i++)
-							v[i] = _mm256_fmadd_ps(_mm256_loadu_ps(kr + c + 8 * i), _mm256_loadu_ps(q + c + 8 * i), v[i]);
-					/* v[2j], v[2j+1] = lanes 0..7, 8..15 of accumulator j */
-					t[jj] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[3], v[7]), _mm256_add_ps(v[1], v[5])),
-										  _mm256_add_ps(_mm256_add_ps(v[2], v[6]), _mm256_add_ps(v[0], v[4])));
-				}
-				reduce16_4keys(t, r);
-				for (int jj = 0; jj < 4; jj++)
-				{
-					double		sum = r[jj];
-
-					for (int i = np; i < hd; i++)
-						sum += (double) (kv[jj * hd + i] * q[i]);
-					scores[h * npad + r0 + jj] = (float) sum * a->scale;
-				}
-			}
-		}
-	}
-	/* softmax per head as ggml_vec_soft_max_f32; masked and padded keys get p = 0 */
-	for (int h = 0; h < G; h++)
-	{
-		float	   *sc = scores + h * npad;
-		__m256		mx = _mm256_set1_ps(-INFINITY);
-		float		m;
-
-		for (int r = 0; r < k0 - jb; r++)
-			sc[r] = -INFINITY;
-		for (int r = n - jb; r < (int) npad; r++)
-			sc[r] = -INFINITY;
-		for (size_t j = 0; j < npad; j += 8)
-			mx = _mm256_max_ps(mx, _mm256_loadu_ps(sc + j));
-		{
-			__m128		m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
-
-			m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-			m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-			m = _mm_cvtss_f32(m4);
-		}
-		for (size_t j = 0; j < npad; j += 8)
-			_mm256_storeu_ps(sc + j, expf8(_mm256_sub_ps(_mm256_loadu_ps(sc + j), _mm256_set1_ps(m))));
-		for (int r = 0; r < k0 - jb; r++)
-			sc[r] = 0.0f;
-		for (int r = n - jb; r < (int) npad; r++)
-			sc[r] = 0.0f;
-		{
-			double		sum = 0.0;
-
-			for (size_t j = 0; j < npad; j += 16)
-				sum += (double) reduce16_8x2(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sc + j + 8));
-			inv[h] = (float) (1.0 / sum);
-		}
-		/* probabilities rounded to fp16, as llama.cpp feeds them to the fp16 V product */
-		{
-			__m256		iv = _mm256_set1_ps(inv[h]);
-
-			for (size_t j = 0; j < npad; j += 8)
-				_mm256_storeu_ps(sc + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(sc + j), iv),
-																		  _MM_FROUND_TO_NEAREST_INT)));
-		}
-	}
-	/*
-	 * V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64
-	 * vec_dot_f16; absolute j), keys in ascending order from first_key.  Computed lane row by lane row
-	 * with the sums in registers (the [G][R][hd] array is written once,
-	 * instead of read and written for every key).
-	 */
-	const int	R = a->single ? 64 : 16;
-
-	for (int j = k0; j < k0 + ATTN_PREFETCH_KEYS && j < n; j++)
-		PREFETCH_ROW(a->v_cache + rowoff[j - jb], row_bytes, _MM_HINT_T0);
-	for (int h0 = 0; h0 < G; h0 += 4)
-	{
-		const int	hg = G - h0 < 4 ? G - h0 : 4;
-
-		switch (hg)
-		{
-			case 1: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 1); break;
-			case 2: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 2); break;
-			case 3: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 3); break;
-			default: v_sums(a, rowoff, scores, npad, jb, vsum, R, h0, 4); break;
-		}
-	}
-	/* out[d] = reduce16 over the 16 lane rows (single: rows combined (v0+v2)+(v1+v3) first) */
-	for (int h = 0; h < G; h++)
-	{
-		const float *vs = vsum + (size_t) h * R * hd;
-
-		for (int c = 0; c < hd; c += 8)
-		{
-			__m256		t3[8],
-						t6[4],
-						row[16];
-
-			for (int l = 0; l < 16; l++)
-			{
-				if (a->single)
-					row[l] = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(vs + l * hd + c),
-														 _mm256_loadu_ps(vs + (32 + l) * hd + c)),
-										   _mm256_add_ps(_mm256_loadu_ps(vs + (16 + l) * hd + c),
-														 _mm256_loadu_ps(vs + (48 + l) * hd + c)));
-				else
-					row[l] = _mm256_loadu_ps(vs + l * hd + c);
-			}
-			for (int l = 0; l < 8; l++)
-				t3[l] = _mm256_add_ps(row[l + 8], row[l]);
-			for (int l = 0; l < 4; l++)
-				t6[l] = _mm256_add_ps(t3[l + 4], t3[l]);
-			_mm256_storeu_ps(a->out + (size_t) h * hd + c,
-							 _mm256_add_ps(_mm256_add_ps(t6[0], t6[2]), _mm256_add_ps(t6[1], t6[3])));
-		}
-	}
-}
-
-llm_attn_fn
-llm_attn_kernel_avx2_get(void)
-{
-	return attend_avx2;
-}
-
 /* The integer tile kernels with AVX512-VNNI; other types as AVX2. */
 static const llm_qkernel vnni_kernels[] = {
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1},
 };
 
 const llm_qkernel *
@@ -958,12 +573,6 @@ llm_qkernel_avx2_get(uint32_t t, bool vnni)
 }
 
 #else							/* not x86: scalar only */
-
-llm_attn_fn
-llm_attn_kernel_avx2_get(void)
-{
-	return NULL;
-}
 
 llm_swiglu_fn
 llm_swiglu_avx2_get(void)

@@ -58,7 +58,7 @@ nibble(const llm_block_q4_1 *b, int j)
 }
 
 static bool
-repack_q4_1(const void *src, void *dst, int64_t n)
+repack_row_q4_1(const void *src, void *dst, int64_t n)
 {
 	const llm_block_q4_1 *x = src;
 	int64_t		nb = n / LLM_QK;
@@ -80,7 +80,7 @@ repack_q4_1(const void *src, void *dst, int64_t n)
 }
 
 static void
-unpack_q4_1(const void *src, void *dst, int64_t n)
+unpack_row_q4_1(const void *src, void *dst, int64_t n)
 {
 	int64_t		nb = n / LLM_QK;
 	const uint16_t *d = src,
@@ -101,7 +101,7 @@ unpack_q4_1(const void *src, void *dst, int64_t n)
 }
 
 static bool
-repack_q8_0(const void *src, void *dst, int64_t n)
+repack_row_q8_0(const void *src, void *dst, int64_t n)
 {
 	const llm_block_q8_0 *x = src;
 	int64_t		nb = n / LLM_QK;
@@ -120,7 +120,7 @@ repack_q8_0(const void *src, void *dst, int64_t n)
 }
 
 static void
-unpack_q8_0(const void *src, void *dst, int64_t n)
+unpack_row_q8_0(const void *src, void *dst, int64_t n)
 {
 	int64_t		nb = n / LLM_QK;
 	const uint16_t *d = src;
@@ -134,6 +134,29 @@ unpack_q8_0(const void *src, void *dst, int64_t n)
 			x[b].qs[j] = (int8_t) (qs[b * 32 + j] - 128);
 	}
 }
+
+/* Whole matrices (llm_qkernel.repack / unpack): row by row, rows keep the GGUF row size. */
+#define DEFINE_MATRIX_REPACK(type, block) \
+static bool \
+repack_##type(const void *src, void *dst, int64_t n_rows, int64_t n) \
+{ \
+	const size_t rb = (size_t) (n / LLM_QK) * sizeof(block); \
+\
+	if (n % (2 * LLM_QK) != 0) \
+		return false; \
+	for (int64_t r = 0; r < n_rows; r++) \
+		repack_row_##type((const char *) src + r * rb, (char *) dst + r * rb, n); \
+	return true; \
+} \
+\
+static void \
+unpack_##type(const void *w, int64_t row, void *dst, int64_t n) \
+{ \
+	unpack_row_##type((const char *) w + row * (int64_t) ((n / LLM_QK) * sizeof(block)), dst, n); \
+}
+
+DEFINE_MATRIX_REPACK(q4_1, llm_block_q4_1)
+DEFINE_MATRIX_REPACK(q8_0, llm_block_q8_0)
 
 /* ---- kernels ---- */
 
@@ -392,7 +415,8 @@ static llm_qkernel q4_1_packed,
 /* A packed kernel: the GGUF-layout VNNI kernel of the type (same activations) with our tiles. */
 static llm_qkernel
 packed_entry(uint32_t t, float (*dot) (int64_t, const void *, const void *), llm_dot_tile_fn tile,
-			 bool (*repack) (const void *, void *, int64_t), void (*unpack) (const void *, void *, int64_t))
+			 bool (*repack) (const void *, void *, int64_t, int64_t),
+			 void (*unpack) (const void *, int64_t, void *, int64_t))
 {
 	llm_qkernel k = *llm_qkernel_avx2_get(t, true);
 
@@ -403,6 +427,7 @@ packed_entry(uint32_t t, float (*dot) (int64_t, const void *, const void *), llm
 	k.tile_tokens = PMAXT;
 	k.repack = repack;
 	k.unpack = unpack;
+	k.row_group = 1;
 	return k;
 }
 

@@ -1,6 +1,7 @@
 /*
  * quant_x86.h — the vector kernels of the CPU backend (quant_avx2.c,
- * quant_packed.c), as dispatch.c and the tests reach them.
+ * quant_packed.c, quant_packed_avx2.c, attn_avx2.c), as dispatch.c and the
+ * tests reach them.
  *
  * Nothing here checks the CPU: the caller (dispatch.c) hands these out only
  * after detecting the instructions they need; calling one on a CPU without
@@ -23,9 +24,13 @@
  */
 const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
 
-/* quant_avx2.c: attention (quant.h llm_attn_args) and SwiGLU. */
-llm_attn_fn llm_attn_kernel_avx2_get(void);
+/* quant_avx2.c: SwiGLU. */
 llm_swiglu_fn llm_swiglu_avx2_get(void);
+
+/* attn_avx2.c: attention of one query (quant.h llm_attn_args) and of a block of queries (llm_attn_block_args). */
+llm_attn_fn llm_attn_kernel_avx2_get(void);
+llm_attn_block_fn llm_attn_block_avx2_get(void);
+const llm_attn_split *llm_attn_split_avx2_get(void);
 
 /* quant_avx2.c: fp16 <-> fp32 rows with F16C (round-nearest-even, as quant.h's scalar ones). */
 void		llm_fp16_to_fp32_row_f16c(const uint16_t *src, float *dst, int64_t n);
@@ -45,5 +50,12 @@ bool		llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, llm_qkernel *out);
  * llm_qkernel_avx2_get(t, true).
  */
 const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
+
+/*
+ * quant_packed_avx2.c (AVX2 + FMA + F16C): the kernel of weight type t over
+ * weights repacked in groups of 4 rows (Q4_1, Q8_0), or NULL.  Its
+ * activations are those of llm_qkernel_avx2_get(t, false).
+ */
+const llm_qkernel *llm_qkernel_packed_avx2_get(uint32_t t);
 
 #endif

@@ -460,6 +460,9 @@ cuda_kv_init(llm_backend *b, const llm_kv_geometry *g)
 		return fail(cb, "kv_init: invalid geometry");
 	if (!cu_attention_head_dim_ok(g->head_dim))
 		return fail(cb, "kv_init: head_dim %d is not supported by the CUDA backend (64, 128 or 256)", g->head_dim);
+	if (g->kv_dtype != LLM_KV_F16)
+		return fail(cb, "kv_init: the CUDA backend supports only an f16 KV cache, not %s",
+					g->kv_dtype == LLM_KV_Q8_0 ? "q8_0" : "an unknown type");
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range", g->n_blocks, g->block_size);
 	per_layer = (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads * (size_t) g->head_dim;

@@ -290,6 +290,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->cfg.model_path = e->model_path;
 	e->cfg.device = e->device;
 	e->cfg.chat_template = e->chat_template;
+	/* a static name: the caller's string need not outlive the engine */
+	e->cfg.kv_cache_dtype = engine_config_kv_dtype(c) == LLM_KV_Q8_0 ? "q8_0" : "f16";
 	if (table_rehash(e, 64))
 		goto oom;
 
@@ -334,7 +336,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			e->cfg.n_threads = cpus;
 		}
 	}
-	e->backend = llm_backend_open(e->cfg.device, e->cfg.n_threads, err, errlen);
+	e->backend = llm_backend_open_opts(e->cfg.device, e->cfg.n_threads, false, e->cfg.shared_threads,
+									   err, errlen);
 	if (e->backend == NULL)
 		goto fail;
 	e->model = llm_model_load(e->gguf, e->backend, err, errlen);
@@ -353,6 +356,18 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	g.head_dim = e->mc->head_dim;
 	g.block_size = e->cfg.block_size;
 	g.n_blocks = 1;
+	g.kv_dtype = engine_config_kv_dtype(&e->cfg);
+	if (llm_kv_block_bytes(&g) == 0)
+	{
+		/* a loaded model has a valid shape; q8_0 also needs whole blocks of 32 per row */
+		if (g.kv_dtype == LLM_KV_Q8_0)
+			snprintf(err, errlen, "a q8_0 KV cache needs head_dim a multiple of 32; the model's is %d",
+					 g.head_dim);
+		else
+			snprintf(err, errlen, "invalid KV cache geometry (head_dim %d, %d KV heads, %d layers)",
+					 g.head_dim, g.n_kv_heads, g.n_layers);
+		goto fail;
+	}
 	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), err, errlen) != 0)
 		goto fail;
 	g.n_blocks = (int) (e->cfg.kv_cache_bytes / (int64_t) llm_kv_block_bytes(&g));
@@ -470,6 +485,29 @@ llm_engine_n_vocab(const llm_engine *e)
 	return e->mc->n_vocab;
 }
 
+int64_t
+llm_engine_n_params(const llm_engine *e)
+{
+	int64_t		n = 0;
+
+	for (uint64_t i = 0; i < gguf_n_tensors(e->gguf); i++)
+	{
+		const gguf_tensor *t = gguf_tensor_at(e->gguf, i);
+		int64_t		elems = 1;
+
+		for (int d = 0; d < GGUF_MAX_DIMS; d++)
+			elems *= t->ne[d];
+		n += elems;
+	}
+	return n;
+}
+
+const char *
+llm_engine_architecture(const llm_engine *e)
+{
+	return e->mc->arch;
+}
+
 void
 llm_engine_get_config(const llm_engine *e, llm_engine_config *out)
 {
@@ -537,7 +575,8 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 "\"max_batched_tokens\": %d, \"max_running\": %d, \"prefix_caching\": %s, "
 							 "\"kv_cache_bytes\": %lld, \"reserved_interactive\": %d, "
 							 "\"interactive_step_tokens\": %d, \"prefill_cap\": %d, \"prefill_cap_decodes\": %d, "
-							 "\"speculative_tokens\": %d, \"speculative_max_batch\": %d, \"notes\": \"%s\"}",
+							 "\"speculative_tokens\": %d, \"speculative_max_batch\": %d, \"kv_cache_dtype\": \"%s\", "
+							 "\"notes\": \"%s\"}",
 							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
 							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
@@ -546,7 +585,7 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
 							 (long long) e->cfg.kv_cache_bytes, e->cfg.reserved_interactive,
 							 e->cfg.interactive_step_tokens, e->cfg.prefill_cap, e->cfg.prefill_cap_decodes,
-							 e->cfg.spec_tokens, e->cfg.spec_max_batch, e->notes);
+							 e->cfg.spec_tokens, e->cfg.spec_max_batch, e->cfg.kv_cache_dtype, e->notes);
 }
 
 /* ---------- prompts to token ids ---------- */

@@ -42,6 +42,7 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->spec_tokens = DEFAULT_SPEC_TOKENS;
 	c->spec_max_batch = DEFAULT_SPEC_MAX_BATCH;
 	c->chat_template = "auto";
+	c->kv_cache_dtype = "f16";
 }
 
 static bool
@@ -68,7 +69,19 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->prefill_cap_decodes == b->prefill_cap_decodes &&
 		a->spec_tokens == b->spec_tokens &&
 		a->spec_max_batch == b->spec_max_batch &&
-		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto");
+		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto") &&
+		engine_config_kv_dtype(a) == engine_config_kv_dtype(b) &&
+		a->shared_threads == b->shared_threads;
+}
+
+int
+engine_config_kv_dtype(const llm_engine_config *c)
+{
+	if (c->kv_cache_dtype == NULL || strcmp(c->kv_cache_dtype, "f16") == 0)
+		return LLM_KV_F16;
+	if (strcmp(c->kv_cache_dtype, "q8_0") == 0)
+		return LLM_KV_Q8_0;
+	return -1;
 }
 
 int
@@ -106,6 +119,8 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 	else if (c->chat_template != NULL && strcmp(c->chat_template, "auto") != 0 &&
 			 !llm_chat_family_parse(c->chat_template, &(llm_chat_family) {0}))
 		snprintf(err, errlen, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
+	else if (engine_config_kv_dtype(c) < 0)
+		snprintf(err, errlen, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
 	else
 		return 0;
 	return -1;

@@ -191,6 +191,9 @@ struct llm_engine
 /* 0 when c is a valid configuration (negative or zero where 0 is not auto: an error + err). */
 int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
 
+/* llm_kv_dtype (backend.h) named by c->kv_cache_dtype; -1 for a name engine_config_check rejects. */
+int			engine_config_kv_dtype(const llm_engine_config *c);
+
 /*
  * Fill c's 0 = auto values from the loaded model and backend: n_ctx (the
  * model's), n_threads (the backend's count, whatever was asked: all CPUs

@@ -10,8 +10,11 @@
  *  - a window covering every position is bit-identical to window 0;
  *  - bit-identical outputs whether the prompts run in one step or in
  *    chunks interleaved differently (chunked-prefill and batch
- *    invariance), with the scalar and the SIMD kernels, in both reduction
- *    orders (multi-token and one-token);
+ *    invariance), with the scalar and the SIMD kernels (prompt rows in
+ *    blocks of queries, decode rows whole or split over threads), in both
+ *    reduction orders (multi-token and one-token);
+ *  - all of the above for an F16 and a Q8_0 KV cache (the reference reads
+ *    the cache's values, dequantized: llm_kv_value);
  *  - a negative window is an error.
  * Every check runs for a fixed and a fresh seed (LLM_TEST_SEED reruns one).
  */
@@ -87,6 +90,7 @@ typedef struct plan
 typedef struct inputs
 {
 	const shape *g;
+	int			kv_dtype;		/* llm_kv_dtype of the runs */
 	int			max_blocks;		/* per sequence */
 	int32_t		bt[N_SEQS][MAX_BLOCKS];
 	float	   *q[N_SEQS],		/* [len][n_heads][hd], before RoPE */
@@ -175,14 +179,16 @@ free_result(result *r)
 
 /*
  * Run the plan through rope_store_kv + attention(window) on a fresh CPU
- * backend (threads, impl; single: every row in the one-token order).
- * Returns 0, or -1 after printing the backend's error.
+ * backend (threads, impl; single: every row in the one-token order;
+ * split_keys > 0: split decode rows of that many keys or more over the
+ * threads).  Returns 0, or -1 after printing the backend's error.
  */
 static int
-run(const inputs *in, const plan *pl, int window, int threads, int impl, bool single, result *r)
+run_split(const inputs *in, const plan *pl, int window, int threads, int impl, bool single, int split_keys,
+		  result *r)
 {
 	const shape *g = in->g;
-	llm_kv_geometry geo = {1, g->n_kv, g->hd, g->bs, MAX_BLOCKS};
+	llm_kv_geometry geo = {1, g->n_kv, g->hd, g->bs, MAX_BLOCKS, in->kv_dtype};
 	char		err[256];
 	int			ci = 0;
 
@@ -193,7 +199,8 @@ run(const inputs *in, const plan *pl, int window, int threads, int impl, bool si
 		printf("# backend: %s\n", err);
 		return -1;
 	}
-	if ((impl != LLM_IMPL_BEST && llm_backend_cpu_set_impl(r->b, impl) != 0) || r->b->ops->kv_init(r->b, &geo) != 0)
+	if ((impl != LLM_IMPL_BEST && llm_backend_cpu_set_impl(r->b, impl) != 0) || r->b->ops->kv_init(r->b, &geo) != 0 ||
+		(split_keys > 0 && llm_backend_cpu_set_split_keys(r->b, split_keys) != 0))
 	{
 		printf("# backend setup: %s\n", r->b->ops->last_error(r->b));
 		return -1;
@@ -296,24 +303,34 @@ run(const inputs *in, const plan *pl, int window, int threads, int impl, bool si
 	return 0;
 }
 
-static size_t
-kv_at(const shape *g, size_t slot, int kv_head)
+static int
+run(const inputs *in, const plan *pl, int window, int threads, int impl, bool single, result *r)
 {
-	return llm_kv_row_offset((int32_t) (slot / g->bs), (int) (slot % g->bs), kv_head, g->n_kv, g->bs, g->hd);
+	return run_split(in, pl, window, threads, impl, single, 0, r);
+}
+
+/* Value d of the cached row of (global slot, KV head) in a layer's array. */
+static double
+kv_value(const inputs *in, const uint8_t *arr, size_t slot, int kv_head, int d)
+{
+	const shape *g = in->g;
+	size_t		row = llm_kv_row_index((int32_t) (slot / g->bs), (int) (slot % g->bs), kv_head, g->n_kv, g->bs);
+
+	return llm_kv_value(arr + row * llm_kv_row_bytes(in->kv_dtype, g->hd), in->kv_dtype, d);
 }
 
 /*
  * Worst error of r's outputs against a double-precision softmax over keys
  * lo..p from the cache, relative to 2^-11 sum p|v| + 2e-5 (the fp16 rounding
  * of the probabilities); <= 1 passes.  With window 1, *v1_mismatch counts
- * outputs that differ at all from the token's own fp16 V row.
+ * outputs that differ at all from the token's own V row in the cache.
  */
 static double
 check_reference(const inputs *in, const result *r, int window, size_t *v1_mismatch)
 {
 	const shape *g = in->g;
-	const uint16_t *K = llm_backend_cpu_kv(r->b, 0, false);
-	const uint16_t *V = llm_backend_cpu_kv(r->b, 0, true);
+	const uint8_t *K = llm_backend_cpu_kv(r->b, 0, false);
+	const uint8_t *V = llm_backend_cpu_kv(r->b, 0, true);
 	const int	group = g->n_heads / g->n_kv;
 	double		worst = 0;
 	double		sc[128],
@@ -340,7 +357,7 @@ check_reference(const inputs *in, const result *r, int window, size_t *v1_mismat
 					double		dot = 0;
 
 					for (int d = 0; d < g->hd; d++)
-						dot += (double) qh[d] * llm_fp16_to_fp32(K[kv_at(g, slot, kvh) + d]);
+						dot += (double) qh[d] * kv_value(in, K, slot, kvh, d);
 					sc[j] = dot / sqrt((double) g->hd);
 					mx = fmax(mx, sc[j]);
 				}
@@ -354,7 +371,7 @@ check_reference(const inputs *in, const result *r, int window, size_t *v1_mismat
 					sum += e;
 					for (int d = 0; d < g->hd; d++)
 					{
-						double		vv = llm_fp16_to_fp32(V[kv_at(g, slot, kvh) + d]);
+						double		vv = kv_value(in, V, slot, kvh, d);
 
 						o[d] += e * vv;
 						oabs[d] += e * fabs(vv);
@@ -371,7 +388,7 @@ check_reference(const inputs *in, const result *r, int window, size_t *v1_mismat
 					size_t		slot = (size_t) in->bt[s][p / g->bs] * g->bs + p % g->bs;
 
 					for (int d = 0; d < g->hd; d++)
-						if (got[d] != llm_fp16_to_fp32(V[kv_at(g, slot, kvh) + d]))
+						if (got[d] != (float) kv_value(in, V, slot, kvh, d))
 							(*v1_mismatch)++;
 				}
 			}
@@ -401,28 +418,32 @@ static const int many_n[] = {2, 1, 2, 2};
 static const plan chunked = {many_c, many_n, 4};
 
 static void
-test_shape(const shape *g)
+test_shape(const shape *g, int kv_dtype)
 {
 	static const int windows[] = {1, 5, 16, 17, 33, 64};
 	const int	simd = llm_cpu_has_avx2() ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
 	inputs		in;
-	char		name[64];
+	char		name[80];
 
-	snprintf(name, sizeof(name), "heads %d:%d hd %d block %d", g->n_heads, g->n_kv, g->hd, g->bs);
+	snprintf(name, sizeof(name), "%s cache, heads %d:%d hd %d block %d", kv_dtype == LLM_KV_Q8_0 ? "q8_0" : "f16",
+			 g->n_heads, g->n_kv, g->hd, g->bs);
 	make_inputs(&in, g);
+	in.kv_dtype = kv_dtype;
 	for (size_t wi = 0; wi < sizeof(windows) / sizeof(windows[0]); wi++)
 	{
 		int			w = windows[wi];
 		result		r1,
 					r2,
 					r3,
-					r4;
+					r4,
+					r5;
 		int			rc1 = run(&in, &one_step, w, 2, LLM_IMPL_BEST, false, &r1),
 					rc2 = run(&in, &chunked, w, 1, LLM_IMPL_SCALAR, false, &r2),
 					rc3 = run(&in, &one_step, w, 2, simd, true, &r3),
-					rc4 = run(&in, &chunked, w, 2, LLM_IMPL_SCALAR, true, &r4);
+					rc4 = run(&in, &chunked, w, 2, LLM_IMPL_SCALAR, true, &r4),
+					rc5 = run_split(&in, &chunked, w, 2, simd, true, 1, &r5);
 
-		if (CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0, "%s, window %d: steps run", name, w))
+		if (CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0 && rc5 == 0, "%s, window %d: steps run", name, w))
 		{
 			size_t		mis1,
 						mis3;
@@ -432,17 +453,21 @@ test_shape(const shape *g)
 			CHECK(e1 <= 1.0 && e3 <= 1.0, "%s, window %d: vs double reference over the window's keys "
 				  "(max err / bound %.3f, one-token order %.3f <= 1)", name, w, e1, e3);
 			if (w == 1)
-				CHECK(mis1 == 0 && mis3 == 0, "%s, window 1: output is the token's own fp16 V row "
+				CHECK(mis1 == 0 && mis3 == 0, "%s, window 1: output is the token's own V row "
 					  "(%zu, %zu values differ)", name, mis1, mis3);
 			CHECK(same_result(&in, &r1, &r2), "%s, window %d: one step (best kernels, 2 threads) == "
 				  "chunked steps (scalar, 1 thread), bit for bit", name, w);
 			CHECK(same_result(&in, &r3, &r4), "%s, window %d, one-token order: one step (%s) == "
 				  "chunked steps (scalar), bit for bit", name, w, simd == LLM_IMPL_AVX2 ? "AVX2" : "scalar");
+			CHECK(same_result(&in, &r5, &r4), "%s, window %d, one-token order: chunked steps with lone "
+				  "decode rows split over 2 threads (%s) == chunked steps (scalar), bit for bit", name, w,
+				  simd == LLM_IMPL_AVX2 ? "AVX2" : "scalar");
 		}
 		free_result(&r1);
 		free_result(&r2);
 		free_result(&r3);
 		free_result(&r4);
+		free_result(&r5);
 	}
 	{
 		result		r0,
@@ -463,7 +488,7 @@ test_negative_window(void)
 {
 	char		err[256];
 	llm_backend *b = llm_backend_cpu_create(1, err, sizeof(err));
-	llm_kv_geometry geo = {1, 1, 16, 4, 4};
+	llm_kv_geometry geo = {1, 1, 16, 4, 4, LLM_KV_F16};
 	int32_t		tok[1] = {0},
 				pos[1] = {0},
 				slot[1] = {4},
@@ -500,7 +525,10 @@ main(void)
 		printf("# seed %llu%s\n", (unsigned long long) seeds[si], si == 1 ? " (fresh)" : "");
 		rng_state = seeds[si];
 		for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
-			test_shape(&shapes[i]);
+		{
+			test_shape(&shapes[i], LLM_KV_F16);
+			test_shape(&shapes[i], LLM_KV_Q8_0);
+		}
 	}
 	test_negative_window();
 	return unit_done();

@@ -5,7 +5,8 @@
  * seeded sampling independent of batch company, stop strings across token
  * boundaries, length limits at max_tokens and at the context, request
  * errors, aborts and KV-block leaks, non-finite logits; several logits rows
- * of one sequence in one step; the repetition penalty as a logits processor.
+ * of one sequence in one step; the repetition penalty as a logits processor;
+ * the KV cache type (f16, q8_0).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -497,6 +498,108 @@ test_limits_and_errors(void)
 	llm_engine_destroy(e);
 }
 
+/*
+ * The KV cache type: the configuration's default, check and equality; a
+ * q8_0 pool of the same budget holds 64/34 times the f16 blocks; a q8_0
+ * engine serves, batch-invariant and through the prefix cache.  q8_0 text
+ * is not compared with f16 text (it may differ): the agreement is printed.
+ */
+static void
+test_kv_cache_dtype(void)
+{
+	const int64_t budget = (int64_t) 8 << 20;
+	llm_engine_config c,
+				d;
+	llm_engine *f16,
+			   *q8;
+	llm_engine_stats sf,
+				sq;
+	char		err[512];
+	static char json[8192];
+	static result alone[4],
+				together[4],
+				ref[4],
+				again;
+	int			idx[4] = {0, 2, 6, 12};
+	int			same_batch = 0,
+				same_f16 = 0;
+
+	llm_engine_config_defaults(&c);
+	CHECK(c.kv_cache_dtype != NULL && strcmp(c.kv_cache_dtype, "f16") == 0, "default KV cache type f16");
+	d = c;
+	d.kv_cache_dtype = NULL;
+	CHECK(llm_engine_config_equal(&c, &d), "NULL KV cache type equals \"f16\"");
+	d.kv_cache_dtype = "q8_0";
+	CHECK(!llm_engine_config_equal(&c, &d), "f16 and q8_0 configurations differ (a reload rebuilds the pool)");
+
+	c.model_path = model_path;
+	c.kv_cache_dtype = "q4_0";
+	CHECK(llm_engine_create(&c, err, sizeof(err)) == NULL && strstr(err, "kv_cache_dtype") != NULL,
+		  "unknown KV cache type rejected: %s", err);
+
+	llm_engine_config_defaults(&c);
+	c.model_path = model_path;
+	c.n_threads = 2;
+	c.n_ctx = 512;
+	c.kv_cache_bytes = budget;
+	f16 = llm_engine_create(&c, err, sizeof(err));
+	if (!CHECK(f16 != NULL, "f16 engine: %s", f16 ? "" : err))
+		return;
+	c.kv_cache_dtype = "q8_0";
+	q8 = llm_engine_create(&c, err, sizeof(err));
+	if (!CHECK(q8 != NULL, "q8_0 engine: %s", q8 ? "" : err))
+	{
+		llm_engine_destroy(f16);
+		return;
+	}
+	c.kv_cache_dtype = NULL;	/* the engine keeps its own copy of the name */
+	llm_engine_get_config(q8, &d);
+	CHECK(d.kv_cache_dtype != NULL && strcmp(d.kv_cache_dtype, "q8_0") == 0, "resolved config names q8_0");
+	llm_engine_model_info_json(q8, json, sizeof(json));
+	CHECK(strstr(json, "\"kv_cache_dtype\": \"q8_0\"") != NULL, "model info names the q8_0 KV cache");
+	llm_engine_model_info_json(f16, json, sizeof(json));
+	CHECK(strstr(json, "\"kv_cache_dtype\": \"f16\"") != NULL, "model info names the f16 KV cache");
+
+	llm_engine_get_stats(f16, &sf);
+	llm_engine_get_stats(q8, &sq);
+	{
+		llm_engine_config rf,
+					rq;
+		int64_t		bf,
+					bq;
+
+		llm_engine_get_config(f16, &rf);
+		llm_engine_get_config(q8, &rq);
+		bf = rf.kv_cache_bytes / sf.kv_blocks_total;
+		bq = rq.kv_cache_bytes / sq.kv_blocks_total;
+		CHECK(bq * 64 == bf * 34 && sq.kv_blocks_total == budget / bq && sf.kv_blocks_total == budget / bf,
+			  "same budget: %d q8_0 blocks of %lld bytes, %d f16 blocks of %lld bytes (34/64)",
+			  sq.kv_blocks_total, (long long) bq, sf.kv_blocks_total, (long long) bf);
+	}
+
+	for (int i = 0; i < 4; i++)
+		generate(q8, &idx[i], 1, &alone[i], 24, 0.0, 1);
+	generate(q8, idx, 4, together, 24, 0.0, 1);
+	generate(f16, idx, 4, ref, 24, 0.0, 1);
+	for (int i = 0; i < 4; i++)
+	{
+		same_batch += alone[i].done && alone[i].kind == LLM_EVENT_FINISHED && alone[i].n > 0 &&
+			same(&alone[i], &together[i]);
+		same_f16 += same(&together[i], &ref[i]);
+	}
+	CHECK(same_batch == 4, "q8_0 cache: 4 greedy outputs alone equal the same in one batch (%d of 4)", same_batch);
+	printf("# q8_0 vs f16 greedy, 24 tokens: %d of 4 identical\n", same_f16);
+
+	/* the prompt again: served from q8_0 blocks of the prefix cache, same tokens */
+	generate(q8, &idx[1], 1, &again, 24, 0.0, 1);
+	CHECK(again.usage.cached_tokens > 0 && same(&again, &alone[1]),
+		  "q8_0 prefix-cache hit (%d cached tokens) gives the same output", again.usage.cached_tokens);
+	llm_engine_get_stats(q8, &sq);
+	CHECK(sq.kv_blocks_used == 0, "q8_0 engine: no KV blocks left in use");
+	llm_engine_destroy(q8);
+	llm_engine_destroy(f16);
+}
+
 int
 main(void)
 {
@@ -507,5 +610,6 @@ main(void)
 	test_multirow_logits();
 	test_penalty_stage();
 	test_limits_and_errors();
+	test_kv_cache_dtype();
 	return unit_done();
 }

@@ -287,8 +287,8 @@ test_type(uint32_t type, int n_threads_big)
 
 		if (kv == NULL)
 		{
-			printf("# %s: no %s kernels on this CPU\n", ti->name,
-				   impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI");
+			SKIP("%s: scalar vs %s kernels: this CPU lacks the instructions", ti->name,
+				 impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI");
 			continue;
 		}
 		as = calloc(1, ab);
@@ -374,7 +374,11 @@ test_type(uint32_t type, int n_threads_big)
 			bool		same;
 
 			if (b2 == NULL)
-				continue;		/* implementation not available on this CPU */
+			{
+				SKIP("%s: matmul with %d threads, implementation %d: not on this CPU", ti->name,
+					 cfg[c][0], cfg[c][1]);
+				continue;
+			}
 
 			b2->ops->load_weight(b2, &host, &w);
 			b2->ops->matmul(b2, &w, x, y_alt, nt);
@@ -399,31 +403,43 @@ test_type(uint32_t type, int n_threads_big)
 /* ---- norms and element-wise ops ---- */
 
 /*
- * Packed kernels (quant_packed.c): repack/unpack round trip, rejection of
- * row lengths that are not a multiple of 64, and every tile shape the
- * backend can ask for bit-identical to the GGUF-layout VNNI dot product.
+ * Packed kernels of implementation impl (quant_packed.c for AVX512-VNNI,
+ * quant_packed_avx2.c for AVX2): repack/unpack round trip of a whole
+ * matrix, rejection of shapes the layout cannot hold, and every tile shape
+ * the backend can ask for (whole row groups) bit-identical to the
+ * GGUF-layout dot product of the same implementation.  Counted as skipped
+ * on a CPU without the instructions.
  */
 static void
-test_packed(uint32_t type)
+test_packed(uint32_t type, int impl)
 {
-	const llm_qkernel *kp = llm_qkernel_packed_get(type),
-			   *kg = llm_qkernel_get(type, LLM_IMPL_AVX512VNNI);
+	const llm_qkernel *kp = llm_qkernel_packed_get(type, impl),
+			   *kg = llm_qkernel_get(type, impl);
 	const char *name = llm_type_get(type)->name;
+	const char *iname = impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI";
 	const int64_t lens[] = {64, 576, 1536};
-	const int	rows = 7,
+	const int	rows = 8,
 				toks = 6;
+	int			rg;
 
 	if (kp == NULL || kg == NULL)
 	{
-		printf("# %s: no packed kernels on this CPU (AVX512F/VL/BW/VNNI)\n", name);
+		SKIP("%s %s packed kernels: this CPU lacks the instructions (%s)", name, iname,
+			 impl == LLM_IMPL_AVX2 ? "AVX2/FMA/F16C" : "AVX512F/VL/BW/VNNI");
 		return;
 	}
+	rg = kp->row_group > 1 ? kp->row_group : 1;
 	{
 		size_t		rb = llm_type_row_bytes(type, 96);
-		char	   *src = calloc(1, rb),
-				   *dst = calloc(1, rb);
+		char	   *src = calloc(rows, rb),
+				   *dst = calloc(rows, rb);
+		bool		refused = type != LLM_TYPE_Q4_1 || !kp->repack(src, dst, rows, 96);
 
-		CHECK(!kp->repack(src, dst, 96), "%s packed: a row of 96 (not a multiple of 64) is refused", name);
+		CHECK(refused, "%s %s packed: rows of 96 (not a multiple of 64) refused where the layout needs pairs",
+			  name, kp->impl);
+		if (rg > 1)
+			CHECK(!kp->repack(src, dst, rg + 2, 64), "%s %s packed: %d rows (not a multiple of %d) refused",
+				  name, kp->impl, rg + 2, rg);
 		free(src);
 		free(dst);
 	}
@@ -437,9 +453,9 @@ test_packed(uint32_t type)
 				   *back = malloc(rb),
 				   *a = malloc(ab * toks);
 		float	   *x = malloc(sizeof(float) * n);
-		float		ref[7][6],
-					out[6 * 7];
-		bool		round_trip = true,
+		float		ref[8][6],
+					out[6 * 8];
+		bool		round_trip,
 					same = true;
 
 		for (int r = 0; r < rows; r++)
@@ -447,13 +463,16 @@ test_packed(uint32_t type)
 			for (int64_t i = 0; i < n; i++)
 				x[i] = rng_normal(0.05f) + (i % 37 == 0 ? 0.2f : 0.0f);
 			llm_quantize_row_ref(type, x, w + r * rb, n);
-			if (!kp->repack(w + r * rb, wp + r * rb, n))
-				round_trip = false;
-			kp->unpack(wp + r * rb, back, n);
+		}
+		round_trip = kp->repack(w, wp, rows, n);
+		for (int r = 0; r < rows && round_trip; r++)
+		{
+			kp->unpack(wp, r, back, n);
 			if (memcmp(back, w + r * rb, rb) != 0)
 				round_trip = false;
 		}
-		CHECK(round_trip, "%s packed: repack accepts n=%lld and unpack(repack(row)) == row", name, (long long) n);
+		CHECK(round_trip, "%s %s packed: repack accepts %d x %lld and unpack(repack(w), row) == row",
+			  name, kp->impl, rows, (long long) n);
 		for (int t = 0; t < toks; t++)
 		{
 			for (int64_t i = 0; i < n; i++)
@@ -462,10 +481,10 @@ test_packed(uint32_t type)
 			for (int r = 0; r < rows; r++)
 				ref[r][t] = kg->dot(n, w + r * rb, a + t * ab);
 		}
-		/* every (nr, nt) up to 5 x 5, at every row/token offset that fits */
-		for (int nr = 1; nr <= 5; nr++)
+		/* every (nr, nt) up to 8 x 5 in whole row groups, at every row/token offset that fits */
+		for (int nr = rg; nr <= (rg > 1 ? rows : 5); nr += rg)
 			for (int nt = 1; nt <= 5; nt++)
-				for (int r0 = 0; r0 + nr <= rows; r0 += 2)
+				for (int r0 = 0; r0 + nr <= rows; r0 += (rg > 1 ? rg : 2))
 					for (int t0 = 0; t0 + nt <= toks; t0 += 3)
 					{
 						kp->dot_tile(n, wp + r0 * rb, rb, nr, a + t0 * ab, ab, nt, out, (size_t) nr);
@@ -474,21 +493,116 @@ test_packed(uint32_t type)
 								if (memcmp(&out[t * nr + r], &ref[r0 + r][t0 + t], sizeof(float)) != 0)
 									same = false;
 					}
-		for (int r = 0; r < rows; r++)
+		for (int r = 0; r < rows && kp->dot != NULL; r++)
 		{
 			float		d = kp->dot(n, wp + r * rb, a);
 
 			if (memcmp(&d, &ref[r][0], sizeof(float)) != 0)
 				same = false;
 		}
-		CHECK(same, "%s packed: every tile shape bit-identical to the GGUF-layout %s dot, n=%lld",
-			  name, kg->impl, (long long) n);
+		CHECK(same, "%s %s packed: every tile shape bit-identical to the GGUF-layout %s dot, n=%lld",
+			  name, kp->impl, kg->impl, (long long) n);
 		free(w);
 		free(wp);
 		free(back);
 		free(a);
 		free(x);
 	}
+}
+
+/*
+ * matmul and embed through the backend with weights the packed kernels
+ * take (rows a multiple of 4): bit-identical to the scalar backend for 1..17
+ * tokens, 1 and 2 threads and every implementation this CPU has; embed of
+ * packed rows equals the dequantized GGUF row.
+ */
+static void
+test_packed_matmul(uint32_t type)
+{
+	const char *name = llm_type_get(type)->name;
+	const int64_t cols = 1536;
+	const int	rows = 44,
+				max_t = 17;
+	const int	ntoks[] = {1, 2, 3, 4, 5, 9, 17};
+	size_t		rb = llm_type_row_bytes(type, cols);
+	char	   *wq = malloc(rb * rows);
+	float	   *x = malloc(sizeof(float) * max_t * cols),
+			   *ref = malloc(sizeof(float) * max_t * rows),
+			   *y = malloc(sizeof(float) * max_t * rows),
+			   *row = malloc(sizeof(float) * cols);
+	llm_weight	host = {type, rows, cols, rb, wq, NULL},
+				w;
+	llm_backend *bs = make_backend(1, LLM_IMPL_SCALAR);
+
+	for (int r = 0; r < rows; r++)
+	{
+		for (int64_t i = 0; i < cols; i++)
+			row[i] = rng_normal(0.05f);
+		llm_quantize_row_ref(type, row, wq + r * rb, cols);
+	}
+	for (int64_t i = 0; i < max_t * cols; i++)
+		x[i] = rng_normal(1.0f) * (i % 61 == 0 ? 8.0f : 1.0f);
+	bs->ops->load_weight(bs, &host, &w);
+	bs->ops->matmul(bs, &w, x, ref, max_t);
+	bs->ops->destroy(bs);
+	for (int impl = LLM_IMPL_BEST; impl <= LLM_IMPL_AVX512VNNI; impl++)
+		for (int threads = 1; threads <= 2; threads++)
+		{
+			llm_backend *b;
+			bool		same = true,
+						packed,
+						emb_ok = true;
+
+			if (impl == LLM_IMPL_SCALAR)
+				continue;
+			b = make_backend(threads, impl);
+			if (b == NULL)
+			{
+				SKIP("%s packed matmul, implementation %d: not on this CPU", name, impl);
+				continue;
+			}
+			b->ops->load_weight(b, &host, &w);
+			packed = w.backend_priv != NULL;
+			for (size_t k = 0; k < sizeof(ntoks) / sizeof(ntoks[0]); k++)
+			{
+				/* token t of an n-token matmul is token t of the 17-token reference */
+				b->ops->matmul(b, &w, x, y, ntoks[k]);
+				if (!same_bits(y, ref, (size_t) ntoks[k] * rows, NULL))
+					same = false;
+			}
+			{
+				/* embed of rows 0, 5 and 43 through the (repacked) weight */
+				int32_t		ids[3] = {0, 5, 43},
+							pos[3] = {0, 1, 2},
+							slots[3] = {0, 1, 2},
+							seq_start[2] = {0, 3},
+							kv_len[1] = {3},
+							bt[1] = {0};
+				llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16};
+				llm_step_desc d = {3, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL};
+				float	   *e = malloc(sizeof(float) * 3 * cols);
+
+				if (b->ops->kv_init(b, &g) != 0 || b->ops->begin_step(b, &d) != 0 || b->ops->embed(b, &w, e) != 0)
+					emb_ok = false;
+				for (int i = 0; i < 3 && emb_ok; i++)
+				{
+					llm_dequantize_row(type, wq + ids[i] * rb, row, cols);
+					if (!same_bits(row, e + i * cols, (size_t) cols, NULL))
+						emb_ok = false;
+				}
+				free(e);
+			}
+			CHECK(same && emb_ok, "%s %d x %lld (%s, %d threads, %s): matmul of 1..17 tokens bit-identical "
+				  "to the scalar backend; embed of its rows exact", name, rows, (long long) cols,
+				  packed ? ((const llm_qkernel *) w.backend_priv)->impl : "GGUF layout", threads,
+				  llm_backend_cpu_impl_name(b));
+			b->ops->destroy(b);
+		}
+	free(wq);
+	free(x);
+	free(ref);
+	free(y);
+	free(row);
 }
 
 /*
@@ -705,7 +819,7 @@ run_attention(llm_backend *b, const attn_inputs *in, const int32_t (*bt)[A_MAXB]
 			  const chunk *steps, const int *steps_n, int n_steps,
 			  float *out[A_LAYERS][A_SEQS], float *qr[A_SEQS], bool single)
 {
-	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS};
+	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS, LLM_KV_F16};
 	const int	qsz = A_HEADS * A_HD,
 				ksz = A_KV * A_HD;
 	int			ci = 0;
@@ -1152,7 +1266,7 @@ test_errors(void)
 	uint8_t		data[1024] = {0};
 	llm_weight	host = {LLM_TYPE_Q5_1, 4, 64, 48, data, NULL},
 				w;
-	llm_kv_geometry g = {1, 1, 16, 4, 4};
+	llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16};
 	int32_t		tok[1] = {5},
 				pos[1] = {0},
 				slot[1] = {3},
@@ -1262,11 +1376,15 @@ test_oracle(void)
 				x[i] = rng_normal(0.05f);
 			llm_quantize_row_ref(cases[c].type, x, w + r * rb, n);
 		}
-		/* every implementation, then the packed kernel (impl VNNI + 1) on repacked rows */
-		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI + 1; impl++)
+		/*
+		 * every implementation, then the packed kernels (AVX2 and
+		 * AVX512-VNNI: "impl" VNNI + 1 and + 2) on repacked weights
+		 */
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI + 2; impl++)
 		{
 			const llm_qkernel *k = impl <= LLM_IMPL_AVX512VNNI ? llm_qkernel_get(cases[c].type, impl) :
-				llm_qkernel_packed_get(cases[c].type);
+				llm_qkernel_packed_get(cases[c].type, impl == LLM_IMPL_AVX512VNNI + 1 ? LLM_IMPL_AVX2 :
+									   LLM_IMPL_AVX512VNNI);
 			char	   *ma,
 					   *wk = w;
 
@@ -1275,8 +1393,13 @@ test_oracle(void)
 			if (k->repack != NULL)
 			{
 				wk = malloc(rb * rows);
-				for (int r = 0; r < rows; r++)
-					k->repack(w + r * rb, wk + r * rb, n);
+				if (!k->repack(w, wk, rows, n))
+				{
+					CHECK(0, "%s: %s repack of %d x %lld", llm_type_get(cases[c].type)->name, k->impl,
+						  rows, (long long) n);
+					free(wk);
+					continue;
+				}
 			}
 			ma = malloc(k->act_row_bytes(n));
 			for (int t = 0; t < toks; t++)
@@ -1292,7 +1415,19 @@ test_oracle(void)
 				for (int r = 0; r < rows; r++)
 				{
 					float		s_ggml,
-								s_ours = k->dot(n, wk + r * rb, ma);
+								s_ours;
+
+					if (k->dot != NULL)
+						s_ours = k->dot(n, wk + r * rb, ma);
+					else
+					{
+						/* interleaved rows: the row's group as one tile of one token */
+						const int	rg = k->row_group;
+						float		o[16];
+
+						k->dot_tile(n, wk + (r - r % rg) * rb, rb, rg, ma, 0, 1, o, (size_t) rg);
+						s_ours = o[r % rg];
+					}
 
 					gd((int) n, &s_ggml, 0, w + r * rb, 0, ga, 0, 1);
 					total++;
@@ -1466,8 +1601,13 @@ main(void)
 		for (size_t i = 0; i < N_TYPES; i++)
 			test_type(all_types[i], 2);
 		test_matmul_multi(si == 0 ? 1 : 2);
-		test_packed(LLM_TYPE_Q4_1);
-		test_packed(LLM_TYPE_Q8_0);
+		for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
+		{
+			test_packed(LLM_TYPE_Q4_1, impl);
+			test_packed(LLM_TYPE_Q8_0, impl);
+		}
+		test_packed_matmul(LLM_TYPE_Q4_1);
+		test_packed_matmul(LLM_TYPE_Q8_0);
 		test_elementwise();
 		test_attention();
 	}

@@ -12,11 +12,18 @@
  *     prefill (out_rows = all rows) are bit-identical to those of the same
  *     position computed one prompt prefix at a time; a step of two
  *     sequences with out_rows in scrambled order, repeated, more rows than
- *     sequences, returns for each row the logits of that row's solo run.
+ *     sequences, returns for each row the logits of that row's solo run;
+ *  4. every kernel implementation on the whole model: a two-sequence
+ *     prefill step through a backend forced to scalar, AVX2 and
+ *     AVX512-VNNI kernels (each with its own repacked weights, so the AVX2
+ *     tiles run on an AVX-512 host too) gives logits bit-identical to the
+ *     scalar ones; an implementation this CPU lacks is counted as skipped.
  * Env: LLM_TEST_MODEL, LLM_TEST_THREADS (default: all CPUs).
  */
 #include "unit.h"
 #include "backend.h"
+#include "cpu/backend_cpu.h"
+#include "cpu/dispatch.h"
 #include "gguf.h"
 #include "model.h"
 
@@ -284,6 +291,95 @@ test_rows(llm_model *m)
 	free(all_b);
 }
 
+/*
+ * Logits of every row of prompts a and bb prefilled in one step by a fresh
+ * backend of implementation impl (the CPU must have it); NULL after a
+ * failed check.
+ */
+static float *
+impl_logits(const gguf_file *f, int threads, int impl, const int32_t *a, const int32_t *bb, size_t V)
+{
+	char		err[512];
+	llm_backend *b = llm_backend_cpu_create(threads, err, sizeof(err));
+	llm_model  *m = NULL;
+	float	   *out = NULL;
+	int32_t		rows[LEN_A + LEN_B];
+	const int32_t *t[2] = {a, bb};
+	int			len[2] = {LEN_A, LEN_B};
+
+	if (!CHECK(b != NULL && llm_backend_cpu_set_impl(b, impl) == 0, "CPU backend with implementation %d%s%s",
+			   impl, b ? "" : ": ", b ? "" : err))
+		goto done;
+	m = llm_model_load(f, b, err, sizeof(err));
+	if (!CHECK(m != NULL, "model loads with %s kernels%s%s", llm_backend_cpu_impl_name(b), m ? "" : ": ",
+			   m ? "" : err))
+		goto done;
+	{
+		const llm_model_config *c = llm_model_get_config(m);
+		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16};
+
+		for (int i = 0; i < LEN_A + LEN_B; i++)
+			rows[i] = i;
+		out = malloc(sizeof(float) * (LEN_A + LEN_B) * V);
+		if (!CHECK(b->ops->kv_init(b, &g) == 0 &&
+				   forward(m, 2, t, len, rows, LEN_A + LEN_B, out, err, sizeof(err)) == 0,
+				   "two-sequence prefill with %s kernels", llm_backend_cpu_impl_name(b)))
+		{
+			free(out);
+			out = NULL;
+		}
+	}
+done:
+	if (m)
+		llm_model_free(m);
+	if (b)
+		b->ops->destroy(b);
+	return out;
+}
+
+static void
+test_implementations(const gguf_file *f, int threads, size_t V)
+{
+	static const struct
+	{
+		int			impl;
+		const char *name;
+	}			impls[] = {{LLM_IMPL_AVX2, "AVX2"}, {LLM_IMPL_AVX512VNNI, "AVX512-VNNI"}};
+	int32_t		a[LEN_A],
+				bb[LEN_B];
+	uint64_t	x = 0x9E3779B97F4A7C15ULL;
+	float	   *ref;
+
+	for (int i = 0; i < LEN_A; i++)
+		a[i] = (int32_t) ((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (int32_t) V;
+	for (int i = 0; i < LEN_B; i++)
+		bb[i] = (int32_t) ((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % (int32_t) V;
+	ref = impl_logits(f, threads, LLM_IMPL_SCALAR, a, bb, V);
+	if (ref == NULL)
+		return;
+	for (size_t k = 0; k < sizeof(impls) / sizeof(impls[0]); k++)
+	{
+		const bool	have = impls[k].impl == LLM_IMPL_AVX2 ? llm_cpu_has_avx2() : llm_cpu_has_avx512vnni();
+		float	   *got;
+		int			n_same = 0;
+
+		if (!have)
+		{
+			SKIP("whole model with %s kernels: this CPU lacks the instructions", impls[k].name);
+			continue;
+		}
+		got = impl_logits(f, threads, impls[k].impl, a, bb, V);
+		if (got == NULL)
+			continue;
+		for (int r = 0; r < LEN_A + LEN_B; r++)
+			n_same += memcmp(got + (size_t) r * V, ref + (size_t) r * V, sizeof(float) * V) == 0;
+		CHECK(n_same == LEN_A + LEN_B, "whole model, %s kernels: logits of %d/%d prefill rows bit-identical "
+			  "to the scalar kernels'", impls[k].name, n_same, LEN_A + LEN_B);
+		free(got);
+	}
+	free(ref);
+}
+
 int
 main(void)
 {
@@ -311,11 +407,12 @@ main(void)
 	if (CHECK(m != NULL, "model loads%s%s", m ? "" : ": ", m ? "" : err))
 	{
 		const llm_model_config *c = llm_model_get_config(m);
-		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS};
+		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16};
 
 		test_config(c, f);
 		if (CHECK(b->ops->kv_init(b, &g) == 0, "KV cache of %d blocks", N_BLOCKS))
 			test_rows(m);
+		test_implementations(f, threads && *threads ? atoi(threads) : 0, (size_t) c->n_vocab);
 		llm_model_free(m);
 	}
 	test_architecture_table(path, b);

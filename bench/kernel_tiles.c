@@ -1,0 +1,152 @@
+/*
+ * kernel_tiles.c — one matmul tile kernel alone, on one thread, with its
+ * weights in L2 (256 rows): nanoseconds per (row, token, block) and
+ * GFLOP/s (2 FLOPs per weight per token) of the GGUF-layout and the packed
+ * kernels of each implementation this CPU has, for Q4_1 and Q8_0, so that a
+ * kernel change is measured without the rest of a step (docs/PERFORMANCE.md).
+ *
+ * Build: cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
+ * Usage: build/bench/kernel_tiles [COLS (576)] [REPEATS (7)]
+ * Prints one line per (type, kernel, tokens): the best of REPEATS runs.
+ */
+#include "cpu/dispatch.h"
+#include "cpu/quant.h"
+#include "quant_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef ROWS
+#define ROWS 256
+#endif
+
+static double
+now_sec(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Seconds per pass over ROWS rows x nt tokens in the kernel's tile shape (best of repeats). */
+static double
+time_tiles(const llm_qkernel *k, int64_t n, const char *w, size_t rb, const char *a, size_t ab, int nt,
+		   float *out, int repeats)
+{
+	const int	R = k->tile_rows;
+	double		best = 1e30;
+	int			passes = 1;
+
+	/* passes per timing so that one timing takes ~20 ms */
+	for (;;)
+	{
+		double		t0 = now_sec(),
+					t;
+
+		for (int p = 0; p < passes; p++)
+			for (int r = 0; r < ROWS; r += R)
+				k->dot_tile(n, w + r * rb, rb, R, a, ab, nt, out + r, ROWS);
+		t = now_sec() - t0;
+		if (t > 0.02 || passes > (1 << 20))
+			break;
+		passes *= 2;
+	}
+	for (int i = 0; i < repeats; i++)
+	{
+		double		t0 = now_sec(),
+					t;
+
+		for (int p = 0; p < passes; p++)
+			for (int r = 0; r < ROWS; r += R)
+				k->dot_tile(n, w + r * rb, rb, R, a, ab, nt, out + r, ROWS);
+		t = (now_sec() - t0) / passes;
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
+int
+main(int argc, char **argv)
+{
+	const int64_t n = argc > 1 ? atoll(argv[1]) : 576;
+	const int	repeats = argc > 2 ? atoi(argv[2]) : 7;
+	const uint32_t types[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q8_0};
+	const int	toks[] = {1, 4, 16};
+
+	if (n <= 0 || n % 64 != 0 || repeats < 1)
+	{
+		fprintf(stderr, "usage: %s [COLS, a multiple of 64] [REPEATS]\n", argv[0]);
+		return 2;
+	}
+	printf("CPU: AVX2 %s, AVX512-VNNI %s; %d rows x %lld columns, 1 thread, best of %d\n",
+		   llm_cpu_has_avx2() ? "yes" : "no", llm_cpu_has_avx512vnni() ? "yes" : "no", ROWS,
+		   (long long) n, repeats);
+	printf("%-5s %-18s %6s %10s %9s\n", "type", "kernel", "tokens", "ns/r.t.b", "GFLOP/s");
+	srand(1);
+	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
+	{
+		const uint32_t type = types[ti];
+		const size_t rb = llm_type_row_bytes(type, n);
+		char	   *w = malloc(rb * ROWS),
+				   *wp = malloc(rb * ROWS);
+		float	   *row = malloc(sizeof(float) * n),
+				   *out = malloc(sizeof(float) * ROWS * 16);
+
+		for (int r = 0; r < ROWS; r++)
+		{
+			for (int64_t c = 0; c < n; c++)
+				row[c] = rand() / (float) RAND_MAX - 0.5f;
+			llm_quantize_row_ref(type, row, w + r * rb, n);
+		}
+		for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
+			for (int packed = 0; packed <= 1; packed++)
+			{
+				const llm_qkernel *k = packed ? llm_qkernel_packed_get(type, impl) : llm_qkernel_get(type, impl);
+				const char *wk = w;
+				size_t		ab;
+				char	   *a;
+
+				if (k == NULL)
+					continue;
+				if (packed)
+				{
+					if (!k->repack(w, wp, ROWS, n))
+						continue;
+					wk = wp;
+				}
+				ab = k->act_row_bytes(n);
+				a = malloc(ab * 16);
+				for (int t = 0; t < 16; t++)
+				{
+					for (int64_t c = 0; c < n; c++)
+						row[c] = rand() / (float) RAND_MAX - 0.5f;
+					k->quantize_act(row, a + t * ab, n);
+				}
+				for (size_t q = 0; q < sizeof(toks) / sizeof(toks[0]); q++)
+				{
+					int			nt = toks[q];
+					double		sec = 0;
+
+					/* 16 tokens: tiles of the kernel's token count, as the matmul runs them */
+					for (int t0 = 0; t0 < nt; t0 += k->tile_tokens)
+					{
+						int			tt = nt - t0 < k->tile_tokens ? nt - t0 : k->tile_tokens;
+
+						sec += time_tiles(k, n, wk, rb, a + t0 * ab, ab, tt, out, repeats);
+					}
+					printf("%-5s %-18s %6d %10.3f %9.1f\n", llm_type_get(type)->name, k->impl, nt,
+						   sec * 1e9 / ((double) ROWS * nt * (n / 32)), 2.0 * ROWS * n * nt / sec * 1e-9);
+				}
+				free(a);
+			}
+		free(w);
+		free(wp);
+		free(row);
+		free(out);
+	}
+	return 0;
+}
