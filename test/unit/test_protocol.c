@@ -199,6 +199,10 @@ main(void)
 		  "SCORE request over TOKENS with continuations round trip");
 	CHECK(d.model != NULL && strcmp(d.model, "gemma3") == 0 && d.model == d.request.model,
 		  "a request's model alias survives, also as the message's");
+	CHECK(d.client.pid == 4242 && d.client.role == 16384 && d.client.database == 5,
+		  "beside the model alias, the submitter survives");
+	CHECK(len >= 4 + strlen("gemma3") && memcmp(buf + len - strlen("gemma3") - 1, "gemma3", strlen("gemma3")) == 0,
+		  "the model alias is the last field of a SUBMIT, after the submitter");
 	CHECK(((uintptr_t) d.request.tokens % 4) == 0, "token ids pointed at in place, aligned");
 	mutate_all(buf, len, "SCORE request");
 	free(buf);

@@ -66,18 +66,26 @@ main(void)
 			  "%s: priority, role and database round-trip; no session (%s)", llm_priority_name((llm_priority) p),
 			  why ? why : "ok");
 		/*
-		 * the priority is the u32 before the two tags, which the submitter
-		 * (pid, role, database) and the model alias follow (the default
-		 * model's: an empty string, its u32 length)
+		 * the priority is the u32 before the two tags (u32 each), which the
+		 * submitter (pid, role, database: 12 bytes) and the model alias
+		 * follow (the default model's: an empty string, its u32 length and
+		 * NUL byte)
 		 */
 		if (p == 0)
 		{
 			uint32_t	bad = LLM_N_PRIORITIES;
+			size_t		after_priority = 4 + 4 + 12 + 4 + 1;
+			uint32_t	at,
+						tag;
 
-			memcpy(buf + len - 28, &bad, 4);
+			memcpy(&at, buf + len - after_priority - 4, 4);
+			memcpy(&tag, buf + len - after_priority, 4);
+			CHECK(at == (uint32_t) p && tag == 16384,
+				  "the priority sits %zu bytes before the end, the role tag right after it", after_priority);
+			memcpy(buf + len - after_priority - 4, &bad, 4);
 			CHECK(llm_wire_decode(buf, len, &d, &arrays, &why) == LLM_WIRE_MALFORMED && why &&
 				  strcmp(why, "unknown priority") == 0, "unknown priority refused by the decoder (%s)", why);
-			CHECK(llm_wire_decode(buf, len - 24, &d, &arrays, &why) == LLM_WIRE_MALFORMED,
+			CHECK(llm_wire_decode(buf, len - after_priority, &d, &arrays, &why) == LLM_WIRE_MALFORMED,
 				  "a SUBMIT without its tags is refused");
 		}
 		free(buf);
