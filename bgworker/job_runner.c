@@ -16,7 +16,8 @@
  *      jobs; commit (the claims, with their attempt counted, are durable
  *      before any row is evaluated);
  *   3. transaction B: for each claimed row, read its prompt as the job's
- *      role (job_rows.h) and submit the request, or settle the row; commit;
+ *      role (job_rows.h) and submit the request (the job's options, its
+ *      model among them, in the batch class), or settle the row; commit;
  *   4. exit when no job is active, nothing is in flight and no wake came
  *      (job_registry.h), else sleep on the latch.
  *
@@ -43,7 +44,10 @@
  *   - a request lost because the llm worker exited or reloaded is no
  *     attempt: its claim is released with the attempt given back;
  *   - errors that no row can escape (class 42: the table, a column or a
- *     privilege is gone; the role is gone) fail the job, not its rows;
+ *     privilege is gone; the role is gone; the job's model is no longer
+ *     in llm.models) fail the job, not its rows;
+ *   - while the job's model is not ready (loading, failed, the llm worker
+ *     down) its rows wait unclaimed;
  *   - anything else escapes to the top: the runner exits (FATAL), the
  *     launcher starts a new one, which releases this runner's claims.
  */
@@ -76,6 +80,7 @@
 #include "job_queue.h"
 #include "job_registry.h"
 #include "job_rows.h"
+#include "model_list.h"
 #include "registry.h"
 #include "sql_args.h"
 #include "utf8_text.h"
@@ -92,6 +97,7 @@ typedef struct RunnerJob
 {
 	LlmJob	   *def;
 	MemoryContext cxt;			/* def and its strings */
+	char	   *model;			/* the alias its options name (in cxt), NULL: the default model */
 	bool		listed;			/* in the last fetch of active jobs */
 	bool		prepared;
 	bool		stale;			/* its table changed: resolve and prepare again */
@@ -320,6 +326,8 @@ prepare_step(void *arg)
 	problem = llm_job_resolve(rj->def, false);
 	if (problem != NULL)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("%s", problem)));
+	/* an alias gone from llm.models: no row of the job can run */
+	llm_model_alias_check(rj->model);
 	if (pg_class_aclcheck(rj->def->target, rj->def->owner, ACL_SELECT | ACL_UPDATE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -331,13 +339,16 @@ prepare_step(void *arg)
 	rj->stale = false;
 }
 
-/* Ready to run rows: resolved, prepared, its role and rights still there; else the job fails. */
+/*
+ * Ready to run rows: resolved, prepared, its role, rights and model still
+ * there; else the job fails.
+ */
 static bool
 job_ready(RunnerJob *rj)
 {
 	ErrorData  *err;
 
-	if (rj->prepared && !rj->stale &&
+	if (rj->prepared && !rj->stale && llm_model_alias_known(rj->model) &&
 		SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(rj->def->owner)) &&
 		SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rj->def->target)) &&
 		pg_class_aclcheck(rj->def->target, rj->def->owner, ACL_SELECT | ACL_UPDATE) == ACLCHECK_OK)
@@ -402,6 +413,10 @@ refresh_jobs(void)
 			rj = MemoryContextAllocZero(runner_cxt, sizeof(RunnerJob));
 			rj->cxt = cxt;
 			rj->def = llm_job_fetch(active[i]->id, false, cxt);
+			/* SPI left its own context current: the alias lives with def */
+			MemoryContextSwitchTo(cxt);
+			if (rj->def != NULL)
+				rj->model = llm_call_options_model(rj->def->options);
 			MemoryContextSwitchTo(old);
 			if (rj->def == NULL)
 			{
@@ -595,15 +610,20 @@ write_finished(RunnerRow *r, TimestampTz now)
 
 /* ---------- claiming ---------- */
 
+/*
+ * The llm worker runs and serves model alias (NULL: the default model):
+ * else a job's rows wait unclaimed (a model loading, failed or reloading
+ * is not the rows' fault).
+ */
 static bool
-model_ready(void)
+model_ready(const char *alias)
 {
-	bool		ready;
+	bool		running;
 
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	ready = llm_shared->worker_pid != 0 && llm_shared->model_state == LLM_MODEL_READY;
+	running = llm_shared->worker_pid != 0;
 	LWLockRelease(llm_shared->lock);
-	return ready;
+	return running && llm_registry_model_state(alias, NULL) == LLM_MODEL_READY;
 }
 
 /* Claim rows so at least llm.batch_window (and up to a quarter more) are in flight. */
@@ -615,7 +635,7 @@ claim_rows(List *runnable)
 	int			n_jobs = list_length(runnable);
 	LlmClaim   *claims;
 
-	if (n_jobs == 0 || n_rows >= window || !model_ready())
+	if (n_jobs == 0 || n_rows >= window)
 		return;
 	budget = window + Max(window / 4, 1) - n_rows;
 	claims = palloc(sizeof(LlmClaim) * budget);
@@ -625,7 +645,7 @@ claim_rows(List *runnable)
 		int			share = (budget + (n_jobs - k) - 1) / (n_jobs - k);
 		int			got;
 
-		if (job_failed(rj))
+		if (job_failed(rj) || !model_ready(rj->model))
 			continue;
 		got = llm_queue_claim(rj->def->id, token, share, claims, runner_cxt);
 
@@ -744,6 +764,8 @@ submit_step(void *arg)
 	}
 	/* built as the job's role: its prefix-cache isolation and its name in llm_recent_requests */
 	llm_call_read_options(job->options, &call);
+	/* a job is background work: the batch class, below interactive calls */
+	llm_call_set_batch(&call);
 	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));
 	if (s->refused == NULL)
 	{

@@ -4,8 +4,8 @@
 -- retry_failed; who may control a job; continuous mode; llm_submit /
 -- llm_result / llm_cancel; llm_progress and the submitter columns of
 -- llm_recent_requests().  The faults (killed runner and worker, restarts,
--- rows changed in flight, dropped tables and roles) are in
--- test/t/014_jobs.pl.
+-- rows changed in flight, dropped tables and roles) and a job on a second
+-- model are in test/t/017_jobs.pl.
 --
 -- wait_job(id, states): wait (up to 120 s) until job id is in one of states
 CREATE FUNCTION wait_job(job bigint, states text[] DEFAULT '{done}') RETURNS text LANGUAGE plpgsql AS $$
@@ -83,6 +83,7 @@ SELECT try_sql($$SELECT llm_enrich('jt', 'summary', 'random()::text')$$);
 SELECT try_sql($$SELECT llm_enrich('jt', 'summary', 'summary')$$);
 SELECT try_sql($$SELECT llm_enrich('jt', 'id', 'body')$$);
 SELECT try_sql($$SELECT llm_enrich('jt', 'summary', 'body', temperature => -1)$$);
+SELECT try_sql($$SELECT llm_enrich('jt', 'summary', 'body', model => 'nosuch')$$);
 SELECT try_sql($$SELECT llm_enrich(NULL, 'summary', 'body')$$);
 CREATE TABLE jt_nopk (id int, body text, summary text);
 SELECT try_sql($$SELECT llm_enrich('jt_nopk', 'summary', 'body')$$);
@@ -145,6 +146,14 @@ SELECT count(*) AS triggers_left FROM pg_trigger WHERE tgrelid = 'jt'::regclass;
 INSERT INTO jt VALUES (15, 'Say the number 15 in words.');
 SELECT pg_sleep(0.5);
 SELECT summary IS NULL AS not_filled_after_cancel FROM jt WHERE id = 15;
+-- model => is kept with the other options (here the default model's alias;
+-- test/t/017_jobs.pl runs a job on a second model)
+UPDATE jt SET summary = NULL WHERE id <= 2;
+SELECT llm_enrich('jt', 'summary', $$'Summarize: ' || body$$, max_tokens => 4, where_clause => 'id <= 2',
+                  model => 'default') AS job \gset
+SELECT wait_job(:job);
+SELECT rows_done, rows_failed FROM llm_jobs WHERE id = :job;
+SELECT count(*) AS same_as_statement FROM jt JOIN jt_expected e USING (id) WHERE jt.summary = e.summary AND id <= 2;
 RESET ROLE;
 --
 -- llm_submit / llm_result / llm_cancel: requests that outlive the statement
@@ -157,6 +166,9 @@ SELECT text = llm_generate('Say the number 7 in words.', max_tokens => 4) AS sam
        completion_tokens, status
 FROM llm_result(:req);
 SELECT (llm_result(:req, wait => false)).status AS fetched_again;
+SELECT text = llm_generate('Say the number 7 in words.', max_tokens => 4) AS same_text
+FROM llm_result(llm_submit('Say the number 7 in words.', max_tokens => 4, model => 'default'));
+SELECT try_sql($$SELECT llm_submit('x', model => 'nosuch')$$);
 RESET ROLE;
 SET ROLE job_other;
 SELECT regexp_replace(try_sql(format('SELECT llm_result(%s)', :req)), '[0-9]{6,}', 'N', 'g') AS other_fetch;

@@ -523,6 +523,8 @@ GRANT SELECT ON llm_models TO llm_user, pg_monitor;
 -- durable jobs
 -- (llm_enrich and its jobs, llm_submit / llm_result / llm_cancel, llm_progress,
 -- the submitter columns of llm_recent_requests; docs/JOBS.md)
+-- New functions, after the several models block: llm_submit and llm_enrich
+-- declare model => (last), read by name like every generation option.
 
 -- Appending result columns to a function returning record, in place (src/widen.c).
 CREATE FUNCTION llm_widen_result(target regprocedure, template regprocedure)
@@ -608,12 +610,13 @@ CREATE FUNCTION llm_submit(
 	stop text[] DEFAULT NULL,
 	system text DEFAULT NULL,
 	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise')
+	on_error text DEFAULT 'raise',
+	model text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'pg_llm_submit'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
-COMMENT ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) IS
+COMMENT ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text) IS
 'Submit a generation (options as llm_generate) that outlives the statement, the transaction and the session; returns its id at once. Fetch it with llm_result, drop it with llm_cancel; results are kept for llm.async_result_ttl.';
 
 CREATE FUNCTION llm_result(
@@ -741,12 +744,13 @@ CREATE FUNCTION llm_enrich(
 	raw boolean DEFAULT false,
 	where_clause text DEFAULT NULL,
 	mode text DEFAULT 'once',
-	max_attempts int DEFAULT 3)
+	max_attempts int DEFAULT 3,
+	model text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'pg_llm_enrich'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int) IS
+COMMENT ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text) IS
 'Start a job filling output_column of every row of target where it is NULL (and where_clause holds) with the generation from prompt, an SQL expression over the row, in the background, in short transactions, resumably; mode ''continuous'' also fills rows inserted or updated later. Returns the job id (llm_jobs). Needs a primary key.';
 
 CREATE FUNCTION llm_job_pause(job bigint) RETURNS void
@@ -795,12 +799,12 @@ COMMENT ON VIEW llm_job_errors IS
 
 REVOKE ALL ON FUNCTION llm_progress() FROM PUBLIC;
 REVOKE ALL ON llm_progress FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_result(bigint, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_cancel(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_wake() FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_trigger() FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_pause(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_resume(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_cancel(bigint) FROM PUBLIC;
@@ -809,11 +813,11 @@ REVOKE ALL ON llm_job, llm_job_queue, llm_job_error, llm_jobs, llm_job_errors FR
 
 GRANT EXECUTE ON FUNCTION llm_progress() TO llm_user, pg_monitor;
 GRANT SELECT ON llm_progress TO llm_user, pg_monitor;
-GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_result(bigint, boolean) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_cancel(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_trigger() TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_pause(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_resume(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_cancel(bigint) TO llm_user;

@@ -323,17 +323,25 @@ llm_model_unknown_message(const char *alias)
 	return psprintf("unknown model \"%s\" (known: %s)", alias, llm_model_known_aliases());
 }
 
-void
-llm_model_alias_check(const char *alias)
+bool
+llm_model_alias_known(const char *alias)
 {
 	const LlmModelList *l;
 
 	if (alias == NULL || strcmp(alias, LLM_DEFAULT_MODEL) == 0)
-		return;
+		return true;
 	l = llm_model_list_current();
 	for (int i = 0; i < l->n; i++)
 		if (strcmp(l->models[i].alias, alias) == 0)
-			return;
+			return true;
+	return false;
+}
+
+void
+llm_model_alias_check(const char *alias)
+{
+	if (llm_model_alias_known(alias))
+		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s", llm_model_unknown_message(alias)),

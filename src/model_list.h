@@ -94,4 +94,7 @@ extern char *llm_model_unknown_message(const char *alias);
  */
 extern void llm_model_alias_check(const char *alias);
 
+/* Whether llm_model_alias_check accepts alias (no ERROR). */
+extern bool llm_model_alias_known(const char *alias);
+
 #endif

@@ -57,6 +57,35 @@ llm_model_state_name(LlmModelState s)
 	}
 }
 
+LlmModelState
+llm_registry_model_state(const char *alias, int32 *n_ctx)
+{
+	LlmModelState state = LLM_MODEL_NONE;
+	int32		ctx = 0;
+
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	if (alias == NULL || strcmp(alias, LLM_DEFAULT_MODEL) == 0)
+	{
+		state = llm_shared->model_state;
+		ctx = llm_shared->n_ctx;
+	}
+	else
+		for (int row = 1; row < LLM_MAX_MODELS; row++)
+		{
+			LlmModelRow *r = &llm_shared->models[row];
+
+			if (r->in_use && strcmp(r->alias, alias) == 0)
+			{
+				state = r->state;
+				ctx = r->n_ctx;
+			}
+		}
+	LWLockRelease(llm_shared->lock);
+	if (n_ctx)
+		*n_ctx = state == LLM_MODEL_READY ? ctx : 0;
+	return state;
+}
+
 static Size
 llm_shmem_size(void)
 {

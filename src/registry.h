@@ -99,6 +99,14 @@ typedef struct LlmShared
 /* NULL until shared memory is set up (and in a process without the preloaded library). */
 extern LlmShared *llm_shared;
 
+/*
+ * The state of the model the worker serves as alias (NULL or "default": the
+ * default model) and, when READY, its context length in *n_ctx (if not
+ * NULL; else 0); LLM_MODEL_NONE for an alias no row of the model table
+ * holds.  Takes the lock shared.
+ */
+extern LlmModelState llm_registry_model_state(const char *alias, int32 *n_ctx);
+
 /* Ask the postmaster for the registry's shared memory and lock (from _PG_init). */
 extern void llm_registry_request(void);
 

@@ -149,20 +149,9 @@ count_tokens(const char *model, char *const *texts, int n, int *counts, int32 **
 static int32
 model_context_length(const char *model)
 {
-	int32		n_ctx = 0;
+	int32		n_ctx;
 
-	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	if (model == NULL || strcmp(model, LLM_DEFAULT_MODEL) == 0)
-		n_ctx = llm_shared->model_state == LLM_MODEL_READY ? llm_shared->n_ctx : 0;
-	else
-		for (int row = 0; row < LLM_MAX_MODELS; row++)
-		{
-			LlmModelRow *r = &llm_shared->models[row];
-
-			if (r->in_use && strcmp(r->alias, model) == 0)
-				n_ctx = r->state == LLM_MODEL_READY ? r->n_ctx : 0;
-		}
-	LWLockRelease(llm_shared->lock);
+	(void) llm_registry_model_state(model, &n_ctx);
 	if (n_ctx <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

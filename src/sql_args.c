@@ -786,7 +786,8 @@ llm_call_options_collect(FunctionCallInfo fcinfo)
 		Oid			output;
 		bool		varlena;
 
-		if (r < 0 || PG_ARGISNULL(i))
+		/* the generation options only, not the AI functions' inputs */
+		if (r < 0 || r >= N_ARGS || PG_ARGISNULL(i))
 			continue;
 		if (arg_table[r].type != proc->proargtypes.values[i])
 			ereport(ERROR,
@@ -830,7 +831,7 @@ llm_call_read_options(Jsonb *options, LlmCall *call)
 			continue;
 		key = pnstrdup(v.val.string.val, v.val.string.len);
 		r = row_by_name(key);
-		if (r < 0)
+		if (r < 0 || r >= N_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown llm option \"%s\"", key),
@@ -860,9 +861,20 @@ llm_call_read_options(Jsonb *options, LlmCall *call)
 		else if (!defaults[r].isnull)
 			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
 	}
-	call->req.params.cache_salt = prefix_cache_salt();
-	call->req.params.debug_poison_logits = debug_poison_logits;
-	check_options(call);
+	finish_read(call);
+}
+
+char *
+llm_call_options_model(Jsonb *options)
+{
+	JsonbValue *v;
+
+	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
+		return NULL;
+	v = getKeyJsonValueFromContainer(&options->root, "model", strlen("model"), NULL);
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
 }
 
 /* ---------- the AI functions' calls ---------- */

@@ -218,4 +218,10 @@ extern Jsonb *llm_call_options_collect(FunctionCallInfo fcinfo);
  */
 extern void llm_call_read_options(Jsonb *options, LlmCall *call);
 
+/*
+ * The model alias such an object names (its model option, palloc'd), NULL
+ * for the default model; unchecked (llm_call_read_options checks it).
+ */
+extern char *llm_call_options_model(Jsonb *options);
+
 #endif

@@ -3,7 +3,9 @@
 # resumes by itself and the record shows 0 rows lost, 0 written twice and
 # 0 stale results: each stored value equals what the prompt over the row's
 # final inputs generates now (greedy generation is batch-invariant, so the
-# same prompt gives the same text alone or in any batch).
+# same prompt gives the same text alone or in any batch).  A job on a
+# second model (llm.models, model =>) runs there, in the batch class, and
+# fails, not its rows, when its model leaves the list.
 use strict;
 use warnings;
 use FindBin;
@@ -211,6 +213,63 @@ is(q1("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'llm job runne
 q1('DROP OWNED BY jobber; DROP ROLE jobber');
 wait_state($job, 'failed', 'its role dropped');
 q1('DROP TABLE t3');
+
+# ---------- a job on a second model (llm.models) ----------
+my $smol = q1("SELECT boot_val FROM pg_settings WHERE name = 'llm.model'");
+my $small = "small=$smol (context_length=512, kv_cache_size=64MB)";
+
+sub set_models
+{
+	q1("ALTER SYSTEM SET llm.models = '$_[0]'");
+	$node->reload;
+}
+set_models($small);
+ok($node->poll_query_until('postgres', "SELECT state = 'ready' FROM llm_models WHERE alias = 'small'"),
+	'a second model, small, is ready');
+reset_table();
+LlmTest::wait_idle($node, 'before the job on small');
+my ($small_before, $default_before) = split /\|/, q1(q{SELECT
+	(SELECT requests_finished FROM llm_models WHERE alias = 'small'),
+	(SELECT requests_finished FROM llm_models WHERE alias = 'default')});
+my ($batch_before, $interactive_before) = split /\|/, q1(q{SELECT coalesce(sum(batch_requests), 0),
+	coalesce(sum(interactive_requests), 0) FROM llm_usage WHERE role = current_user});
+$job = q1("SELECT llm_enrich('tickets', 'summary', \$\$'Summarize: ' || body\$\$, max_tokens => $MT, model => 'small')");
+wait_state($job, 'done', 'on the second model');
+ok($node->poll_query_until('postgres',
+		"SELECT requests_finished >= $small_before + $N FROM llm_models WHERE alias = 'small'"),
+	"the job's requests went to small");
+is(q1("SELECT requests_finished - $default_before FROM llm_models WHERE alias = 'default'"), '0',
+	'none went to the default model');
+ok($node->poll_query_until('postgres',
+		"SELECT coalesce(sum(batch_requests), 0) >= $batch_before + $N FROM llm_usage WHERE role = current_user"),
+	'the job ran in the batch class');
+is(q1("SELECT coalesce(sum(interactive_requests), 0) - $interactive_before FROM llm_usage WHERE role = current_user"),
+	'0', 'none of it in the interactive class');
+is(q1(qq{SELECT count(*) FROM tickets
+         WHERE summary IS DISTINCT FROM llm_generate('Summarize: ' || body, max_tokens => $MT, model => 'small')}),
+	'0', 'each row holds what llm_generate on small gives');
+
+# its model removed from llm.models: the job fails (no row is given up on), and resumes once it is back
+q1("CREATE TABLE t4 AS SELECT i AS id, 'Say ' || i || '.' AS body, NULL::text AS s FROM generate_series(1, 200) i");
+q1('ALTER TABLE t4 ADD PRIMARY KEY (id)');
+$job = q1("SELECT llm_enrich('t4', 's', 'body', max_tokens => 16, model => 'small')");
+wait_rows_done($job, 2);
+set_models('');
+wait_state($job, 'failed', 'its model removed from llm.models');
+like(q1("SELECT last_error FROM llm_jobs WHERE id = $job"), qr/unknown model "small"/, 'last error names the model');
+is(q1("SELECT count(*) FROM llm_job_errors WHERE job_id = $job"), '0', 'no row was given up on');
+set_models($small);
+ok($node->poll_query_until('postgres', "SELECT state = 'ready' FROM llm_models WHERE alias = 'small'"),
+	'small is back');
+my $t4_done = q1("SELECT rows_done FROM llm_job WHERE id = $job");
+q1("SELECT llm_job_resume($job)");
+ok($node->poll_query_until('postgres', "SELECT rows_done > $t4_done FROM llm_job WHERE id = $job"),
+	'the job resumed on small');
+q1("SELECT llm_job_cancel($job)");
+q1('DROP TABLE t4');
+q1('ALTER SYSTEM RESET llm.models');
+$node->reload;
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 1 FROM llm_models'), 'back to the default model alone');
 
 # ---------- a second database with jobs gets its own runner ----------
 q1('CREATE DATABASE other');
