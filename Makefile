@@ -111,6 +111,11 @@ build/bench/grammar_bench: bench/grammar_bench.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# Two models in one driver: steps in turn on one pool vs two pools side by side (docs/MODELS.md).
+build/bench/multi_model: bench/multi_model.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 # Constrained decoding in the engine: decode at batch B with and without a grammar (docs/PERFORMANCE.md).
 build/bench/structured_bench: bench/structured_bench.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)

@@ -20,6 +20,8 @@ typedef struct WorkerRequest
 	int			slot;
 	uint64		client_id;		/* the backend's id */
 	uint64		engine_id;
+	llm_engine *engine;			/* the model's engine it lives in */
+	int			model;			/* its model's row (registry.h) */
 	bool		grammar;		/* constrained: a length finish is no valid result */
 	int32		max_tokens;
 	Oid			role;			/* accounting tags of the request (protocol.h) */
@@ -31,30 +33,21 @@ typedef struct WorkerRequest
 static MemoryContext intake_cxt;
 static dlist_head *slot_requests;	/* per slot: its WorkerRequests */
 static int	n_slots;
-static llm_engine *engine = NULL;
-static int	unavailable_sqlstate;
-static char unavailable_error[LLM_MODEL_ERROR_LEN];
+static IntakeRouteFn route;
 static uint64 next_engine_id = 1;
 
 /* Where a decoded request's arrays live until llm_engine_submit has copied them. */
 static llm_wire_arrays wire_arrays;
 
 void
-intake_init(int slots, MemoryContext cxt)
+intake_init(int slots, MemoryContext cxt, IntakeRouteFn route_fn)
 {
+	route = route_fn;
 	intake_cxt = cxt;
 	n_slots = slots;
 	slot_requests = MemoryContextAlloc(cxt, sizeof(dlist_head) * slots);
 	for (int i = 0; i < slots; i++)
 		dlist_init(&slot_requests[i]);
-}
-
-void
-intake_set_engine(llm_engine *e, int model_sqlstate, const char *model_error)
-{
-	engine = e;
-	unavailable_sqlstate = model_sqlstate;
-	strlcpy(unavailable_error, model_error ? model_error : "", sizeof(unavailable_error));
 }
 
 static void
@@ -73,18 +66,7 @@ answer_error(int slot, uint64 id, llm_status st, const char *err)
 /* ---------- requests ---------- */
 
 static void
-model_unavailable(int slot, uint64 id)
-{
-	char		msg[LLM_MODEL_ERROR_LEN + 64];
-
-	snprintf(msg, sizeof(msg), "llm model is not available: %s",
-			 unavailable_error[0] ? unavailable_error : "the model is not loaded");
-	wch_queue_error(slot, id, unavailable_sqlstate ? unavailable_sqlstate : ERRCODE_INTERNAL_ERROR, msg);
-	llm_stats_note_failed();
-}
-
-static void
-submit(int slot, const llm_wire_msg *m)
+submit(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
 {
 	WorkerRequest *r;
 	char		err[1100];
@@ -96,6 +78,8 @@ submit(int slot, const llm_wire_msg *m)
 	r->slot = slot;
 	r->client_id = m->id;
 	r->engine_id = next_engine_id++;
+	r->engine = engine;
+	r->model = model;
 	r->grammar = m->request.grammar != NULL;
 	r->max_tokens = m->request.params.max_tokens;
 	r->role = m->role_id;
@@ -109,7 +93,7 @@ submit(int slot, const llm_wire_msg *m)
 	if (st != LLM_OK)
 	{
 		answer_error(slot, m->id, st, err);
-		llm_stats_note_failed();
+		llm_stats_note_failed(model);
 		pfree(r);
 		return;
 	}
@@ -117,7 +101,7 @@ submit(int slot, const llm_wire_msg *m)
 }
 
 static void
-tokenize(int slot, const llm_wire_msg *m)
+tokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 {
 	int32	   *ids;
 	int64		n;
@@ -141,7 +125,7 @@ tokenize(int slot, const llm_wire_msg *m)
 }
 
 static void
-detokenize(int slot, const llm_wire_msg *m)
+detokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 {
 	char	   *text;
 	int64		len;
@@ -182,11 +166,10 @@ abort_request(int slot, uint64 client_id)
 
 		if (r->client_id == client_id)
 		{
-			if (engine)
-				llm_engine_abort(engine, r->engine_id);
+			llm_engine_abort(r->engine, r->engine_id);
 			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
+			llm_stats_note_aborted(r->model);
 			free_request(r);
-			llm_stats_note_aborted();
 			return;
 		}
 	}
@@ -197,6 +180,8 @@ intake_message(int slot, const void *data, Size len)
 {
 	llm_wire_msg m;
 	const char *why;
+	llm_engine *engine = NULL;
+	int			model = -1;
 
 	switch (llm_wire_decode(data, len, &m, &wire_arrays, &why))
 	{
@@ -216,22 +201,30 @@ intake_message(int slot, const void *data, Size len)
 		abort_request(slot, m.id);
 		return;
 	}
-	if (engine == NULL)
+	if (m.kind == LLM_WIRE_SUBMIT || m.kind == LLM_WIRE_TOKENIZE || m.kind == LLM_WIRE_DETOKENIZE)
 	{
-		model_unavailable(slot, m.id);
-		llm_stats_note_change();
-		return;
+		int			sqlstate;
+		char		msg[LLM_MODEL_ERROR_LEN + 128];
+
+		engine = route(m.model, &model, &sqlstate, msg, sizeof(msg));
+		if (engine == NULL)
+		{
+			wch_queue_error(slot, m.id, sqlstate, msg);
+			llm_stats_note_failed(model);
+			llm_stats_note_change();
+			return;
+		}
 	}
 	switch (m.kind)
 	{
 		case LLM_WIRE_SUBMIT:
-			submit(slot, &m);
+			submit(slot, &m, engine, model);
 			break;
 		case LLM_WIRE_TOKENIZE:
-			tokenize(slot, &m);
+			tokenize(slot, &m, engine);
 			break;
 		case LLM_WIRE_DETOKENIZE:
-			detokenize(slot, &m);
+			detokenize(slot, &m, engine);
 			break;
 		default:
 			wch_queue_error(slot, m.id, ERRCODE_PROTOCOL_VIOLATION, "unknown llm request kind");
@@ -248,17 +241,16 @@ intake_abort_slot(int slot)
 	{
 		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-		if (engine)
-			llm_engine_abort(engine, r->engine_id);
+		llm_engine_abort(r->engine, r->engine_id);
 		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-		llm_stats_note_aborted();
+		llm_stats_note_aborted(r->model);
 		free_request(r);
 	}
 	llm_stats_note_change();
 }
 
 void
-intake_fail_all(int sqlstate, const char *message)
+intake_fail_engine(llm_engine *e, int sqlstate, const char *message)
 {
 	for (int i = 0; i < n_slots; i++)
 	{
@@ -268,11 +260,12 @@ intake_fail_all(int sqlstate, const char *message)
 		{
 			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-			if (engine)
-				llm_engine_abort(engine, r->engine_id);
+			if (r->engine != e)
+				continue;
+			llm_engine_abort(e, r->engine_id);
 			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
-			llm_stats_note_failed();
+			llm_stats_note_failed(r->model);
 			free_request(r);
 		}
 	}
@@ -324,7 +317,7 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 							 "before it was complete under its grammar (choices, regex or json_schema)",
 							 ev->usage.completion_tokens);
 				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-				llm_stats_note_finished(ev->finish_reason, &ev->usage);
+				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage);
 				free_request(r);
 				break;
 			}
@@ -334,13 +327,13 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			m.scores = ev->scores;
 			m.n_scores = ev->n_scores;
 			wch_queue(r->slot, &m);
-			llm_stats_note_finished(ev->finish_reason, &ev->usage);
+			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage);
 			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
-			llm_stats_note_failed();
+			llm_stats_note_failed(r->model);
 			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;

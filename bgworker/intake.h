@@ -4,8 +4,9 @@
  * detokenize or abort) and routing of the engine's events back to the
  * requesting channel as responses.
  *
- * Every request living in the engine is owned here, listed under the
- * channel slot it came from, from its submission to its final event, its
+ * Every request is routed by the model alias it names to that model's
+ * engine.  Every request living in an engine is owned here, listed under
+ * the channel slot it came from, from its submission to its final event, its
  * abort, or its slot's channel being dropped.  Statuses become SQLSTATEs by
  * src/sqlstate.h's table; what happens to each request is noted in the
  * statistics (src/stats.h).  A request with a grammar that finishes with
@@ -20,14 +21,15 @@
 
 #include "engine.h"
 
-/* Set up for n_slots channel slots (memory from cxt). */
-extern void intake_init(int n_slots, MemoryContext cxt);
-
 /*
- * The engine requests go to from now on; NULL while no model is loaded:
- * requests are then answered with ERROR model_sqlstate naming model_error.
+ * Where a request naming model alias (NULL: the default model) goes: its
+ * engine and model row (registry.h), or NULL with the SQLSTATE and message
+ * to answer with (bgworker/models.h's models_route).
  */
-extern void intake_set_engine(llm_engine *e, int model_sqlstate, const char *model_error);
+typedef llm_engine *(*IntakeRouteFn) (const char *alias, int *row, int *sqlstate, char *msg, size_t msglen);
+
+/* Set up for n_slots channel slots (memory from cxt), requests routed by route. */
+extern void intake_init(int n_slots, MemoryContext cxt, IntakeRouteFn route);
 
 /* Handle one request message received on slot's channel. */
 extern void intake_message(int slot, const void *data, Size len);
@@ -38,7 +40,7 @@ extern void intake_on_event(const llm_event *ev, void *cb_arg);
 /* Slot's channel is being dropped: abort its requests in the engine (no answers). */
 extern void intake_abort_slot(int slot);
 
-/* Fail every live request with an ERROR (the engine is about to be replaced). */
-extern void intake_fail_all(int sqlstate, const char *message);
+/* Fail every live request of engine e with an ERROR (e is about to be destroyed). */
+extern void intake_fail_engine(llm_engine *e, int sqlstate, const char *message);
 
 #endif

@@ -31,6 +31,30 @@ typedef struct StatsDelta
 
 static StatsDelta delta;
 
+/* Per model row: counter deltas since the last publish, and its engine's counters then. */
+typedef struct ModelDelta
+{
+	int64		finished;
+	int64		failed;
+	int64		aborted;
+	int64		prompt_tokens;
+	int64		completion_tokens;
+	int64		steps;
+	bool		fresh;			/* zero the row's statistics at the next publish */
+	/* the engine's cumulative counters at the last publish (they restart with each engine) */
+	int64		last_preemptions;
+	int64		last_prefix_queries;
+	int64		last_prefix_hits;
+	int64		published_steps;	/* each step's batch size counts once */
+} ModelDelta;
+
+static ModelDelta model_delta[LLM_MAX_MODELS];
+
+static ModelDelta *
+model_of(int model)
+{
+	return model >= 0 && model < LLM_MAX_MODELS ? &model_delta[model] : NULL;
+}
 /* Usage noted since the last publish, per (role, database). */
 typedef struct UsageDelta
 {
@@ -58,12 +82,6 @@ static LlmRequestRecord pending_records[PENDING_RECORDS];
 static int	n_pending_records = 0;
 static bool stats_dirty = true;
 
-/* The engine's cumulative counters at the last publish (they restart with each engine). */
-static int64 last_engine_preemptions = 0;
-static int64 last_engine_prefix_queries = 0;
-static int64 last_engine_prefix_hits = 0;
-/* engine step count at the last publish: each step's batch size counts once */
-static int64 published_steps = -1;
 
 /* Append one latency sample (ms) to a ring; caller holds the lock exclusively. */
 static void
@@ -211,8 +229,16 @@ record_request(llm_finish_reason outcome, const llm_usage *usage)
 }
 
 void
-llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage)
+llm_stats_note_finished(int model, llm_finish_reason reason, const llm_usage *usage)
 {
+	ModelDelta *md = model_of(model);
+
+	if (md)
+	{
+		md->finished++;
+		md->prompt_tokens += usage->prompt_tokens;
+		md->completion_tokens += usage->completion_tokens;
+	}
 	delta.finished++;
 	delta.prompt_tokens += usage->prompt_tokens;
 	delta.cached_tokens += usage->cached_tokens;
@@ -226,22 +252,28 @@ llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage)
 }
 
 void
-llm_stats_note_failed(void)
+llm_stats_note_failed(int model)
 {
+	if (model_of(model))
+		model_of(model)->failed++;
 	delta.failed++;
 	record_request(LLM_FINISH_ERROR, NULL);
 }
 
 void
-llm_stats_note_aborted(void)
+llm_stats_note_aborted(int model)
 {
+	if (model_of(model))
+		model_of(model)->aborted++;
 	delta.aborted++;
 	record_request(LLM_FINISH_ABORT, NULL);
 }
 
 void
-llm_stats_note_step(void)
+llm_stats_note_step(int model)
 {
+	if (model_of(model))
+		model_of(model)->steps++;
 	delta.steps++;
 	stats_dirty = true;
 }
@@ -253,41 +285,101 @@ llm_stats_note_change(void)
 }
 
 void
-llm_stats_engine_replaced(void)
+llm_stats_engine_replaced(int model, bool fresh)
 {
-	last_engine_preemptions = 0;
-	last_engine_prefix_queries = 0;
-	last_engine_prefix_hits = 0;
+	ModelDelta *md = model_of(model);
+
+	if (md)
+	{
+		md->last_preemptions = 0;
+		md->last_prefix_queries = 0;
+		md->last_prefix_hits = 0;
+		md->published_steps = -1;
+		if (fresh)
+		{
+			md->finished = md->failed = md->aborted = 0;
+			md->prompt_tokens = md->completion_tokens = md->steps = 0;
+			md->fresh = true;
+		}
+	}
 	stats_dirty = true;
 }
 
-void
-llm_stats_publish(const llm_engine *e)
+/* One model's engine numbers into its row and the sums of llm_stat; caller holds the lock exclusively. */
+static void
+publish_model_locked(int row, const llm_engine *e, LlmStats *s)
 {
+	ModelDelta *md = &model_delta[row];
+	LlmModelStats *ms = &llm_shared->models[row].stats;
 	llm_engine_stats es;
 
-	if (!stats_dirty)
-		return;
 	memset(&es, 0, sizeof(es));
 	if (e)
 		llm_engine_get_stats(e, &es);
+	if (md->fresh)
+	{
+		memset(ms, 0, sizeof(*ms));
+		md->fresh = false;
+	}
+	ms->requests_running = es.n_running;
+	ms->requests_waiting = es.n_waiting;
+	/* idle: no current batch; the max folds in each step once, so a reset sticks */
+	ms->batch_size = es.n_running > 0 ? es.last_batch_seqs : 0;
+	if (e && es.n_steps != md->published_steps)
+	{
+		ms->max_batch_size = Max(ms->max_batch_size, es.last_batch_seqs);
+		s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
+		md->published_steps = es.n_steps;
+	}
+	ms->kv_blocks_used = es.kv_blocks_used;
+	ms->kv_blocks_cached = es.kv_blocks_cached;
+	ms->kv_blocks_total = es.kv_blocks_total;
+	ms->requests_finished += md->finished;
+	ms->requests_failed += md->failed;
+	ms->requests_aborted += md->aborted;
+	ms->prompt_tokens += md->prompt_tokens;
+	ms->completion_tokens += md->completion_tokens;
+	ms->steps += md->steps;
+	md->finished = md->failed = md->aborted = 0;
+	md->prompt_tokens = md->completion_tokens = md->steps = 0;
+
+	s->requests_running += es.n_running;
+	s->requests_waiting += es.n_waiting;
+	s->batch_size += ms->batch_size;
+	s->kv_blocks_used += es.kv_blocks_used;
+	s->kv_blocks_cached += es.kv_blocks_cached;
+	s->kv_blocks_total += es.kv_blocks_total;
+	if (e && es.n_preemptions >= md->last_preemptions)
+		s->preemptions += es.n_preemptions - md->last_preemptions;
+	if (e && es.prefix_queries >= md->last_prefix_queries &&
+		es.cached_prompt_tokens >= md->last_prefix_hits)
+	{
+		s->prefix_query_tokens += es.prefix_queries - md->last_prefix_queries;
+		s->prefix_hit_tokens += es.cached_prompt_tokens - md->last_prefix_hits;
+	}
+	md->last_preemptions = es.n_preemptions;
+	md->last_prefix_queries = es.prefix_queries;
+	md->last_prefix_hits = es.cached_prompt_tokens;
+}
+
+void
+llm_stats_publish(llm_engine *const *engines, int n)
+{
+	if (!stats_dirty)
+		return;
 
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	{
 		LlmStats   *s = &llm_shared->stats;
 
-		s->requests_running = es.n_running;
-		s->requests_waiting = es.n_waiting;
-		/* idle: no current batch; the max folds in each step once, so a reset sticks */
-		s->batch_size = es.n_running > 0 ? es.last_batch_seqs : 0;
-		if (es.n_steps != published_steps)
-		{
-			s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
-			published_steps = es.n_steps;
-		}
-		s->kv_blocks_used = es.kv_blocks_used;
-		s->kv_blocks_cached = es.kv_blocks_cached;
-		s->kv_blocks_total = es.kv_blocks_total;
+		s->requests_running = 0;
+		s->requests_waiting = 0;
+		s->batch_size = 0;
+		s->kv_blocks_used = 0;
+		s->kv_blocks_cached = 0;
+		s->kv_blocks_total = 0;
+		for (int row = 0; row < n && row < LLM_MAX_MODELS; row++)
+			publish_model_locked(row, engines[row], s);
 		s->requests_finished += delta.finished;
 		s->requests_failed += delta.failed;
 		s->requests_aborted += delta.aborted;
@@ -295,14 +387,6 @@ llm_stats_publish(const llm_engine *e)
 		s->cached_tokens += delta.cached_tokens;
 		s->completion_tokens += delta.completion_tokens;
 		s->steps += delta.steps;
-		if (e && es.n_preemptions >= last_engine_preemptions)
-			s->preemptions += es.n_preemptions - last_engine_preemptions;
-		if (e && es.prefix_queries >= last_engine_prefix_queries &&
-			es.cached_prompt_tokens >= last_engine_prefix_hits)
-		{
-			s->prefix_query_tokens += es.prefix_queries - last_engine_prefix_queries;
-			s->prefix_hit_tokens += es.cached_prompt_tokens - last_engine_prefix_hits;
-		}
 		for (int i = 0; i < delta.n_ttft; i++)
 			latency_add(&s->ttft, delta.ttft[i]);
 		for (int i = 0; i < delta.n_tpot; i++)
@@ -311,9 +395,6 @@ llm_stats_publish(const llm_engine *e)
 		append_usage_locked();
 	}
 	LWLockRelease(llm_shared->lock);
-	last_engine_preemptions = es.n_preemptions;
-	last_engine_prefix_queries = es.prefix_queries;
-	last_engine_prefix_hits = es.cached_prompt_tokens;
 	memset(&delta, 0, sizeof(delta));
 	stats_dirty = false;
 }
@@ -325,4 +406,13 @@ llm_stats_worker_gone_locked(LlmStats *s)
 	s->requests_waiting = 0;
 	s->kv_blocks_used = 0;
 	s->batch_size = 0;
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+	{
+		LlmModelStats *ms = &llm_shared->models[row].stats;
+
+		ms->requests_running = 0;
+		ms->requests_waiting = 0;
+		ms->kv_blocks_used = 0;
+		ms->batch_size = 0;
+	}
 }

@@ -1,12 +1,14 @@
 /*
- * worker.c — the llm background worker: its main loop, and the loading and
- * reloading of the engine (model, KV cache, scheduler) it owns.
+ * worker.c — the llm background worker: its main loop, signals and exit;
+ * the models it serves (engines, their loading and reloading) are
+ * models.c's.
  *
- * Loop: reload config on SIGHUP -> attach/drop channels named in the
- * registry (worker_channel.c) -> hand every received request to the intake
- * (intake.c: decode, queue in the engine) -> one engine step if there is
- * work, its events routed by the intake to the channels' outboxes -> send
- * outboxes without blocking -> publish statistics (stats_publish.c) -> sleep
+ * Loop: reload config on SIGHUP (models.c reloads what changed) ->
+ * attach/drop channels named in the registry (worker_channel.c) -> hand
+ * every received request to the intake (intake.c: decode, route by model
+ * alias, queue in that model's engine) -> one engine step of every model
+ * with work (models.c), its events routed by the intake to the channels'
+ * outboxes -> send outboxes without blocking -> publish statistics (stats_publish.c) -> sleep
  * on the latch when idle.
  *
  * It never crashes on bad input or a bad model: a model that cannot be loaded
@@ -25,8 +27,6 @@
  */
 #include "postgres.h"
 
-#include <sys/stat.h>
-
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -40,6 +40,8 @@
 #include "engine.h"
 #include "engine_config.h"
 #include "intake.h"
+#include "model_list.h"
+#include "models.h"
 #include "registry.h"
 #include "stats.h"
 #include "worker_channel.h"
@@ -50,12 +52,6 @@ extern PGDLLEXPORT void llm_worker_main(Datum arg);
 static volatile sig_atomic_t got_sigterm = false;
 
 static MemoryContext worker_cxt;
-static llm_engine *engine = NULL;
-/* the config the engine was created from (or failed to be), strings in loaded_cxt */
-static llm_engine_config loaded;
-static MemoryContext loaded_cxt = NULL;
-static int	model_sqlstate;
-static char model_error[LLM_MODEL_ERROR_LEN];
 
 static void
 worker_sigterm(SIGNAL_ARGS)
@@ -67,177 +63,24 @@ worker_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
-/* ---------- model loading ---------- */
-
-static void
-set_model_state(LlmModelState state)
-{
-	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
-	llm_shared->model_state = state;
-	strlcpy(llm_shared->model_path, loaded.model_path, MAXPGPATH);
-	llm_shared->model_sqlstate = model_sqlstate;
-	strlcpy(llm_shared->model_error, state == LLM_MODEL_FAILED ? model_error : "",
-			LLM_MODEL_ERROR_LEN);
-	strlcpy(llm_shared->device, loaded.device, sizeof(llm_shared->device));
-	if (state == LLM_MODEL_READY)
-	{
-		size_t		need;
-
-		llm_shared->n_ctx = llm_engine_n_ctx(engine);
-		need = llm_engine_model_info_json(engine, llm_shared->model_info, LLM_MODEL_INFO_LEN);
-		if (need >= LLM_MODEL_INFO_LEN)
-			strlcpy(llm_shared->model_info, "{}", LLM_MODEL_INFO_LEN);
-	}
-	else
-	{
-		llm_shared->n_ctx = 0;
-		llm_shared->model_info[0] = '\0';
-	}
-	LWLockRelease(llm_shared->lock);
-	llm_stats_note_change();
-}
-
-/*
- * The model keeps serving, but the last configuration change could not be
- * applied: llm_model_info() shows why (until the next load clears it).
- */
-static void
-set_model_warning(const char *msg)
-{
-	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
-	strlcpy(llm_shared->model_error, msg, LLM_MODEL_ERROR_LEN);
-	LWLockRelease(llm_shared->lock);
-	llm_stats_note_change();
-}
-
-/* The config the GUCs describe now, in a context of its own. */
-static MemoryContext
-current_config(llm_engine_config *c)
-{
-	MemoryContext cxt = AllocSetContextCreate(worker_cxt, "llm worker config",
-											  ALLOCSET_SMALL_SIZES);
-
-	llm_engine_config_from_gucs(c, cxt);
-	return cxt;
-}
-
-/* (Re)create the engine from config c (adopted, with its context); failure is recorded, not raised. */
-static void
-load_engine(const llm_engine_config *c, MemoryContext cxt)
-{
-	struct stat st;
-	char		err[LLM_MODEL_ERROR_LEN];
-
-	if (engine)
-	{
-		llm_engine_destroy(engine);
-		engine = NULL;
-	}
-	intake_set_engine(NULL, 0, NULL);
-	if (loaded_cxt)
-		MemoryContextDelete(loaded_cxt);
-	loaded = *c;
-	loaded_cxt = cxt;
-	model_error[0] = '\0';
-	model_sqlstate = 0;
-	set_model_state(LLM_MODEL_LOADING);
-	set_ps_display("loading model");
-
-	if (loaded.model_path[0] == '\0')
-	{
-		model_sqlstate = ERRCODE_UNDEFINED_FILE;
-		snprintf(model_error, sizeof(model_error), "llm.model is empty");
-	}
-	else if (stat(loaded.model_path, &st) != 0)
-	{
-		model_sqlstate = ERRCODE_UNDEFINED_FILE;
-		snprintf(model_error, sizeof(model_error), "could not access model file \"%s\": %m",
-				 loaded.model_path);
-	}
-	else if (loaded.kv_cache_bytes > 0 && llm_engine_check_kv_budget(loaded.kv_cache_bytes, err, sizeof(err)) != 0)
-	{
-		model_sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
-		snprintf(model_error, sizeof(model_error), "llm.kv_cache_size refused: %s", err);
-	}
-	else
-	{
-		err[0] = '\0';
-		engine = llm_engine_create(&loaded, err, sizeof(err));
-		if (engine == NULL)
-		{
-			model_sqlstate = ERRCODE_INTERNAL_ERROR;
-			snprintf(model_error, sizeof(model_error), "could not load model file \"%s\": %s",
-					 loaded.model_path, err[0] ? err : "unknown error");
-		}
-	}
-
-	intake_set_engine(engine, model_sqlstate, model_error);
-	if (engine)
-	{
-		set_model_state(LLM_MODEL_READY);
-		ereport(LOG,
-				(errmsg("llm worker loaded model \"%s\" (device %s, context %d tokens)",
-						loaded.model_path, loaded.device, llm_engine_n_ctx(engine))));
-		if (llm_engine_notes(engine)[0] != '\0')
-			ereport(WARNING,
-					(errmsg("llm worker: llm.threads = %d clamped: %s", loaded.n_threads, llm_engine_notes(engine)),
-					 errhint("Set llm.threads to at most the number of CPUs, or 0 for all of them.")));
-		set_ps_display("ready");
-	}
-	else
-	{
-		set_model_state(LLM_MODEL_FAILED);
-		ereport(WARNING,
-				(errmsg("llm worker: %s", model_error),
-				 errhint("Fix llm.model and reload the configuration (SELECT pg_reload_conf()).")));
-		set_ps_display("model failed");
-	}
-	llm_stats_engine_replaced();
-}
-
 static void
 reload_config(void)
 {
-	llm_engine_config now;
-	MemoryContext cxt;
+	llm_engine *engines[LLM_MAX_MODELS];
 
 	ConfigReloadPending = false;
 	ProcessConfigFile(PGC_SIGHUP);
-	cxt = current_config(&now);
-	if (engine != NULL && llm_engine_config_equal(&now, &loaded))
-	{
-		/* back to the configuration being served: a refused change is no longer pending */
-		set_model_warning("");
-		MemoryContextDelete(cxt);
-		return;
-	}
-	/* a new model file is checked before the one serving is given up */
-	if (engine != NULL && strcmp(now.model_path, loaded.model_path) != 0)
-	{
-		char		err[LLM_MODEL_ERROR_LEN];
-		char		msg[LLM_MODEL_ERROR_LEN];
+	models_reload();
+	llm_stats_publish(engines, models_engines(engines));
+}
 
-		err[0] = '\0';
-		if (now.model_path[0] == '\0')
-			snprintf(err, sizeof(err), "llm.model is empty");
-		if (err[0] != '\0' || llm_engine_check_model_file(now.model_path, err, sizeof(err)) != 0)
-		{
-			snprintf(msg, sizeof(msg), "new llm.model \"%s\" not loaded: %s; still serving \"%s\"",
-					 now.model_path, err, loaded.model_path);
-			ereport(WARNING,
-					(errmsg("llm worker: %s", msg),
-					 errhint("Fix llm.model and reload the configuration (SELECT pg_reload_conf()).")));
-			set_model_warning(msg);
-			MemoryContextDelete(cxt);
-			return;
-		}
-	}
-	/* changed settings, or a failed model to retry */
-	if (engine != NULL)
-		intake_fail_all(ERRCODE_OPERATOR_INTERVENTION,
-						"request aborted: the llm worker is reloading its model after a configuration change");
-	llm_stats_publish(engine);
-	load_engine(&now, cxt);
+/* Publish the statistics of every served model. */
+static void
+publish_stats(void)
+{
+	llm_engine *engines[LLM_MAX_MODELS];
+
+	llm_stats_publish(engines, models_engines(engines));
 }
 
 /* ---------- lifecycle ---------- */
@@ -259,6 +102,8 @@ worker_exit(int code, Datum arg)
 		llm_shared->worker_pid = 0;
 		llm_shared->worker_latch = NULL;
 		llm_shared->model_state = LLM_MODEL_NONE;
+		for (int row = 0; row < LLM_MAX_MODELS; row++)
+			llm_shared->models[row].state = LLM_MODEL_NONE;
 		llm_stats_worker_gone_locked(&llm_shared->stats);
 	}
 	for (int i = 0; i < llm_shared->n_slots && latches; i++)
@@ -287,8 +132,6 @@ drain_requests(void)
 void
 llm_worker_main(Datum arg)
 {
-	llm_engine_config first;
-	MemoryContext first_cxt;
 	uint32		generation;
 
 	pqsignal(SIGTERM, worker_sigterm);
@@ -311,11 +154,9 @@ llm_worker_main(Datum arg)
 	llm_shared->worker_latch = MyLatch;
 	LWLockRelease(llm_shared->lock);
 
-	intake_init(llm_shared->n_slots, worker_cxt);
+	intake_init(llm_shared->n_slots, worker_cxt, models_route);
 	wch_init(llm_shared->n_slots, generation, worker_cxt, intake_abort_slot);
-
-	first_cxt = current_config(&first);
-	load_engine(&first, first_cxt);
+	models_init(worker_cxt, intake_fail_engine);
 
 	while (!got_sigterm)
 	{
@@ -328,22 +169,12 @@ llm_worker_main(Datum arg)
 
 		wch_scan();
 		drain_requests();
-		llm_stats_publish(engine);	/* show new/aborted requests before a long step */
+		publish_stats();		/* show new/aborted requests before a long step */
 
-		busy = engine != NULL && llm_engine_has_work(engine);
-		if (busy)
-		{
-			llm_status st = llm_engine_step(engine, intake_on_event, NULL);
-
-			llm_stats_note_step();
-			if (st != LLM_OK)
-				ereport(WARNING,
-						(errmsg("llm worker: engine step failed: %s; its requests were failed",
-								llm_status_name(st))));
-		}
+		busy = models_step(intake_on_event);
 
 		wch_flush_all();
-		llm_stats_publish(engine);
+		publish_stats();
 
 		if (!busy && !got_sigterm)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

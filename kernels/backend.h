@@ -236,6 +236,14 @@ struct llm_backend
 /* CPU backend (kernels/cpu); n_threads <= 0 means all online CPUs.  NULL + err on failure. */
 llm_backend *llm_backend_cpu_create(int n_threads, char *err, size_t errlen);
 
+/*
+ * As llm_backend_cpu_create, but its compute threads are the process's
+ * shared pool of that many threads (kernels/cpu/threadpool.h): every
+ * backend created this way must be driven by the same one thread, one op
+ * at a time (several engines stepped in turn).
+ */
+llm_backend *llm_backend_cpu_create_shared(int n_threads, char *err, size_t errlen);
+
 /* Bytes of KV cache one block takes across all layers (K and V, of g->kv_dtype); 0 for an invalid geometry. */
 size_t		llm_kv_block_bytes(const llm_kv_geometry *g);
 

@@ -510,24 +510,26 @@ llm_submit(const llm_request *req)
 }
 
 uint64
-llm_submit_tokenize(const char *utf8, int len)
+llm_submit_tokenize(const char *model, const char *utf8, int len)
 {
 	llm_wire_msg m;
 
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_TOKENIZE;
+	m.model = model;
 	m.text = utf8;
 	m.text_len = len;
 	return submit(&m);
 }
 
 uint64
-llm_submit_detokenize(const int32 *ids, int n)
+llm_submit_detokenize(const char *model, const int32 *ids, int n)
 {
 	llm_wire_msg m;
 
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_DETOKENIZE;
+	m.model = model;
 	m.ids = ids;
 	m.n_ids = n;
 	return submit(&m);

@@ -48,8 +48,9 @@ typedef struct LlmResult
  * running worker and for room in the queue.
  */
 extern uint64 llm_submit(const llm_request *req);
-extern uint64 llm_submit_tokenize(const char *utf8, int len);
-extern uint64 llm_submit_detokenize(const int32 *ids, int n);
+/* model: the alias of the model whose tokenizer is used (NULL: the default model). */
+extern uint64 llm_submit_tokenize(const char *model, const char *utf8, int len);
+extern uint64 llm_submit_detokenize(const char *model, const int32 *ids, int n);
 
 /* True once the final message of id has arrived (or it failed). */
 extern bool llm_request_is_done(uint64 id);

@@ -18,6 +18,7 @@
 #include "batch_scan.h"
 #include "channel.h"
 #include "engine_config.h"
+#include "model_list.h"
 #include "on_error.h"
 #include "registry.h"
 #include "sql_args.h"
@@ -59,6 +60,7 @@ _PG_init(void)
 				 errhint("Add 'llm' to shared_preload_libraries in postgresql.conf and restart the server.")));
 
 	llm_engine_config_define_gucs();
+	llm_model_list_define_gucs();
 	llm_sql_args_define_gucs();
 	llm_channel_define_gucs();
 	/* before the prefix is reserved, or a llm.batch_window in the file is dropped */

@@ -138,6 +138,17 @@ put_ids(writer *w, const int32_t *ids, int32_t n)
 		put_raw(w, ids, (size_t) n * sizeof(int32_t));
 }
 
+/* The routing alias: a request string, empty for the default model. */
+static void
+put_model(writer *w, const char *model)
+{
+	size_t		len = model ? strlen(model) : 0;
+
+	if (len > LLM_MAX_MODEL_ALIAS)
+		w->bad = true;
+	put_str(w, model ? model : "", len);
+}
+
 static void
 put_request(writer *w, const llm_request *r)
 {
@@ -210,11 +221,16 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 			put_request(&w, &m->request);
 			put_u32(&w, m->role_id);
 			put_u32(&w, m->database_id);
+			put_model(&w, m->request.model);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			put_str(&w, m->text, m->text_len);
+			put_model(&w, m->model);
 			break;
 		case LLM_WIRE_DETOKENIZE:
+			put_ids(&w, m->ids, m->n_ids);
+			put_model(&w, m->model);
+			break;
 		case LLM_WIRE_TOKENS:
 			put_ids(&w, m->ids, m->n_ids);
 			break;
@@ -396,6 +412,21 @@ get_ids(reader *r, const int32_t **ids, int32_t *n)
 	return true;
 }
 
+/* The routing alias: NULL when empty. */
+static bool
+get_model(reader *r, const char **model)
+{
+	size_t		len;
+
+	if (!get_str(r, model, &len))
+		return false;
+	if (len > LLM_MAX_MODEL_ALIAS)
+		return fail(r, "model alias too long");
+	if (len == 0)
+		*model = NULL;
+	return true;
+}
+
 static bool
 get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 {
@@ -504,11 +535,15 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 		case LLM_WIRE_SUBMIT:
 			if (arrays == NULL)
 				return fail(r, "no room for a request's arrays");
-			return get_request(r, &m->request, arrays) && get_u32(r, &m->role_id) &&
-				get_u32(r, &m->database_id);
+			if (!get_request(r, &m->request, arrays) || !get_u32(r, &m->role_id) ||
+				!get_u32(r, &m->database_id) || !get_model(r, &m->request.model))
+				return false;
+			m->model = m->request.model;
+			return true;
 		case LLM_WIRE_TOKENIZE:
-			return get_str(r, &m->text, &m->text_len);
+			return get_str(r, &m->text, &m->text_len) && get_model(r, &m->model);
 		case LLM_WIRE_DETOKENIZE:
+			return get_ids(r, &m->ids, &m->n_ids) && get_model(r, &m->model);
 		case LLM_WIRE_TOKENS:
 			return get_ids(r, &m->ids, &m->n_ids);
 		case LLM_WIRE_ABORT:

@@ -35,6 +35,9 @@
  *               request's session, which the worker sets from the channel
  *   TOKENIZE    text: its token ids as plain text (answer: TOKENS)
  *   DETOKENIZE  token ids: their text (answer: TEXT, then DONE)
+ *   SUBMIT, TOKENIZE and DETOKENIZE end with the alias of the model that
+ *   serves them (a request string, empty for the default model, at most
+ *   LLM_MAX_MODEL_ALIAS bytes)
  *   ABORT       nothing: drop request id (no answer follows)
  * Responses (worker -> backend):
  *   TEXT        a UTF-8 delta of the request's output (several are merged
@@ -144,6 +147,12 @@ typedef struct llm_wire_msg
 	 */
 	uint32_t	role_id;
 	uint32_t	database_id;
+	/*
+	 * TOKENIZE, DETOKENIZE: the model's alias, NULL or "" for the default
+	 * (SUBMIT carries it as request.model); decoded: a C string in place,
+	 * NULL when empty, for all three kinds (SUBMIT: equal to request.model)
+	 */
+	const char *model;
 } llm_wire_msg;
 
 /* Where a decoded request's pointer arrays live (the strings stay in the message). */

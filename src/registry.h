@@ -17,7 +17,7 @@
  *     worker;
  *   - model_*, n_ctx, device: written by the worker (LW_EXCLUSIVE) whenever
  *     the model state changes, read by llm_model_info() and llm_stat;
- *   - stats, recent: see stats.h.
+ *   - stats, recent: see stats.h; models: see LlmModelRow.
  * lock itself and n_slots are set once at shared-memory initialisation.
  */
 #ifndef LLM_REGISTRY_H
@@ -29,6 +29,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 
+#include "model_list.h"
 #include "stats.h"
 
 typedef enum LlmModelState
@@ -53,6 +54,28 @@ typedef struct LlmChannelSlot
 #define LLM_MODEL_INFO_LEN	8192
 #define LLM_MODEL_ERROR_LEN 1024
 
+/*
+ * A row of the model table: one served model (row 0: the default model,
+ * llm.model; the others: llm.models' entries, an alias keeping its row
+ * while it stays in the list).  Written by the worker (bgworker/models.c:
+ * identity and state; stats_publish.c: stats) under the lock exclusively,
+ * read by llm_models() under it shared.
+ */
+typedef struct LlmModelRow
+{
+	bool		in_use;
+	char		alias[LLM_MAX_MODEL_ALIAS + 1];
+	char		path[MAXPGPATH];
+	LlmModelState state;
+	char		error[LLM_MODEL_ERROR_LEN];	/* FAILED: why */
+	/* READY: */
+	char		sha256[2 * 32 + 1];	/* hex digest of the file loaded, "" if unreadable */
+	char		architecture[32];
+	int64		n_params;
+	int32		n_ctx;
+	LlmModelStats stats;
+} LlmModelRow;
+
 typedef struct LlmShared
 {
 	LWLock	   *lock;
@@ -69,6 +92,7 @@ typedef struct LlmShared
 	char		model_info[LLM_MODEL_INFO_LEN]; /* READY: the engine's JSON object */
 	LlmStats	stats;
 	LlmRecentRequests recent;	/* read by llm_recent_requests() */
+	LlmModelRow models[LLM_MAX_MODELS];	/* the served models */
 	int			n_slots;
 	LlmChannelSlot slots[FLEXIBLE_ARRAY_MEMBER];
 } LlmShared;

@@ -41,6 +41,7 @@
 
 #include "ai_prompts.h"
 #include "channel.h"
+#include "model_list.h"
 #include "registry.h"
 #include "sql_args.h"
 #include "sql_result.h"
@@ -123,12 +124,12 @@ pg_llm_agg_trans(PG_FUNCTION_ARGS)
 
 /* Token counts of texts[0..n) (UTF-8), all requests sent before the first wait; ids kept when wanted. */
 static void
-count_tokens(char *const *texts, int n, int *counts, int32 **ids_out)
+count_tokens(const char *model, char *const *texts, int n, int *counts, int32 **ids_out)
 {
 	uint64	   *req = palloc(sizeof(uint64) * Max(n, 1));
 
 	for (int i = 0; i < n; i++)
-		req[i] = llm_submit_tokenize(texts[i], strlen(texts[i]));
+		req[i] = llm_submit_tokenize(model, texts[i], strlen(texts[i]));
 	for (int i = 0; i < n; i++)
 	{
 		LlmResult  *res;
@@ -144,13 +145,23 @@ count_tokens(char *const *texts, int n, int *counts, int32 **ids_out)
 	pfree(req);
 }
 
+/* The context length of the model that serves the call (alias model, NULL: the default). */
 static int32
-model_context_length(void)
+model_context_length(const char *model)
 {
-	int32		n_ctx;
+	int32		n_ctx = 0;
 
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	n_ctx = llm_shared->model_state == LLM_MODEL_READY ? llm_shared->n_ctx : 0;
+	if (model == NULL || strcmp(model, LLM_DEFAULT_MODEL) == 0)
+		n_ctx = llm_shared->model_state == LLM_MODEL_READY ? llm_shared->n_ctx : 0;
+	else
+		for (int row = 0; row < LLM_MAX_MODELS; row++)
+		{
+			LlmModelRow *r = &llm_shared->models[row];
+
+			if (r->in_use && strcmp(r->alias, model) == 0)
+				n_ctx = r->state == LLM_MODEL_READY ? r->n_ctx : 0;
+		}
 	LWLockRelease(llm_shared->lock);
 	if (n_ctx <= 0)
 		ereport(ERROR,
@@ -270,13 +281,13 @@ pg_llm_agg_final(PG_FUNCTION_ARGS)
 	fixed[2] = LLM_AGG_SEPARATOR;
 	if (call.req.system != NULL)
 		fixed[n_fixed++] = (char *) call.req.system;
-	count_tokens(fixed, n_fixed, fixed_tokens, NULL);
+	count_tokens(call.req.model, fixed, n_fixed, fixed_tokens, NULL);
 	counts = palloc(sizeof(int) * st->n_rows);
 	ids = palloc(sizeof(int32 *) * st->n_rows);
-	count_tokens(st->rows, st->n_rows, counts, ids);
+	count_tokens(call.req.model, st->rows, st->n_rows, counts, ids);
 
 	/* 2. the budget */
-	n_ctx = model_context_length();
+	n_ctx = model_context_length(call.req.model);
 	sep = fixed_tokens[2];
 	budget = n_ctx - max_out - Max(fixed_tokens[0], fixed_tokens[1]) - LLM_AGG_CHAT_MARGIN -
 		(n_fixed > 3 ? fixed_tokens[3] : 0);
@@ -330,7 +341,7 @@ pg_llm_agg_final(PG_FUNCTION_ARGS)
 			{
 				int			n = Min(budget, counts[i] - off);
 
-				pieces[n_pieces] = llm_submit_detokenize(ids[i] + off, n);
+				pieces[n_pieces] = llm_submit_detokenize(call.req.model, ids[i] + off, n);
 				piece_at[n_pieces++] = k;
 				items[k].text = NULL;
 				items[k++].n_tokens = n;

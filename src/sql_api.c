@@ -19,6 +19,7 @@
 #include "utils/jsonb.h"
 
 #include "channel.h"
+#include "model_list.h"
 #include "sql_args.h"
 #include "sql_result.h"
 #include "utf8_text.h"
@@ -277,7 +278,23 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(result);
 }
 
-/* llm_tokenize(text) -> int[]: the model's token ids of text as plain text (no template, no BOS). */
+/*
+ * The model => argument of llm_tokenize and llm_detokenize (second, since
+ * version 0.3; a call stored before passes none): the alias, checked.
+ */
+static const char *
+tokenizer_model(FunctionCallInfo fcinfo)
+{
+	char	   *alias;
+
+	if (PG_NARGS() < 2 || PG_ARGISNULL(1))
+		return NULL;
+	alias = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	llm_model_alias_check(alias);
+	return alias;
+}
+
+/* llm_tokenize(text, model) -> int[]: the model's token ids of text as plain text (no template, no BOS). */
 Datum
 pg_llm_tokenize(PG_FUNCTION_ARGS)
 {
@@ -286,7 +303,7 @@ pg_llm_tokenize(PG_FUNCTION_ARGS)
 	LlmResult  *res;
 	Datum	   *elems;
 
-	id = llm_submit_tokenize(s, strlen(s));
+	id = llm_submit_tokenize(tokenizer_model(fcinfo), s, strlen(s));
 	llm_wait_request(id);
 	res = llm_take_result(id);
 	if (res->failed)
@@ -297,7 +314,7 @@ pg_llm_tokenize(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(construct_array(elems, res->n_tokens, INT4OID, 4, true, TYPALIGN_INT));
 }
 
-/* llm_detokenize(int[]) -> text: the text of token ids (special tokens as their text). */
+/* llm_detokenize(int[], model) -> text: the text of token ids (special tokens as their text). */
 Datum
 pg_llm_detokenize(PG_FUNCTION_ARGS)
 {
@@ -321,7 +338,7 @@ pg_llm_detokenize(PG_FUNCTION_ARGS)
 					 errmsg("token ids must not be NULL")));
 		ids[i] = DatumGetInt32(elems[i]);
 	}
-	id = llm_submit_detokenize(ids, n);
+	id = llm_submit_detokenize(tokenizer_model(fcinfo), ids, n);
 	llm_wait_request(id);
 	res = llm_take_result(id);
 	if (res->failed)

@@ -24,6 +24,7 @@
 #include "utils/syscache.h"
 
 #include "ai_prompts.h"
+#include "model_list.h"
 #include "sql_args.h"
 #include "sql_grammar.h"
 #include "sql_result.h"
@@ -159,6 +160,16 @@ apply_priority(const LlmArgDesc *arg, LlmCall *c, Datum v)
 	c->explicit_priority = true;
 }
 
+/* model text: the alias of the model that serves the call, checked against llm.models */
+static void
+apply_model(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	char	   *alias = text_to_cstring(DatumGetTextPP(v));
+
+	llm_model_alias_check(alias);
+	c->req.model = alias;
+}
+
 static void
 apply_on_error(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
@@ -253,6 +264,7 @@ static const LlmArgDesc arg_table[] = {
 	{"regex", TEXTOID, NULL, apply_regex},
 	{"json_schema", JSONBOID, NULL, apply_json_schema},
 	{"priority", TEXTOID, NULL, apply_priority},
+	{"model", TEXTOID, NULL, apply_model},
 };
 
 #define N_ARGS lengthof(arg_table)

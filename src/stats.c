@@ -1,8 +1,8 @@
 /*
  * stats.c — SQL views of the worker's shared state (stats.h, registry.h):
  * llm_stat() (behind the llm_stat view), llm_recent_requests(),
- * llm_stat_reset(), llm_model_info() and llm_usage() (behind the llm_usage
- * view); and the per-role token count of the last minute that
+ * llm_stat_reset(), llm_model_info(), llm_models() and llm_usage() (behind
+ * the llm_usage view); and the per-role token count of the last minute that
  * llm.max_tokens_per_minute is checked against.  These read main shared
  * memory only, so they work while the worker is down or the model failed
  * to load.
@@ -26,6 +26,7 @@ PG_FUNCTION_INFO_V1(pg_llm_stat);
 PG_FUNCTION_INFO_V1(pg_llm_stat_reset);
 PG_FUNCTION_INFO_V1(pg_llm_recent_requests);
 PG_FUNCTION_INFO_V1(pg_llm_model_info);
+PG_FUNCTION_INFO_V1(pg_llm_models);
 PG_FUNCTION_INFO_V1(pg_llm_usage);
 
 #define LLM_STAT_COLS 25
@@ -168,6 +169,18 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 	s->preemptions = 0;
 	memset(&s->ttft, 0, sizeof(s->ttft));
 	memset(&s->tpot, 0, sizeof(s->tpot));
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+	{
+		LlmModelStats *ms = &llm_shared->models[row].stats;
+
+		ms->max_batch_size = ms->batch_size;
+		ms->requests_finished = 0;
+		ms->requests_failed = 0;
+		ms->requests_aborted = 0;
+		ms->prompt_tokens = 0;
+		ms->completion_tokens = 0;
+		ms->steps = 0;
+	}
 	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
 	{
 		LlmRoleUsage *u = &s->usage[i];
@@ -245,8 +258,10 @@ pg_llm_recent_requests(PG_FUNCTION_ARGS)
 }
 
 /*
- * llm_model_info() -> jsonb {"status", "worker_pid", "model_path", "device",
- * "context_length", "error", "model": <the engine's description>}.
+ * llm_model_info() -> jsonb {"status", "worker_pid", "model_path", "model_sha256",
+ * "device", "context_length", "error", "model": <the engine's description>}:
+ * model_sha256 is the hex sha256 of the default model's file as loaded (null
+ * unless ready).
  */
 Datum
 pg_llm_model_info(PG_FUNCTION_ARGS)
@@ -259,10 +274,12 @@ pg_llm_model_info(PG_FUNCTION_ARGS)
 	char	   *error = palloc(LLM_MODEL_ERROR_LEN);
 	char	   *info = palloc(LLM_MODEL_INFO_LEN);
 	char		device[16];
+	char		sha256[sizeof(llm_shared->models[0].sha256)];
 
 	require_registry();
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
 	state = llm_shared->model_state;
+	strlcpy(sha256, llm_shared->models[0].sha256, sizeof(sha256));
 	pid = llm_shared->worker_pid;
 	n_ctx = llm_shared->n_ctx;
 	strlcpy(path, llm_shared->model_path, MAXPGPATH);
@@ -278,6 +295,11 @@ pg_llm_model_info(PG_FUNCTION_ARGS)
 	appendStringInfoString(&buf, ", \"model_path\": ");
 	if (path[0])
 		escape_json(&buf, path);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfoString(&buf, ", \"model_sha256\": ");
+	if (state == LLM_MODEL_READY && sha256[0])
+		escape_json(&buf, sha256);
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfoString(&buf, ", \"device\": ");
@@ -297,6 +319,75 @@ pg_llm_model_info(PG_FUNCTION_ARGS)
 	appendStringInfo(&buf, ", \"model\": %s}", (state == LLM_MODEL_READY && info[0]) ? info : "null");
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+#define LLM_MODELS_COLS 19
+
+/*
+ * llm_models() -> setof (alias, path, sha256, architecture, parameters,
+ * context_length, state, error, requests_running, requests_waiting,
+ * requests_finished, requests_failed, requests_aborted, prompt_tokens,
+ * completion_tokens, batch_size, max_batch_size, kv_blocks_used,
+ * kv_blocks_total): one row per served model, the default model first,
+ * then by row of the model table (registry.h).  sha256 (of the file as
+ * loaded), architecture, parameters and context_length are NULL unless the
+ * model is ready, error unless it failed.
+ */
+Datum
+pg_llm_models(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LlmModelRow *rows;
+
+	require_registry();
+	InitMaterializedSRF(fcinfo, 0);
+	rows = palloc(sizeof(LlmModelRow) * LLM_MAX_MODELS);
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	memcpy(rows, llm_shared->models, sizeof(LlmModelRow) * LLM_MAX_MODELS);
+	LWLockRelease(llm_shared->lock);
+
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+	{
+		LlmModelRow *r = &rows[row];
+		LlmModelStats *s = &r->stats;
+		Datum		values[LLM_MODELS_COLS];
+		bool		nulls[LLM_MODELS_COLS];
+		bool		ready = r->state == LLM_MODEL_READY;
+		int			c = 0;
+
+		if (!r->in_use)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[c++] = CStringGetTextDatum(r->alias);
+		values[c] = CStringGetTextDatum(r->path);
+		nulls[c++] = r->path[0] == '\0';
+		values[c] = CStringGetTextDatum(r->sha256);
+		nulls[c++] = !ready || r->sha256[0] == '\0';
+		values[c] = CStringGetTextDatum(r->architecture);
+		nulls[c++] = !ready;
+		values[c] = Int64GetDatum(r->n_params);
+		nulls[c++] = !ready;
+		values[c] = Int32GetDatum(r->n_ctx);
+		nulls[c++] = !ready;
+		values[c++] = CStringGetTextDatum(llm_model_state_name(r->state));
+		values[c] = CStringGetTextDatum(r->error);
+		nulls[c++] = r->error[0] == '\0';
+		values[c++] = Int32GetDatum(s->requests_running);
+		values[c++] = Int32GetDatum(s->requests_waiting);
+		values[c++] = Int64GetDatum(s->requests_finished);
+		values[c++] = Int64GetDatum(s->requests_failed);
+		values[c++] = Int64GetDatum(s->requests_aborted);
+		values[c++] = Int64GetDatum(s->prompt_tokens);
+		values[c++] = Int64GetDatum(s->completion_tokens);
+		values[c++] = Int32GetDatum(s->batch_size);
+		values[c++] = Int32GetDatum(s->max_batch_size);
+		values[c++] = Int32GetDatum(s->kv_blocks_used);
+		values[c++] = Int32GetDatum(s->kv_blocks_total);
+		Assert(c == LLM_MODELS_COLS);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	pfree(rows);
+	return (Datum) 0;
 }
 
 /* Tokens of u noted within the LLM_USAGE_WINDOW seconds up to now_sec. */

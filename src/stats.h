@@ -99,6 +99,33 @@ typedef struct LlmStats
 } LlmStats;
 
 /*
+ * One served model's statistics (a row of the llm_models view, in the
+ * registry's model table, registry.h), under the same lock and written by
+ * the same publish as LlmStats; llm_stat sums every model.  Cumulative
+ * fields count since the model's row was taken (the worker start, or the
+ * alias's first appearance in llm.models) or llm_stat_reset(); a reload of
+ * the model keeps them.
+ */
+typedef struct LlmModelStats
+{
+	/* instantaneous */
+	int32		requests_running;
+	int32		requests_waiting;
+	int32		batch_size;
+	int32		max_batch_size;
+	int32		kv_blocks_used;
+	int32		kv_blocks_cached;
+	int32		kv_blocks_total;
+	/* cumulative */
+	int64		requests_finished;
+	int64		requests_failed;
+	int64		requests_aborted;
+	int64		prompt_tokens;
+	int64		completion_tokens;
+	int64		steps;
+} LlmModelStats;
+
+/*
  * Per-request records of the most recent finished requests, behind
  * llm_recent_requests(): a ring, cleared by llm_stat_reset().
  */
@@ -123,14 +150,19 @@ typedef struct LlmRecentRequests
 
 /* ---------- worker side (bgworker/stats_publish.c) ---------- */
 
+/*
+ * model: the row of the model table (registry.h) the request went to, or
+ * -1 for a request no model took (an unknown alias).
+ */
+
 /* A request finished (reason STOP or LENGTH) with its usage. */
-extern void llm_stats_note_finished(llm_finish_reason reason, const llm_usage *usage);
+extern void llm_stats_note_finished(int model, llm_finish_reason reason, const llm_usage *usage);
 
 /* A request failed (any ERROR answer of the worker). */
-extern void llm_stats_note_failed(void);
+extern void llm_stats_note_failed(int model);
 
 /* A request was dropped: its backend aborted it or went away. */
-extern void llm_stats_note_aborted(void);
+extern void llm_stats_note_aborted(int model);
 
 /*
  * A request of role in database, of class priority, ended: account what it
@@ -140,20 +172,25 @@ extern void llm_stats_note_aborted(void);
 extern void llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_usage *usage,
 								 int32 completion_tokens);
 
-/* One engine step ran. */
-extern void llm_stats_note_step(void);
+/* One engine step of model ran. */
+extern void llm_stats_note_step(int model);
 
 /* Something shown by llm_stat changed (requests queued, model state): publish next time. */
 extern void llm_stats_note_change(void);
 
-/* A new engine (or none) replaces the old one: its cumulative counters start from zero. */
-extern void llm_stats_engine_replaced(void);
+/*
+ * A new engine (or none) replaces model's old one: the engine's cumulative
+ * counters start from zero.  fresh: the row now serves another alias, so
+ * its statistics start from zero too.
+ */
+extern void llm_stats_engine_replaced(int model, bool fresh);
 
 /*
- * Publish what was noted, and the engine's instantaneous numbers (e; NULL
- * when no engine is loaded), if anything changed since the last publish.
+ * Publish what was noted, and each model's instantaneous numbers
+ * (engines[row]: the engine of each row of the model table, NULL where no
+ * engine is loaded; n rows), if anything changed since the last publish.
  */
-extern void llm_stats_publish(const llm_engine *e);
+extern void llm_stats_publish(llm_engine *const *engines, int n);
 
 /* The worker exits: no requests run any more (caller holds the lock exclusively). */
 extern void llm_stats_worker_gone_locked(LlmStats *s);

@@ -47,6 +47,7 @@ typedef struct cpu_backend
 {
 	llm_backend base;			/* first: llm_backend * <-> cpu_backend * */
 	llm_threadpool *pool;
+	bool		shared_pool;	/* pool is the process's shared one (released, not destroyed) */
 	int			impl;			/* LLM_IMPL_* */
 	llm_attn_fn attn;
 	llm_attn_block_fn attn_block;
@@ -179,7 +180,10 @@ cpu_destroy(llm_backend *b)
 
 	if (cb == NULL)
 		return;
-	llm_threadpool_destroy(cb->pool);
+	if (cb->shared_pool)
+		llm_threadpool_release_shared(cb->pool);
+	else
+		llm_threadpool_destroy(cb->pool);
 	llm_huge_arena_destroy(cb->weights);
 	if (cb->k_cache)
 		for (int l = 0; l < cb->geo.n_layers; l++)
@@ -1635,8 +1639,8 @@ static const llm_backend_ops cpu_ops = {
 	.softcap = cpu_softcap,
 };
 
-llm_backend *
-llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
+static llm_backend *
+cpu_create(int n_threads, bool shared_pool, char *err, size_t errlen)
 {
 	cpu_backend *cb;
 
@@ -1662,13 +1666,27 @@ llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->geglu = llm_geglu_get(LLM_IMPL_BEST);
 	cb->scale = llm_scale_get(LLM_IMPL_BEST);
-	cb->pool = llm_threadpool_create(n_threads, err, errlen);
+	cb->shared_pool = shared_pool;
+	cb->pool = shared_pool ? llm_threadpool_acquire_shared(n_threads, err, errlen)
+		: llm_threadpool_create(n_threads, err, errlen);
 	if (cb->pool == NULL)
 	{
 		free(cb);
 		return NULL;
 	}
 	return &cb->base;
+}
+
+llm_backend *
+llm_backend_cpu_create(int n_threads, char *err, size_t errlen)
+{
+	return cpu_create(n_threads, false, err, errlen);
+}
+
+llm_backend *
+llm_backend_cpu_create_shared(int n_threads, char *err, size_t errlen)
+{
+	return cpu_create(n_threads, true, err, errlen);
 }
 
 int

@@ -73,7 +73,15 @@ struct llm_threadpool
 	void	   *ctx;
 	int64_t		n_items;
 	int64_t		chunk_items;	/* items per chunk, a multiple of grain */
+
+	/* shared pools only, under shared_lock */
+	int			shared_refs;
+	struct llm_threadpool *next_shared;
 };
+
+/* The process's shared pools (llm_threadpool_acquire_shared), one per thread count. */
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static llm_threadpool *shared_pools = NULL;
 
 #define CLAIM(gen, nch, next) ((((uint64_t) (gen) & 0xffffff) << 40) | ((uint64_t) (nch) << 20) | (uint64_t) (next))
 #define CLAIM_GEN(c) ((c) >> 40)
@@ -345,4 +353,51 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 	}
 	else
 		pool->strikes = 0;
+}
+
+llm_threadpool *
+llm_threadpool_acquire_shared(int n_threads, char *err, size_t errlen)
+{
+	llm_threadpool *pool;
+
+	pthread_mutex_lock(&shared_lock);
+	for (pool = shared_pools; pool != NULL; pool = pool->next_shared)
+		if (pool->n_threads == n_threads)
+			break;
+	if (pool == NULL)
+	{
+		pool = llm_threadpool_create(n_threads, err, errlen);
+		if (pool != NULL)
+		{
+			pool->next_shared = shared_pools;
+			shared_pools = pool;
+		}
+	}
+	if (pool != NULL)
+		pool->shared_refs++;
+	pthread_mutex_unlock(&shared_lock);
+	return pool;
+}
+
+void
+llm_threadpool_release_shared(llm_threadpool *pool)
+{
+	llm_threadpool **link;
+
+	if (pool == NULL)
+		return;
+	pthread_mutex_lock(&shared_lock);
+	if (--pool->shared_refs > 0)
+	{
+		pthread_mutex_unlock(&shared_lock);
+		return;
+	}
+	for (link = &shared_pools; *link != NULL; link = &(*link)->next_shared)
+		if (*link == pool)
+		{
+			*link = pool->next_shared;
+			break;
+		}
+	pthread_mutex_unlock(&shared_lock);
+	llm_threadpool_destroy(pool);
 }

@@ -30,6 +30,18 @@ void		llm_threadpool_destroy(llm_threadpool *pool);
 int			llm_threadpool_size(const llm_threadpool *pool);
 
 /*
+ * The process's shared pool of n_threads threads, created by the first
+ * acquire and destroyed by the last release (reference-counted, one pool
+ * per thread count; acquire and release are thread-safe).  For backends
+ * that one thread drives in turn, such as several models in one worker:
+ * their jobs never overlap, so one set of compute threads serves them all
+ * without oversubscribing the cores.  The rule above still holds: only one
+ * thread at a time may call run on it.  NULL + message in err on failure.
+ */
+llm_threadpool *llm_threadpool_acquire_shared(int n_threads, char *err, size_t errlen);
+void		llm_threadpool_release_shared(llm_threadpool *pool);
+
+/*
  * Run fn over [0, n_items).  Chunk boundaries are multiples of grain (>= 1),
  * except the end.  Ranges too small to be worth waking workers
  * (n_items <= grain) run on the caller alone.

@@ -241,9 +241,23 @@ cuda_device_number(const char *device)
 	return (int) n;
 }
 
+static llm_backend *
+cpu_backend(int n_threads, bool shared_threads, char *err, size_t errlen)
+{
+	return shared_threads ? llm_backend_cpu_create_shared(n_threads, err, errlen)
+		: llm_backend_cpu_create(n_threads, err, errlen);
+}
+
 /* As llm_backend_open; deterministic selects the CUDA backend's batch-invariant mode. */
 llm_backend *
 llm_backend_open_ex(const char *device, int n_threads, bool deterministic, char *err, size_t errlen)
+{
+	return llm_backend_open_opts(device, n_threads, deterministic, false, err, errlen);
+}
+
+llm_backend *
+llm_backend_open_opts(const char *device, int n_threads, bool deterministic, bool shared_threads,
+					  char *err, size_t errlen)
 {
 	const char *env = getenv("LLM_DEVICE");
 	unsigned	flags = deterministic ? CUDA_DETERMINISTIC_FLAG : 0;
@@ -255,7 +269,7 @@ llm_backend_open_ex(const char *device, int n_threads, bool deterministic, char 
 	if (strcmp(device, "auto") == 0 && env != NULL && env[0] != '\0')
 		device = env;
 	if (strcmp(device, "cpu") == 0)
-		return llm_backend_cpu_create(n_threads, err, errlen);
+		return cpu_backend(n_threads, shared_threads, err, errlen);
 	if ((dev = cuda_device_number(device)) >= 0)
 		return open_cuda(dev, flags, err, errlen);
 	if (strcmp(device, "auto") == 0)
@@ -269,7 +283,7 @@ llm_backend_open_ex(const char *device, int n_threads, bool deterministic, char 
 
 		if (b != NULL)
 			return b;
-		return llm_backend_cpu_create(n_threads, err, errlen);
+		return cpu_backend(n_threads, shared_threads, err, errlen);
 	}
 	snprintf(err, errlen, "unknown device \"%s\" (expected cpu, cuda, cuda:N or auto)", device);
 	return NULL;

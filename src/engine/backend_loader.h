@@ -43,6 +43,14 @@ llm_backend *llm_backend_open_ex(const char *device, int n_threads, bool determi
 								 char *err, size_t errlen);
 
 /*
+ * As llm_backend_open_ex; shared_threads = true gives a CPU backend the
+ * process's shared pool of n_threads compute threads
+ * (llm_backend_cpu_create_shared): for engines one thread drives in turn.
+ */
+llm_backend *llm_backend_open_opts(const char *device, int n_threads, bool deterministic,
+								   bool shared_threads, char *err, size_t errlen);
+
+/*
  * Whether the machine under root (NULL or "" = "/") shows an NVIDIA GPU: a
  * node root/dev/nvidia<N> or an entry in root/proc/driver/nvidia/gpus
  * (nvidiactl and nvidia-uvm alone do not count: the driver may be installed

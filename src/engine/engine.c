@@ -336,7 +336,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			e->cfg.n_threads = cpus;
 		}
 	}
-	e->backend = llm_backend_open(e->cfg.device, e->cfg.n_threads, err, errlen);
+	e->backend = llm_backend_open_opts(e->cfg.device, e->cfg.n_threads, false, e->cfg.shared_threads,
+									   err, errlen);
 	if (e->backend == NULL)
 		goto fail;
 	e->model = llm_model_load(e->gguf, e->backend, err, errlen);
@@ -482,6 +483,29 @@ int32_t
 llm_engine_n_vocab(const llm_engine *e)
 {
 	return e->mc->n_vocab;
+}
+
+int64_t
+llm_engine_n_params(const llm_engine *e)
+{
+	int64_t		n = 0;
+
+	for (uint64_t i = 0; i < gguf_n_tensors(e->gguf); i++)
+	{
+		const gguf_tensor *t = gguf_tensor_at(e->gguf, i);
+		int64_t		elems = 1;
+
+		for (int d = 0; d < GGUF_MAX_DIMS; d++)
+			elems *= t->ne[d];
+		n += elems;
+	}
+	return n;
+}
+
+const char *
+llm_engine_architecture(const llm_engine *e)
+{
+	return e->mc->arch;
 }
 
 void

@@ -80,6 +80,9 @@ typedef struct llm_engine_config
 								 * "q8_0" (blocks of 32 int8 + fp16 scale: 34 bytes per 32 values
 								 * instead of 64, so a budget holds 64/34 times the blocks; the
 								 * backend must support it) */
+	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
+								 * n_threads, for engines one thread steps in turn (several
+								 * models in one driver); default false (a pool of its own) */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */
@@ -289,5 +292,11 @@ int			llm_engine_check_model_file(const char *path, char *err, size_t errlen);
 
 /* Vocabulary size (length of a logits row). */
 int32_t		llm_engine_n_vocab(const llm_engine *e);
+
+/* Parameter count of the model: the elements of every tensor in its file. */
+int64_t		llm_engine_n_params(const llm_engine *e);
+
+/* The model's architecture, general.architecture of its file (owned by e). */
+const char *llm_engine_architecture(const llm_engine *e);
 
 #endif

@@ -227,5 +227,10 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 		if (r->params.ignore_eos)
 			return invalid(err, errlen, "ignore_eos cannot be combined with choices, regex or json_schema");
 	}
+	if (r->model != NULL && strlen(r->model) > LLM_MAX_MODEL_ALIAS)
+	{
+		snprintf(err, errlen, "model must be at most %d bytes", LLM_MAX_MODEL_ALIAS);
+		return LLM_ERR_INVALID_PARAM;
+	}
 	return LLM_OK;
 }

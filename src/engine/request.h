@@ -197,7 +197,16 @@ typedef struct llm_request
 	 */
 	llm_priority priority;
 	uint64_t	session;
+
+	/*
+	 * The alias of the model that serves the request (UTF-8, NUL-free, at
+	 * most LLM_MAX_MODEL_ALIAS bytes), or NULL for the default model.  A
+	 * driver serving several models routes by it; the engine never reads it.
+	 */
+	const char *model;
 } llm_request;
+
+#define LLM_MAX_MODEL_ALIAS 63
 
 /* A GENERATE request over an empty TEXT prompt with default options. */
 void		llm_request_init(llm_request *r);

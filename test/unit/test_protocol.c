@@ -81,6 +81,8 @@ request_eq(const llm_request *a, const llm_request *b)
 		if (!str_eq(a->continuations[i], a->continuation_lens[i],
 					b->continuations[i], b->continuation_lens[i]))
 			return 0;
+	if (strcmp(a->model ? a->model : "", b->model ? b->model : "") != 0)
+		return 0;
 	return a->n_tokens == 0 || memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(int32_t)) == 0;
 }
 
@@ -186,9 +188,12 @@ main(void)
 	m.request.n_tokens = 5;
 	m.request.n_messages = 0;
 	m.request.messages = NULL;
+	m.request.model = "gemma3";
 	buf = encode(&m, &len);
 	CHECK(buf && llm_wire_decode(buf, len, &d, &arrays, NULL) == LLM_WIRE_OK && request_eq(&m.request, &d.request),
 		  "SCORE request over TOKENS with continuations round trip");
+	CHECK(d.model != NULL && strcmp(d.model, "gemma3") == 0 && d.model == d.request.model,
+		  "a request's model alias survives, also as the message's");
 	CHECK(((uintptr_t) d.request.tokens % 4) == 0, "token ids pointed at in place, aligned");
 	mutate_all(buf, len, "SCORE request");
 	free(buf);
@@ -217,6 +222,10 @@ main(void)
 		bad = m;
 		bad.kind = 99;
 		CHECK(llm_wire_encode(&bad, NULL, 0) == 0, "an unknown kind cannot be encoded");
+		bad = m;
+		bad.request.model = "a_model_alias_of_sixty_four_bytes_which_is_one_more_than_allowed";
+		CHECK(strlen(bad.request.model) == LLM_MAX_MODEL_ALIAS + 1 && llm_wire_encode(&bad, NULL, 0) == 0,
+			  "a model alias over %d bytes cannot be encoded", LLM_MAX_MODEL_ALIAS);
 	}
 
 	/* decoder refusals on hand-made bytes */
@@ -261,7 +270,14 @@ main(void)
 	m.text_len = 11;
 	buf = encode(&m, &len);
 	CHECK(buf && llm_wire_decode(buf, len, &d, NULL, NULL) == LLM_WIRE_OK && d.kind == LLM_WIRE_TOKENIZE &&
-		  str_eq(d.text, d.text_len, m.text, m.text_len), "TOKENIZE round trip");
+		  str_eq(d.text, d.text_len, m.text, m.text_len) && d.model == NULL, "TOKENIZE round trip");
+	free(buf);
+	m.model = "small";
+	buf = encode(&m, &len);
+	CHECK(buf && llm_wire_decode(buf, len, &d, NULL, NULL) == LLM_WIRE_OK && d.model != NULL &&
+		  strcmp(d.model, "small") == 0 && str_eq(d.text, d.text_len, m.text, m.text_len),
+		  "TOKENIZE with a model alias round trip");
+	mutate_all(buf, len, "TOKENIZE with a model");
 	free(buf);
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_DETOKENIZE;

@@ -65,15 +65,18 @@ main(void)
 			  d.request.prompt_len == m.request.prompt_len,
 			  "%s: priority, role and database round-trip; no session (%s)", llm_priority_name((llm_priority) p),
 			  why ? why : "ok");
-		/* the priority is the u32 before the two tags at the end */
+		/*
+		 * the priority is the u32 before the two tags, which the model alias
+		 * follows (the default model's: an empty string, its u32 length)
+		 */
 		if (p == 0)
 		{
 			uint32_t	bad = LLM_N_PRIORITIES;
 
-			memcpy(buf + len - 12, &bad, 4);
+			memcpy(buf + len - 16, &bad, 4);
 			CHECK(llm_wire_decode(buf, len, &d, &arrays, &why) == LLM_WIRE_MALFORMED && why &&
 				  strcmp(why, "unknown priority") == 0, "unknown priority refused by the decoder (%s)", why);
-			CHECK(llm_wire_decode(buf, len - 4, &d, &arrays, &why) == LLM_WIRE_MALFORMED,
+			CHECK(llm_wire_decode(buf, len - 12, &d, &arrays, &why) == LLM_WIRE_MALFORMED,
 				  "a SUBMIT without its tags is refused");
 		}
 		free(buf);
