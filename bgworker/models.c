@@ -10,6 +10,7 @@
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
 
+#include "file_digest.h"
 #include "model_list.h"
 #include "models.h"
 #include "registry.h"
@@ -24,6 +25,7 @@ typedef struct ServedModel
 	MemoryContext loaded_cxt;	/* loaded's strings */
 	int			sqlstate;		/* not loaded: SQLSTATE to answer with */
 	char		error[LLM_MODEL_ERROR_LEN];
+	char		sha256[LLM_SHA256_HEX_LEN];	/* loaded: the file's digest ("" if unreadable) */
 } ServedModel;
 
 static MemoryContext models_cxt;
@@ -46,12 +48,14 @@ set_row(int row, LlmModelState state)
 	strlcpy(r->error, state == LLM_MODEL_FAILED ? m->error : "", sizeof(r->error));
 	if (state == LLM_MODEL_READY)
 	{
+		strlcpy(r->sha256, m->sha256, sizeof(r->sha256));
 		strlcpy(r->architecture, llm_engine_architecture(m->engine), sizeof(r->architecture));
 		r->n_params = llm_engine_n_params(m->engine);
 		r->n_ctx = llm_engine_n_ctx(m->engine);
 	}
 	else
 	{
+		r->sha256[0] = '\0';
 		r->architecture[0] = '\0';
 		r->n_params = 0;
 		r->n_ctx = 0;
@@ -138,6 +142,7 @@ load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
 	m->loaded_cxt = cxt;
 	m->error[0] = '\0';
 	m->sqlstate = 0;
+	m->sha256[0] = '\0';
 	llm_stats_engine_replaced(row, fresh);
 	set_row(row, LLM_MODEL_LOADING);
 	set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));
@@ -173,6 +178,14 @@ load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
 
 	if (m->engine)
 	{
+		/*
+		 * The digest of the file, read once per load right after it, before
+		 * the model is announced ready (a file overwritten in between would
+		 * show the new bytes' digest: replace a model under a new path).
+		 */
+		if (!llm_file_sha256(m->loaded.model_path, m->sha256, err, sizeof(err)))
+			ereport(WARNING,
+					(errmsg("llm worker: no sha256 for model file \"%s\": %s", m->loaded.model_path, err)));
 		set_row(row, LLM_MODEL_READY);
 		if (row == 0)
 			ereport(LOG,

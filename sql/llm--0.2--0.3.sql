@@ -487,6 +487,7 @@ SELECT llm_widen_function('llm_detokenize(int[])', 'llm_detokenize_next(int[], t
 CREATE FUNCTION llm_models(
 	OUT alias text,
 	OUT path text,
+	OUT sha256 text,
 	OUT architecture text,
 	OUT parameters bigint,
 	OUT context_length int,
@@ -508,7 +509,7 @@ AS 'MODULE_PATHNAME', 'pg_llm_models'
 LANGUAGE C VOLATILE PARALLEL SAFE ROWS 8;
 
 COMMENT ON FUNCTION llm_models() IS
-'The models the worker serves (llm.model as ''default'', then llm.models'' aliases): file, architecture, parameter count, context length, state (loading | ready | failed) and error, requests, tokens, batch sizes and KV cache blocks per model.';
+'The models the worker serves (llm.model as ''default'', then llm.models'' aliases): file and its sha256, architecture, parameter count, context length, state (loading | ready | failed) and error, requests, tokens, batch sizes and KV cache blocks per model.';
 
 CREATE VIEW llm_models AS SELECT * FROM llm_models();
 

@@ -37,6 +37,10 @@ SELECT wait_until($$SELECT count(*) = 3 AND bool_and(state = 'ready') FROM llm_m
 SELECT alias, path = :'smol' AS same_file, architecture, parameters, context_length, state, error,
        kv_blocks_total
 FROM llm_models;
+-- every row shows the sha256 of the file it loaded, as SQL computes it
+SELECT encode(sha256(pg_read_binary_file(:'smol')), 'hex') AS smol_sha256 \gset
+SELECT alias, sha256 = :'smol_sha256' AS sha256_of_file FROM llm_models;
+SELECT (llm_model_info())->>'model_sha256' = :'smol_sha256' AS info_sha256_of_file;
 SELECT requests_finished AS small_before FROM llm_models WHERE alias = 'small' \gset
 SELECT requests_finished AS twin_before FROM llm_models WHERE alias = 'twin' \gset
 SELECT requests_finished AS default_before FROM llm_models WHERE alias = 'default' \gset

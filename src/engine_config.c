@@ -209,7 +209,7 @@ static EngineGuc engine_gucs[] = {
 		.short_desc = "Speculate only while at most this many requests run in the engine's batch.",
 		.long_desc = "Draft tokens cost compute in large batches, where batching already pays.",
 		.type = EG_INT, .context = PGC_SIGHUP,
-		.boot_int = 4, .min_int = 1, .max_int = 65536,
+		.boot_int = 1, .min_int = 1, .max_int = 65536,
 		.field = FIELD(spec_max_batch),
 	},
 	{

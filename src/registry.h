@@ -69,6 +69,7 @@ typedef struct LlmModelRow
 	LlmModelState state;
 	char		error[LLM_MODEL_ERROR_LEN];	/* FAILED: why */
 	/* READY: */
+	char		sha256[2 * 32 + 1];	/* hex digest of the file loaded, "" if unreadable */
 	char		architecture[32];
 	int64		n_params;
 	int32		n_ctx;

@@ -290,8 +290,10 @@ pg_llm_recent_requests(PG_FUNCTION_ARGS)
 }
 
 /*
- * llm_model_info() -> jsonb {"status", "worker_pid", "model_path", "device",
- * "context_length", "error", "model": <the engine's description>}.
+ * llm_model_info() -> jsonb {"status", "worker_pid", "model_path", "model_sha256",
+ * "device", "context_length", "error", "model": <the engine's description>}:
+ * model_sha256 is the hex sha256 of the default model's file as loaded (null
+ * unless ready).
  */
 Datum
 pg_llm_model_info(PG_FUNCTION_ARGS)
@@ -304,10 +306,12 @@ pg_llm_model_info(PG_FUNCTION_ARGS)
 	char	   *error = palloc(LLM_MODEL_ERROR_LEN);
 	char	   *info = palloc(LLM_MODEL_INFO_LEN);
 	char		device[16];
+	char		sha256[sizeof(llm_shared->models[0].sha256)];
 
 	require_registry();
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
 	state = llm_shared->model_state;
+	strlcpy(sha256, llm_shared->models[0].sha256, sizeof(sha256));
 	pid = llm_shared->worker_pid;
 	n_ctx = llm_shared->n_ctx;
 	strlcpy(path, llm_shared->model_path, MAXPGPATH);
@@ -323,6 +327,11 @@ pg_llm_model_info(PG_FUNCTION_ARGS)
 	appendStringInfoString(&buf, ", \"model_path\": ");
 	if (path[0])
 		escape_json(&buf, path);
+	else
+		appendStringInfoString(&buf, "null");
+	appendStringInfoString(&buf, ", \"model_sha256\": ");
+	if (state == LLM_MODEL_READY && sha256[0])
+		escape_json(&buf, sha256);
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfoString(&buf, ", \"device\": ");
@@ -344,17 +353,17 @@ pg_llm_model_info(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
-#define LLM_MODELS_COLS 18
+#define LLM_MODELS_COLS 19
 
 /*
- * llm_models() -> setof (alias, path, architecture, parameters,
+ * llm_models() -> setof (alias, path, sha256, architecture, parameters,
  * context_length, state, error, requests_running, requests_waiting,
  * requests_finished, requests_failed, requests_aborted, prompt_tokens,
  * completion_tokens, batch_size, max_batch_size, kv_blocks_used,
  * kv_blocks_total): one row per served model, the default model first,
- * then by row of the model table (registry.h).  architecture, parameters
- * and context_length are NULL unless the model is ready, error unless it
- * failed.
+ * then by row of the model table (registry.h).  sha256 (of the file as
+ * loaded), architecture, parameters and context_length are NULL unless the
+ * model is ready, error unless it failed.
  */
 Datum
 pg_llm_models(PG_FUNCTION_ARGS)
@@ -384,6 +393,8 @@ pg_llm_models(PG_FUNCTION_ARGS)
 		values[c++] = CStringGetTextDatum(r->alias);
 		values[c] = CStringGetTextDatum(r->path);
 		nulls[c++] = r->path[0] == '\0';
+		values[c] = CStringGetTextDatum(r->sha256);
+		nulls[c++] = !ready || r->sha256[0] == '\0';
 		values[c] = CStringGetTextDatum(r->architecture);
 		nulls[c++] = !ready;
 		values[c] = Int64GetDatum(r->n_params);

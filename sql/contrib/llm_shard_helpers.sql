@@ -297,9 +297,9 @@ $$;
 
 -- The model each server's llm worker runs, for the check that every shard
 -- computes with the same model (same file content, same device):
---   file_digest  sha256 over the sha256 of each 16 MiB chunk of the model
---                file (reads the whole file on the shard; needs superuser or
---                pg_read_server_files there), NULL unless with_digest
+--   file_digest  the sha256 of the model file the shard's worker loaded
+--                (llm_model_info()'s model_sha256, computed by the worker at
+--                load), NULL unless with_digest
 --   identity     md5 of the fields that decide the generated text: the
 --                model's description (architecture, sizes, vocabulary,
 --                weight type, chat template), the device, the extension's
@@ -322,11 +322,7 @@ DECLARE
 BEGIN
 	q := format($q$
 		SELECT m->>'status', m->>'model_path', f.size,
-			   CASE WHEN %L AND f.size > 0 THEN
-				 (SELECT encode(sha256(string_agg(sha256(pg_read_binary_file(m->>'model_path', o, 16777216)),
-												  '\x'::bytea ORDER BY o)), 'hex')
-				  FROM generate_series(0, f.size - 1, 16777216) o)
-			   END,
+			   CASE WHEN %L THEN m->>'model_sha256' END,
 			   m->'model'->>'device', (SELECT extversion FROM pg_extension WHERE extname = 'llm'), m->'model'
 		FROM llm_model_info() m
 		LEFT JOIN LATERAL pg_stat_file(m->>'model_path', true) f ON true$q$, with_digest);

@@ -18,7 +18,7 @@
 #define AUTO_KV_CAP_BYTES			((int64_t) 1 << 30)
 #define DEFAULT_PREFILL_CAP_DECODES	16
 #define DEFAULT_SPEC_TOKENS			4
-#define DEFAULT_SPEC_MAX_BATCH		4
+#define DEFAULT_SPEC_MAX_BATCH		1
 /* the KV cache may take at most this fraction of the physical memory */
 #define KV_MAX_MEMORY_SHARE			0.5
 
