@@ -826,3 +826,71 @@ GRANT EXECUTE ON FUNCTION llm_job_retry_failed(bigint) TO llm_user;
 GRANT SELECT ON llm_jobs, llm_job_errors TO llm_user, pg_monitor;
 
 -- end of durable jobs
+
+-- AI functions: priority and model
+-- llm_extract, llm_classify, llm_classify_scores and llm_filter gain the
+-- generation options every other generation function has since the blocks
+-- above: priority => (the fairness class) and model => 'alias' (read by
+-- name from the argument table), appended in place (same OIDs).
+CREATE FUNCTION llm_extract_next(
+	input text,
+	json_schema jsonb,
+	instruction text DEFAULT NULL,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	system text DEFAULT NULL,
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'pg_llm_extract'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
+SELECT llm_widen_function('llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text)',
+						  'llm_extract_next(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text, text, text)');
+
+CREATE FUNCTION llm_classify_next(
+	input text,
+	labels text[],
+	instruction text DEFAULT NULL,
+	system text DEFAULT NULL,
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pg_llm_classify'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
+SELECT llm_widen_function('llm_classify(text, text[], text, text, text)',
+						  'llm_classify_next(text, text[], text, text, text, text, text)');
+
+CREATE FUNCTION llm_classify_scores_next(
+	input text,
+	labels text[],
+	instruction text DEFAULT NULL,
+	system text DEFAULT NULL,
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'pg_llm_classify_scores'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
+SELECT llm_widen_function('llm_classify_scores(text, text[], text, text, text)',
+						  'llm_classify_scores_next(text, text[], text, text, text, text, text)');
+
+CREATE FUNCTION llm_filter_next(
+	input text,
+	question text,
+	system text DEFAULT NULL,
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'pg_llm_filter'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
+SELECT llm_widen_function('llm_filter(text, text, text, text)',
+						  'llm_filter_next(text, text, text, text, text, text)');
+-- end of AI functions: priority and model

@@ -3,13 +3,15 @@
  * llm_engine_config built from them (engine_config.h).
  *
  * A row names the GUC as PostgreSQL shows it (name, descriptions, context,
- * unit flags, boot value and bounds) and the llm_engine_config field its
- * value goes to.  The GUC machinery writes into the row's own value slot,
+ * unit flags, boot value and bounds), the llm_engine_config field its
+ * value goes to, and whether a model of llm.models may set it for itself.  The GUC machinery writes into the row's own value slot,
  * so no global variable is declared per setting.
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
@@ -39,6 +41,7 @@ typedef struct EngineGuc
 	const struct config_enum_entry *options;	/* EG_ENUM */
 	size_t		field;			/* offsetof(llm_engine_config, ...) */
 	int64		scale;			/* EG_INT into an int64 field: value * scale */
+	bool		per_model;		/* also settable per model in llm.models (model_list.h) */
 	/* where the GUC machinery keeps the value */
 	union
 	{
@@ -123,6 +126,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 0, .min_int = 0, .max_int = 1048576,
 		.field = FIELD(n_ctx),
+		.per_model = true,
 	},
 	{
 		.name = "llm.kv_cache_size",
@@ -131,6 +135,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP, .flags = GUC_UNIT_MB,
 		.boot_int = 0, .min_int = 0, .max_int = 1024 * 1024,
 		.field = FIELD(kv_cache_bytes), .scale = 1024 * 1024,
+		.per_model = true,
 	},
 	{
 		.name = "llm.block_size",
@@ -138,6 +143,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 16, .min_int = 1, .max_int = 1024,
 		.field = FIELD(block_size),
+		.per_model = true,
 	},
 	{
 		.name = "llm.max_batched_tokens",
@@ -145,6 +151,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 512, .min_int = 1, .max_int = 1048576,
 		.field = FIELD(max_batched_tokens),
+		.per_model = true,
 	},
 	{
 		.name = "llm.max_running_requests",
@@ -152,6 +159,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 64, .min_int = 1, .max_int = 65536,
 		.field = FIELD(max_running),
+		.per_model = true,
 	},
 	{
 		.name = "llm.prefix_caching",
@@ -159,6 +167,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_BOOL, .context = PGC_SIGHUP,
 		.boot_bool = true,
 		.field = FIELD(prefix_caching),
+		.per_model = true,
 	},
 	{
 		.name = "llm.interactive_reserved_slots",
@@ -168,6 +177,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = -1, .min_int = -1, .max_int = 65535,
 		.field = FIELD(reserved_interactive),
+		.per_model = true,
 	},
 	{
 		.name = "llm.interactive_step_tokens",
@@ -179,6 +189,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = -1, .min_int = -1, .max_int = 1048576,
 		.field = FIELD(interactive_step_tokens),
+		.per_model = true,
 	},
 	{
 		.name = "llm.prefill_cap_tokens",
@@ -187,6 +198,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 0, .min_int = 0, .max_int = 1048576,
 		.field = FIELD(prefill_cap),
+		.per_model = true,
 	},
 	{
 		.name = "llm.prefill_cap_decodes",
@@ -194,6 +206,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 16, .min_int = 1, .max_int = 65536,
 		.field = FIELD(prefill_cap_decodes),
+		.per_model = true,
 	},
 	{
 		.name = "llm.speculative_tokens",
@@ -203,6 +216,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 4, .min_int = 0, .max_int = 16,
 		.field = FIELD(spec_tokens),
+		.per_model = true,
 	},
 	{
 		.name = "llm.speculative_max_batch",
@@ -211,6 +225,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 1, .min_int = 1, .max_int = 65536,
 		.field = FIELD(spec_max_batch),
+		.per_model = true,
 	},
 	{
 		.name = "llm.chat_template",
@@ -221,6 +236,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_ENUM, .context = PGC_SIGHUP,
 		.boot_int = 0, .options = chat_template_options,
 		.field = FIELD(chat_template),
+		.per_model = true,
 	},
 	{
 		.name = "llm.kv_cache_dtype",
@@ -231,6 +247,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_ENUM, .context = PGC_SIGHUP,
 		.boot_int = 0, .options = kv_cache_dtype_options,
 		.field = FIELD(kv_cache_dtype),
+		.per_model = true,
 	},
 };
 
@@ -304,4 +321,94 @@ llm_engine_config_from_gucs(llm_engine_config *c, MemoryContext cxt)
 				break;
 		}
 	}
+}
+
+/* The per-model row named name (without "llm.", any case, as GUC names), NULL if none. */
+static const EngineGuc *
+per_model_row(const char *name)
+{
+	for (int i = 0; i < lengthof(engine_gucs); i++)
+	{
+		const EngineGuc *g = &engine_gucs[i];
+
+		if (g->per_model && strncmp(g->name, "llm.", 4) == 0 && pg_strcasecmp(g->name + 4, name) == 0)
+			return g;
+	}
+	return NULL;
+}
+
+char *
+llm_engine_config_per_model_names(void)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < lengthof(engine_gucs); i++)
+		if (engine_gucs[i].per_model)
+			appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", engine_gucs[i].name + 4);
+	return buf.data;
+}
+
+bool
+llm_engine_config_set(llm_engine_config *c, const char *name, const char *value, char *err, size_t errlen)
+{
+	const EngineGuc *g = per_model_row(name);
+	char	   *field;
+	int			v;
+	bool		b;
+
+	if (g == NULL)
+	{
+		char	   *known = llm_engine_config_per_model_names();
+
+		snprintf(err, errlen, "unknown model setting \"%s\" (known: %s)", name, known);
+		pfree(known);
+		return false;
+	}
+	field = (char *) c + g->field;
+	switch (g->type)
+	{
+		case EG_BOOL:
+			if (!parse_bool(value, &b))
+			{
+				snprintf(err, errlen, "model setting %s must be a boolean", name);
+				return false;
+			}
+			*(bool *) field = b;
+			return true;
+		case EG_ENUM:
+			for (const struct config_enum_entry *o = g->options; o->name != NULL; o++)
+				if (pg_strcasecmp(o->name, value) == 0)
+				{
+					*(const char **) field = o->name;
+					return true;
+				}
+			{
+				StringInfoData buf;
+
+				initStringInfo(&buf);
+				for (const struct config_enum_entry *o = g->options; o->name != NULL; o++)
+					appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", o->name);
+				snprintf(err, errlen, "model setting %s must be one of: %s", name, buf.data);
+				pfree(buf.data);
+			}
+			return false;
+		case EG_INT:
+			if (!parse_int(value, &v, g->flags, NULL) || v < g->min_int || v > g->max_int)
+			{
+				snprintf(err, errlen, "model setting %s must be an integer%s from %d to %d", name,
+						 (g->flags & GUC_UNIT_MB) ? " (MB, or with a unit)" : "", g->min_int, g->max_int);
+				return false;
+			}
+			if (g->scale != 0)
+				*(int64_t *) field = (int64_t) v * g->scale;
+			else
+				*(int *) field = v;
+			return true;
+		case EG_STRING:
+			break;
+	}
+	/* no string row is per-model: its value would need a memory context */
+	snprintf(err, errlen, "model setting %s cannot be set per model", name);
+	return false;
 }

@@ -8,7 +8,9 @@
  * builds its config in one place, llm_engine_config_from_gucs(), and after a
  * reload compares the new one with the loaded one (llm_engine_config_equal)
  * to decide whether the model must be reloaded.  Adding an engine setting
- * is one table row plus the engine's field.
+ * is one table row plus the engine's field; a row marked per-model can
+ * also be given to one model of llm.models (model_list.h), by its name
+ * without "llm.", with the same bounds and values as the GUC.
  */
 #ifndef LLM_ENGINE_CONFIG_H
 #define LLM_ENGINE_CONFIG_H
@@ -26,5 +28,17 @@ extern void llm_engine_config_define_gucs(void);
  * may free its own at the next reload).
  */
 extern void llm_engine_config_from_gucs(llm_engine_config *c, MemoryContext cxt);
+
+/*
+ * Set the per-model setting name (e.g. "context_length") of c from its text
+ * value, parsed and bounded as its GUC is: true, or false with a message in
+ * err (unknown name, invalid value) and c unchanged.  Enum values become the
+ * option's static name.
+ */
+extern bool llm_engine_config_set(llm_engine_config *c, const char *name, const char *value,
+								  char *err, size_t errlen);
+
+/* The per-model setting names, "a, b, c" in table order, palloc'd. */
+extern char *llm_engine_config_per_model_names(void);
 
 #endif

@@ -20,28 +20,6 @@ static char *models_value = NULL;
 static char *parsed_value = NULL;
 static LlmModelList parsed_list;
 
-typedef struct SpecSetting
-{
-	const char *name;			/* as the llm.* setting, without the prefix */
-	size_t		field;			/* offsetof(LlmModelSpec, ...) */
-	int			unit;			/* GUC_UNIT_* for parse_int, 0 = none */
-	int			min;
-	int			max;
-	bool		is_bool;
-} SpecSetting;
-
-#define SPEC(f) offsetof(LlmModelSpec, f)
-
-/* The bounds of the llm.* setting each one replaces (engine_config.c). */
-static const SpecSetting spec_settings[] = {
-	{"context_length", SPEC(context_length), 0, 0, 1048576, false},
-	{"kv_cache_size", SPEC(kv_cache_mb), GUC_UNIT_MB, 0, 1024 * 1024, false},
-	{"block_size", SPEC(block_size), 0, 1, 1024, false},
-	{"max_batched_tokens", SPEC(max_batched_tokens), 0, 1, 1048576, false},
-	{"max_running_requests", SPEC(max_running), 0, 1, 65536, false},
-	{"prefix_caching", SPEC(prefix_caching), 0, 0, 1, true},
-};
-
 static bool
 parse_failed(char *err, size_t errlen, const char *fmt, const char *arg)
 {
@@ -71,46 +49,40 @@ valid_alias(const char *a)
 	return true;
 }
 
-/* One "name=value" of an entry's settings into spec. */
+/*
+ * One "name=value" of an entry's settings into spec, checked by applying it
+ * to a scratch config (the same parse llm_model_config applies later).
+ */
 static bool
 parse_setting(const char *item, LlmModelSpec *spec, char *err, size_t errlen)
 {
 	const char *eq = strchr(item, '=');
 	char	   *name;
 	char	   *value;
+	llm_engine_config scratch;
+	LlmModelSetting *s;
 
 	if (eq == NULL)
 		return parse_failed(err, errlen, "model setting \"%s\" is not name=value", item);
 	name = trimmed(item, eq - item);
 	value = trimmed(eq + 1, strlen(eq + 1));
-	for (int i = 0; i < lengthof(spec_settings); i++)
+	llm_engine_config_defaults(&scratch);
+	if (!llm_engine_config_set(&scratch, name, value, err, errlen))
+		return false;
+	for (int i = 0; i < spec->n_settings; i++)
+		if (pg_strcasecmp(spec->settings[i].name, name) == 0)
+			return parse_failed(err, errlen, "model setting %s appears twice", name);
+	if (spec->n_settings == LLM_MAX_MODEL_SETTINGS)
 	{
-		const SpecSetting *s = &spec_settings[i];
-		int		   *field = (int *) ((char *) spec + s->field);
-		int			v;
-		bool		b;
-
-		if (strcmp(s->name, name) != 0)
-			continue;
-		if (s->is_bool)
-		{
-			if (!parse_bool(value, &b))
-				return parse_failed(err, errlen, "model setting %s must be a boolean", name);
-			*field = b ? 1 : 0;
-			return true;
-		}
-		if (!parse_int(value, &v, s->unit, NULL) || v < s->min || v > s->max)
-		{
-			snprintf(err, errlen, "model setting %s must be an integer%s from %d to %d", name,
-					 s->unit == GUC_UNIT_MB ? " (MB, or with a unit)" : "", s->min, s->max);
-			return false;
-		}
-		*field = v;
-		return true;
+		snprintf(err, errlen, "at most %d settings per model", LLM_MAX_MODEL_SETTINGS);
+		return false;
 	}
-	return parse_failed(err, errlen,
-						"unknown model setting \"%s\" (known: context_length, kv_cache_size, block_size, "
-						"max_batched_tokens, max_running_requests, prefix_caching)", name);
+	if (strlen(name) >= sizeof(s->name) || strlen(value) >= sizeof(s->value))
+		return parse_failed(err, errlen, "model setting %s has a value too long", name);
+	s = &spec->settings[spec->n_settings++];
+	strlcpy(s->name, name, sizeof(s->name));
+	strlcpy(s->value, value, sizeof(s->value));
+	return true;
 }
 
 /* One entry "alias=path (settings)" into spec. */
@@ -123,8 +95,6 @@ parse_entry(const char *entry, LlmModelSpec *spec, char *err, size_t errlen)
 	char	   *path;
 
 	memset(spec, 0, sizeof(*spec));
-	for (int i = 0; i < lengthof(spec_settings); i++)
-		*(int *) ((char *) spec + spec_settings[i].field) = -1;
 	if (eq == NULL)
 		return parse_failed(err, errlen, "entry \"%s\" is not alias=path", entry);
 	alias = trimmed(entry, eq - entry);
@@ -290,18 +260,14 @@ llm_model_config(const LlmModelSpec *spec, llm_engine_config *c, MemoryContext c
 	if (spec == NULL)
 		return;
 	c->model_path = MemoryContextStrdup(cxt, spec->path);
-	if (spec->context_length >= 0)
-		c->n_ctx = spec->context_length;
-	if (spec->kv_cache_mb >= 0)
-		c->kv_cache_bytes = (int64_t) spec->kv_cache_mb * 1024 * 1024;
-	if (spec->block_size >= 0)
-		c->block_size = spec->block_size;
-	if (spec->max_batched_tokens >= 0)
-		c->max_batched_tokens = spec->max_batched_tokens;
-	if (spec->max_running >= 0)
-		c->max_running = spec->max_running;
-	if (spec->prefix_caching >= 0)
-		c->prefix_caching = spec->prefix_caching == 1;
+	for (int i = 0; i < spec->n_settings; i++)
+	{
+		char		err[256];
+
+		/* checked when the value was parsed; never raise here: the worker calls this */
+		if (!llm_engine_config_set(c, spec->settings[i].name, spec->settings[i].value, err, sizeof(err)))
+			elog(WARNING, "model \"%s\": %s; the llm.* value is used", spec->alias, err);
+	}
 }
 
 char *

@@ -12,10 +12,11 @@
  *
  * an entry is alias=path, optionally followed by per-model settings in
  * parentheses (comma- or space-separated name=value) that replace the
- * llm.* setting of the same name for that model: context_length,
- * kv_cache_size, block_size, max_batched_tokens, max_running_requests,
- * prefix_caching.  llm.threads and llm.device are the worker's, shared by
- * every model (one pool of compute threads).  An alias is a lower-case
+ * llm.* setting of the same name for that model: every engine setting the
+ * GUC table marks per-model (engine_config.h: context_length,
+ * kv_cache_size, chat_template, ...), with its GUC's bounds and values; a
+ * name given twice is refused.  llm.model, llm.threads and llm.device are
+ * the worker's, shared by every model (one pool of compute threads).  An alias is a lower-case
  * identifier ([a-z_][a-z0-9_]*, at most LLM_MAX_MODEL_ALIAS bytes), unique,
  * never "default"; a path is everything between '=' and '(' or the next
  * top-level comma, trimmed (so it cannot contain ',', '(' or ')').  A
@@ -39,18 +40,23 @@
 /* The alias of the model llm.model names. */
 #define LLM_DEFAULT_MODEL "default"
 
-/* One model to serve: alias, file and per-model settings. */
+/* Per-model settings one entry may carry. */
+#define LLM_MAX_MODEL_SETTINGS 16
+
+/* One "name=value" of an entry, checked at parse (llm_engine_config_set). */
+typedef struct LlmModelSetting
+{
+	char		name[NAMEDATALEN];
+	char		value[64];
+} LlmModelSetting;
+
+/* One model to serve: alias, file and per-model settings (in the order given). */
 typedef struct LlmModelSpec
 {
 	char		alias[LLM_MAX_MODEL_ALIAS + 1];
 	char		path[MAXPGPATH];
-	/* per-model settings: -1 = the llm.* setting's value */
-	int			context_length;
-	int			kv_cache_mb;
-	int			block_size;
-	int			max_batched_tokens;
-	int			max_running;
-	int			prefix_caching; /* -1, 0 or 1 */
+	int			n_settings;
+	LlmModelSetting settings[LLM_MAX_MODEL_SETTINGS];
 } LlmModelSpec;
 
 typedef struct LlmModelList
