@@ -5,12 +5,16 @@
  * (prefill), and B decode rows each at depth D (one-token order, B
  * sequences).  Prints nanoseconds per (query head, key) and the KV bytes
  * read per second, best of R runs, so that attention changes are measured
- * without the rest of a step (docs/PERFORMANCE.md).
+ * without the rest of a step (docs/PERFORMANCE.md).  With L layers (SmolLM2
+ * has 30) every timed call runs attention over each layer's own cache in
+ * turn, as a step does, so that the rows come from memory rather than from
+ * the last-level cache (one layer at depth 6,144 is 4.7 MB); times are per
+ * layer.
  *
  * Build:
  *   cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/attn_bench.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/attn_bench
  * Usage: build/bench/attn_bench [THREADS (2)] [DEPTH (6144)] [PROMPT_ROWS (512)] [DECODE_SEQS (1)] [REPEATS (5)]
- *        [f16|q8_0]
+ *        [f16|q8_0] [LAYERS (1)]
  */
 #include "backend.h"
 #include "cpu/backend_cpu.h"
@@ -54,8 +58,8 @@ rnd(void)
  * times attention.
  */
 static double
-run(llm_backend *b, int n_seqs, int rows_per_seq, int depth, int blocks_per_seq, bool decode, int repeats,
-	double *sec_out)
+run(llm_backend *b, int n_layers, int n_seqs, int rows_per_seq, int depth, int blocks_per_seq, bool decode,
+	int repeats, double *sec_out)
 {
 	const int	nt = n_seqs * rows_per_seq;
 	int32_t    *ids = calloc(nt, sizeof(int32_t)),
@@ -97,11 +101,17 @@ run(llm_backend *b, int n_seqs, int rows_per_seq, int depth, int blocks_per_seq,
 		v[i] = rnd();
 	}
 	d = (llm_step_desc) {nt, n_seqs, ids, pos, slots, seq_start, kv_len, bt, blocks_per_seq, NULL, 0, single};
-	if (b->ops->begin_step(b, &d) != 0 || b->ops->rope_store_kv(b, 0, q, k, v, N_HEADS, 10000.0f) != 0)
+	if (b->ops->begin_step(b, &d) != 0)
 	{
 		fprintf(stderr, "attn_bench: %s\n", b->ops->last_error(b));
 		exit(1);
 	}
+	for (int l = 0; l < n_layers; l++)
+		if (b->ops->rope_store_kv(b, l, q, k, v, N_HEADS, 10000.0f) != 0)
+		{
+			fprintf(stderr, "attn_bench: %s\n", b->ops->last_error(b));
+			exit(1);
+		}
 	for (int r = 0; r < repeats; r++)
 	{
 		double		t0 = now_sec(),
@@ -110,12 +120,13 @@ run(llm_backend *b, int n_seqs, int rows_per_seq, int depth, int blocks_per_seq,
 
 		do
 		{
-			if (b->ops->attention(b, 0, q, out, N_HEADS, 0.125f, 0) != 0)
-			{
-				fprintf(stderr, "attn_bench: %s\n", b->ops->last_error(b));
-				exit(1);
-			}
-			n++;
+			for (int l = 0; l < n_layers; l++)
+				if (b->ops->attention(b, l, q, out, N_HEADS, 0.125f, 0) != 0)
+				{
+					fprintf(stderr, "attn_bench: %s\n", b->ops->last_error(b));
+					exit(1);
+				}
+			n += n_layers;
 			t = now_sec() - t0;
 		} while (t < 0.2);
 		if (t / n < best)
@@ -145,16 +156,18 @@ main(int argc, char **argv)
 				seqs = argc > 4 ? atoi(argv[4]) : 1,
 				repeats = argc > 5 ? atoi(argv[5]) : 5;
 	const char *dtype = argc > 6 ? argv[6] : "f16";
+	int			layers = argc > 7 ? atoi(argv[7]) : 1;
 	int			bps = (depth + BS - 1) / BS;
 	int			nseq_kv = seqs > 1 ? seqs : 1;
 	char		err[256];
 	llm_backend *b;
-	llm_kv_geometry g = {1, N_KV, HD, BS, bps * nseq_kv};
+	llm_kv_geometry g = {layers, N_KV, HD, BS, bps * nseq_kv};
 	double		sec;
 
-	if (threads < 1 || depth < 1 || prompt < 1 || prompt > depth || seqs < 1 || repeats < 1)
+	if (threads < 1 || depth < 1 || prompt < 1 || prompt > depth || seqs < 1 || repeats < 1 || layers < 1)
 	{
-		fprintf(stderr, "usage: %s [THREADS] [DEPTH] [PROMPT_ROWS] [DECODE_SEQS] [REPEATS] [f16|q8_0]\n", argv[0]);
+		fprintf(stderr, "usage: %s [THREADS] [DEPTH] [PROMPT_ROWS] [DECODE_SEQS] [REPEATS] [f16|q8_0] [LAYERS]\n",
+				argv[0]);
 		return 2;
 	}
 	if (strcmp(dtype, "f16") == 0)
@@ -172,13 +185,13 @@ main(int argc, char **argv)
 		fprintf(stderr, "attn_bench: %s\n", b ? b->ops->last_error(b) : err);
 		return 1;
 	}
-	printf("attention, %d threads, %s KV cache, %s kernels; %d heads / %d KV heads x %d, blocks of %d\n",
-		   threads, dtype, llm_backend_cpu_impl_name(b), N_HEADS, N_KV, HD, BS);
+	printf("attention, %d threads, %s KV cache, %s kernels; %d heads / %d KV heads x %d, blocks of %d, %d layer(s)\n",
+		   threads, dtype, llm_backend_cpu_impl_name(b), N_HEADS, N_KV, HD, BS, layers);
 	{
 		/* prefill: keys of rows depth - prompt .. depth - 1 */
 		double		pairs = (double) N_HEADS * ((double) prompt * depth - (double) prompt * (prompt - 1) / 2);
 
-		run(b, 1, prompt, depth, bps, false, repeats, &sec);
+		run(b, layers, 1, prompt, depth, bps, false, repeats, &sec);
 		printf("prefill %d rows ending at depth %d: %.2f ms, %.3f ns per (query head, key)\n",
 			   prompt, depth, sec * 1e3, sec * 1e9 / pairs);
 	}
@@ -186,7 +199,7 @@ main(int argc, char **argv)
 		double		pairs = (double) N_HEADS * depth * seqs;
 		double		bytes = (double) seqs * depth * N_KV * llm_kv_row_bytes(g.kv_dtype, HD) * 2;
 
-		run(b, seqs, 1, depth, bps, true, repeats, &sec);
+		run(b, layers, seqs, 1, depth, bps, true, repeats, &sec);
 		printf("decode %d sequence(s) at depth %d: %.3f ms, %.3f ns per (query head, key), KV %.1f GB/s\n",
 			   seqs, depth, sec * 1e3, sec * 1e9 / pairs, bytes / sec * 1e-9);
 	}

@@ -309,6 +309,73 @@ v_out(const llm_attn_args *a, const float *vsum, int c0, int c1)
 }
 
 /*
+ * k_scores of one-token rows with head_dim 64 (the one-token order below:
+ * per head and key v[i] = k[8i..8i+7] * q[8i..8i+7] as an fma with zero,
+ * the fixed tree of the 8 vectors, reduce16_4keys_v of 4 keys, times
+ * scale).  Each K row is converted once into 8 registers and used for every
+ * head of the group straight from there, Q read from L1: the generic loop
+ * stores the converted rows and loads them back once per head, twice the
+ * loads per product, which bounded decode attention over long contexts.
+ * The arithmetic is the generic loop's, operation for operation.
+ */
+#define K64_MAX_GROUP 16
+
+INL void
+k_scores_single64(const llm_attn_args *a, const size_t *rowoff, int rowbase, float *scores, size_t npad, int jb,
+				  int js, int je, const bool prefetch_v, const bool q8)
+{
+	const int	G = a->group;
+	const int	row_bytes = (int) llm_kv_row_bytes(a->kv_dtype, 64);
+	__m256		t[K64_MAX_GROUP][4];
+
+	for (int j0 = js; j0 < je; j0 += 4)
+	{
+		const int	nk = je - j0 < 4 ? je - j0 : 4;
+		const int	r0 = j0 - jb;
+
+		for (int jj = 0; jj < 4; jj++)
+		{
+			__m256		k[8];
+
+			if (j0 + jj + ATTN_PREFETCH_KEYS < je)
+			{
+				size_t		ahead = rowoff[j0 + jj + ATTN_PREFETCH_KEYS - rowbase];
+
+				PREFETCH_ROW(a->k_cache + ahead, row_bytes, _MM_HINT_T0);
+				if (prefetch_v)
+					PREFETCH_ROW(a->v_cache + ahead, row_bytes, _MM_HINT_T1);
+			}
+			if (jj < nk)
+			{
+				const uint8_t *kr = a->k_cache + rowoff[j0 + jj - rowbase];
+
+				#pragma GCC unroll 8
+				for (int i = 0; i < 8; i++)
+					k[i] = load_kv8(kr, 8 * i, q8);
+			}
+			else
+			{
+				for (int i = 0; i < 8; i++)
+					k[i] = _mm256_setzero_ps();
+			}
+			for (int h = 0; h < G; h++)
+			{
+				const float *q = a->q + (size_t) h * 64;
+				__m256		v[8];
+
+				#pragma GCC unroll 8
+				for (int i = 0; i < 8; i++)
+					v[i] = _mm256_fmadd_ps(k[i], _mm256_loadu_ps(q + 8 * i), _mm256_setzero_ps());
+				t[h][jj] = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[3], v[7]), _mm256_add_ps(v[1], v[5])),
+										 _mm256_add_ps(_mm256_add_ps(v[2], v[6]), _mm256_add_ps(v[0], v[4])));
+			}
+		}
+		for (int h = 0; h < G; h++)
+			_mm_storeu_ps(scores + h * npad + r0, _mm_mul_ps(reduce16_4keys_v(t[h]), _mm_set1_ps(a->scale)));
+	}
+}
+
+/*
  * Scores of keys js..je-1 (js a multiple of 4; rows before first_key still
  * exist and get masked scores) of every head into scores[h * npad + j - jb],
  * 4 keys at a time (rows past je are zero and their scores unused); rowoff
@@ -327,6 +394,11 @@ k_scores(const llm_attn_args *a, const size_t *rowoff, int rowbase, float *score
 
 	for (int j = js; j < je && j < js + ATTN_PREFETCH_KEYS; j++)
 		PREFETCH_ROW(a->k_cache + rowoff[j - rowbase], row_bytes, _MM_HINT_T0);
+	if (a->single && hd == 64 && G <= K64_MAX_GROUP)
+	{
+		k_scores_single64(a, rowoff, rowbase, scores, npad, jb, js, je, prefetch_v, q8);
+		return;
+	}
 	for (; j0 < je; j0 += 4)
 	{
 		int			nk = je - j0 < 4 ? je - j0 : 4;

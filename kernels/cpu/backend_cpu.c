@@ -3,7 +3,8 @@
  *
  * Activations are host float arrays; weights are copied (huge pages) and
  * repacked where a packed kernel applies; the paged KV cache is one K and
- * one V array per layer of [n_blocks][n_kv_heads][block_size] rows of
+ * one V array per layer (base pages, huge_pages.h) of
+ * [n_blocks][n_kv_heads][block_size] rows of
  * head_dim fp16 values or q8_0 blocks (quant.h llm_kv_row_index,
  * llm_kv_row_bytes).  Parallel work goes
  * through a persistent thread pool (threadpool.h); every output value is
@@ -188,8 +189,8 @@ cpu_destroy(llm_backend *b)
 	if (cb->k_cache)
 		for (int l = 0; l < cb->geo.n_layers; l++)
 		{
-			llm_huge_free(cb->k_cache[l], kv_layer_bytes(&cb->geo));
-			llm_huge_free(cb->v_cache[l], kv_layer_bytes(&cb->geo));
+			llm_base_pages_free(cb->k_cache[l], kv_layer_bytes(&cb->geo));
+			llm_base_pages_free(cb->v_cache[l], kv_layer_bytes(&cb->geo));
 		}
 	free(cb->k_cache);
 	free(cb->v_cache);
@@ -365,8 +366,8 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	cb->geo = *g;
 	for (int l = 0; l < g->n_layers; l++)
 	{
-		cb->k_cache[l] = llm_huge_alloc(per_layer);
-		cb->v_cache[l] = llm_huge_alloc(per_layer);
+		cb->k_cache[l] = llm_base_pages_alloc(per_layer);
+		cb->v_cache[l] = llm_base_pages_alloc(per_layer);
 		if (cb->k_cache[l] == NULL || cb->v_cache[l] == NULL)
 			goto oom;
 	}
@@ -377,8 +378,8 @@ oom:
 	if (cb->k_cache)
 		for (int l = 0; l < g->n_layers; l++)
 		{
-			llm_huge_free(cb->k_cache[l], per_layer);
-			llm_huge_free(cb->v_cache[l], per_layer);
+			llm_base_pages_free(cb->k_cache[l], per_layer);
+			llm_base_pages_free(cb->v_cache[l], per_layer);
 		}
 	free(cb->k_cache);
 	free(cb->v_cache);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE ((size_t) 2 << 20)
 #define ARENA_CHUNK ((size_t) 32 << 20)
@@ -50,6 +51,39 @@ llm_huge_free(void *p, size_t n)
 {
 	if (p != NULL && n > 0)
 		munmap(p, round_up(n, HUGE_PAGE));
+}
+
+static size_t
+base_page(void)
+{
+	long		ps = sysconf(_SC_PAGESIZE);
+
+	return ps > 0 ? (size_t) ps : 4096;
+}
+
+void *
+llm_base_pages_alloc(size_t n)
+{
+	size_t		len;
+	void	   *p;
+
+	if (n == 0 || n > SIZE_MAX - base_page())
+		return NULL;
+	len = round_up(n, base_page());
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_NOHUGEPAGE
+	(void) madvise(p, len, MADV_NOHUGEPAGE);	/* advice only: without it THP "always" would give huge pages */
+#endif
+	return p;
+}
+
+void
+llm_base_pages_free(void *p, size_t n)
+{
+	if (p != NULL && n > 0)
+		munmap(p, round_up(n, base_page()));
 }
 
 typedef struct arena_chunk
