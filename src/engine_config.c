@@ -209,6 +209,16 @@ static EngineGuc engine_gucs[] = {
 		.per_model = true,
 	},
 	{
+		.name = "llm.batch_prefill_tokens",
+		.short_desc = "Prefill tokens per engine step of batch requests (0 = no cap).",
+		.long_desc = "An interactive request arriving during a step waits for it: the cap keeps a step where "
+		"batch rows join about as long as a decode step. A GPU, whose steps cost about the same up to "
+		"hundreds of tokens, may want it larger or 0.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = 128, .min_int = 0, .max_int = 1048576,
+		.field = FIELD(batch_prefill_tokens),
+	},
+	{
 		.name = "llm.speculative_tokens",
 		.short_desc = "Draft tokens per request and step of speculative decoding by prompt lookup (0 = off).",
 		.long_desc = "Drafts copy what followed the output's last tokens earlier in the prompt or output; "

@@ -388,6 +388,7 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			.shared_step_tokens = e->cfg.interactive_step_tokens,
 			.prefill_cap = e->cfg.prefill_cap,
 			.prefill_cap_decodes = e->cfg.prefill_cap_decodes,
+			.batch_prefill_tokens = e->cfg.batch_prefill_tokens,
 		};
 
 		e->sched = llm_sched_create(e->pool, &sc);
@@ -576,7 +577,7 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 "\"kv_cache_bytes\": %lld, \"reserved_interactive\": %d, "
 							 "\"interactive_step_tokens\": %d, \"prefill_cap\": %d, \"prefill_cap_decodes\": %d, "
 							 "\"speculative_tokens\": %d, \"speculative_max_batch\": %d, \"kv_cache_dtype\": \"%s\", "
-							 "\"notes\": \"%s\"}",
+							 "\"batch_prefill_tokens\": %d, \"notes\": \"%s\"}",
 							 m->arch, name, m->n_layers, m->dim, m->n_heads, m->n_kv_heads,
 							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
@@ -585,7 +586,8 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
 							 (long long) e->cfg.kv_cache_bytes, e->cfg.reserved_interactive,
 							 e->cfg.interactive_step_tokens, e->cfg.prefill_cap, e->cfg.prefill_cap_decodes,
-							 e->cfg.spec_tokens, e->cfg.spec_max_batch, e->cfg.kv_cache_dtype, e->notes);
+							 e->cfg.spec_tokens, e->cfg.spec_max_batch, e->cfg.kv_cache_dtype,
+							 e->cfg.batch_prefill_tokens, e->notes);
 }
 
 /* ---------- prompts to token ids ---------- */

@@ -84,6 +84,16 @@ typedef struct llm_engine_config
 	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
 								 * n_threads, for engines one thread steps in turn (several
 								 * models in one driver); default false (a pool of its own) */
+	/*
+	 * Prefill tokens per step of the batch class (scheduler.h, "Batch
+	 * prefill per step"), so an interactive request arriving during a batch
+	 * step waits about one decode step, not a step of max_batched_tokens of
+	 * prefill (>= 0, 0 = no cap; default 128: on two AVX2 cores such a
+	 * chunk costs about what 100 decode rows do, a full 512-token one four
+	 * times that; a GPU, whose steps take about the same time up to
+	 * hundreds of tokens, wants it larger or 0).
+	 */
+	int			batch_prefill_tokens;
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */

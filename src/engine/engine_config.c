@@ -19,6 +19,7 @@
 #define DEFAULT_PREFILL_CAP_DECODES	16
 #define DEFAULT_SPEC_TOKENS			4
 #define DEFAULT_SPEC_MAX_BATCH		1
+#define DEFAULT_BATCH_PREFILL_TOKENS	128
 /* the KV cache may take at most this fraction of the physical memory */
 #define KV_MAX_MEMORY_SHARE			0.5
 
@@ -43,6 +44,7 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->spec_max_batch = DEFAULT_SPEC_MAX_BATCH;
 	c->chat_template = "auto";
 	c->kv_cache_dtype = "f16";
+	c->batch_prefill_tokens = DEFAULT_BATCH_PREFILL_TOKENS;
 }
 
 static bool
@@ -71,7 +73,8 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->spec_max_batch == b->spec_max_batch &&
 		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto") &&
 		engine_config_kv_dtype(a) == engine_config_kv_dtype(b) &&
-		a->shared_threads == b->shared_threads;
+		a->shared_threads == b->shared_threads &&
+		a->batch_prefill_tokens == b->batch_prefill_tokens;
 }
 
 int
@@ -121,6 +124,8 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
 	else if (engine_config_kv_dtype(c) < 0)
 		snprintf(err, errlen, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
+	else if (c->batch_prefill_tokens < 0)
+		snprintf(err, errlen, "batch_prefill_tokens must be >= 0 (0 = no cap), not %d", c->batch_prefill_tokens);
 	else
 		return 0;
 	return -1;

@@ -172,6 +172,9 @@ struct llm_engine
 				cost_nn,
 				cost_nt;
 	int64_t		cost_steps;
+	double		cost_small_n,	/* moving means over the steps of at most ENGINE_COST_SMALL_STEP tokens */
+				cost_small_t;
+	int64_t		cost_small_steps;
 	live_request **drafted;		/* [cfg.spec_max_batch] requests given drafts this step */
 	int32_t		n_drafted;
 	char		notes[256];		/* engine.c: llm_engine_notes */

@@ -370,9 +370,23 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 }
 
 /*
+ * Steps of at most this many tokens measure the model's fixed cost.  On a
+ * CPU a step's time is not linear in its tokens: a few rows are bound by
+ * reading the weights once, many by arithmetic, so a straight line fitted
+ * to a mix of decode and prefill steps crosses n = 0 well above what a step
+ * of one token takes (58 ms against about 6 ms measured on two AVX2 cores), and
+ * the shared-step cap built on it let batch work make an interactive
+ * step several times slower than alone.
+ */
+#define ENGINE_COST_SMALL_STEP 8
+
+/*
  * One step's forward of n tokens took ms: update the moving least-squares
  * fit ms = fixed + per_token * n (exponential weights, 1/32 per step) and
  * hand it to the scheduler once the steps have varied enough to fit it.
+ * The fixed cost handed on is the lower of the fit's and the one the small
+ * steps show (their mean time less per_token times their mean size), once
+ * there were any.
  */
 static void
 note_step_time(llm_engine *e, int32_t n, double ms)
@@ -380,6 +394,19 @@ note_step_time(llm_engine *e, int32_t n, double ms)
 	const double w = 1.0 / 32;
 	double		var;
 
+	if (n <= ENGINE_COST_SMALL_STEP)
+	{
+		if (e->cost_small_steps++ == 0)
+		{
+			e->cost_small_n = n;
+			e->cost_small_t = ms;
+		}
+		else
+		{
+			e->cost_small_n += (n - e->cost_small_n) / 8;
+			e->cost_small_t += (ms - e->cost_small_t) / 8;
+		}
+	}
 	if (e->cost_steps++ == 0)
 	{
 		e->cost_n = n;
@@ -398,7 +425,13 @@ note_step_time(llm_engine *e, int32_t n, double ms)
 		double		per_token = (e->cost_nt - e->cost_n * e->cost_t) / var;
 
 		if (per_token > 0)
-			llm_sched_set_step_cost(e->sched, e->cost_t - per_token * e->cost_n, per_token);
+		{
+			double		fixed = e->cost_t - per_token * e->cost_n;
+
+			if (e->cost_small_steps > 0 && e->cost_small_t - per_token * e->cost_small_n < fixed)
+				fixed = e->cost_small_t - per_token * e->cost_small_n;
+			llm_sched_set_step_cost(e->sched, fixed, per_token);
+		}
 	}
 }
 

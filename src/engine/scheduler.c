@@ -811,13 +811,16 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 
 			cp.left = rest < 0 ? 0 : (rest < budget ? rest : budget);
 		}
+		if (c > 0 && s->cfg.batch_prefill_tokens > 0)
+			cp.prefill_left = s->cfg.batch_prefill_tokens;
 		if (s->cfg.prefill_cap > 0)
 		{
 			for (int32_t k = 0; k < n_order; k++)
 				if (s->order[k]->flow->cls == c && s->order[k]->state == LLM_SEQ_RUNNING &&
 					s->order[k]->n_tokens - s->order[k]->n_computed == 1)
 					decoding++;
-			if (decoding >= (s->cfg.prefill_cap_decodes > 1 ? s->cfg.prefill_cap_decodes : 1))
+			if (decoding >= (s->cfg.prefill_cap_decodes > 1 ? s->cfg.prefill_cap_decodes : 1) &&
+				(cp.prefill_left < 0 || s->cfg.prefill_cap < cp.prefill_left))
 				cp.prefill_left = s->cfg.prefill_cap;
 		}
 		if (plan_running(s, &cp, n_order, &budget, &preempted_cls) != 0 ||

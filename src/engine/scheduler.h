@@ -31,6 +31,16 @@
  * earns no burst.  With every sequence in one class and one session the
  * plan is the FIFO one.
  *
+ * Batch prefill per step: the prefill chunks of a class after the first
+ * take at most batch_prefill_tokens tokens of each step (0 = no cap),
+ * whatever else is in it.  A request of the first class that arrives while
+ * a step runs waits for that step; without the cap a step where batch
+ * sequences join carries up to max_batched_tokens of prefill and lasts
+ * several decode-only steps.  With it every batch step is about one
+ * decode step plus one bounded chunk: the bulk's time per output token is
+ * also the most an arriving request waits.  Waiting batch sequences still
+ * join at batch_prefill_tokens per step, so the class never starves.
+ *
  * Prefill while decoding: when a class has at least prefill_cap_decodes
  * sequences decoding, its prefill chunks (of running and admitted
  * sequences) take at most prefill_cap tokens of the step (0 = no cap), so
@@ -196,6 +206,7 @@ typedef struct llm_sched_config
 	int32_t		shared_step_tokens; /* step total while an earlier class has work in it; -1 = from the cost model */
 	int32_t		prefill_cap;	/* prefill tokens per step of a class with many decodes */
 	int32_t		prefill_cap_decodes;	/* ... from this many decoding sequences on */
+	int32_t		batch_prefill_tokens;	/* prefill tokens per step of each class after the first */
 } llm_sched_config;
 
 llm_sched  *llm_sched_create(llm_block_pool *pool, const llm_sched_config *c);

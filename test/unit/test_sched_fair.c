@@ -39,6 +39,11 @@ typedef struct world
 	int			drafts_accepted;
 	/* per step, the running count of each session 1..2 of class 1 */
 	int			share_gap;		/* largest |running(1) - running(2)| once both are saturated */
+	int			max_batch_prefill;	/* class-1 prefill tokens of one step */
+	int			max_batch_prefill_interactive;	/* ... of a step while class 0 has live sequences */
+	int			batch_stalled;	/* steps without a class-1 entry while class 1 had live sequences */
+	int			max_interactive_chunk;	/* largest class-0 prefill chunk */
+	int			max_batch_prefill_with_decodes;	/* ... of a step with >= prefill_cap_decodes class-1 decodes */
 } world;
 
 static void
@@ -82,8 +87,13 @@ world_step(world *w, bool drafts, int accept_drafts)
 	char		err[256];
 	int			bs = llm_block_pool_block_size(w->pool);
 	bool		interactive = false;
+	bool		interactive_live = llm_sched_n_class(w->s, 0) > 0;
+	bool		batch_live = llm_sched_n_class(w->s, 1) > 0;
+	bool		batch_planned = false;
 	int			decodes = 0,
-				prefill = 0;
+				prefill = 0,
+				batch_prefill = 0,
+				batch_decodes = 0;
 
 	w->step++;
 	for (int i = 0; i < w->n; i++)
@@ -117,10 +127,22 @@ world_step(world *w, bool drafts, int accept_drafts)
 			x->first_step = w->step;
 		if (e->seq->priority == 0)
 			interactive = true;
+		if (e->seq->priority == 1)
+			batch_planned = true;
 		if (e->n - e->n_draft == 1 && e->sample && e->start >= e->seq->n_prompt)
+		{
 			decodes++;
+			if (e->seq->priority == 1)
+				batch_decodes++;
+		}
 		else if (e->n > 1)
+		{
 			prefill += e->n;	/* a last chunk of one token is not capped */
+			if (e->seq->priority == 1)
+				batch_prefill += e->n;
+			else if (e->n > w->max_interactive_chunk)
+				w->max_interactive_chunk = e->n;
+		}
 		if (e->seq->n_blocks * bs < e->start + e->n)
 			w->bad = true;
 		for (int t = e->start; t < e->start + e->n; t++)
@@ -132,6 +154,14 @@ world_step(world *w, bool drafts, int accept_drafts)
 	}
 	if (interactive && p->n_tokens > w->max_step_tokens_with_interactive)
 		w->max_step_tokens_with_interactive = p->n_tokens;
+	if (batch_prefill > w->max_batch_prefill)
+		w->max_batch_prefill = batch_prefill;
+	if (interactive_live && batch_prefill > w->max_batch_prefill_interactive)
+		w->max_batch_prefill_interactive = batch_prefill;
+	if (batch_decodes >= w->cfg.prefill_cap_decodes && batch_prefill > w->max_batch_prefill_with_decodes)
+		w->max_batch_prefill_with_decodes = batch_prefill;
+	if (batch_live && !batch_planned)
+		w->batch_stalled++;
 	if (w->cfg.prefill_cap > 0 && decodes >= w->cfg.prefill_cap_decodes && prefill > w->max_prefill_with_decodes)
 		w->max_prefill_with_decodes = prefill;
 	llm_sched_commit(w->s, p);
@@ -454,6 +484,66 @@ test_prefill_cap(void)
 }
 
 /*
+ * Batch prefill per step: a bulk statement's sequences join with prefill
+ * chunks of at most batch_prefill_tokens per step, before, while and after
+ * interactive requests arrive; the interactive prompts are not capped
+ * (each is planned whole at the step after its arrival); every step moves
+ * the bulk on and all of it completes.  Without the cap the same load puts
+ * longer batch chunks in a step, and with prefill_cap also on, the smaller
+ * of the two holds.
+ */
+static void
+test_batch_prefill_cap(void)
+{
+	for (int variant = 0; variant < 3; variant++)
+	{
+		world		w;
+		llm_sched_config cfg = {.max_batched_tokens = 128, .max_running = 24, .prefix_caching = true,
+			.reserved_running = 2, .shared_step_tokens = -1,
+		.batch_prefill_tokens = variant == 1 ? 0 : 12, .prefill_cap = variant == 2 ? 5 : 0, .prefill_cap_decodes = 2};
+		const char *name = variant == 0 ? "cap 12" : (variant == 1 ? "no cap" : "cap 12, prefill_cap 5");
+		int			next = 60;
+		bool		next_step_ok = true;
+
+		world_init(&w, 2048, 4, cfg, 64);
+		llm_sched_set_step_cost(w.s, 6.0, 2.0);
+		for (int i = 0; i < 60; i++)
+			add_sim(&w, i, 30 + i % 9, 12, 1, 1);
+		while (w.live > 0 && w.step < 20000 && !w.bad)
+		{
+			if (next < 64 && w.step == 8 + 15 * (next - 60))
+			{
+				add_sim(&w, next, 20, 6, 0, 100 + next);
+				world_step(&w, false, 0);
+				if (w.sims[next].first_step != w.step)
+					next_step_ok = false;
+				next++;
+			}
+			else
+				world_step(&w, false, 0);
+		}
+		if (variant == 1)
+			CHECK(w.max_batch_prefill > 12, "%s: batch chunks of %d tokens in a step", name, w.max_batch_prefill);
+		else
+		{
+			CHECK(w.max_batch_prefill > 0 && w.max_batch_prefill <= 12,
+				  "%s: batch prefill per step at most 12 tokens (%d)", name, w.max_batch_prefill);
+			CHECK(w.max_batch_prefill_interactive <= 12,
+				  "%s: also while interactive requests are live (%d)", name, w.max_batch_prefill_interactive);
+		}
+		if (variant == 2)
+			CHECK(w.max_batch_prefill_with_decodes > 0 && w.max_batch_prefill_with_decodes <= 5,
+				  "%s: steps with >= 2 batch decodes carry at most 5 batch prefill tokens (%d)", name,
+				  w.max_batch_prefill_with_decodes);
+		CHECK(next == 64 && next_step_ok && w.max_interactive_chunk == 20,
+			  "%s: each interactive request planned whole (chunk %d) at the step after it arrived", name,
+			  w.max_interactive_chunk);
+		CHECK(w.batch_stalled == 0, "%s: every step moved the bulk on (%d steps without it)", name, w.batch_stalled);
+		CHECK(world_end(&w), "%s: all complete, nothing leaked", name);
+	}
+}
+
+/*
  * Draft tokens: planned as extra rows of a decoding sequence with blocks
  * for them; the accepted ones count as computed, blocks of rejected ones are
  * released, and only verified tokens reach the prefix cache (a repeat of a
@@ -584,6 +674,7 @@ main(void)
 	test_class_preemption();
 	test_new_flow_no_burst();
 	test_prefill_cap();
+	test_batch_prefill_cap();
 	test_drafts();
 	test_draft_without_room();
 	return unit_done();
