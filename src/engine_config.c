@@ -217,6 +217,7 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 128, .min_int = 0, .max_int = 1048576,
 		.field = FIELD(batch_prefill_tokens),
+		.per_model = true,
 	},
 	{
 		.name = "llm.speculative_tokens",
