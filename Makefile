@@ -121,11 +121,14 @@ build/bench/structured_bench: bench/structured_bench.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# -MMD -MP: a test is rebuilt when a header it includes changes (the shared
+# test helpers: unit.h, *_test_util.h).
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ENGINE_CFLAGS) -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+	$(CC) $(ENGINE_CFLAGS) -MMD -MP -Itest/unit $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
 -include $(ENGINE_OBJS:.o=.d)
+-include $(UNIT_BINS:=.d)
 -include $(OBJS:.o=.d)
 
 # Models by name, from scripts/fetch-model.sh's table (NAME=models/FILE):

@@ -9,54 +9,28 @@
 CREATE TABLE ba AS
   SELECT i AS id, i % 3 AS grp, 'Say the number ' || i || ' in words.' AS body FROM generate_series(1, 12) i;
 ANALYZE ba;
--- same_as_row_by_row(q): q's rows with the node and without it (identical,
--- and as many generations: llm_stat.requests_finished)
-CREATE FUNCTION agg_same(q text, OUT rows bigint, OUT same boolean, OUT same_requests boolean)
-LANGUAGE plpgsql AS $$
-DECLARE
-	a text[];
-	b text[];
-	n0 bigint;
-	n1 bigint;
-	n2 bigint;
-BEGIN
-	PERFORM wait_idle();
-	SELECT requests_finished INTO n0 FROM llm_stat;
-	EXECUTE 'SELECT array_agg(t::text) FROM (' || q || ') t' INTO a;
-	PERFORM wait_idle();
-	SELECT requests_finished INTO n1 FROM llm_stat;
-	SET LOCAL llm.enable_batch_scan = off;
-	EXECUTE 'SELECT array_agg(t::text) FROM (' || q || ') t' INTO b;
-	SET LOCAL llm.enable_batch_scan = on;
-	PERFORM wait_idle();
-	SELECT requests_finished INTO n2 FROM llm_stat;
-	rows := coalesce(cardinality(a), 0);
-	same := a IS NOT DISTINCT FROM b;
-	same_requests := n1 - n0 = n2 - n1;
-END
-$$;
 
 -- count and string_agg over calls: the node below the Agg appends the results
 EXPLAIN (COSTS OFF, VERBOSE) SELECT count(llm_generate(body, max_tokens => 3)) FROM ba;
-SELECT * FROM agg_same($$SELECT count(llm_generate(body, max_tokens => 3)) FROM ba$$);
-SELECT * FROM agg_same($$SELECT string_agg(llm_generate(body, max_tokens => 3), '|' ORDER BY id) FROM ba$$);
+SELECT * FROM same_as_row_by_row($$SELECT count(llm_generate(body, max_tokens => 3)) FROM ba$$);
+SELECT * FROM same_as_row_by_row($$SELECT string_agg(llm_generate(body, max_tokens => 3), '|' ORDER BY id) FROM ba$$);
 SELECT string_agg(llm_generate(body, max_tokens => 3), '|' ORDER BY id) FROM ba WHERE id <= 4;
 -- grouped (hashed and sorted), DISTINCT, in an expression, ORDER BY the call
 EXPLAIN (COSTS OFF) SELECT grp, max(length(llm_generate(body, max_tokens => 3))) FROM ba GROUP BY grp;
-SELECT * FROM agg_same($$SELECT grp, max(length(llm_generate(body, max_tokens => 3))) FROM ba GROUP BY grp ORDER BY grp$$);
+SELECT * FROM same_as_row_by_row($$SELECT grp, max(length(llm_generate(body, max_tokens => 3))) FROM ba GROUP BY grp ORDER BY grp$$);
 SET enable_hashagg = off;
 EXPLAIN (COSTS OFF) SELECT grp, count(DISTINCT llm_generate(body, max_tokens => 3)) FROM ba GROUP BY grp;
-SELECT * FROM agg_same($$SELECT grp, count(DISTINCT llm_generate(body, max_tokens => 3)) FROM ba GROUP BY grp$$);
+SELECT * FROM same_as_row_by_row($$SELECT grp, count(DISTINCT llm_generate(body, max_tokens => 3)) FROM ba GROUP BY grp$$);
 RESET enable_hashagg;
-SELECT * FROM agg_same($$SELECT string_agg(body, '|' ORDER BY llm_generate(body, max_tokens => 3), id) FROM ba$$);
+SELECT * FROM same_as_row_by_row($$SELECT string_agg(body, '|' ORDER BY llm_generate(body, max_tokens => 3), id) FROM ba$$);
 -- an aggregate over a volatile call is never shared: in the target list and
 -- in HAVING it is two aggregates, two calls per row, as row by row
 EXPLAIN (COSTS OFF, VERBOSE)
   SELECT grp, count(llm_generate(body, max_tokens => 3)) FROM ba GROUP BY grp HAVING count(llm_generate(body, max_tokens => 3)) > 1;
-SELECT * FROM agg_same($$SELECT grp, count(llm_generate(body, max_tokens => 3)) FROM ba GROUP BY grp HAVING count(llm_generate(body, max_tokens => 3)) > 1$$);
+SELECT * FROM same_as_row_by_row($$SELECT grp, count(llm_generate(body, max_tokens => 3)) FROM ba GROUP BY grp HAVING count(llm_generate(body, max_tokens => 3)) > 1$$);
 -- a FILTER clause is evaluated for every row: batched; arguments under FILTER are not
 EXPLAIN (COSTS OFF) SELECT count(*) FILTER (WHERE llm_generate(body, max_tokens => 3) LIKE 'The%') FROM ba;
-SELECT * FROM agg_same($$SELECT count(*) FILTER (WHERE llm_generate(body, max_tokens => 3) LIKE 'The%') FROM ba$$);
+SELECT * FROM same_as_row_by_row($$SELECT count(*) FILTER (WHERE llm_generate(body, max_tokens => 3) LIKE 'The%') FROM ba$$);
 EXPLAIN (COSTS OFF) SELECT string_agg(llm_generate(body, max_tokens => 3), '|') FILTER (WHERE id > 6) FROM ba;
 -- a window aggregate's argument is not batched
 EXPLAIN (COSTS OFF) SELECT count(llm_generate(body, max_tokens => 3)) OVER () FROM ba;

@@ -23,32 +23,6 @@ BEGIN
 	removed := node->'Rows Removed by LLM Filter';
 END
 $$;
--- same_as_row_by_row(q): q's rows in order with the node and without it
--- (identical, and as many generations: llm_stat.requests_finished)
-CREATE FUNCTION same_as_row_by_row(q text, OUT rows bigint, OUT same boolean, OUT same_requests boolean)
-LANGUAGE plpgsql AS $$
-DECLARE
-	a text[];
-	b text[];
-	n0 bigint;
-	n1 bigint;
-	n2 bigint;
-BEGIN
-	PERFORM wait_idle();
-	SELECT requests_finished INTO n0 FROM llm_stat;
-	EXECUTE 'SELECT array_agg(t::text) FROM (' || q || ') t' INTO a;
-	PERFORM wait_idle();
-	SELECT requests_finished INTO n1 FROM llm_stat;
-	SET LOCAL llm.enable_batch_scan = off;
-	EXECUTE 'SELECT array_agg(t::text) FROM (' || q || ') t' INTO b;
-	SET LOCAL llm.enable_batch_scan = on;
-	PERFORM wait_idle();
-	SELECT requests_finished INTO n2 FROM llm_stat;
-	rows := coalesce(cardinality(a), 0);
-	same := a IS NOT DISTINCT FROM b;
-	same_requests := n1 - n0 = n2 - n1;
-END
-$$;
 
 -- WHERE: a conjunct with a call moves into the node, the others stay below
 EXPLAIN (COSTS OFF) SELECT id FROM bq WHERE llm_generate(body, max_tokens => 3) <> '';

@@ -47,18 +47,7 @@ SELECT llm_generate('Say yes.', max_tokens => 4) IS NOT NULL AS user_lowers;
 RESET llm.priority;
 RESET ROLE;
 -- accounting per role: wait until the worker has published the last request
-CREATE FUNCTION wait_usage(r name, n bigint) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-	FOR i IN 1..100 LOOP
-		IF (SELECT coalesce(sum(requests), 0) >= n FROM llm_usage WHERE role = r) THEN
-			RETURN true;
-		END IF;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN false;
-END
-$$;
-SELECT wait_usage('regress_fair_user', 1);
+SELECT wait_until($$SELECT coalesce(sum(requests), 0) >= 1 FROM llm_usage WHERE role = 'regress_fair_user'$$, 10);
 SELECT role, database = current_database() AS this_database, requests, prompt_tokens > 0 AS prompt,
        completion_tokens BETWEEN 1 AND 4 AS completion, cached_tokens <= prompt_tokens AS cached,
        busy_ms > 0 AS busy, tokens_last_minute = prompt_tokens + completion_tokens AS last_minute,
@@ -126,14 +115,13 @@ RESET llm.max_tokens_per_minute;
 SET ROLE regress_fair_user;
 SELECT llm_generate('Say yes.', max_tokens => 2) IS NOT NULL AS quota_lifted;
 RESET ROLE;
-SELECT wait_usage('regress_fair_user', 2);
+SELECT wait_until($$SELECT coalesce(sum(requests), 0) >= 2 FROM llm_usage WHERE role = 'regress_fair_user'$$, 10);
 SELECT requests FROM llm_usage WHERE role = 'regress_fair_user';
 -- llm_stat_reset() clears the counters, not the last minute
 SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT count(*) AS rows_after_reset, bool_and(requests = 0) AS zeroed, bool_and(tokens_last_minute > 0) AS window_kept
 FROM llm_usage WHERE role = 'regress_fair_user';
-DROP FUNCTION wait_usage(name, bigint);
 DROP ROLE regress_fair_user;
 -- max_tokens cutting through a character of several tokens drops its bytes
 SELECT k, strpos(llm_generate('Reply with exactly these three emoji and nothing else: 🎉🐙🚀', max_tokens => k),

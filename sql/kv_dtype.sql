@@ -6,19 +6,6 @@
 -- the prefix cache.  q8_0 text is not compared with f16 text: it may differ
 -- (docs/PERFORMANCE.md measures how often).  RESET restores the f16 pool.
 --
--- kv_wait_engine(key, value): wait (up to 60 s) until the loaded engine's
--- description has key = value (a reload has taken effect).
-CREATE FUNCTION kv_wait_engine(key text, val text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-	FOR i IN 1..600 LOOP
-		IF (SELECT info->>'status' = 'ready' AND info->'model'->>key = val FROM llm_model_info() AS info) THEN
-			RETURN true;
-		END IF;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN false;
-END
-$$;
 SELECT wait_idle();
 SHOW llm.kv_cache_dtype;
 CREATE TABLE kv_pools AS
@@ -45,7 +32,7 @@ FROM kv_prompts, llm_complete(p, max_tokens => 24) AS c;
 
 ALTER SYSTEM SET llm.kv_cache_dtype = 'q8_0';
 SELECT pg_reload_conf();
-SELECT kv_wait_engine('kv_cache_dtype', 'q8_0');
+SELECT wait_engine('kv_cache_dtype', 'q8_0');
 SHOW llm.kv_cache_dtype;
 INSERT INTO kv_pools
 SELECT 'q8_0', (m->>'kv_blocks')::int, (m->>'kv_cache_bytes')::bigint,
@@ -75,10 +62,9 @@ SELECT wait_idle();
 
 ALTER SYSTEM RESET llm.kv_cache_dtype;
 SELECT pg_reload_conf();
-SELECT kv_wait_engine('kv_cache_dtype', 'f16') AND kv_wait_engine('kv_blocks', (SELECT kv_blocks::text FROM kv_pools WHERE dtype = 'f16')) AS restored;
+SELECT wait_engine('kv_cache_dtype', 'f16') AND wait_engine('kv_blocks', (SELECT kv_blocks::text FROM kv_pools WHERE dtype = 'f16')) AS restored;
 -- f16 again gives the f16 text
 SELECT count(*) AS compared, count(*) FILTER (WHERE c.text = f.text) AS identical
 FROM kv_prompts p, llm_complete(p.p, max_tokens => 24) AS c, kv_f16 f
 WHERE f.id = p.id;
 DROP TABLE kv_pools, kv_prompts, kv_f16, kv_q8;
-DROP FUNCTION kv_wait_engine(text, text);

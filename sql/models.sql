@@ -4,21 +4,6 @@
 -- its own (context 256, a small KV cache), 'twin' with the llm.* settings.
 -- A model is its own engine, so routing never changes greedy text.
 --
--- wait_until(cond): wait (up to 60 s) until the query cond returns true
-CREATE FUNCTION wait_until(cond text) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	ok boolean;
-BEGIN
-	FOR i IN 1..600 LOOP
-		EXECUTE cond INTO ok;
-		IF ok THEN
-			RETURN true;
-		END IF;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN false;
-END
-$$;
 SELECT current_setting('llm.model') AS smol,
        format('small=%s (context_length=256, kv_cache_size=8MB),twin = %s',
               current_setting('llm.model'), current_setting('llm.model')) AS models \gset
@@ -114,4 +99,3 @@ SELECT alias, state FROM llm_models;
 SELECT try_sql($$SELECT llm_generate('Hi', model => 'small')$$) AS dropped;
 SELECT wait_model();
 DROP TABLE models_prompts, models_alone, models_batched;
-DROP FUNCTION wait_until(text);

@@ -6,19 +6,6 @@
 -- a tiny pool, preemption; cached_tokens and llm_stat's prefix columns;
 -- llm.prefix_cache_isolation.
 --
--- pc_wait_engine(key, value): wait (up to 60 s) until the loaded engine's
--- description has key = value (a reload has taken effect).
-CREATE FUNCTION pc_wait_engine(key text, val text) RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-	FOR i IN 1..600 LOOP
-		IF (SELECT info->>'status' = 'ready' AND info->'model'->>key = val FROM llm_model_info() AS info) THEN
-			RETURN true;
-		END IF;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN false;
-END
-$$;
 -- pc_run(ids, max_tokens): llm_complete the prompts of pc_prompts in the
 -- order given, one at a time (a plain join would leave the order to the planner)
 CREATE FUNCTION pc_run(ids int[], max_tokens int)
@@ -74,10 +61,10 @@ FROM unnest(ARRAY['Mountains form when tectonic plates collide and push the crus
 -- changes an engine setting reloads the engine)
 ALTER SYSTEM SET llm.prefix_caching = off;
 SELECT pg_reload_conf();
-SELECT pc_wait_engine('prefix_caching', 'false');
+SELECT wait_engine('prefix_caching', 'false');
 ALTER SYSTEM RESET llm.prefix_caching;
 SELECT pg_reload_conf();
-SELECT pc_wait_engine('prefix_caching', 'true');
+SELECT wait_engine('prefix_caching', 'true');
 -- 1. cache on: every prompt twice, one at a time
 SELECT llm_stat_reset();
 CREATE TABLE pc_on AS
@@ -107,7 +94,7 @@ FROM llm_stat;
 -- 2. cache off: the same prompts
 ALTER SYSTEM SET llm.prefix_caching = off;
 SELECT pg_reload_conf();
-SELECT pc_wait_engine('prefix_caching', 'false');
+SELECT wait_engine('prefix_caching', 'false');
 SELECT llm_stat_reset();
 CREATE TABLE pc_off AS
 SELECT pid AS id, out_text AS text, n_prompt AS prompt_tokens, n_cached AS cached_tokens
@@ -128,7 +115,7 @@ FROM pc_on_batch o JOIN pc_off_batch f USING (id);
 ALTER SYSTEM SET llm.prefix_caching = on;
 ALTER SYSTEM SET llm.kv_cache_size = '4MB';
 SELECT pg_reload_conf();
-SELECT pc_wait_engine('kv_blocks', '11');
+SELECT wait_engine('kv_blocks', '11');
 SELECT llm_stat_reset();
 -- a prompt, its repeat, a flood of 8 unrelated prompts, the prompt again
 CREATE TABLE pc_tiny AS
@@ -146,7 +133,7 @@ SELECT preemptions > 0 AS preempted FROM llm_stat;
 ALTER SYSTEM RESET llm.kv_cache_size;
 ALTER SYSTEM RESET llm.prefix_caching;
 SELECT pg_reload_conf();
-SELECT pc_wait_engine('kv_blocks', '728') AND pc_wait_engine('prefix_caching', 'true') AS restored;
+SELECT wait_engine('kv_blocks', '728') AND wait_engine('prefix_caching', 'true') AS restored;
 -- 4. isolation: role (default) keeps roles apart, database shares within it
 CREATE ROLE pc_alice;
 CREATE ROLE pc_bob;
@@ -171,5 +158,4 @@ SELECT wait_idle();
 DROP ROLE pc_alice;
 DROP ROLE pc_bob;
 DROP TABLE pc_prompts, pc_on, pc_on_batch, pc_off, pc_off_long, pc_off_batch, pc_tiny;
-DROP FUNCTION pc_wait_engine(text, text);
 DROP FUNCTION pc_run(int[], int);

@@ -4,19 +4,6 @@
 --
 SELECT llm_stat_reset();
 SELECT count(*) AS after_reset FROM llm_recent_requests();
--- the worker publishes its records after replying: wait until n are visible
-CREATE FUNCTION wait_recent(n int) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-  c bigint;
-BEGIN
-  FOR i IN 1..300 LOOP
-    SELECT count(*) INTO c FROM llm_recent_requests();
-    EXIT WHEN c >= n;
-    PERFORM pg_sleep(0.1);
-  END LOOP;
-  RETURN c;
-END
-$$;
 -- three requests (cut by max_tokens or a stop string), one statement each, with
 -- their usage as the backend saw it
 CREATE TEMP TABLE usage (seq int, finish_reason text, prompt_tokens int, cached_tokens int,
@@ -62,4 +49,3 @@ SELECT seq, outcome, completion_tokens FROM llm_recent_requests();
 SELECT has_function_privilege('pg_monitor', 'llm_recent_requests()', 'EXECUTE') AS monitor,
        has_function_privilege('llm_user', 'llm_recent_requests()', 'EXECUTE') AS llm_user,
        has_function_privilege('public', 'llm_recent_requests()', 'EXECUTE') AS public;
-DROP FUNCTION wait_recent(int);

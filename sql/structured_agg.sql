@@ -4,19 +4,6 @@
 -- one generation per chunk sent together, the answers combined level by
 -- level until one remains.  NULL inputs are skipped, no rows give NULL.
 --
--- the worker publishes finished requests once per loop: wait (up to 10 s) for n of them
-CREATE FUNCTION pg_temp.finished_requests(n int) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	c bigint;
-BEGIN
-	FOR i IN 1..100 LOOP
-		SELECT count(*) INTO c FROM llm_recent_requests();
-		EXIT WHEN c >= n;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN c;
-END
-$$;
 CREATE TABLE sa_tickets(id int, body text);
 INSERT INTO sa_tickets VALUES
   (1, 'I was charged twice for March.'),
@@ -31,7 +18,7 @@ SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT llm_agg(body, 'List the products these tickets are about.', '{"max_tokens": 24}' ORDER BY id) AS answer
 FROM sa_tickets;
-SELECT pg_temp.finished_requests(1) AS requests;
+SELECT wait_recent(1) AS requests;
 SELECT count(*) AS generations FROM llm_recent_requests() WHERE completion_tokens > 0;
 -- chunks of 50 tokens: several first-level answers, then combined
 SELECT wait_idle();
@@ -39,7 +26,7 @@ SELECT llm_stat_reset();
 SELECT llm_agg(body, 'List the products these tickets are about.', '{"chunk_tokens": 50, "max_tokens": 12}' ORDER BY id)
        AS answer
 FROM sa_tickets;
-SELECT pg_temp.finished_requests(3) AS requests;
+SELECT wait_recent(3) AS requests;
 SELECT count(*) AS generations, count(*) FILTER (WHERE outcome = 'length') AS cut_at_max_tokens
 FROM llm_recent_requests() WHERE completion_tokens > 0;
 -- a row longer than a chunk is cut into pieces

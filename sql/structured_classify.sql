@@ -6,19 +6,6 @@
 -- NULL input is NULL; batched by the LLM Batch node with the same values.
 --
 SET llm.batch_window = 8;
--- the worker publishes finished requests once per loop: wait (up to 10 s) for n of them
-CREATE FUNCTION pg_temp.finished_requests(n int) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	c bigint;
-BEGIN
-	FOR i IN 1..100 LOOP
-		SELECT count(*) INTO c FROM llm_recent_requests();
-		EXIT WHEN c >= n;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN c;
-END
-$$;
 CREATE TABLE sc_tickets(id int, body text);
 INSERT INTO sc_tickets VALUES
   (1, 'I was charged twice for my subscription this month. Please refund the second payment.'),
@@ -79,7 +66,7 @@ SELECT b.id, b.label IS NOT DISTINCT FROM llm_classify(t.body, ARRAY['Billing', 
 FROM sc_batched b JOIN sc_tickets t USING (id) ORDER BY b.id;
 RESET llm.enable_batch_scan;
 -- scoring generates nothing: 4 rows x 2 calls, batched and row by row
-SELECT pg_temp.finished_requests(16) AS requests;
+SELECT wait_recent(16) AS requests;
 SELECT count(*) AS requests, sum(completion_tokens) AS completion_tokens FROM llm_recent_requests();
 DROP TABLE sc_tickets, sc_batched;
 RESET llm.batch_window;

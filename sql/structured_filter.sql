@@ -8,19 +8,6 @@
 -- 22023.
 --
 SET llm.batch_window = 8;
--- the worker publishes finished requests once per loop: wait (up to 10 s) for n of them
-CREATE FUNCTION pg_temp.finished_requests(n int) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	c bigint;
-BEGIN
-	FOR i IN 1..100 LOOP
-		SELECT count(*) INTO c FROM llm_recent_requests();
-		EXIT WHEN c >= n;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN c;
-END
-$$;
 CREATE TABLE sf_tickets(id int, body text);
 INSERT INTO sf_tickets VALUES
   (1, 'I was charged twice this month. Please refund the second payment.'),
@@ -76,7 +63,7 @@ SELECT array_agg(id ORDER BY id) = (SELECT array_agg(id ORDER BY id) FROM
        AS where_equals_select
 FROM sf_tickets WHERE llm_filter(body, 'Is this about money or payments?');
 -- 4 non-NULL rows in each of the two: 8 requests
-SELECT pg_temp.finished_requests(8) AS requests;
+SELECT wait_recent(8) AS requests;
 -- NULL input: NULL (not true, so the row does not pass); NULL question: an error
 SELECT llm_filter(NULL, 'Is it?') IS NULL AS null_input;
 SELECT try_sql($$SELECT llm_filter('x', NULL)$$) AS null_question;
@@ -85,7 +72,7 @@ SELECT wait_idle();
 SELECT llm_stat_reset();
 SELECT llm_filter('x', 'Is it?', on_error => 'null', system => 'Answer carefully.') IS NOT NULL AS with_options;
 -- scoring generates nothing
-SELECT pg_temp.finished_requests(1) AS requests;
+SELECT wait_recent(1) AS requests;
 SELECT count(*) AS requests, sum(completion_tokens) AS completion_tokens FROM llm_recent_requests();
 DROP TABLE sf_tickets, sf_questions, sf_flags;
 RESET llm.batch_window;

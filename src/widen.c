@@ -121,11 +121,25 @@ same_name(const char *a, const char *b)
 	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-Datum
-pg_llm_widen_function(PG_FUNCTION_ARGS)
+/* The first n arguments of a and b have the same types and names. */
+static bool
+same_args(const Oid *a_types, char **a_names, const Oid *b_types, char **b_names, int n)
 {
-	Oid			target = PG_GETARG_OID(0);
-	Oid			tmpl = PG_GETARG_OID(1);
+	for (int i = 0; i < n; i++)
+		if (a_types[i] != b_types[i] || !same_name(a_names[i], b_names[i]))
+			return false;
+	return true;
+}
+
+/*
+ * One widening in progress: target's pg_proc row (a copy, to be modified)
+ * and template's (from the syscache), each split by arg_lists.  pg_proc is
+ * open with RowExclusiveLock from widen_begin to widen_finish.
+ */
+typedef struct Widening
+{
+	Oid			target;
+	Oid			tmpl;
 	Relation	rel;
 	HeapTuple	ttup;
 	HeapTuple	mtup;
@@ -133,19 +147,12 @@ pg_llm_widen_function(PG_FUNCTION_ARGS)
 	Form_pg_proc mproc;
 	ArgLists	ta;
 	ArgLists	ma;
-	Datum		values[Natts_pg_proc];
-	bool		nulls[Natts_pg_proc];
-	bool		replaces[Natts_pg_proc];
-	static const int copied[] = {
-		Anum_pg_proc_pronargs, Anum_pg_proc_pronargdefaults, Anum_pg_proc_proargtypes,
-		Anum_pg_proc_proallargtypes, Anum_pg_proc_proargmodes, Anum_pg_proc_proargnames,
-		Anum_pg_proc_proargdefaults
-	};
-	HeapTuple	newtup;
-	ObjectAddress myself;
-	ObjectAddress ref;
-	List	   *new_defaults = NIL;
+} Widening;
 
+/* The checks and lookups both widenings start with. */
+static void
+widen_begin(Oid target, Oid tmpl, Widening *w)
+{
 	if (!superuser())
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -153,74 +160,113 @@ pg_llm_widen_function(PG_FUNCTION_ARGS)
 	if (target == tmpl)
 		refuse(target, "The template must be another function.");
 
-	rel = table_open(ProcedureRelationId, RowExclusiveLock);
-	ttup = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(target));
-	if (!HeapTupleIsValid(ttup))
+	w->target = target;
+	w->tmpl = tmpl;
+	w->rel = table_open(ProcedureRelationId, RowExclusiveLock);
+	w->ttup = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(target));
+	if (!HeapTupleIsValid(w->ttup))
 		elog(ERROR, "cache lookup failed for function %u", target);
-	mtup = SearchSysCache1(PROCOID, ObjectIdGetDatum(tmpl));
-	if (!HeapTupleIsValid(mtup))
+	w->mtup = SearchSysCache1(PROCOID, ObjectIdGetDatum(tmpl));
+	if (!HeapTupleIsValid(w->mtup))
 		elog(ERROR, "cache lookup failed for function %u", tmpl);
-	tproc = (Form_pg_proc) GETSTRUCT(ttup);
-	mproc = (Form_pg_proc) GETSTRUCT(mtup);
+	w->tproc = (Form_pg_proc) GETSTRUCT(w->ttup);
+	w->mproc = (Form_pg_proc) GETSTRUCT(w->mtup);
 
-	arg_lists(ttup, target, &ta);
-	arg_lists(mtup, target, &ma);
-	if (tproc->prorettype != mproc->prorettype || tproc->proretset != mproc->proretset)
-		refuse(target, "The template returns something else.");
-	if (ta.n_out != ma.n_out)
-		refuse(target, "The template has other OUT arguments.");
-	for (int i = 0; i < ta.n_out; i++)
-		if (ta.out_types[i] != ma.out_types[i] || !same_name(ta.out_names[i], ma.out_names[i]))
-			refuse(target, "The template has other OUT arguments.");
-	if (ma.n_in <= ta.n_in)
-		refuse(target, "The template has no new arguments.");
-	for (int i = 0; i < ta.n_in; i++)
-		if (ta.in_types[i] != ma.in_types[i] || !same_name(ta.in_names[i], ma.in_names[i]))
-			refuse(target, "The template does not begin with the function's arguments, unchanged.");
-	for (int i = ta.n_in; i < ma.n_in; i++)
-		if (ma.in_names[i] == NULL)
-			refuse(target, "Every new argument needs a name.");
-	if (ma.n_defaults < (ma.n_in - ta.n_in) + ta.n_defaults)
-		refuse(target, "Every new argument needs a default, and the old defaults must stay.");
-	/* input i's default: defaults[i - (n_in - n_defaults)] */
-	for (int i = ta.n_in - ta.n_defaults; i < ta.n_in; i++)
-		if (!equal(list_nth(ta.defaults, i - (ta.n_in - ta.n_defaults)),
-				   list_nth(ma.defaults, i - (ma.n_in - ma.n_defaults))))
-			refuse(target, "The template changes a default of an existing argument.");
-	if (SearchSysCacheExists3(PROCNAMEARGSNSP, NameGetDatum(&tproc->proname),
-							  PointerGetDatum(&mproc->proargtypes),
-							  ObjectIdGetDatum(tproc->pronamespace)))
-		refuse(target, "A function with this name and the new arguments exists already.");
+	arg_lists(w->ttup, target, &w->ta);
+	arg_lists(w->mtup, target, &w->ma);
+}
+
+/*
+ * The end both widenings share, once their checks passed: template's
+ * pg_proc attributes copied[0..n_copied) into target's row; target's
+ * dependencies on the types new_types[0..n_new) and on the expressions
+ * new_defaults (NIL: none); then template dropped.
+ */
+static void
+widen_finish(Widening *w, const int *copied, int n_copied,
+			 const Oid *new_types, int n_new, List *new_defaults)
+{
+	Datum		values[Natts_pg_proc];
+	bool		nulls[Natts_pg_proc];
+	bool		replaces[Natts_pg_proc];
+	HeapTuple	newtup;
+	ObjectAddress myself;
+	ObjectAddress ref;
 
 	memset(replaces, 0, sizeof(replaces));
-	for (int i = 0; i < lengthof(copied); i++)
+	for (int i = 0; i < n_copied; i++)
 	{
 		int			att = copied[i];
 
-		values[att - 1] = SysCacheGetAttr(PROCOID, mtup, att, &nulls[att - 1]);
+		values[att - 1] = SysCacheGetAttr(PROCOID, w->mtup, att, &nulls[att - 1]);
 		replaces[att - 1] = true;
 	}
-	newtup = heap_modify_tuple(ttup, RelationGetDescr(rel), values, nulls, replaces);
-	CatalogTupleUpdate(rel, &newtup->t_self, newtup);
+	newtup = heap_modify_tuple(w->ttup, RelationGetDescr(w->rel), values, nulls, replaces);
+	CatalogTupleUpdate(w->rel, &newtup->t_self, newtup);
 
-	/* what the new arguments reference: their types, their defaults */
-	ObjectAddressSet(myself, ProcedureRelationId, target);
-	for (int i = ta.n_in; i < ma.n_in; i++)
+	/* what the new arguments or columns reference: their types, their defaults */
+	ObjectAddressSet(myself, ProcedureRelationId, w->target);
+	for (int i = 0; i < n_new; i++)
 	{
-		ObjectAddressSet(ref, TypeRelationId, ma.in_types[i]);
+		ObjectAddressSet(ref, TypeRelationId, new_types[i]);
 		recordDependencyOn(&myself, &ref, DEPENDENCY_NORMAL);
-		new_defaults = lappend(new_defaults, list_nth(ma.defaults, i - (ma.n_in - ma.n_defaults)));
 	}
-	recordDependencyOnExpr(&myself, (Node *) new_defaults, NIL, DEPENDENCY_NORMAL);
+	if (new_defaults != NIL)
+		recordDependencyOnExpr(&myself, (Node *) new_defaults, NIL, DEPENDENCY_NORMAL);
 
-	ReleaseSysCache(mtup);
-	table_close(rel, RowExclusiveLock);
-	InvokeObjectPostAlterHook(ProcedureRelationId, target, 0);
+	ReleaseSysCache(w->mtup);
+	table_close(w->rel, RowExclusiveLock);
+	InvokeObjectPostAlterHook(ProcedureRelationId, w->target, 0);
 	CommandCounterIncrement();
 
 	/* the template's work is done */
-	ObjectAddressSet(ref, ProcedureRelationId, tmpl);
+	ObjectAddressSet(ref, ProcedureRelationId, w->tmpl);
 	performDeletion(&ref, DROP_RESTRICT, 0);
+}
+
+Datum
+pg_llm_widen_function(PG_FUNCTION_ARGS)
+{
+	static const int copied[] = {
+		Anum_pg_proc_pronargs, Anum_pg_proc_pronargdefaults, Anum_pg_proc_proargtypes,
+		Anum_pg_proc_proallargtypes, Anum_pg_proc_proargmodes, Anum_pg_proc_proargnames,
+		Anum_pg_proc_proargdefaults
+	};
+	Widening	w;
+	ArgLists   *ta = &w.ta;
+	ArgLists   *ma = &w.ma;
+	Oid			target;
+	List	   *new_defaults = NIL;
+
+	widen_begin(PG_GETARG_OID(0), PG_GETARG_OID(1), &w);
+	target = w.target;
+	if (w.tproc->prorettype != w.mproc->prorettype || w.tproc->proretset != w.mproc->proretset)
+		refuse(target, "The template returns something else.");
+	if (ta->n_out != ma->n_out ||
+		!same_args(ta->out_types, ta->out_names, ma->out_types, ma->out_names, ta->n_out))
+		refuse(target, "The template has other OUT arguments.");
+	if (ma->n_in <= ta->n_in)
+		refuse(target, "The template has no new arguments.");
+	if (!same_args(ta->in_types, ta->in_names, ma->in_types, ma->in_names, ta->n_in))
+		refuse(target, "The template does not begin with the function's arguments, unchanged.");
+	for (int i = ta->n_in; i < ma->n_in; i++)
+		if (ma->in_names[i] == NULL)
+			refuse(target, "Every new argument needs a name.");
+	if (ma->n_defaults < (ma->n_in - ta->n_in) + ta->n_defaults)
+		refuse(target, "Every new argument needs a default, and the old defaults must stay.");
+	/* input i's default: defaults[i - (n_in - n_defaults)] */
+	for (int i = ta->n_in - ta->n_defaults; i < ta->n_in; i++)
+		if (!equal(list_nth(ta->defaults, i - (ta->n_in - ta->n_defaults)),
+				   list_nth(ma->defaults, i - (ma->n_in - ma->n_defaults))))
+			refuse(target, "The template changes a default of an existing argument.");
+	if (SearchSysCacheExists3(PROCNAMEARGSNSP, NameGetDatum(&w.tproc->proname),
+							  PointerGetDatum(&w.mproc->proargtypes),
+							  ObjectIdGetDatum(w.tproc->pronamespace)))
+		refuse(target, "A function with this name and the new arguments exists already.");
+
+	for (int i = ta->n_in; i < ma->n_in; i++)
+		new_defaults = lappend(new_defaults, list_nth(ma->defaults, i - (ma->n_in - ma->n_defaults)));
+	widen_finish(&w, copied, lengthof(copied), ma->in_types + ta->n_in, ma->n_in - ta->n_in, new_defaults);
 	PG_RETURN_VOID();
 }
 
@@ -248,87 +294,32 @@ PG_FUNCTION_INFO_V1(pg_llm_widen_result);
 Datum
 pg_llm_widen_result(PG_FUNCTION_ARGS)
 {
-	Oid			target = PG_GETARG_OID(0);
-	Oid			tmpl = PG_GETARG_OID(1);
-	Relation	rel;
-	HeapTuple	ttup;
-	HeapTuple	mtup;
-	Form_pg_proc tproc;
-	Form_pg_proc mproc;
-	ArgLists	ta;
-	ArgLists	ma;
-	Datum		values[Natts_pg_proc];
-	bool		nulls[Natts_pg_proc];
-	bool		replaces[Natts_pg_proc];
 	static const int copied[] = {
 		Anum_pg_proc_proallargtypes, Anum_pg_proc_proargmodes, Anum_pg_proc_proargnames
 	};
-	HeapTuple	newtup;
-	ObjectAddress myself;
-	ObjectAddress ref;
+	Widening	w;
+	ArgLists   *ta = &w.ta;
+	ArgLists   *ma = &w.ma;
+	Oid			target;
 
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be superuser to widen a function")));
-	if (target == tmpl)
-		refuse(target, "The template must be another function.");
-
-	rel = table_open(ProcedureRelationId, RowExclusiveLock);
-	ttup = SearchSysCacheCopy1(PROCOID, ObjectIdGetDatum(target));
-	if (!HeapTupleIsValid(ttup))
-		elog(ERROR, "cache lookup failed for function %u", target);
-	mtup = SearchSysCache1(PROCOID, ObjectIdGetDatum(tmpl));
-	if (!HeapTupleIsValid(mtup))
-		elog(ERROR, "cache lookup failed for function %u", tmpl);
-	tproc = (Form_pg_proc) GETSTRUCT(ttup);
-	mproc = (Form_pg_proc) GETSTRUCT(mtup);
-
-	arg_lists(ttup, target, &ta);
-	arg_lists(mtup, target, &ma);
-	if (tproc->prorettype != RECORDOID || mproc->prorettype != RECORDOID ||
-		tproc->proretset != mproc->proretset)
+	widen_begin(PG_GETARG_OID(0), PG_GETARG_OID(1), &w);
+	target = w.target;
+	if (w.tproc->prorettype != RECORDOID || w.mproc->prorettype != RECORDOID ||
+		w.tproc->proretset != w.mproc->proretset)
 		refuse(target, "Both functions must return record (with OUT arguments), both sets or both not.");
-	if (ta.n_in != ma.n_in)
+	if (ta->n_in != ma->n_in ||
+		!same_args(ta->in_types, ta->in_names, ma->in_types, ma->in_names, ta->n_in))
 		refuse(target, "The template has other input arguments.");
-	for (int i = 0; i < ta.n_in; i++)
-		if (ta.in_types[i] != ma.in_types[i] || !same_name(ta.in_names[i], ma.in_names[i]))
-			refuse(target, "The template has other input arguments.");
-	if (ta.n_defaults != ma.n_defaults || !equal(ta.defaults, ma.defaults))
+	if (ta->n_defaults != ma->n_defaults || !equal(ta->defaults, ma->defaults))
 		refuse(target, "The template has other defaults.");
-	if (ma.n_out <= ta.n_out)
+	if (ma->n_out <= ta->n_out)
 		refuse(target, "The template has no new result columns.");
-	for (int i = 0; i < ta.n_out; i++)
-		if (ta.out_types[i] != ma.out_types[i] || !same_name(ta.out_names[i], ma.out_names[i]))
-			refuse(target, "The template does not begin with the function's result columns, unchanged.");
-	for (int i = ta.n_out; i < ma.n_out; i++)
-		if (ma.out_names[i] == NULL)
+	if (!same_args(ta->out_types, ta->out_names, ma->out_types, ma->out_names, ta->n_out))
+		refuse(target, "The template does not begin with the function's result columns, unchanged.");
+	for (int i = ta->n_out; i < ma->n_out; i++)
+		if (ma->out_names[i] == NULL)
 			refuse(target, "Every new result column needs a name.");
 
-	memset(replaces, 0, sizeof(replaces));
-	for (int i = 0; i < lengthof(copied); i++)
-	{
-		int			att = copied[i];
-
-		values[att - 1] = SysCacheGetAttr(PROCOID, mtup, att, &nulls[att - 1]);
-		replaces[att - 1] = true;
-	}
-	newtup = heap_modify_tuple(ttup, RelationGetDescr(rel), values, nulls, replaces);
-	CatalogTupleUpdate(rel, &newtup->t_self, newtup);
-
-	ObjectAddressSet(myself, ProcedureRelationId, target);
-	for (int i = ta.n_out; i < ma.n_out; i++)
-	{
-		ObjectAddressSet(ref, TypeRelationId, ma.out_types[i]);
-		recordDependencyOn(&myself, &ref, DEPENDENCY_NORMAL);
-	}
-
-	ReleaseSysCache(mtup);
-	table_close(rel, RowExclusiveLock);
-	InvokeObjectPostAlterHook(ProcedureRelationId, target, 0);
-	CommandCounterIncrement();
-
-	ObjectAddressSet(ref, ProcedureRelationId, tmpl);
-	performDeletion(&ref, DROP_RESTRICT, 0);
+	widen_finish(&w, copied, lengthof(copied), ma->out_types + ta->n_out, ma->n_out - ta->n_out, NIL);
 	PG_RETURN_VOID();
 }

@@ -33,6 +33,7 @@
  */
 #define _GNU_SOURCE				/* memmem */
 #include "tokenizer_internal.h"
+#include "binary_heap.h"
 #include "text_util.h"
 
 #include <stdarg.h>
@@ -854,26 +855,32 @@ typedef struct scratch
 	int32_t    *sym_prev;
 	int32_t    *sym_next;
 	size_t		cap_syms;
-	bigram	   *heap;
-	size_t		n_heap;
-	size_t		cap_heap;
+	bigram	   *heap_items;		/* storage of heap */
+	llm_heap	heap;			/* pending merges of the current piece */
 	char	   *enc;			/* byte-encoded piece text (ignore_merges lookup) */
 	size_t		cap_enc;
 	pcre2_match_data *md;
 } scratch;
+
+/* The arrays sized by reserve_syms. */
+static void
+free_syms(scratch *s)
+{
+	free(s->sym_id);
+	free(s->sym_start);
+	free(s->sym_len);
+	free(s->sym_prev);
+	free(s->sym_next);
+	free(s->heap_items);
+	free(s->enc);
+}
 
 static void
 scratch_free(scratch *s)
 {
 	free(s->pieces[0]);
 	free(s->pieces[1]);
-	free(s->sym_id);
-	free(s->sym_start);
-	free(s->sym_len);
-	free(s->sym_prev);
-	free(s->sym_next);
-	free(s->heap);
-	free(s->enc);
+	free_syms(s);
 	if (s->md)
 		pcre2_match_data_free(s->md);
 }
@@ -902,27 +909,19 @@ reserve_syms(scratch *s, size_t n)
 {
 	if (n <= s->cap_syms)
 		return true;
-	free(s->sym_id);
-	free(s->sym_start);
-	free(s->sym_len);
-	free(s->sym_prev);
-	free(s->sym_next);
-	free(s->heap);
-	free(s->enc);
+	free_syms(s);
 	s->sym_id = malloc(n * sizeof(int32_t));
 	s->sym_start = malloc(n * sizeof(uint32_t));
 	s->sym_len = malloc(n * sizeof(uint32_t));
 	s->sym_prev = malloc(n * sizeof(int32_t));
 	s->sym_next = malloc(n * sizeof(int32_t));
 	/* each merge queues at most two new pairs on top of the n - 1 initial ones */
-	s->cap_heap = 3 * n + 4;
-	s->heap = malloc(s->cap_heap * sizeof(bigram));
+	s->heap_items = malloc((3 * n + 4) * sizeof(bigram));
 	s->cap_enc = 2 * n;
 	s->enc = malloc(s->cap_enc);
-	s->n_heap = 0;
 	s->cap_syms = n;
 	if (!s->sym_id || !s->sym_start || !s->sym_len || !s->sym_prev || !s->sym_next ||
-		!s->heap || !s->enc)
+		!s->heap_items || !s->enc)
 	{
 		s->cap_syms = 0;
 		return false;
@@ -931,52 +930,13 @@ reserve_syms(scratch *s, size_t n)
 }
 
 /* Min-heap order of llama.cpp's bigram queue: lower rank first, then leftmost. */
-static inline bool
-bigram_before(const bigram *a, const bigram *b)
+static bool
+bigram_before(const void *pa, const void *pb)
 {
+	const bigram *a = pa;
+	const bigram *b = pb;
+
 	return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void
-heap_push(scratch *s, bigram b)
-{
-	size_t		i = s->n_heap++;
-
-	while (i > 0)
-	{
-		size_t		parent = (i - 1) / 2;
-
-		if (!bigram_before(&b, &s->heap[parent]))
-			break;
-		s->heap[i] = s->heap[parent];
-		i = parent;
-	}
-	s->heap[i] = b;
-}
-
-static bigram
-heap_pop(scratch *s)
-{
-	bigram		top = s->heap[0];
-	bigram		last = s->heap[--s->n_heap];
-	size_t		i = 0;
-
-	for (;;)
-	{
-		size_t		c = 2 * i + 1;
-
-		if (c >= s->n_heap)
-			break;
-		if (c + 1 < s->n_heap && bigram_before(&s->heap[c + 1], &s->heap[c]))
-			c++;
-		if (!bigram_before(&s->heap[c], &last))
-			break;
-		s->heap[i] = s->heap[c];
-		i = c;
-	}
-	if (s->n_heap > 0)
-		s->heap[i] = last;
-	return top;
 }
 
 static void
@@ -996,7 +956,7 @@ queue_pair(const llm_tokenizer *t, scratch *s, int32_t left, int32_t right)
 	b.left_len = s->sym_len[left];
 	b.right_len = s->sym_len[right];
 	b.result = m->result;
-	heap_push(s, b);
+	llm_heap_push(&s->heap, &b);
 }
 
 /* BPE-merge one pre-token piece text[0..n) and emit its ids. */
@@ -1037,15 +997,19 @@ bpe_piece(const llm_tokenizer *t, scratch *s, const uint8_t *text, size_t n, emi
 		s->sym_prev[i] = (int32_t) i - 1;
 		s->sym_next[i] = (i + 1 < n) ? (int32_t) i + 1 : -1;
 	}
-	s->n_heap = 0;
+	llm_heap_init(&s->heap, s->heap_items, sizeof(bigram), bigram_before);
 	for (size_t i = 1; i < n; i++)
 		queue_pair(t, s, (int32_t) i - 1, (int32_t) i);
 
-	while (s->n_heap > 0)
+	while (s->heap.n > 0)
 	{
-		bigram		b = heap_pop(s);
-		int32_t		l = b.left,
-					r = b.right;
+		bigram		b;
+		int32_t		l,
+					r;
+
+		llm_heap_pop(&s->heap, &b);
+		l = b.left;
+		r = b.right;
 
 		if (s->sym_len[l] != b.left_len || s->sym_len[r] != b.right_len ||
 			s->sym_len[l] == 0 || s->sym_len[r] == 0)

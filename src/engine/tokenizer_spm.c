@@ -28,6 +28,7 @@
  * same as llama.cpp's.
  */
 #include "tokenizer_internal.h"
+#include "binary_heap.h"
 #include "text_util.h"
 
 #include <stdlib.h>
@@ -183,57 +184,18 @@ typedef struct spm_state
 	int32_t    *prev;
 	int32_t    *next;
 	int32_t    *id;				/* token of the symbol's text, or -1 */
-	spm_pair   *heap;
-	size_t		n_heap;
+	spm_pair   *heap_items;		/* storage of heap */
+	llm_heap	heap;			/* pending merges */
 } spm_state;
 
 /* Max-heap order: higher score first, then the leftmost pair. */
-static inline bool
-pair_before(const spm_pair *a, const spm_pair *b)
+static bool
+pair_before(const void *pa, const void *pb)
 {
+	const spm_pair *a = pa;
+	const spm_pair *b = pb;
+
 	return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void
-heap_push(spm_state *s, spm_pair p)
-{
-	size_t		i = s->n_heap++;
-
-	while (i > 0)
-	{
-		size_t		parent = (i - 1) / 2;
-
-		if (!pair_before(&p, &s->heap[parent]))
-			break;
-		s->heap[i] = s->heap[parent];
-		i = parent;
-	}
-	s->heap[i] = p;
-}
-
-static spm_pair
-heap_pop(spm_state *s)
-{
-	spm_pair	top = s->heap[0];
-	spm_pair	last = s->heap[--s->n_heap];
-	size_t		i = 0;
-
-	for (;;)
-	{
-		size_t		c = 2 * i + 1;
-
-		if (c >= s->n_heap)
-			break;
-		if (c + 1 < s->n_heap && pair_before(&s->heap[c + 1], &s->heap[c]))
-			c++;
-		if (!pair_before(&s->heap[c], &last))
-			break;
-		s->heap[i] = s->heap[c];
-		i = c;
-	}
-	if (s->n_heap > 0)
-		s->heap[i] = last;
-	return top;
 }
 
 /* Queue symbols left, right (adjacent) if their concatenated text is a token. */
@@ -255,7 +217,7 @@ try_pair(const llm_tokenizer *t, spm_state *s, int32_t left, int32_t right)
 	p.right = right;
 	p.id = id;
 	p.size = size;
-	heap_push(s, p);
+	llm_heap_push(&s->heap, &p);
 }
 
 static int
@@ -311,9 +273,10 @@ tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len, bool prefix
 	s.prev = malloc(sizeof(int32_t) * n_esc);
 	s.next = malloc(sizeof(int32_t) * n_esc);
 	s.id = malloc(sizeof(int32_t) * n_esc);
-	s.heap = malloc(sizeof(spm_pair) * (3 * n_esc + 1));
-	if (!s.start || !s.len || !s.prev || !s.next || !s.id || !s.heap)
+	s.heap_items = malloc(sizeof(spm_pair) * (3 * n_esc + 1));
+	if (!s.start || !s.len || !s.prev || !s.next || !s.id || !s.heap_items)
 		goto done;
+	llm_heap_init(&s.heap, s.heap_items, sizeof(spm_pair), pair_before);
 
 	for (size_t off = 0; off < n_esc;)
 	{
@@ -334,11 +297,15 @@ tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len, bool prefix
 	for (size_t i = 1; i < n_sym; i++)
 		try_pair(t, &s, (int32_t) i - 1, (int32_t) i);
 
-	while (s.n_heap > 0)
+	while (s.heap.n > 0)
 	{
-		spm_pair	p = heap_pop(&s);
-		int32_t		l = p.left,
-					r = p.right;
+		spm_pair	p;
+		int32_t		l,
+					r;
+
+		llm_heap_pop(&s.heap, &p);
+		l = p.left;
+		r = p.right;
 
 		if (s.len[l] == 0 || s.len[r] == 0 || s.len[l] + s.len[r] != p.size)
 			continue;			/* a side was merged since: stale */
@@ -368,7 +335,7 @@ done:
 	free(s.prev);
 	free(s.next);
 	free(s.id);
-	free(s.heap);
+	free(s.heap_items);
 	free(esc);
 	return ok;
 }

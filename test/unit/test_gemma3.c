@@ -40,7 +40,6 @@
  *
  * Env: LLM_TEST_THREADS (default: all CPUs), LLM_TEST_DEVICE.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,11 +48,11 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "golden_test_util.h"
 #include "tokenizer.h"
 #include "unit.h"
 
 #define GEMMA_FILE	"gemma-3-270m-q4_k_m.gguf"
-#define GEN_TOKENS	32
 #define N_CTX		8192
 #define GEMMA_BOS	2
 
@@ -72,23 +71,6 @@ static const tier TIER_B = {"B (AVX2 goldens)", 0.40, 1.00, 0.60, 0.25, false};
 
 #define INFO_MARGIN	0.10		/* reported: divergences at oracle margins at least this */
 
-typedef struct int_list
-{
-	int32_t    *v;
-	int			n;
-} int_list;
-
-typedef struct greedy_case
-{
-	char		id[16];
-	char	   *text;
-	size_t		text_len;
-	int_list	prompt;
-	int_list	gen;
-	double	   *margin;
-	bool		oracle_stop;
-} greedy_case;
-
 typedef struct logits_case
 {
 	char		id[16];
@@ -104,144 +86,7 @@ typedef struct logits_case
 	float		top_val[64];
 } logits_case;
 
-typedef struct run_result
-{
-	int32_t		tok[GEN_TOKENS + 8];
-	int			n;
-	bool		done;
-	llm_finish_reason finish;
-	llm_status	status;
-	char		error[320];
-	llm_usage	usage;
-} run_result;
-
-static int32_t eog_ids[16];
-static int	n_eog;
-static char system_line[1024];
-
 /* ---- golden files ---- */
-
-static void
-parse_ints(const char *s, int_list *out)
-{
-	int			cap = 64;
-	char	   *end;
-
-	out->v = malloc(cap * sizeof(int32_t));
-	out->n = 0;
-	for (;;)
-	{
-		long		x;
-
-		while (*s == ' ')
-			s++;
-		if (*s == '\0')
-			break;
-		errno = 0;
-		x = strtol(s, &end, 10);
-		if (end == s || errno)
-			break;
-		if (out->n == cap)
-			out->v = realloc(out->v, (cap *= 2) * sizeof(int32_t));
-		out->v[out->n++] = (int32_t) x;
-		s = end;
-	}
-}
-
-static int
-split_tabs(char *line, char **col, int max)
-{
-	int			n = 0;
-
-	line[strcspn(line, "\r\n")] = '\0';
-	col[n++] = line;
-	for (char *p = line; *p && n < max; p++)
-		if (*p == '\t')
-		{
-			*p = '\0';
-			col[n++] = p + 1;
-		}
-	return n;
-}
-
-static char *
-unhex_dup(const char *h, size_t *len)
-{
-	size_t		n = strlen(h) / 2;
-	char	   *out = malloc(n + 1);
-
-	for (size_t i = 0; i < n; i++)
-	{
-		unsigned int b;
-
-		sscanf(h + 2 * i, "%2x", &b);
-		out[i] = (char) b;
-	}
-	out[n] = '\0';
-	*len = n;
-	return out;
-}
-
-static void
-header_line(const char *line)
-{
-	if (strncmp(line, "# eog:", 6) == 0 && n_eog == 0)
-	{
-		int_list	l;
-
-		parse_ints(line + 6, &l);
-		for (int i = 0; i < l.n && n_eog < 16; i++)
-			eog_ids[n_eog++] = l.v[i];
-		free(l.v);
-	}
-	if (strncmp(line, "# system:", 9) == 0)
-		snprintf(system_line, sizeof(system_line), "%.*s", (int) strcspn(line, "\r\n"), line);
-}
-
-static int
-load_greedy(const char *path, greedy_case **out)
-{
-	static char line[1 << 20];
-	FILE	   *f = fopen(path, "r");
-	greedy_case *cases = NULL;
-	int			n = 0;
-
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-	{
-		char	   *col[8];
-		greedy_case *c;
-		char	   *p,
-				   *end;
-
-		if (line[0] == '#')
-		{
-			header_line(line);
-			continue;
-		}
-		if (split_tabs(line, col, 8) < 6)
-			continue;
-		cases = realloc(cases, (n + 1) * sizeof(*cases));
-		c = &cases[n++];
-		snprintf(c->id, sizeof(c->id), "%s", col[0]);
-		c->text = unhex_dup(col[1], &c->text_len);
-		parse_ints(col[2], &c->prompt);
-		parse_ints(col[3], &c->gen);
-		c->margin = calloc(c->gen.n + 1, sizeof(double));
-		p = col[4];
-		for (int k = 0; k < c->gen.n; k++, p = end)
-		{
-			c->margin[k] = strtod(p, &end);
-			if (end == p)
-				break;
-		}
-		c->oracle_stop = strcmp(col[5], "stop") == 0;
-	}
-	fclose(f);
-	*out = cases;
-	return n;
-}
 
 static int
 load_logits(const char *path, logits_case **out)
@@ -261,7 +106,7 @@ load_logits(const char *path, logits_case **out)
 
 		if (line[0] == '#')
 		{
-			header_line(line);
+			golden_header_line(line);
 			continue;
 		}
 		if (split_tabs(line, col, 12) < 10)
@@ -298,69 +143,6 @@ load_logits(const char *path, logits_case **out)
 
 /* ---- engine helpers ---- */
 
-static bool
-is_eog(int32_t t)
-{
-	for (int i = 0; i < n_eog; i++)
-		if (eog_ids[i] == t)
-			return true;
-	return false;
-}
-
-static void
-collect(const llm_event *ev, void *cb_arg)
-{
-	run_result *r = ev->user_data;
-
-	(void) cb_arg;
-	switch (ev->kind)
-	{
-		case LLM_EVENT_TEXT:
-			if (ev->token_id >= 0 && r->n < (int) (sizeof(r->tok) / sizeof(r->tok[0])))
-				r->tok[r->n++] = ev->token_id;
-			break;
-		case LLM_EVENT_FINISHED:
-			r->done = true;
-			r->finish = ev->finish_reason;
-			r->usage = ev->usage;
-			break;
-		case LLM_EVENT_ERROR:
-			r->done = true;
-			r->status = ev->status;
-			snprintf(r->error, sizeof(r->error), "%s", ev->text ? ev->text : "");
-			break;
-	}
-}
-
-static bool
-run_to_completion(llm_engine *e)
-{
-	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, collect, NULL) != LLM_OK)
-			return false;
-	return true;
-}
-
-static bool
-add(llm_engine *e, uint64_t id, const int_list *prompt, run_result *r)
-{
-	llm_sampling_params p;
-	char		err[256];
-
-	llm_sampling_params_defaults(&p);
-	p.temperature = 0;
-	p.max_tokens = GEN_TOKENS;
-	memset(r, 0, sizeof(*r));
-	if (llm_engine_add_request(e, id, prompt->v, prompt->n, &p, r, err, sizeof(err)) != LLM_OK)
-	{
-		r->done = true;
-		r->status = LLM_ERR_INVALID_PARAM;
-		snprintf(r->error, sizeof(r->error), "add_request: %s", err);
-		return false;
-	}
-	return true;
-}
-
 static llm_engine *
 make_engine(const char *model, int max_batched, int64_t kv_bytes, bool prefix, int n_ctx, int max_running)
 {
@@ -385,28 +167,6 @@ make_engine(const char *model, int max_batched, int64_t kv_bytes, bool prefix, i
 	if (e == NULL)
 		printf("# engine from %s: %s\n", model, err);
 	return e;
-}
-
-static bool
-same_tokens(const run_result *a, const run_result *b)
-{
-	return a->n == b->n && memcmp(a->tok, b->tok, a->n * sizeof(int32_t)) == 0 &&
-		a->finish == b->finish && a->status == b->status;
-}
-
-static int
-content_len(const int32_t *v, int n)
-{
-	return (n > 0 && is_eog(v[n - 1])) ? n - 1 : n;
-}
-
-static void
-print_ids(const char *label, const int32_t *v, int n)
-{
-	printf("#   %s:", label);
-	for (int i = 0; i < n; i++)
-		printf(" %d", v[i]);
-	printf("\n");
 }
 
 /* ---- 1. raw prompts and BOS ---- */
@@ -502,30 +262,23 @@ check_greedy(llm_engine *e, const tier *t, greedy_case *cases, int n, run_result
 				n_div = 0,
 				n_div_info = 0,
 				n_bad = 0;
+	char		err[256];
 
 	for (int i = 0; i < n; i++)
 	{
 		greedy_case *c = &cases[i];
 		run_result *r = &solo[i];
-		int			want_n,
-					got_n,
-					k = 0;
-		double		m;
-		int32_t		want_tok,
-					got_tok;
+		greedy_diff d;
 		bool		ok;
 
-		if (!add(e, 1000 + i, &c->prompt, r) || !run_to_completion(e) || r->status != LLM_OK)
+		if (!add(e, 1000 + i, &c->prompt, r) || !run_to_completion(e, err, sizeof(err)) || r->status != LLM_OK)
 		{
 			CHECK(0, "greedy %s: engine failed: %s", c->id, r->error);
 			n_bad++;
 			continue;
 		}
-		want_n = content_len(c->gen.v, c->gen.n);
-		got_n = content_len(r->tok, r->n);
-		while (k < want_n && k < got_n && c->gen.v[k] == r->tok[k])
-			k++;
-		if (k == want_n && k == got_n)
+		d = greedy_compare(c, r);
+		if (d.same)
 		{
 			llm_finish_reason want = c->oracle_stop ? LLM_FINISH_STOP : LLM_FINISH_LENGTH;
 
@@ -539,27 +292,15 @@ check_greedy(llm_engine *e, const tier *t, greedy_case *cases, int n, run_result
 			}
 			continue;
 		}
-		m = k < c->gen.n ? c->margin[k] : 0.0;
-		want_tok = k < c->gen.n ? c->gen.v[k] : -1;
-		got_tok = k < got_n ? r->tok[k] : (r->finish == LLM_FINISH_STOP ? eog_ids[0] : -1);
-		ok = m < t->diverge_max_margin;
-		printf("# divergence %s at step %d: oracle %d, engine %d, oracle margin %.4f%s\n",
-			   c->id, k, want_tok, got_tok, m, ok ? "" : "  <-- margin too large");
-		if (!ok)
-		{
-			print_ids("oracle", c->gen.v, c->gen.n);
-			print_ids("engine", r->tok, r->n);
-		}
-		CHECK(ok, "greedy %s: divergence at step %d has oracle margin %.4f < %.2f",
-			  c->id, k, m, t->diverge_max_margin);
+		ok = greedy_check_divergence(c, r, &d, t->diverge_max_margin);
 		n_div++;
-		if (m >= INFO_MARGIN)
+		if (d.margin >= INFO_MARGIN)
 			n_div_info++;
 		if (!ok)
 			n_bad++;
 	}
 	printf("# greedy: %d/%d identical over %d tokens, %d divergences (%d at oracle margin >= %.2f), %d bad\n",
-		   n_match, n, GEN_TOKENS, n_div, n_div_info, INFO_MARGIN, n_bad);
+		   n_match, n, GOLDEN_GEN_TOKENS, n_div, n_div_info, INFO_MARGIN, n_bad);
 	CHECK(n > 0 && n_match >= t->greedy_min_match * n, "greedy: %d/%d prompts identical to the oracle (tier %s needs >= %.0f%%)",
 		  n_match, n, t->name, 100 * t->greedy_min_match);
 }
@@ -590,9 +331,11 @@ compare_runs(const char *what, greedy_case *cases, const int *idx, int n, const 
 static void
 run_set(llm_engine *e, greedy_case *cases, const int *idx, int n, run_result *out, uint64_t base)
 {
+	char		err[256];
+
 	for (int i = 0; i < n; i++)
 		add(e, base + i, &cases[idx[i]].prompt, &out[i]);
-	run_to_completion(e);
+	run_to_completion(e, err, sizeof(err));
 }
 
 static void
@@ -648,7 +391,7 @@ check_invariance(const char *model, llm_engine *e, greedy_case *cases, int n, co
 			if (cases[sub[i]].prompt.n > need)
 				need = cases[sub[i]].prompt.n;
 		/* the longest one alone (plus its generated tokens), and a few blocks more */
-		need = (need + GEN_TOKENS) / 16 + 8;
+		need = (need + GOLDEN_GEN_TOKENS) / 16 + 8;
 		llm_engine_get_stats(e, &st);
 		{
 			llm_engine_config ec;

@@ -37,7 +37,6 @@
  *      LLM_GOLDEN_DIR (default test/golden), LLM_TEST_THREADS (default: all CPUs),
  *      LLM_TEST_DEVICE (default: the engine's default).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,12 +44,12 @@
 #include <string.h>
 
 #include "engine.h"
+#include "golden_test_util.h"
 #include "tokenizer.h"
 #include "unit.h"
 
 /* llm_engine_debug_prompt_logits() is declared in engine.h. */
 
-#define GEN_TOKENS			32
 #define GREEDY_MIN_MATCH	0.95	/* fraction of prompts identical to the oracle (measured: 1.00) */
 #define DIVERGE_MAX_MARGIN	0.10	/* oracle top-2 margin at a tolerated divergence (a near-tie) */
 #define STRICT_MARGIN		0.10	/* reported: divergences at margins below this */
@@ -61,21 +60,6 @@
 #define ARGMAX_TIE_MARGIN	0.10	/* oracle top1-top2 gap under which our argmax may be its top-2 */
 #define TOP5_MIN_OVERLAP	5		/* of the oracle's top-5 ids among our top-5 */
 
-typedef struct int_list
-{
-	int32_t    *v;
-	int			n;
-} int_list;
-
-typedef struct greedy_case
-{
-	char		id[32];
-	int_list	prompt;
-	int_list	gen;			/* oracle ids, may end with an eog id */
-	double	   *margin;			/* per generated step */
-	bool		oracle_stop;	/* oracle hit an eog token */
-} greedy_case;
-
 typedef struct logits_case
 {
 	char		id[32];
@@ -83,135 +67,6 @@ typedef struct logits_case
 	int32_t		top5[5];
 	char		file[64];
 } logits_case;
-
-/* Per-request collection of the engine's events. */
-typedef struct run_result
-{
-	int32_t		tok[GEN_TOKENS + 8];
-	int			n;
-	bool		overflow;
-	bool		done;
-	llm_finish_reason finish;
-	llm_status	status;
-	char		error[320];
-} run_result;
-
-static int32_t eog_ids[16];
-static int	n_eog;
-
-static bool
-is_eog(int32_t t)
-{
-	for (int i = 0; i < n_eog; i++)
-		if (eog_ids[i] == t)
-			return true;
-	return false;
-}
-
-static void
-parse_ints(const char *s, int_list *out)
-{
-	int			cap = 64;
-	char	   *end;
-
-	out->v = malloc(cap * sizeof(int32_t));
-	out->n = 0;
-	for (;;)
-	{
-		while (*s == ' ')
-			s++;
-		if (*s == '\0')
-			break;
-		errno = 0;
-		long		x = strtol(s, &end, 10);
-
-		if (end == s || errno)
-			break;
-		if (out->n == cap)
-			out->v = realloc(out->v, (cap *= 2) * sizeof(int32_t));
-		out->v[out->n++] = (int32_t) x;
-		s = end;
-	}
-}
-
-/* Split line in place at tabs; returns the number of columns (<= max). */
-static int
-split_tabs(char *line, char **col, int max)
-{
-	int			n = 0;
-
-	line[strcspn(line, "\r\n")] = '\0';
-	col[n++] = line;
-	for (char *p = line; *p && n < max; p++)
-	{
-		if (*p == '\t')
-		{
-			*p = '\0';
-			col[n++] = p + 1;
-		}
-	}
-	return n;
-}
-
-static void
-parse_eog_header(const char *line)
-{
-	int_list	l;
-
-	parse_ints(line + strlen("# eog:"), &l);
-	for (int i = 0; i < l.n && n_eog < 16; i++)
-		eog_ids[n_eog++] = l.v[i];
-	free(l.v);
-}
-
-static int
-load_greedy(const char *path, greedy_case **out)
-{
-	FILE	   *f = fopen(path, "r");
-	static char line[1 << 20];
-	greedy_case *cases = NULL;
-	int			n = 0;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof line, f))
-	{
-		char	   *col[8];
-
-		if (strncmp(line, "# eog:", 6) == 0 && n_eog == 0)
-			parse_eog_header(line);
-		if (line[0] == '#' || line[0] == '\n')
-			continue;
-		if (split_tabs(line, col, 8) < 6)
-			continue;
-		cases = realloc(cases, (n + 1) * sizeof *cases);
-		greedy_case *c = &cases[n++];
-
-		snprintf(c->id, sizeof c->id, "%s", col[0]);
-		parse_ints(col[2], &c->prompt);
-		parse_ints(col[3], &c->gen);
-		c->margin = calloc(c->gen.n + 1, sizeof(double));
-		{
-			char	   *p = col[4],
-					   *end;
-			int			k = 0;
-
-			while (k < c->gen.n)
-			{
-				double		x = strtod(p, &end);
-
-				if (end == p)
-					break;
-				c->margin[k++] = x;
-				p = end;
-			}
-		}
-		c->oracle_stop = strcmp(col[5], "stop") == 0;
-	}
-	fclose(f);
-	*out = cases;
-	return n;
-}
 
 static int
 load_logits(const char *path, logits_case **out)
@@ -249,103 +104,6 @@ load_logits(const char *path, logits_case **out)
 }
 
 static void
-collect(const llm_event *ev, void *cb_arg)
-{
-	run_result *r = ev->user_data;
-
-	(void) cb_arg;
-	switch (ev->kind)
-	{
-		case LLM_EVENT_TEXT:
-			if (ev->token_id < 0)
-				break;
-			if (r->n < (int) (sizeof r->tok / sizeof r->tok[0]))
-				r->tok[r->n++] = ev->token_id;
-			else
-				r->overflow = true;
-			break;
-		case LLM_EVENT_FINISHED:
-			r->done = true;
-			r->finish = ev->finish_reason;
-			break;
-		case LLM_EVENT_ERROR:
-			r->done = true;
-			r->status = ev->status;
-			snprintf(r->error, sizeof r->error, "%s", ev->text ? ev->text : "");
-			break;
-	}
-}
-
-/* Step the engine until idle; false (with message) on an engine error. */
-static bool
-run_to_completion(llm_engine *e, char *err, size_t errlen)
-{
-	long		guard = 0;
-
-	while (llm_engine_has_work(e))
-	{
-		llm_status	st = llm_engine_step(e, collect, NULL);
-
-		if (st != LLM_OK)
-		{
-			snprintf(err, errlen, "llm_engine_step: %s", llm_status_name(st));
-			return false;
-		}
-		if (++guard > 1000000)
-		{
-			snprintf(err, errlen, "engine did not finish after %ld steps", guard);
-			return false;
-		}
-	}
-	return true;
-}
-
-static bool
-add(llm_engine *e, uint64_t id, const int_list *prompt, run_result *r)
-{
-	llm_sampling_params p;
-	char		err[256];
-	llm_status	st;
-
-	llm_sampling_params_defaults(&p);
-	p.temperature = 0;
-	p.max_tokens = GEN_TOKENS;
-	memset(r, 0, sizeof *r);
-	st = llm_engine_add_request(e, id, prompt->v, prompt->n, &p, r, err, sizeof err);
-	if (st != LLM_OK)
-	{
-		r->done = true;
-		r->status = st;
-		snprintf(r->error, sizeof r->error, "add_request: %s", err);
-		return false;
-	}
-	return true;
-}
-
-/* Number of ids before a trailing eog token (the engine may or may not report it). */
-static int
-content_len(const int32_t *v, int n)
-{
-	return (n > 0 && is_eog(v[n - 1])) ? n - 1 : n;
-}
-
-static void
-print_ids(const char *label, const int32_t *v, int n)
-{
-	printf("#   %s:", label);
-	for (int i = 0; i < n; i++)
-		printf(" %d", v[i]);
-	printf("\n");
-}
-
-static bool
-same_tokens(const run_result *a, const run_result *b)
-{
-	return a->n == b->n && memcmp(a->tok, b->tok, a->n * sizeof(int32_t)) == 0 &&
-		a->finish == b->finish && a->status == b->status;
-}
-
-static void
 check_greedy(llm_engine *e, greedy_case *cases, int n, run_result *solo)
 {
 	int			n_match = 0,
@@ -372,15 +130,9 @@ check_greedy(llm_engine *e, greedy_case *cases, int n, run_result *solo)
 			continue;
 		}
 
-		int			want_n = content_len(c->gen.v, c->gen.n);
-		int			got_n = content_len(r->tok, r->n);
-		int			k = 0;
+		greedy_diff d = greedy_compare(c, r);
 
-		while (k < want_n && k < got_n && c->gen.v[k] == r->tok[k])
-			k++;
-		bool		same = (k == want_n && k == got_n);
-
-		if (same)
+		if (d.same)
 		{
 			llm_finish_reason want = c->oracle_stop ? LLM_FINISH_STOP : LLM_FINISH_LENGTH;
 
@@ -396,25 +148,12 @@ check_greedy(llm_engine *e, greedy_case *cases, int n, run_result *solo)
 		}
 
 		/*
-		 * Divergence at step k: the oracle's token there is gen[k] (possibly
-		 * its eog), ours is tok[k] or an early stop.  Tolerated only at a
-		 * near-tie of the oracle.
+		 * Divergence at step d.step: the oracle's token there is gen[step]
+		 * (possibly its eog), ours is tok[step] or an early stop.
 		 */
-		double		m = k < c->gen.n ? c->margin[k] : 0.0;
-		int32_t		want_tok = k < c->gen.n ? c->gen.v[k] : -1;
-		int32_t		got_tok = k < got_n ? r->tok[k] : (r->finish == LLM_FINISH_STOP ? eog_ids[0] : -1);
-		bool		ok = m < DIVERGE_MAX_MARGIN;
+		bool		ok = greedy_check_divergence(c, r, &d, DIVERGE_MAX_MARGIN);
 
-		printf("# divergence %s at step %d: oracle %d, engine %d, oracle margin %.4f%s\n",
-			   c->id, k, want_tok, got_tok, m, ok ? "" : "  <-- margin too large");
-		if (!ok)
-		{
-			print_ids("oracle", c->gen.v, c->gen.n);
-			print_ids("engine", r->tok, r->n);
-		}
-		CHECK(ok, "greedy %s: divergence at step %d has oracle margin %.4f < %.2f",
-			  c->id, k, m, DIVERGE_MAX_MARGIN);
-		if (m < STRICT_MARGIN)
+		if (d.margin < STRICT_MARGIN)
 			n_strict_diverge++;
 		if (ok)
 			n_ok_diverge++;
@@ -622,15 +361,9 @@ main(void)
 	check_logits(e, dir, logits, n_logits);
 
 	llm_engine_destroy(e);
-	for (int i = 0; i < n_greedy; i++)
-	{
-		free(greedy[i].prompt.v);
-		free(greedy[i].gen.v);
-		free(greedy[i].margin);
-	}
+	free_greedy(greedy, n_greedy);
 	for (int i = 0; i < n_logits; i++)
 		free(logits[i].prompt.v);
-	free(greedy);
 	free(logits);
 	free(solo);
 	return unit_done();
