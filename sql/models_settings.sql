@@ -5,21 +5,6 @@
 -- its chat template (what a base model is), 'small' SmolLM2 with settings of
 -- its own; both route like the generation functions.
 --
--- wait_until(cond): wait (up to 60 s) until the query cond returns true
-CREATE FUNCTION ms_wait_until(cond text) RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-	ok boolean;
-BEGIN
-	FOR i IN 1..600 LOOP
-		EXECUTE cond INTO ok;
-		IF ok THEN
-			RETURN true;
-		END IF;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN false;
-END
-$$;
 SELECT current_setting('llm.model') AS smol \gset
 
 -- refused settings, each with the GUC's own bounds or values
@@ -38,7 +23,7 @@ SELECT format('bare=%s (chat_template=none, kv_cache_size=8MB), '
               :'smol', :'smol') AS models \gset
 ALTER SYSTEM SET llm.models = :'models';
 SELECT pg_reload_conf();
-SELECT ms_wait_until($$SELECT count(*) = 3 AND bool_and(state = 'ready') FROM llm_models$$);
+SELECT wait_until($$SELECT count(*) = 3 AND bool_and(state = 'ready') FROM llm_models$$);
 SELECT alias, context_length, state, error FROM llm_models ORDER BY alias;
 
 -- 'bare' serves raw prompts only, like a model file without a chat template
@@ -92,7 +77,6 @@ FROM ms_default JOIN ms_tickets USING (id) WHERE id = 1;
 
 ALTER SYSTEM RESET llm.models;
 SELECT pg_reload_conf();
-SELECT ms_wait_until($$SELECT count(*) = 1 FROM llm_models$$);
+SELECT wait_until($$SELECT count(*) = 1 FROM llm_models$$);
 SELECT wait_model();
 DROP TABLE ms_tickets, ms_default;
-DROP FUNCTION ms_wait_until(text);
