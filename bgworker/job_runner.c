@@ -763,7 +763,7 @@ submit_step(void *arg)
 		return;
 	}
 	/* built as the job's role: its prefix-cache isolation and its name in llm_recent_requests */
-	llm_call_read_options(job->options, &call);
+	llm_call_read_stored(job->options, &call);
 	/* a job is background work: the batch class, below interactive calls */
 	llm_call_set_batch(&call);
 	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));

@@ -525,7 +525,9 @@ GRANT SELECT ON llm_models TO llm_user, pg_monitor;
 -- (llm_enrich and its jobs, llm_submit / llm_result / llm_cancel, llm_progress,
 -- the submitter columns of llm_recent_requests; docs/JOBS.md)
 -- New functions, after the several models block: llm_submit and llm_enrich
--- declare model => (last), read by name like every generation option.
+-- take every generation option of llm_generate (llm_enrich all but on_error:
+-- a failed row is retried, never written NULL), in the argument table's
+-- order (choices, regex, json_schema, priority, model last), read by name.
 
 -- Appending result columns to a function returning record, in place (src/widen.c).
 CREATE FUNCTION llm_widen_result(target regprocedure, template regprocedure)
@@ -612,12 +614,16 @@ CREATE FUNCTION llm_submit(
 	system text DEFAULT NULL,
 	raw boolean DEFAULT false,
 	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
 	model text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'pg_llm_submit'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
-COMMENT ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text) IS
+COMMENT ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) IS
 'Submit a generation (options as llm_generate) that outlives the statement, the transaction and the session; returns its id at once. Fetch it with llm_result, drop it with llm_cancel; results are kept for llm.async_result_ttl.';
 
 CREATE FUNCTION llm_result(
@@ -746,13 +752,17 @@ CREATE FUNCTION llm_enrich(
 	where_clause text DEFAULT NULL,
 	mode text DEFAULT 'once',
 	max_attempts int DEFAULT 3,
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
 	model text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'pg_llm_enrich'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text) IS
-'Start a job filling output_column of every row of target where it is NULL (and where_clause holds) with the generation from prompt, an SQL expression over the row, in the background, in short transactions, resumably; mode ''continuous'' also fills rows inserted or updated later. Returns the job id (llm_jobs). Needs a primary key.';
+COMMENT ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text) IS
+'Start a job filling output_column of every row of target where it is NULL (and where_clause holds) with the generation from prompt, an SQL expression over the row, in the background, in short transactions, resumably; mode ''continuous'' also fills rows inserted or updated later. Options as llm_generate (choices, regex and json_schema constrain every result; the job runs in the batch class unless priority says otherwise). Returns the job id (llm_jobs). Needs a primary key.';
 
 CREATE FUNCTION llm_job_pause(job bigint) RETURNS void
 AS 'MODULE_PATHNAME', 'pg_llm_job_pause' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
@@ -800,12 +810,12 @@ COMMENT ON VIEW llm_job_errors IS
 
 REVOKE ALL ON FUNCTION llm_progress() FROM PUBLIC;
 REVOKE ALL ON llm_progress FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_result(bigint, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_cancel(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_wake() FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_trigger() FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_pause(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_resume(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_cancel(bigint) FROM PUBLIC;
@@ -814,11 +824,11 @@ REVOKE ALL ON llm_job, llm_job_queue, llm_job_error, llm_jobs, llm_job_errors FR
 
 GRANT EXECUTE ON FUNCTION llm_progress() TO llm_user, pg_monitor;
 GRANT SELECT ON llm_progress TO llm_user, pg_monitor;
-GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_result(bigint, boolean) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_cancel(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_trigger() TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_pause(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_resume(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_cancel(bigint) TO llm_user;

@@ -36,6 +36,7 @@
 #include "job_registry.h"
 #include "job_rows.h"
 #include "sql_args.h"
+#include "utf8_text.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_enrich);
 PG_FUNCTION_INFO_V1(pg_llm_job_pause);
@@ -239,6 +240,29 @@ drop_triggers(LlmJob *job)
 }
 
 /*
+ * With choices, every result is one of them: each must be a value of the
+ * output column's type (its input function with the column's typmod, so an
+ * enum's labels, a length limit and a domain's checks apply), or every row
+ * would fail its attempts.  The error is the input function's.
+ */
+static void
+check_choices_fit(const LlmJob *job, const LlmCall *call)
+{
+	Oid			input;
+	Oid			ioparam;
+
+	if (call->choices == NULL)
+		return;
+	getTypeInputInfo(job->out_type, &input, &ioparam);
+	for (int i = 0; i < call->n_choices; i++)
+	{
+		const char *c = call->choices[i];
+
+		(void) OidInputFunctionCall(input, llm_utf8_to_cstring(c, strlen(c)), ioparam, job->out_typmod);
+	}
+}
+
+/*
  * llm_enrich(target regclass, output_column name, prompt text, the
  * generation options, where_clause text, mode text, max_attempts int)
  * -> bigint: the new job's id.  Arguments other than target, output_column
@@ -254,6 +278,7 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 	Bitmapset  *inputs;
 	bool		volatile_expr;
 	LlmCall		probe;
+	const LlmArgMap *map;
 	int64		other;
 	LlmJobState other_state;
 
@@ -309,9 +334,16 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 		llm_job_check_expression(job->where_clause, "where_clause");
 	(void) llm_job_resolve(job, true);
 
-	/* the generation options, kept by name; checked now as the runner will read them */
-	job->options = llm_call_options_collect(fcinfo);
-	llm_call_read_options(job->options, &probe);
+	/*
+	 * The generation options: read and checked as a scalar call reads them
+	 * (the same errors, before anything is queued), kept by name, and read
+	 * back now as the runner will read them.
+	 */
+	map = llm_arg_map(fcinfo);
+	llm_call_read(map, fcinfo->args, PG_NARGS(), &probe);
+	job->options = llm_call_options_encode(map, fcinfo->args, PG_NARGS());
+	llm_call_read_stored(job->options, &probe);
+	check_choices_fit(job, &probe);
 	job->search_path = current_search_path();
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -24,6 +24,8 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 
+#include <math.h>
+
 #include "ai_prompts.h"
 #include "model_list.h"
 #include "sql_args.h"
@@ -156,7 +158,8 @@ apply_priority(const LlmArgDesc *arg, LlmCall *c, Datum v)
 
 	if (!llm_priority_from_name(name, &p))
 		invalid_arg("priority must be 'interactive' or 'batch'");
-	check_ceiling(p);
+	if (!c->stored)
+		check_ceiling(p);
 	c->req.priority = p;
 	c->explicit_priority = true;
 }
@@ -302,6 +305,7 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_classify_scores", TEXTOID, JSONBOID, llm_label_scores_value, llm_call_build_classify},
 	{"pg_llm_filter", TEXTOID, BOOLOID, llm_yes_no_value, llm_call_build_filter},
 	{"pg_llm_submit", TEXTOID, INT8OID, NULL},
+	{"pg_llm_enrich", REGCLASSOID, INT8OID, NULL, NULL, true},
 };
 
 static const LlmSqlFunction *
@@ -409,6 +413,9 @@ build_map(Oid funcid, MemoryContext cxt)
 		const char *name = i < n_names ? names[i] : NULL;
 		int			r = row_by_name(name);
 
+		/* llm_enrich's target, prompt, where_clause, ...: the function reads them itself */
+		if (r < 0 && fn->own_arguments)
+			continue;
 		if (r < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
@@ -566,21 +573,50 @@ start_read(LlmCall *call)
 	call->req.priority = (llm_priority) Max(session_priority, max_priority);
 }
 
-void
-llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call)
+/*
+ * The one read of a call's options: vals[r] (N_ARGS rows, NULL for absent)
+ * applied in the table's order, absent ones taking the table's default, then
+ * the session's request settings and the checks.  A stored call (a job's
+ * options) skips the caller's own checks, quota and class ceiling: the call
+ * that stored the options made them as its caller.
+ */
+static void
+read_values(const NullableDatum *vals, int n, bool stored, LlmCall *call)
 {
-	start_read(call);
-	for (int r = 0; r < N_ROWS; r++)
+	parse_defaults();
+	if (stored)
+	{
+		memset(call, 0, sizeof(*call));
+		llm_request_init(&call->req);
+		call->stored = true;
+	}
+	else
+		start_read(call);
+	for (int r = 0; r < n; r++)
 	{
 		const LlmArgDesc *d = row_desc(r);
-		int			pos = map->pos[r];
 
-		if (pos >= 0 && pos < nargs && !args[pos].isnull)
-			d->apply(d, call, args[pos].value);
+		if (!vals[r].isnull)
+			d->apply(d, call, vals[r].value);
 		else if (!defaults[r].isnull)
 			d->apply(d, call, defaults[r].value);
 	}
 	finish_read(call);
+}
+
+void
+llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call)
+{
+	NullableDatum vals[N_ROWS];
+
+	for (int r = 0; r < N_ROWS; r++)
+	{
+		int			pos = map->pos[r];
+
+		vals[r].isnull = !(pos >= 0 && pos < nargs && !args[pos].isnull);
+		vals[r].value = vals[r].isnull ? (Datum) 0 : args[pos].value;
+	}
+	read_values(vals, N_ROWS, false, call);
 }
 
 /* A jsonb option value as the value of row d; ERROR naming the key if it cannot be one. */
@@ -621,6 +657,8 @@ jsonb_option_value(const LlmArgDesc *d, JsonbValue *v)
 		}
 		return makeArrayResult(ab, CurrentMemoryContext);
 	}
+	if (d->type == JSONBOID)
+		return JsonbPGetDatum(JsonbValueToJsonb(v));
 	switch (v->type)
 	{
 		case jbvString:
@@ -641,55 +679,67 @@ jsonb_option_value(const LlmArgDesc *d, JsonbValue *v)
 	return OidInputFunctionCall(input, text, ioparam, -1);
 }
 
+/*
+ * The options of a jsonb object as values of the argument table's rows
+ * (vals[N_ARGS], NULL for absent or JSON null): ERROR 22023 for a key that
+ * is no generation option (keys in skip left to the caller) or a value that
+ * cannot be the option's.
+ */
+static void
+jsonb_values(Jsonb *opts, const char *const *skip, NullableDatum *vals)
+{
+	JsonbIterator *it;
+	JsonbValue	k,
+				v;
+	JsonbIteratorToken tok;
+
+	for (int r = 0; r < N_ARGS; r++)
+	{
+		vals[r].isnull = true;
+		vals[r].value = (Datum) 0;
+	}
+	if (opts == NULL)
+		return;
+	if (!JB_ROOT_IS_OBJECT(opts))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("options must be a JSON object of generation options")));
+	it = JsonbIteratorInit(&opts->root);
+	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+	{
+		char	   *key;
+		int			r;
+		bool		skipped = false;
+
+		if (tok != WJB_KEY)
+			continue;
+		key = pnstrdup(k.val.string.val, k.val.string.len);
+		tok = JsonbIteratorNext(&it, &v, true);
+		for (const char *const *sk = skip; sk && *sk; sk++)
+			skipped |= strcmp(*sk, key) == 0;
+		if (skipped)
+			continue;
+		r = row_by_name(key);
+		if (r < 0 || r >= N_ARGS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown option \"%s\"", key),
+					 errhint("The options are those of llm_generation_arguments().")));
+		if (v.type == jbvNull)
+			continue;
+		vals[r].value = jsonb_option_value(&arg_table[r], &v);
+		vals[r].isnull = false;
+	}
+}
+
 void
 llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call)
 {
-	bool		given[N_ARGS] = {0};
+	NullableDatum vals[N_ARGS];
 
 	parse_defaults();
-	start_read(call);
-	if (opts != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	k,
-					v;
-		JsonbIteratorToken tok;
-
-		if (!JB_ROOT_IS_OBJECT(opts))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("options must be a JSON object of generation options")));
-		it = JsonbIteratorInit(&opts->root);
-		while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
-		{
-			char	   *key;
-			int			r;
-			bool		skipped = false;
-
-			if (tok != WJB_KEY)
-				continue;
-			key = pnstrdup(k.val.string.val, k.val.string.len);
-			tok = JsonbIteratorNext(&it, &v, true);
-			for (const char *const *sk = skip; sk && *sk; sk++)
-				skipped |= strcmp(*sk, key) == 0;
-			if (skipped)
-				continue;
-			r = row_by_name(key);
-			if (r < 0 || r >= N_ARGS)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("unknown option \"%s\"", key),
-						 errhint("The options are those of llm_generation_arguments().")));
-			if (v.type == jbvNull)
-				continue;
-			arg_table[r].apply(&arg_table[r], call, jsonb_option_value(&arg_table[r], &v));
-			given[r] = true;
-		}
-	}
-	for (int r = 0; r < N_ARGS; r++)
-		if (!given[r] && !defaults[r].isnull)
-			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
-	finish_read(call);
+	jsonb_values(opts, skip, vals);
+	read_values(vals, N_ARGS, false, call);
 }
 
 void
@@ -752,116 +802,105 @@ llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 
 /* ---------- a call's options kept by name ---------- */
 
-Jsonb *
-llm_call_options_collect(FunctionCallInfo fcinfo)
+/* Value v of row d as JSON, in the encoding jsonb_option_value reads back. */
+static void
+append_json_value(StringInfo buf, const LlmArgDesc *d, Datum v)
 {
-	HeapTuple	tup;
-	Form_pg_proc proc;
-	bool		isnull;
-	Datum		names_d;
-	Datum		modes_d;
-	char	  **names = NULL;
-	int			n_names;
+	switch (d->type)
+	{
+		case INT4OID:
+			appendStringInfo(buf, "%d", DatumGetInt32(v));
+			break;
+		case INT8OID:
+			appendStringInfo(buf, INT64_FORMAT, DatumGetInt64(v));
+			break;
+		case FLOAT8OID:
+			{
+				char	   *out = DatumGetCString(DirectFunctionCall1(float8out, v));
+
+				/* JSON has no NaN or Infinity: those go as strings (float8in reads both) */
+				if (isfinite(DatumGetFloat8(v)))
+					appendStringInfoString(buf, out);
+				else
+					escape_json(buf, out);
+				break;
+			}
+		case BOOLOID:
+			appendStringInfoString(buf, DatumGetBool(v) ? "true" : "false");
+			break;
+		case TEXTOID:
+			escape_json(buf, TextDatumGetCString(v));
+			break;
+		case TEXTARRAYOID:
+			{
+				ArrayType  *arr = DatumGetArrayTypeP(v);
+				Datum	   *elems;
+				bool	   *nulls;
+				int			n;
+
+				if (ARR_NDIM(arr) > 1)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("%s must be a one-dimensional array", d->name)));
+				deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+				appendStringInfoChar(buf, '[');
+				for (int i = 0; i < n; i++)
+				{
+					if (i > 0)
+						appendStringInfoString(buf, ", ");
+					if (nulls[i])
+						appendStringInfoString(buf, "null");
+					else
+						escape_json(buf, TextDatumGetCString(elems[i]));
+				}
+				appendStringInfoChar(buf, ']');
+				break;
+			}
+		case JSONBOID:
+			{
+				Jsonb	   *jb = DatumGetJsonbP(v);
+
+				appendStringInfoString(buf, JsonbToCString(NULL, &jb->root, VARSIZE(jb)));
+				break;
+			}
+		default:
+			elog(ERROR, "llm: no JSON encoding of type %u for argument %s", d->type, d->name);
+	}
+}
+
+Jsonb *
+llm_call_options_encode(const LlmArgMap *map, const NullableDatum *args, int nargs)
+{
 	StringInfoData buf;
 	bool		first = true;
 
-	parse_defaults();
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(tup);
-	names_d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargnames, &isnull);
-	if (isnull)
-		names_d = PointerGetDatum(NULL);
-	modes_d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargmodes, &isnull);
-	if (isnull)
-		modes_d = PointerGetDatum(NULL);
-	n_names = get_func_input_arg_names(names_d, modes_d, &names);
-
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < proc->pronargs && i < PG_NARGS(); i++)
+	for (int r = 0; r < N_ARGS; r++)
 	{
-		int			r = row_by_name(i < n_names ? names[i] : NULL);
-		Oid			output;
-		bool		varlena;
+		int			pos = map->pos[r];
 
-		/* the generation options only, not the AI functions' inputs */
-		if (r < 0 || r >= N_ARGS || PG_ARGISNULL(i))
+		if (pos < 0 || pos >= nargs || args[pos].isnull)
 			continue;
-		if (arg_table[r].type != proc->proargtypes.values[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
-					 errmsg("argument %s of function %s must be of type %s",
-							arg_table[r].name, format_procedure(fcinfo->flinfo->fn_oid),
-							format_type_be(arg_table[r].type))));
-		getTypeOutputInfo(arg_table[r].type, &output, &varlena);
 		if (!first)
 			appendStringInfoString(&buf, ", ");
 		first = false;
 		escape_json(&buf, arg_table[r].name);
 		appendStringInfoString(&buf, ": ");
-		escape_json(&buf, OidOutputFunctionCall(output, PG_GETARG_DATUM(i)));
+		append_json_value(&buf, &arg_table[r], args[pos].value);
 	}
 	appendStringInfoChar(&buf, '}');
-	ReleaseSysCache(tup);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
 void
-llm_call_read_options(Jsonb *options, LlmCall *call)
+llm_call_read_stored(Jsonb *options, LlmCall *call)
 {
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	bool		given[N_ARGS];
-	char	   *values[N_ARGS];
+	NullableDatum vals[N_ARGS];
 
 	parse_defaults();
-	memset(given, 0, sizeof(given));
-	if (!JB_ROOT_IS_OBJECT(options))
-		invalid_arg("options must be a JSON object");
-	it = JsonbIteratorInit(&options->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-	{
-		char	   *key;
-		int			r;
-
-		if (tok != WJB_KEY)
-			continue;
-		key = pnstrdup(v.val.string.val, v.val.string.len);
-		r = row_by_name(key);
-		if (r < 0 || r >= N_ARGS)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown llm option \"%s\"", key),
-					 errhint("llm_generation_arguments() lists the options this library knows.")));
-		tok = JsonbIteratorNext(&it, &v, true);
-		if (tok != WJB_VALUE || v.type != jbvString)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("llm option \"%s\" must be a JSON string", key)));
-		given[r] = true;
-		values[r] = pnstrdup(v.val.string.val, v.val.string.len);
-	}
-
-	memset(call, 0, sizeof(*call));
-	llm_request_init(&call->req);
-	for (int r = 0; r < N_ARGS; r++)
-	{
-		if (given[r])
-		{
-			Oid			input;
-			Oid			ioparam;
-
-			getTypeInputInfo(arg_table[r].type, &input, &ioparam);
-			arg_table[r].apply(&arg_table[r], call,
-							   OidInputFunctionCall(input, values[r], ioparam, -1));
-		}
-		else if (!defaults[r].isnull)
-			arg_table[r].apply(&arg_table[r], call, defaults[r].value);
-	}
-	finish_read(call);
+	jsonb_values(options, NULL, vals);
+	read_values(vals, N_ARGS, true, call);
 }
 
 char *

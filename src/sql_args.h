@@ -84,6 +84,13 @@ typedef struct LlmCall
 	const char *instruction;
 	const char *question;
 	bool		explicit_priority;	/* req.priority came from a priority => argument */
+
+	/*
+	 * Read from stored options (llm_call_read_stored): the checks that
+	 * belong to the caller, its quota and its class ceiling, were made by
+	 * the call that stored them and are not made again.
+	 */
+	bool		stored;
 } LlmCall;
 
 /* The value of a finished call of a batchable function (sql_result.h). */
@@ -107,6 +114,12 @@ typedef struct LlmSqlFunction
 	 * options).
 	 */
 	LlmCallBuildFn batch_build;
+	/*
+	 * Arguments whose names are no rows of the tables are the function's
+	 * own, read by it (llm_enrich's target, prompt, where_clause, mode,
+	 * max_attempts) rather than an error; its options still map by name.
+	 */
+	bool		own_arguments;
 } LlmSqlFunction;
 
 /* A function's arguments matched to the table's rows (opaque). */
@@ -203,24 +216,29 @@ extern bool llm_call_build_filter(const LlmArgMap *map, const NullableDatum *arg
 extern void llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call);
 
 /*
- * A call kept for later (llm_enrich's job): the generation options among
- * the arguments of the function fcinfo calls, by name (every argument whose
- * name is a row of the argument table), as a jsonb object {name: value as
- * the type's output text}; NULL arguments (their defaults) are left out.  A
- * function widened with a new option passes it on with no change here.
+ * Options kept for later (a job's, llm_enrich): the generation options a
+ * call passes (args[0..nargs) matched by map, the same map llm_call_read
+ * reads them with; NULL ones, which take their defaults, left out) as one
+ * jsonb object {name: value}, in the encoding llm_call_read_jsonb reads:
+ * int and bigint as JSON numbers, float8 as a number (NaN and infinities
+ * as strings), boolean as true / false, text as a string, text[] as an
+ * array of strings and nulls, jsonb as itself.  An option appended to the
+ * table and to the function's declaration is kept with no change here.
  */
-extern Jsonb *llm_call_options_collect(FunctionCallInfo fcinfo);
+extern Jsonb *llm_call_options_encode(const LlmArgMap *map, const NullableDatum *args, int nargs);
 
 /*
- * The call such an object describes (the missing options take the table's
- * defaults), with the session's request settings, checked like
- * llm_call_read: ERROR 22023 naming an unknown or invalid option.
+ * The call such an object describes, read and checked as llm_call_read
+ * reads and checks a call's arguments (the same apply functions and
+ * checks: ERROR 22023 naming an unknown or invalid option, 54000 for a
+ * grammar over a limit), except the caller's own checks, made when the
+ * options were stored (LlmCall.stored): quota and the class ceiling.
  */
-extern void llm_call_read_options(Jsonb *options, LlmCall *call);
+extern void llm_call_read_stored(Jsonb *options, LlmCall *call);
 
 /*
  * The model alias such an object names (its model option, palloc'd), NULL
- * for the default model; unchecked (llm_call_read_options checks it).
+ * for the default model; unchecked (llm_call_read_stored checks it).
  */
 extern char *llm_call_options_model(Jsonb *options);
 

@@ -5,7 +5,8 @@
 # final inputs generates now (greedy generation is batch-invariant, so the
 # same prompt gives the same text alone or in any batch).  A job on a
 # second model (llm.models, model =>) runs there, in the batch class, and
-# fails, not its rows, when its model leaves the list.
+# fails, not its rows, when its model leaves the list.  Jobs with choices
+# and json_schema killed mid-job resume under the same grammar.
 use strict;
 use warnings;
 use FindBin;
@@ -108,6 +109,51 @@ ok($node->poll_query_until('postgres',
 	'a new runner started');
 wait_state($job, 'done', 'after the runner was killed');
 check_writes('runner killed');
+
+# ---------- structured jobs killed mid-job: resumed under the same grammar ----------
+q1('ALTER TABLE tickets ADD COLUMN label text, ADD COLUMN info jsonb');
+my $labels = "ARRAY['one', 'two', 'three', 'other']";
+my $schema = q{'{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99},
+  "even": {"type": "boolean"}}, "required": ["n", "even"]}'};
+my $jl = q1("SELECT llm_enrich('tickets', 'label', \$\$'Classify: ' || body\$\$, max_tokens => 8, choices => $labels)");
+my $jj = q1("SELECT llm_enrich('tickets', 'info', \$\$'Describe: ' || body\$\$, max_tokens => 24, json_schema => $schema)");
+wait_rows_done($jl, 4);
+$runner = q1("SELECT pid FROM pg_stat_activity WHERE backend_type = 'llm job runner'");
+q1("SELECT pg_terminate_backend($runner)");
+my $left = q1("SELECT (SELECT count(*) FROM tickets WHERE label IS NULL) + (SELECT count(*) FROM tickets WHERE info IS NULL)");
+cmp_ok($left, '>', 0, "rows left for the next runner ($left)");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'llm job runner' AND pid <> $runner"),
+	'a new runner started');
+wait_state($jl, 'done', 'the choices job after the runner was killed');
+wait_state($jj, 'done', 'the json_schema job after the runner was killed');
+is(q1("SELECT count(*) FROM tickets WHERE label IS NULL OR NOT label = ANY ($labels)"), '0',
+	'every label is one of the choices');
+is(q1(qq{SELECT count(*) FROM tickets
+         WHERE label IS DISTINCT FROM llm_generate('Classify: ' || body, max_tokens => 8, choices => $labels)}),
+	'0', 'each label is what llm_generate with the same choices gives');
+is(q1(q{SELECT count(*) FROM tickets WHERE info IS NULL OR jsonb_typeof(info -> 'n') <> 'number'
+        OR jsonb_typeof(info -> 'even') <> 'boolean' OR (SELECT count(*) FROM jsonb_object_keys(info)) <> 2
+        OR (info ->> 'n')::numeric NOT BETWEEN 0 AND 99 OR (info ->> 'n')::numeric <> round((info ->> 'n')::numeric)}),
+	'0', 'every info is valid against the schema');
+is(q1(qq{SELECT count(*) FROM tickets
+         WHERE info IS DISTINCT FROM llm_generate('Describe: ' || body, max_tokens => 24, json_schema => $schema)::jsonb}),
+	'0', 'each info is what llm_generate with the same schema gives');
+
+# priority => 'interactive' (the creator may: llm.max_priority) puts a job's requests in that class
+q1('UPDATE tickets SET label = NULL');
+LlmTest::wait_idle($node, 'before the interactive job');
+my ($b0, $i0) = split /\|/, q1(q{SELECT coalesce(sum(batch_requests), 0),
+	coalesce(sum(interactive_requests), 0) FROM llm_usage WHERE role = current_user});
+$job = q1("SELECT llm_enrich('tickets', 'label', \$\$'Classify: ' || body\$\$, max_tokens => 8, choices => $labels,
+	priority => 'interactive')");
+wait_state($job, 'done', 'the interactive job');
+ok($node->poll_query_until('postgres',
+		"SELECT coalesce(sum(interactive_requests), 0) >= $i0 + $N FROM llm_usage WHERE role = current_user"),
+	'priority => interactive: the job ran in the interactive class');
+is(q1("SELECT coalesce(sum(batch_requests), 0) - $b0 FROM llm_usage WHERE role = current_user"), '0',
+	'none of it in the batch class');
+q1('ALTER TABLE tickets DROP COLUMN label, DROP COLUMN info');
 
 # ---------- the llm worker killed mid-job ----------
 reset_table();

@@ -26,6 +26,16 @@ q1('SELECT pg_terminate_backend(worker_pid) FROM llm_stat');
 is(q1("SELECT status, completion_tokens, text = llm_generate('Write a long story about a dragon.', max_tokens => 64) FROM llm_result($id)"),
 	'done|64|t', 'run again from its start by the restarted worker: the full greedy text');
 
+# a structured request run again by a restarted worker keeps its grammar
+my $arr = q{'{"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 24, "maxItems": 24}'};
+$id = q1("SELECT llm_submit('List some digits.', max_tokens => 96, json_schema => $arr)");
+ok($node->poll_query_until('postgres', "SELECT (llm_result($id, wait => false)).status IN ('running', 'done')"),
+	'structured request taken');
+q1('SELECT pg_terminate_backend(worker_pid) FROM llm_stat');
+is(q1(qq{SELECT status, jsonb_array_length(text::jsonb),
+	text = llm_generate('List some digits.', max_tokens => 96, json_schema => $arr) FROM llm_result($id)}),
+	'done|24|t', 'json_schema request after a worker restart: valid, the text of llm_generate');
+
 # results expire after llm.async_result_ttl
 q1("ALTER SYSTEM SET llm.async_result_ttl = '1s'");
 q1('SELECT pg_reload_conf()');
