@@ -96,7 +96,7 @@ run(llm_backend *b, int n_seqs, int rows_per_seq, int depth, int blocks_per_seq,
 		k[i] = rnd();
 		v[i] = rnd();
 	}
-	d = (llm_step_desc) {nt, n_seqs, ids, pos, slots, seq_start, kv_len, bt, blocks_per_seq, NULL, 0, single};
+	d = (llm_step_desc) {nt, n_seqs, ids, pos, slots, seq_start, kv_len, bt, blocks_per_seq, NULL, 0, single, NULL, NULL};
 	if (b->ops->begin_step(b, &d) != 0 || b->ops->rope_store_kv(b, 0, q, k, v, N_HEADS, 10000.0f) != 0)
 	{
 		fprintf(stderr, "attn_bench: %s\n", b->ops->last_error(b));

@@ -71,7 +71,8 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		a->spec_max_batch == b->spec_max_batch &&
 		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto") &&
 		engine_config_kv_dtype(a) == engine_config_kv_dtype(b) &&
-		a->shared_threads == b->shared_threads;
+		a->shared_threads == b->shared_threads &&
+		a->kv_keep_windowed == b->kv_keep_windowed;
 }
 
 int
