@@ -757,6 +757,7 @@ static int
 plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int32_t *preempted_cls)
 {
 	llm_sched_plan *p = &s->plan;
+	bool		released_waiting = false;
 
 	for (int32_t k = 0; k < n_order && cp->left > 0; k++)
 	{
@@ -789,6 +790,13 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 
 			if (victim == NULL || victim == seq)
 			{
+				if (s->n_running == 1 && p->n_entries == 0 && !released_waiting)
+				{
+					/* alone: the other blocks held are waiting sequences' attached prefixes */
+					release_waiting_blocks(s, NULL);
+					released_waiting = true;
+					continue;
+				}
 				if (s->n_running == 1 && p->n_entries == 0)
 				{
 					/* alone and still does not fit: the pool is too small for it */
