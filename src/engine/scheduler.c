@@ -402,17 +402,6 @@ prefix_on(const llm_sched *s, const llm_seq *seq)
 }
 
 /*
- * Extend seq's verified chain of cached blocks as far as the prefix cache
- * allows: at admission (no blocks yet: the longest cached prefix) and on
- * every later step while it still prefills, so a request admitted together
- * with another one carrying the same prefix picks up the blocks that one has
- * filled meanwhile (its own partly computed block is dropped for the cached
- * one).  Every token whose logits are wanted stays uncomputed so its logits
- * exist.  Prompt tokens served this way on the first pass count as hits (in
- * the statistics only while prefix caching is on: a scoring request sharing
- * its prompt among its own sequences is not a cache hit).
- */
-/*
  * With the local group: whether every local block of [max(first, k0), k)
  * (first: the first block the query at k * block_size reads) is cached,
  * anchored on the global blocks the attach would hold; blocks below k0 are
@@ -436,6 +425,19 @@ local_tail_cached(const llm_sched *s, const llm_seq *seq, int32_t k0, int32_t k)
 	return true;
 }
 
+/*
+ * Extend seq's verified chain of cached blocks as far as the prefix cache
+ * allows: at admission (no blocks yet: the longest cached prefix) and on
+ * every later step while it still prefills, so a request admitted together
+ * with another one carrying the same prefix picks up the blocks that one has
+ * filled meanwhile (its own partly computed block is dropped for the cached
+ * one).  Every token whose logits are wanted stays uncomputed so its logits
+ * exist.  Prompt tokens served this way on the first pass count as hits (in
+ * the statistics only while prefix caching is on: a scoring request sharing
+ * its prompt among its own sequences is not a cache hit).  With the local
+ * group the chain found is cut back to the last point whose window tail is
+ * in the local cache (local_tail_cached), whose blocks are then attached too.
+ */
 static void
 extend_cached_prefix(llm_sched *s, llm_seq *seq)
 {
