@@ -1252,6 +1252,8 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	out->kv_blocks_cached = llm_block_pool_n_cached_free(e->pool);
 	out->kv_bytes_total = out->kv_blocks_total * e->pool_block_bytes;
 	out->kv_bytes_used = out->kv_blocks_used * e->pool_block_bytes;
+	out->kv_block_bytes = e->pool_block_bytes;
+	out->kv_local_block_bytes = e->local_pool != NULL ? e->local_block_bytes : 0;
 	out->kv_local_blocks_total = out->kv_local_blocks_used = out->kv_local_blocks_cached = 0;
 	if (e->local_pool != NULL)
 	{

@@ -262,6 +262,9 @@ typedef struct llm_engine_stats
 	int32_t		kv_local_blocks_cached;
 	int64_t		kv_bytes_total;
 	int64_t		kv_bytes_used;		/* of blocks referenced by live requests */
+	/* bytes of one block of each pool; their sum is one block of every layer */
+	int64_t		kv_block_bytes;
+	int64_t		kv_local_block_bytes;	/* 0 without a local group */
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
