@@ -100,7 +100,7 @@ run(llm_backend *b, int n_layers, int n_seqs, int rows_per_seq, int depth, int b
 		k[i] = rnd();
 		v[i] = rnd();
 	}
-	d = (llm_step_desc) {nt, n_seqs, ids, pos, slots, seq_start, kv_len, bt, blocks_per_seq, NULL, 0, single};
+	d = (llm_step_desc) {nt, n_seqs, ids, pos, slots, seq_start, kv_len, bt, blocks_per_seq, NULL, 0, single, NULL, NULL};
 	if (b->ops->begin_step(b, &d) != 0)
 	{
 		fprintf(stderr, "attn_bench: %s\n", b->ops->last_error(b));

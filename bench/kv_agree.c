@@ -161,7 +161,7 @@ greedy(llm_model *m, llm_backend *b, const prompt *p, int n_vocab, int32_t *gen,
 			tok[i] = ps < p->n ? p->ids[ps] : gen[ps - p->n];
 			dec[i] = ps >= p->n;
 		}
-		d = (llm_step_desc) {n, 1, tok, pos, slots, ss, kvl, bt, max_blocks, out, 1, dec};
+		d = (llm_step_desc) {n, 1, tok, pos, slots, ss, kvl, bt, max_blocks, out, 1, dec, NULL, NULL};
 		done += n;
 		if (done < p->n)
 		{

@@ -65,6 +65,20 @@ typedef struct llm_kv_geometry
 	int			block_size;		/* tokens per block */
 	int			n_blocks;		/* blocks per layer */
 	int			kv_dtype;		/* llm_kv_dtype of K and V (0: F16) */
+	/*
+	 * The local group: sliding-window layers whose KV lives in a slot
+	 * space of its own, so blocks of positions that fell out of every
+	 * window can be reused (by any sequence) while the other layers (the
+	 * global group) still hold those positions.  layer_local NULL: one
+	 * group, every layer in n_blocks (the fields below unused).  Else
+	 * layer_local[l] 1 puts layer l in the local group of n_blocks_local
+	 * blocks, and its attention calls use a window of 1..local_window keys
+	 * (a larger or no window would read freed blocks: an error).  Only a
+	 * backend with kv_local_group accepts it.
+	 */
+	const uint8_t *layer_local; /* [n_layers] or NULL */
+	int			n_blocks_local; /* blocks per local layer */
+	int			local_window;	/* the largest window of a local layer */
 } llm_kv_geometry;
 
 /*
@@ -98,6 +112,17 @@ typedef struct llm_step_desc
 	 * not of the batch, so batch invariance holds.
 	 */
 	const uint8_t *decode_rows;
+	/*
+	 * The local group's slot space (llm_kv_geometry.layer_local), NULL
+	 * without one: slots_local [n_tokens] where the token's K/V is written
+	 * in local layers, and block_tables_local [n_seqs][max_blocks_per_seq]
+	 * local block ids by the same logical block index as block_tables.
+	 * Only the entries a local layer reads must be valid: the blocks of
+	 * positions max(0, p - local_window + 1) .. p of each query p of the
+	 * step; the others (freed, behind every window) are ignored.
+	 */
+	const int32_t *slots_local;
+	const int32_t *block_tables_local;
 } llm_step_desc;
 
 typedef struct llm_backend llm_backend;
@@ -176,8 +201,9 @@ typedef struct llm_backend_ops
 	 * [n_tokens][n_heads][head_dim].  window: the number of most recent
 	 * positions a query attends to, its own included: lo = max(0, p -
 	 * window + 1); 0 = all (lo = 0, full causal attention); negative is an
-	 * error.  A sliding-window layer is the same op with its window; the
-	 * cache still holds every position of the sequence.
+	 * error.  A sliding-window layer is the same op with its window; in
+	 * the local group (llm_kv_geometry.layer_local) its keys come from the
+	 * local slot space and block tables.
 	 */
 	int			(*attention) (llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale,
 							  int window);
@@ -218,6 +244,12 @@ typedef struct llm_backend_ops
 	 * soft-capping as ggml's scale, tanh (libm tanhf), scale.
 	 */
 	int			(*softcap) (llm_backend *b, float *x, float cap, size_t n);
+
+	/*
+	 * True when kv_init accepts a local group (llm_kv_geometry.layer_local);
+	 * false: the engine keeps every layer in one group.
+	 */
+	bool		kv_local_group;
 } llm_backend_ops;
 
 /* rope_store_kv_mode's rotations (the values of ggml's rope mode). */
@@ -244,7 +276,10 @@ llm_backend *llm_backend_cpu_create(int n_threads, char *err, size_t errlen);
  */
 llm_backend *llm_backend_cpu_create_shared(int n_threads, char *err, size_t errlen);
 
-/* Bytes of KV cache one block takes across all layers (K and V, of g->kv_dtype); 0 for an invalid geometry. */
+/*
+ * Bytes of KV cache one block takes across all layers (K and V, of
+ * g->kv_dtype), whatever their group; 0 for an invalid geometry.
+ */
 size_t		llm_kv_block_bytes(const llm_kv_geometry *g);
 
 #endif

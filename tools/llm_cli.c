@@ -20,7 +20,9 @@
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
  * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
  * --kv-mb MB, --kv-cache-dtype f16|q8_0, --max-batched-tokens N, --max-running N,
- * --no-prefix-cache,
+ * --no-prefix-cache, --keep-window-kv (sliding-window layers keep every
+ * position: one KV group), --kv-stats (after generate: the most KV blocks and
+ * bytes held at once, on stderr),
  * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
  * each label followed by the end-of-turn token), --spec K (speculative draft
  * tokens, 0 = off), --spec-max-batch N.
@@ -52,7 +54,11 @@ typedef struct cli_opts
 	int			bench_prompt;
 	int			bench_gen;
 	const char *bench_prompt_file;
+	bool		kv_stats;
 } cli_opts;
+
+/* --kv-stats: the most KV held at once over the steps of run_until_done */
+static llm_engine_stats kv_peak;
 
 static void
 usage(void)
@@ -63,7 +69,7 @@ usage(void)
 			"               [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...\n"
 			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
-			"               [--spec K] [--spec-max-batch N]\n"
+			"               [--keep-window-kv] [--kv-stats] [--spec K] [--spec-max-batch N]\n"
 			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
 			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
@@ -266,6 +272,10 @@ parse_args(int argc, char **argv, cli_opts *o)
 		}
 		else if (!strcmp(a, "--no-prefix-cache"))
 			o->ec.prefix_caching = false;
+		else if (!strcmp(a, "--keep-window-kv"))
+			o->ec.kv_keep_windowed = true;
+		else if (!strcmp(a, "--kv-stats"))
+			o->kv_stats = true;
 		else if (!strcmp(a, "--spec"))
 		{
 			NEEDV();
@@ -455,9 +465,28 @@ static int
 run_until_done(llm_engine *e)
 {
 	while (llm_engine_has_work(e))
+	{
+		llm_engine_stats st;
+
 		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
 			return -1;
+		llm_engine_get_stats(e, &st);
+		if (st.kv_bytes_used > kv_peak.kv_bytes_used)
+			kv_peak = st;
+	}
 	return 0;
+}
+
+static void
+print_kv_stats(llm_engine *e)
+{
+	llm_engine_stats st;
+
+	llm_engine_get_stats(e, &st);
+	fprintf(stderr,
+			"kv: pool %d blocks (%d local), %lld bytes; most held at once: %d blocks (%d local), %lld bytes\n",
+			st.kv_blocks_total, st.kv_local_blocks_total, (long long) st.kv_bytes_total,
+			kv_peak.kv_blocks_used, kv_peak.kv_local_blocks_used, (long long) kv_peak.kv_bytes_used);
 }
 
 static int
@@ -846,7 +875,11 @@ main(int argc, char **argv)
 		rc = 0;
 	}
 	else if (strcmp(o.cmd, "generate") == 0)
+	{
 		rc = cmd_generate(e, &o);
+		if (o.kv_stats)
+			print_kv_stats(e);
+	}
 	else if (strcmp(o.cmd, "bench") == 0)
 		rc = cmd_bench(e, &o);
 	else if (strcmp(o.cmd, "score") == 0)

@@ -910,7 +910,7 @@ test_attention(const attn_geo *g)
 	tb			t[MAX_TB];
 	char		why[512] = "";
 	int			nb = open_backends(t, why, sizeof(why));
-	llm_kv_geometry kg = {2, g->n_kv, g->hd, BS, 256, LLM_KV_F16};
+	llm_kv_geometry kg = {2, g->n_kv, g->hd, BS, 256, LLM_KV_F16, NULL, 0, 0};
 	ref_cache	rc;
 	size_t		cache_n = (size_t) kg.n_blocks * BS * g->n_kv * g->hd;
 	const size_t row = (size_t) g->n_heads * g->hd,
@@ -1002,7 +1002,7 @@ cmd_ops(void)
 	tb			t[MAX_TB];
 	char		why[512] = "";
 	int			nb = open_backends(t, why, sizeof(why));
-	llm_kv_geometry kg = {1, 2, 64, BS, 64, LLM_KV_F16};
+	llm_kv_geometry kg = {1, 2, 64, BS, 64, LLM_KV_F16, NULL, 0, 0};
 	attn_geo	g64 = {8, 2, 64, 10000.0f},
 				g128 = {32, 8, 128, 500000.0f},
 				g_smol = {9, 3, 64, 100000.0f};

@@ -65,6 +65,7 @@ typedef struct cpu_backend
 	llm_kv_geometry geo;
 	uint8_t   **k_cache;		/* [n_layers] arrays of rows (quant.h llm_kv_row_index / llm_kv_row_bytes) */
 	uint8_t   **v_cache;
+	uint8_t    *layer_local;	/* [n_layers] 1 = local group (geo.layer_local), or NULL */
 
 	/* current step (copied from llm_step_desc) */
 	bool		have_step;
@@ -80,6 +81,10 @@ typedef struct cpu_backend
 	int32_t    *seq_start;
 	int32_t    *seq_kv_len;
 	int32_t    *block_tables;
+	int32_t    *slots_local;	/* the local group's (NULL without one) */
+	int32_t    *block_tables_local;
+	size_t		cap_slots_local,
+				cap_bt_local;
 	int32_t    *out_rows;
 	uint8_t    *single_rows;	/* [n_tokens] attention order flags, or unset */
 	bool		have_single;
@@ -166,12 +171,27 @@ grow_i32(int32_t **buf, size_t *cap, size_t n)
  * lifetime, memory
  * ------------------------------------------------------------------------ */
 
-/* Bytes of one layer's K (or V) array: [n_blocks][n_kv_heads][block_size] rows. */
+/* Bytes of layer l's K (or V) array: [n_blocks of its group][n_kv_heads][block_size] rows. */
 static size_t
-kv_layer_bytes(const llm_kv_geometry *g)
+kv_layer_bytes(const llm_kv_geometry *g, const uint8_t *layer_local, int l)
 {
-	return (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads *
+	int			nb = layer_local != NULL && layer_local[l] ? g->n_blocks_local : g->n_blocks;
+
+	return (size_t) nb * (size_t) g->block_size * (size_t) g->n_kv_heads *
 		llm_kv_row_bytes(g->kv_dtype, g->head_dim);
+}
+
+/* The step's slots and block tables that layer's KV uses (its group's). */
+static inline const int32_t *
+layer_slots(const cpu_backend *cb, int layer)
+{
+	return cb->layer_local != NULL && cb->layer_local[layer] ? cb->slots_local : cb->slots;
+}
+
+static inline const int32_t *
+layer_tables(const cpu_backend *cb, int layer)
+{
+	return cb->layer_local != NULL && cb->layer_local[layer] ? cb->block_tables_local : cb->block_tables;
 }
 
 static void
@@ -189,11 +209,14 @@ cpu_destroy(llm_backend *b)
 	if (cb->k_cache)
 		for (int l = 0; l < cb->geo.n_layers; l++)
 		{
-			llm_base_pages_free(cb->k_cache[l], kv_layer_bytes(&cb->geo));
-			llm_base_pages_free(cb->v_cache[l], kv_layer_bytes(&cb->geo));
+			llm_base_pages_free(cb->k_cache[l], kv_layer_bytes(&cb->geo, cb->layer_local, l));
+			llm_base_pages_free(cb->v_cache[l], kv_layer_bytes(&cb->geo, cb->layer_local, l));
 		}
 	free(cb->k_cache);
 	free(cb->v_cache);
+	free(cb->layer_local);
+	free(cb->slots_local);
+	free(cb->block_tables_local);
 	free(cb->token_ids);
 	free(cb->positions);
 	free(cb->slots);
@@ -341,7 +364,6 @@ static int
 cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 {
 	cpu_backend *cb = CPU(b);
-	size_t		per_layer;
 
 	if (cb->kv_ready)
 		return fail(cb, "kv_init: KV cache already initialised");
@@ -358,14 +380,30 @@ cpu_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range",
 					g->n_blocks, g->block_size);
-	per_layer = kv_layer_bytes(g);
+	if (g->layer_local != NULL)
+	{
+		if (g->n_blocks_local <= 0 || g->local_window <= 0)
+			return fail(cb, "kv_init: a local group needs blocks and a window (%d blocks, window %d)",
+						g->n_blocks_local, g->local_window);
+		if ((int64_t) g->n_blocks_local * g->block_size > INT32_MAX)
+			return fail(cb, "kv_init: %d local blocks of %d slots exceed the slot range",
+						g->n_blocks_local, g->block_size);
+		cb->layer_local = malloc((size_t) g->n_layers);
+		if (cb->layer_local == NULL)
+			return fail(cb, "kv_init: out of memory");
+		for (int l = 0; l < g->n_layers; l++)
+			cb->layer_local[l] = g->layer_local[l] != 0;
+	}
 	cb->k_cache = calloc((size_t) g->n_layers, sizeof(uint8_t *));
 	cb->v_cache = calloc((size_t) g->n_layers, sizeof(uint8_t *));
 	if (cb->k_cache == NULL || cb->v_cache == NULL)
 		goto oom;
 	cb->geo = *g;
+	cb->geo.layer_local = cb->layer_local;
 	for (int l = 0; l < g->n_layers; l++)
 	{
+		size_t		per_layer = kv_layer_bytes(g, cb->layer_local, l);
+
 		cb->k_cache[l] = llm_base_pages_alloc(per_layer);
 		cb->v_cache[l] = llm_base_pages_alloc(per_layer);
 		if (cb->k_cache[l] == NULL || cb->v_cache[l] == NULL)
@@ -378,11 +416,13 @@ oom:
 	if (cb->k_cache)
 		for (int l = 0; l < g->n_layers; l++)
 		{
-			llm_base_pages_free(cb->k_cache[l], per_layer);
-			llm_base_pages_free(cb->v_cache[l], per_layer);
+			llm_base_pages_free(cb->k_cache[l], kv_layer_bytes(g, cb->layer_local, l));
+			llm_base_pages_free(cb->v_cache[l], kv_layer_bytes(g, cb->layer_local, l));
 		}
 	free(cb->k_cache);
 	free(cb->v_cache);
+	free(cb->layer_local);
+	cb->layer_local = NULL;
 	cb->k_cache = cb->v_cache = NULL;
 	return fail(cb, "kv_init: out of memory for %zu MiB of KV cache",
 				llm_kv_block_bytes(g) * (size_t) g->n_blocks >> 20);
@@ -422,6 +462,8 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		return fail(cb, "begin_step: missing sequence arrays");
 	if (d->n_out > 0 && d->out_rows == NULL)
 		return fail(cb, "begin_step: missing out_rows");
+	if (cb->layer_local != NULL && ((nt > 0 && d->slots_local == NULL) || (ns > 0 && mb > 0 && d->block_tables_local == NULL)))
+		return fail(cb, "begin_step: the KV cache has a local group but the step has no local slots or block tables");
 	nbt = (size_t) ns * (size_t) mb;
 	if (!grow_i32(&cb->token_ids, &cb->cap_token_ids, (size_t) nt) ||
 		!grow_i32(&cb->positions, &cb->cap_positions, (size_t) nt) ||
@@ -430,7 +472,10 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		!grow_i32(&cb->seq_start, &cb->cap_seq_start, (size_t) ns + 1) ||
 		!grow_i32(&cb->seq_kv_len, &cb->cap_seq_kv_len, (size_t) ns) ||
 		!grow_i32(&cb->block_tables, &cb->cap_bt, nbt) ||
-		!grow_i32(&cb->out_rows, &cb->cap_out, (size_t) d->n_out))
+		!grow_i32(&cb->out_rows, &cb->cap_out, (size_t) d->n_out) ||
+		(cb->layer_local != NULL &&
+		 (!grow_i32(&cb->slots_local, &cb->cap_slots_local, (size_t) nt) ||
+		  !grow_i32(&cb->block_tables_local, &cb->cap_bt_local, nbt))))
 		return fail(cb, "begin_step: out of memory");
 
 	if (ns > 0 && (d->seq_start[0] != 0 || d->seq_start[ns] != nt))
@@ -468,6 +513,26 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 							t, d->slots[t], (long long) want, p);
 			cb->tok_seq[t] = s;
 		}
+		if (cb->layer_local != NULL && d->seq_start[s + 1] > d->seq_start[s])
+		{
+			/* local blocks the step reads: from the first query's window on */
+			int			p0 = d->positions[d->seq_start[s]] - cb->geo.local_window + 1;
+			const int32_t *lbt = d->block_tables_local + (size_t) s * mb;
+
+			for (int j = p0 > 0 ? p0 / bs : 0; j < used_blocks; j++)
+				if (lbt[j] < 0 || lbt[j] >= cb->geo.n_blocks_local)
+					return fail(cb, "begin_step: sequence %d local block %d has invalid id %d", s, j, lbt[j]);
+			for (int t = d->seq_start[s]; t < d->seq_start[s + 1]; t++)
+			{
+				int			p = d->positions[t];
+
+				if (t > d->seq_start[s] && p < d->positions[t - 1])
+					return fail(cb, "begin_step: sequence %d positions not ascending at token %d", s, t);
+				if (d->slots_local[t] != (int64_t) lbt[p / bs] * bs + p % bs)
+					return fail(cb, "begin_step: token %d local slot %d differs from its block-table slot",
+								t, d->slots_local[t]);
+			}
+		}
 	}
 	for (int j = 0; j < d->n_out; j++)
 		if (d->out_rows[j] < 0 || d->out_rows[j] >= nt)
@@ -486,6 +551,13 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		memcpy(cb->seq_kv_len, d->seq_kv_len, (size_t) ns * sizeof(int32_t));
 	if (nbt > 0)
 		memcpy(cb->block_tables, d->block_tables, nbt * sizeof(int32_t));
+	if (cb->layer_local != NULL)
+	{
+		if (nt > 0)
+			memcpy(cb->slots_local, d->slots_local, (size_t) nt * sizeof(int32_t));
+		if (nbt > 0)
+			memcpy(cb->block_tables_local, d->block_tables_local, nbt * sizeof(int32_t));
+	}
 	if (d->n_out > 0)
 		memcpy(cb->out_rows, d->out_rows, (size_t) d->n_out * sizeof(int32_t));
 	cb->n_tokens = nt;
@@ -1149,7 +1221,7 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 #endif
 	for (int64_t t = begin; t < end; t++)
 	{
-		size_t		slot = (size_t) cb->slots[t];
+		size_t		slot = (size_t) layer_slots(cb, j->layer)[t];
 		float	   *kt = j->k + (size_t) t * nkv * hd;
 		const float *cs = j->cs + (size_t) t * hd;
 		const int32_t block = (int32_t) (slot / bs);
@@ -1321,7 +1393,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			a.kv_dtype = cb->geo.kv_dtype;
 			a.n_kv_heads = nkv;
 			a.kv_head = item->h0;
-			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			a.block_table = layer_tables(cb, j->layer) + (size_t) cb->tok_seq[t] * cb->max_blocks;
 			a.block_size = cb->geo.block_size;
 			a.scratch = scratch;
 			cb->attn_block(&a);
@@ -1347,7 +1419,7 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			a.n_keys = cb->positions[t] + 1;
 			a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
 			a.kv_head = h0 / group;
-			a.block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			a.block_table = layer_tables(cb, j->layer) + (size_t) cb->tok_seq[t] * cb->max_blocks;
 			cb->attn(&a);
 		}
 	}
@@ -1400,7 +1472,7 @@ split_args(const split_job *sj, int t, int g, int thread_idx, llm_attn_args *a)
 	a->n_keys = cb->positions[t] + 1;
 	a->first_key = j->window > 0 && a->n_keys > j->window ? a->n_keys - j->window : 0;
 	a->kv_head = g;
-	a->block_table = cb->block_tables + (size_t) cb->tok_seq[t] * cb->max_blocks;
+	a->block_table = layer_tables(cb, j->layer) + (size_t) cb->tok_seq[t] * cb->max_blocks;
 }
 
 static void
@@ -1530,6 +1602,9 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 		return fail(cb, "attention: %d heads is not a multiple of %d KV heads", n_heads, cb->geo.n_kv_heads);
 	if (window < 0)
 		return fail(cb, "attention: window %d is negative", window);
+	if (cb->layer_local != NULL && cb->layer_local[layer] && (window == 0 || window > cb->geo.local_window))
+		return fail(cb, "attention: layer %d is in the local KV group (window at most %d) but asks for window %d",
+					layer, cb->geo.local_window, window);
 	if (cb->n_tokens == 0)
 		return 0;
 	if (q == NULL || out == NULL)
@@ -1622,6 +1697,7 @@ static const llm_backend_ops cpu_ops = {
 	.free_weight = cpu_free_weight,
 	.load_vector = cpu_load_vector,
 	.kv_init = cpu_kv_init,
+	.kv_local_group = true,
 	.begin_step = cpu_begin_step,
 	.embed = cpu_embed,
 	.rmsnorm = cpu_rmsnorm,

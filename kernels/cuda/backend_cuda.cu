@@ -463,6 +463,8 @@ cuda_kv_init(llm_backend *b, const llm_kv_geometry *g)
 	if (g->kv_dtype != LLM_KV_F16)
 		return fail(cb, "kv_init: the CUDA backend supports only an f16 KV cache, not %s",
 					g->kv_dtype == LLM_KV_Q8_0 ? "q8_0" : "an unknown type");
+	if (g->layer_local != NULL)
+		return fail(cb, "kv_init: the CUDA backend keeps every layer in one KV group (no local group)");
 	if ((int64_t) g->n_blocks * g->block_size > INT32_MAX)
 		return fail(cb, "kv_init: %d blocks of %d slots exceed the slot range", g->n_blocks, g->block_size);
 	per_layer = (size_t) g->n_blocks * (size_t) g->block_size * (size_t) g->n_kv_heads * (size_t) g->head_dim;
@@ -1084,6 +1086,7 @@ static const llm_backend_ops cuda_ops = {
 	.gelu_mul = cuda_gelu_mul,
 	.rope_store_kv_mode = cuda_rope_store_kv_mode,
 	.softcap = cuda_softcap,
+	.kv_local_group = false,	/* one KV group: sliding-window layers keep every position */
 };
 
 static bool

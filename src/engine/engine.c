@@ -262,6 +262,63 @@ find_end_of_turn(const llm_tokenizer *tok, const llm_chat_template *chat)
 	return id >= 0 && llm_tokenizer_is_eog(tok, id) ? id : -1;
 }
 
+/*
+ * The local KV group (scheduler.h): a model with both sliding-window and
+ * global layers, on a backend that supports it, keeps the sliding-window
+ * layers' KV in a pool of its own.  The budget (resolved to whole blocks of
+ * every layer, n_eq of them) is split so that neither group is ever shorter
+ * than with one group: the local pool gets what the running sequences can
+ * hold at once (llm_sched_local_blocks_bound) or n_eq blocks if that is
+ * less, the global pool the rest, at least n_eq blocks.  g->n_blocks comes
+ * in as n_eq and leaves as the global pool's size.
+ */
+static int
+plan_local_group(llm_engine *e, llm_kv_geometry *g)
+{
+	llm_kv_geometry one = *g;
+	int			n_local = 0,
+				window = 0,
+				bs = g->block_size;
+	int64_t		layer_bytes,
+				n_eq = g->n_blocks,
+				want,
+				nl,
+				ng;
+
+	e->pool_block_bytes = (int64_t) llm_kv_block_bytes(g);
+	if (e->cfg.kv_keep_windowed || !e->backend->ops->kv_local_group)
+		return 0;
+	for (int l = 0; l < g->n_layers; l++)
+		if (e->mc->layer[l].attn_window > 0)
+		{
+			n_local++;
+			if (e->mc->layer[l].attn_window > window)
+				window = e->mc->layer[l].attn_window;
+		}
+	if (n_local == 0 || n_local == g->n_layers)
+		return 0;
+	one.n_layers = 1;
+	layer_bytes = (int64_t) llm_kv_block_bytes(&one);
+	want = (int64_t) e->cfg.max_running * (llm_sched_local_blocks_bound(window, bs, 0) + 1) +
+		(e->cfg.max_batched_tokens + bs - 1) / bs;
+	nl = want < n_eq ? want : n_eq;
+	ng = (e->cfg.kv_cache_bytes - nl * n_local * layer_bytes) / ((g->n_layers - n_local) * layer_bytes);
+	if (ng > INT32_MAX / bs)
+		ng = INT32_MAX / bs;
+	e->layer_local = malloc((size_t) g->n_layers);
+	if (e->layer_local == NULL)
+		return -1;
+	for (int l = 0; l < g->n_layers; l++)
+		e->layer_local[l] = e->mc->layer[l].attn_window > 0;
+	g->layer_local = e->layer_local;
+	g->n_blocks = (int) ng;
+	g->n_blocks_local = (int) nl;
+	g->local_window = window;
+	e->pool_block_bytes = (g->n_layers - n_local) * layer_bytes;
+	e->local_block_bytes = n_local * layer_bytes;
+	return 0;
+}
+
 llm_engine *
 llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 {
@@ -357,6 +414,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	g.block_size = e->cfg.block_size;
 	g.n_blocks = 1;
 	g.kv_dtype = engine_config_kv_dtype(&e->cfg);
+	g.layer_local = NULL;
+	g.n_blocks_local = 0;
+	g.local_window = 0;
 	if (llm_kv_block_bytes(&g) == 0)
 	{
 		/* a loaded model has a valid shape; q8_0 also needs whole blocks of 32 per row */
@@ -371,6 +431,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), err, errlen) != 0)
 		goto fail;
 	g.n_blocks = (int) (e->cfg.kv_cache_bytes / (int64_t) llm_kv_block_bytes(&g));
+	if (plan_local_group(e, &g) != 0)
+		goto oom;
 	if (e->backend->ops->kv_init(e->backend, &g) != 0)
 	{
 		snprintf(err, errlen, "KV cache: %s", e->backend->ops->last_error(e->backend));
@@ -378,6 +440,9 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	}
 	e->pool = llm_block_pool_create(g.n_blocks, g.block_size);
 	if (e->pool == NULL)
+		goto oom;
+	if (g.layer_local != NULL &&
+		(e->local_pool = llm_block_pool_create(g.n_blocks_local, g.block_size)) == NULL)
 		goto oom;
 	{
 		llm_sched_config sc = {
@@ -389,6 +454,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			.prefill_cap = e->cfg.prefill_cap,
 			.prefill_cap_decodes = e->cfg.prefill_cap_decodes,
 			.batch_prefill_tokens = e->cfg.batch_prefill_tokens,
+			.local_pool = e->local_pool,
+			.local_window = g.local_window,
 		};
 
 		e->sched = llm_sched_create(e->pool, &sc);
@@ -403,7 +470,7 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	e->drafted = calloc((size_t) e->cfg.spec_max_batch, sizeof(live_request *));
 	if (e->drafted == NULL)
 		goto oom;
-	e->stats.kv_blocks_total = g.n_blocks;
+	e->stats.kv_blocks_total = g.n_blocks + (e->local_pool ? g.n_blocks_local : 0);
 	return e;
 
 oom:
@@ -437,6 +504,8 @@ llm_engine_destroy(llm_engine *e)
 	llm_grammar_store_free(e->grammars);
 	llm_sched_destroy(e->sched);
 	llm_block_pool_destroy(e->pool);
+	llm_block_pool_destroy(e->local_pool);
+	free(e->layer_local);
 	llm_sampler_scratch_free(&e->sampler);
 	free(e->lp_work);
 	free(e->drafted);
@@ -455,6 +524,8 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_seq_kv_len);
 	free(e->d_block_tables);
 	free(e->d_out_rows);
+	free(e->d_slots_local);
+	free(e->d_block_tables_local);
 	free(e->d_decode);
 	free(e->model_path);
 	free(e->device);
@@ -582,7 +653,8 @@ llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 							 m->head_dim, m->ffn_dim, m->n_vocab, m->n_ctx_train, e->cfg.n_ctx,
 							 m->rope_theta, m->rms_eps, wt, m->tied_output ? "true" : "false",
 							 fam, e->backend->ops->name, e->cfg.n_threads, e->cfg.block_size,
-							 llm_block_pool_n_blocks(e->pool), e->cfg.max_batched_tokens,
+							 llm_block_pool_n_blocks(e->pool) +
+							 (e->local_pool ? llm_block_pool_n_blocks(e->local_pool) : 0), e->cfg.max_batched_tokens,
 							 e->cfg.max_running, e->cfg.prefix_caching ? "true" : "false",
 							 (long long) e->cfg.kv_cache_bytes, e->cfg.reserved_interactive,
 							 e->cfg.interactive_step_tokens, e->cfg.prefill_cap, e->cfg.prefill_cap_decodes,
@@ -1180,6 +1252,22 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	out->kv_blocks_total = llm_block_pool_n_blocks(e->pool);
 	out->kv_blocks_used = out->kv_blocks_total - llm_block_pool_n_free(e->pool);
 	out->kv_blocks_cached = llm_block_pool_n_cached_free(e->pool);
+	out->kv_bytes_total = out->kv_blocks_total * e->pool_block_bytes;
+	out->kv_bytes_used = out->kv_blocks_used * e->pool_block_bytes;
+	out->kv_block_bytes = e->pool_block_bytes;
+	out->kv_local_block_bytes = e->local_pool != NULL ? e->local_block_bytes : 0;
+	out->kv_local_blocks_total = out->kv_local_blocks_used = out->kv_local_blocks_cached = 0;
+	if (e->local_pool != NULL)
+	{
+		out->kv_local_blocks_total = llm_block_pool_n_blocks(e->local_pool);
+		out->kv_local_blocks_used = out->kv_local_blocks_total - llm_block_pool_n_free(e->local_pool);
+		out->kv_local_blocks_cached = llm_block_pool_n_cached_free(e->local_pool);
+		out->kv_blocks_total += out->kv_local_blocks_total;
+		out->kv_blocks_used += out->kv_local_blocks_used;
+		out->kv_blocks_cached += out->kv_local_blocks_cached;
+		out->kv_bytes_total += out->kv_local_blocks_total * e->local_block_bytes;
+		out->kv_bytes_used += out->kv_local_blocks_used * e->local_block_bytes;
+	}
 	out->n_preemptions = llm_sched_n_preemptions(e->sched);
 	llm_sched_prefix_stats(e->sched, &out->prefix_queries, &out->cached_prompt_tokens);
 }

@@ -94,6 +94,10 @@ typedef struct llm_engine_config
 	 * hundreds of tokens, wants it larger or 0).
 	 */
 	int			batch_prefill_tokens;
+	bool		kv_keep_windowed;	/* keep every position of a model's sliding-window layers
+									 * (one KV group); default false: their KV lives in a local
+									 * group freed behind the window (scheduler.h), where the
+									 * backend supports it (CPU) */
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */
@@ -256,6 +260,21 @@ typedef struct llm_engine_stats
 	int64_t		logits_rows;		/* cumulative logits rows the forward pass produced */
 	int64_t		draft_tokens;		/* cumulative speculative tokens proposed and computed */
 	int64_t		accepted_tokens;	/* of those, accepted */
+	/*
+	 * With a local KV group (sliding-window layers, scheduler.h) the
+	 * kv_blocks_* counts above are of both pools' blocks together; these
+	 * are the local pool's alone (0 without one), and the bytes of both:
+	 * a global block holds the other layers' K/V of block_size positions,
+	 * a local one the sliding-window layers'.
+	 */
+	int32_t		kv_local_blocks_total;
+	int32_t		kv_local_blocks_used;
+	int32_t		kv_local_blocks_cached;
+	int64_t		kv_bytes_total;
+	int64_t		kv_bytes_used;		/* of blocks referenced by live requests */
+	/* bytes of one block of each pool; their sum is one block of every layer */
+	int64_t		kv_block_bytes;
+	int64_t		kv_local_block_bytes;	/* 0 without a local group */
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);

@@ -74,7 +74,8 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto") &&
 		engine_config_kv_dtype(a) == engine_config_kv_dtype(b) &&
 		a->shared_threads == b->shared_threads &&
-		a->batch_prefill_tokens == b->batch_prefill_tokens;
+		a->batch_prefill_tokens == b->batch_prefill_tokens &&
+		a->kv_keep_windowed == b->kv_keep_windowed;
 }
 
 int

@@ -133,6 +133,10 @@ struct llm_engine
 	llm_model  *model;
 	const llm_model_config *mc;
 	llm_block_pool *pool;
+	llm_block_pool *local_pool; /* sliding-window layers' blocks (scheduler.h), or NULL */
+	int64_t		pool_block_bytes;	/* bytes of one block of pool / local_pool */
+	int64_t		local_block_bytes;
+	uint8_t    *layer_local;	/* [n_layers] the geometry's local-group flags, or NULL */
 	llm_sched  *sched;
 	uint64_t	model_identity; /* mixed into every prefix-cache salt */
 	int32_t		end_of_turn;	/* id continuation_eot appends, -1 if the model has none */
@@ -159,7 +163,9 @@ struct llm_engine
 			   *d_seq_start,
 			   *d_seq_kv_len,
 			   *d_block_tables,
-			   *d_out_rows;
+			   *d_out_rows,
+			   *d_slots_local,	/* [cap_d_tokens], with local_pool */
+			   *d_block_tables_local;	/* [cap_d_tables], with local_pool */
 	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
 	int32_t		cap_d_tokens,
 				cap_d_seqs,

@@ -67,6 +67,12 @@ reserve_step(llm_engine *e, const llm_sched_plan *p)
 		c = e->cap_d_tokens;
 		if (grow_i32(&e->d_slots, &c, p->n_tokens))
 			return -1;
+		if (e->local_pool != NULL)
+		{
+			c = e->cap_d_tokens;
+			if (grow_i32(&e->d_slots_local, &c, p->n_tokens))
+				return -1;
+		}
 		{
 			uint8_t    *f = realloc(e->d_decode, (size_t) c);
 
@@ -90,6 +96,13 @@ reserve_step(llm_engine *e, const llm_sched_plan *p)
 	}
 	if (grow_i32(&e->d_out_rows, &e->cap_d_out, p->n_logits > 0 ? p->n_logits : 1))
 		return -1;
+	if (e->local_pool != NULL)
+	{
+		int32_t		c = e->cap_d_tables;
+
+		if (grow_i32(&e->d_block_tables_local, &c, (int64_t) p->n_entries * (p->max_blocks > 0 ? p->max_blocks : 1)))
+			return -1;
+	}
 	if (grow_i32(&e->d_block_tables, &e->cap_d_tables,
 				 (int64_t) p->n_entries * (p->max_blocks > 0 ? p->max_blocks : 1)))
 		return -1;
@@ -139,6 +152,20 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
 		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
 			e->d_block_tables[(size_t) i * p->max_blocks + k] = 0;
+		if (e->local_pool != NULL)
+		{
+			/* the local group: its own slots; blocks freed behind the window read as 0, never used */
+			int32_t    *lbt = &e->d_block_tables_local[(size_t) i * p->max_blocks];
+
+			for (int32_t k = 0; k < p->max_blocks; k++)
+				lbt[k] = k < s->n_blocks && s->lblocks[k] >= 0 ? s->lblocks[k] : 0;
+			for (int32_t k = 0; k < en->n; k++)
+			{
+				int32_t		pos = en->start + k;
+
+				e->d_slots_local[t0 + k] = lbt[pos / bs] * bs + pos % bs;
+			}
+		}
 		for (int32_t pos = en->logits_from; pos < en->start + en->n; pos++)
 			e->d_out_rows[n_out++] = t0 + (pos - en->start);
 	}
@@ -155,6 +182,8 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 	d->out_rows = e->d_out_rows;
 	d->n_out = n_out;
 	d->decode_rows = e->d_decode;
+	d->slots_local = e->local_pool != NULL ? e->d_slots_local : NULL;
+	d->block_tables_local = e->local_pool != NULL ? e->d_block_tables_local : NULL;
 	return n_out == p->n_logits ? 0 : -1;
 }
 
@@ -559,15 +588,30 @@ llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n
 	seq.n_prompt = n;
 	seq.n_tail_logits = n - from;
 	seq.blocks = malloc((size_t) nb * sizeof(int32_t));
-	if (seq.blocks == NULL)
+	seq.lblocks = malloc((size_t) nb * sizeof(int32_t));
+	if (seq.blocks == NULL || seq.lblocks == NULL)
+	{
+		free(seq.blocks);
+		free(seq.lblocks);
 		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	/* one chunk: every local block is read by some row, none can be freed */
 	for (; seq.n_blocks < nb; seq.n_blocks++)
+	{
 		if ((seq.blocks[seq.n_blocks] = llm_block_alloc(e->pool)) < 0)
 		{
 			snprintf(err, errlen, "KV cache too small");
 			st = LLM_ERR_OUT_OF_MEMORY;
 			goto done;
 		}
+		if (e->local_pool != NULL && (seq.lblocks[seq.n_blocks] = llm_block_alloc(e->local_pool)) < 0)
+		{
+			llm_block_release(e->pool, seq.blocks[seq.n_blocks]);
+			snprintf(err, errlen, "KV cache too small");
+			st = LLM_ERR_OUT_OF_MEMORY;
+			goto done;
+		}
+	}
 	memset(&plan, 0, sizeof(plan));
 	memset(&en, 0, sizeof(en));
 	en.seq = &seq;
@@ -594,8 +638,13 @@ llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n
 	memcpy(out, e->logits, (size_t) (n - from) * e->mc->n_vocab * sizeof(float));
 done:
 	for (int32_t i = seq.n_blocks - 1; i >= 0; i--)
+	{
+		if (e->local_pool != NULL)
+			llm_block_release(e->local_pool, seq.lblocks[i]);
 		llm_block_release(e->pool, seq.blocks[i]);
+	}
 	free(seq.blocks);
+	free(seq.lblocks);
 	return st;
 }
 

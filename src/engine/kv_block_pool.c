@@ -270,55 +270,90 @@ llm_block_release(llm_block_pool *p, int32_t id)
 		list_append(p, id);
 }
 
-/* Registered block b holds exactly this content after this parent (hash alone is never trusted). */
+uint32_t
+llm_block_generation(const llm_block_pool *p, int32_t id)
+{
+	return (id >= 0 && id < p->n_blocks) ? p->gen[id] : 0;
+}
+
+/*
+ * Registered block b holds exactly this content after this parent (hash
+ * alone is never trusted); the parent is identified by its id and its
+ * generation at registration.
+ */
 static bool
-block_matches(const llm_block_pool *p, int32_t b, uint64_t hash, int32_t parent_id,
+block_matches(const llm_block_pool *p, int32_t b, uint64_t hash, int32_t parent_id, uint32_t parent_gen,
 			  const int32_t *tokens, int32_t prompt_rows)
 {
 	return p->hash[b] == hash && p->parent[b] == parent_id &&
 		p->prompt_rows[b] == prompt_rows &&
-		(parent_id < 0 || p->parent_gen[b] == p->gen[parent_id]) &&
+		(parent_id < 0 || p->parent_gen[b] == parent_gen) &&
 		memcmp(&p->tokens[(size_t) b * p->block_size], tokens,
 			   (size_t) p->block_size * sizeof(int32_t)) == 0;
+}
+
+/* The registered block matching this content, or NIL. */
+static int32_t
+find_block(const llm_block_pool *p, uint64_t hash, int32_t parent_id, uint32_t parent_gen,
+		   const int32_t *tokens, int32_t prompt_rows)
+{
+	for (uint32_t i = (uint32_t) hash & p->table_mask; p->table[i] != NIL; i = (i + 1) & p->table_mask)
+		if (block_matches(p, p->table[i], hash, parent_id, parent_gen, tokens, prompt_rows))
+			return p->table[i];
+	return NIL;
 }
 
 int32_t
 llm_block_lookup(llm_block_pool *p, uint64_t hash, int32_t parent_id, const int32_t *tokens,
 				 int32_t prompt_rows)
 {
-	uint32_t	i = (uint32_t) hash & p->table_mask;
-
 	if (parent_id >= p->n_blocks)
 		return -1;
-	for (;;)
-	{
-		int32_t		b = p->table[i];
+	return llm_block_lookup_anchored(p, hash, parent_id, parent_id >= 0 ? p->gen[parent_id] : 0,
+									 tokens, prompt_rows);
+}
 
-		if (b == NIL)
-			return -1;
-		if (block_matches(p, b, hash, parent_id, tokens, prompt_rows))
-		{
-			llm_block_retain(p, b);
-			return b;
-		}
-		i = (i + 1) & p->table_mask;
-	}
+int32_t
+llm_block_lookup_anchored(llm_block_pool *p, uint64_t hash, int32_t anchor_id, uint32_t anchor_gen,
+						  const int32_t *tokens, int32_t prompt_rows)
+{
+	int32_t		b = find_block(p, hash, anchor_id, anchor_gen, tokens, prompt_rows);
+
+	if (b != NIL)
+		llm_block_retain(p, b);
+	return b;
+}
+
+bool
+llm_block_probe_anchored(const llm_block_pool *p, uint64_t hash, int32_t anchor_id, uint32_t anchor_gen,
+						 const int32_t *tokens, int32_t prompt_rows)
+{
+	return find_block(p, hash, anchor_id, anchor_gen, tokens, prompt_rows) != NIL;
 }
 
 int32_t
 llm_block_register(llm_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
 				   const int32_t *tokens, int32_t prompt_rows)
 {
+	if (parent_id >= p->n_blocks)
+		return id;
+	return llm_block_register_anchored(p, id, hash, parent_id, parent_id >= 0 ? p->gen[parent_id] : 0,
+									   tokens, prompt_rows);
+}
+
+int32_t
+llm_block_register_anchored(llm_block_pool *p, int32_t id, uint64_t hash, int32_t anchor_id,
+							uint32_t anchor_gen, const int32_t *tokens, int32_t prompt_rows)
+{
 	uint32_t	i;
 
-	if (id < 0 || id >= p->n_blocks || p->registered[id] || p->ref[id] <= 0 ||
-		parent_id >= p->n_blocks)
+	if (id < 0 || id >= p->n_blocks || p->registered[id] || p->ref[id] <= 0)
 		return id;
 	for (i = (uint32_t) hash & p->table_mask; p->table[i] != NIL; i = (i + 1) & p->table_mask)
 	{
 		int32_t		b = p->table[i];
 
-		if (block_matches(p, b, hash, parent_id, tokens, prompt_rows))
+		if (block_matches(p, b, hash, anchor_id, anchor_gen, tokens, prompt_rows))
 		{
 			/* an identical block is cached: share it, drop the private copy */
 			if (p->ref[id] != 1)
@@ -330,9 +365,9 @@ llm_block_register(llm_block_pool *p, int32_t id, uint64_t hash, int32_t parent_
 	}
 	p->registered[id] = true;
 	p->hash[id] = hash;
-	p->parent[id] = parent_id;
+	p->parent[id] = anchor_id;
 	p->prompt_rows[id] = prompt_rows;
-	p->parent_gen[id] = parent_id >= 0 ? p->gen[parent_id] : 0;
+	p->parent_gen[id] = anchor_id >= 0 ? anchor_gen : 0;
 	memcpy(&p->tokens[(size_t) id * p->block_size], tokens, (size_t) p->block_size * sizeof(int32_t));
 	p->table[i] = id;
 	return id;

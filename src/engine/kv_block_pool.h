@@ -84,6 +84,23 @@ int32_t		llm_block_lookup(llm_block_pool *p, uint64_t hash, int32_t parent_id,
 int32_t		llm_block_register(llm_block_pool *p, int32_t id, uint64_t hash, int32_t parent_id,
 							   const int32_t *tokens, int32_t prompt_rows);
 
+/*
+ * Anchored entries: a pool whose blocks hang off another pool's chain (the
+ * sliding-window layers' pool, kv_block_pool groups in scheduler.h).  The
+ * block's identity is (hash, tokens, prompt rows, anchor), the anchor being
+ * a block of the other pool and that block's generation there
+ * (llm_block_generation), so an entry stops matching once its anchor is
+ * evicted and reused.  Lookup retains like llm_block_lookup; probe only
+ * tells whether lookup would hit, changing nothing (not even LRU order).
+ */
+uint32_t	llm_block_generation(const llm_block_pool *p, int32_t id);
+int32_t		llm_block_lookup_anchored(llm_block_pool *p, uint64_t hash, int32_t anchor_id,
+									  uint32_t anchor_gen, const int32_t *tokens, int32_t prompt_rows);
+bool		llm_block_probe_anchored(const llm_block_pool *p, uint64_t hash, int32_t anchor_id,
+									 uint32_t anchor_gen, const int32_t *tokens, int32_t prompt_rows);
+int32_t		llm_block_register_anchored(llm_block_pool *p, int32_t id, uint64_t hash, int32_t anchor_id,
+										uint32_t anchor_gen, const int32_t *tokens, int32_t prompt_rows);
+
 /* Internal-consistency check for tests: 0 if fine, else -1 with a message. */
 int			llm_block_pool_check(const llm_block_pool *p, char *err, int errlen);
 

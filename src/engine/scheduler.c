@@ -51,6 +51,10 @@ struct llm_sched
 	llm_sched_plan plan;
 	int32_t		cap_entries;
 	int32_t		cap_unfittable;
+	/* extend_cached_prefix's scratch: the global chain found, its hashes */
+	int32_t    *hit_ids;
+	uint64_t   *hit_hash;
+	int32_t		cap_hit;
 };
 
 static int
@@ -99,6 +103,8 @@ llm_sched_destroy(llm_sched *s)
 	free(s->order);
 	free(s->plan.entries);
 	free(s->plan.unfittable);
+	free(s->hit_ids);
+	free(s->hit_hash);
 	free(s);
 }
 
@@ -116,8 +122,10 @@ llm_seq_free(llm_seq *seq)
 {
 	free(seq->tokens);
 	free(seq->blocks);
+	free(seq->lblocks);
 	seq->tokens = NULL;
 	seq->blocks = NULL;
+	seq->lblocks = NULL;
 }
 
 static int32_t
@@ -232,12 +240,60 @@ llm_sched_add(llm_sched *s, llm_seq *seq)
 	return 0;
 }
 
+static bool
+local_on(const llm_sched *s)
+{
+	return s->cfg.local_pool != NULL;
+}
+
+/* First logical block a query at position pos reads in the local group. */
+static int32_t
+local_first_block(const llm_sched *s, int32_t pos)
+{
+	int32_t		lo = pos - s->cfg.local_window + 1;
+
+	return lo > 0 ? lo / s->block_size : 0;
+}
+
+int32_t
+llm_sched_local_blocks_bound(int32_t local_window, int32_t block_size, int32_t n)
+{
+	int32_t		w = local_window > 2 ? local_window - 2 : 0;
+
+	return (w + block_size - 1) / block_size + 2 + (n + block_size - 1) / block_size;
+}
+
+/*
+ * Release seq's local blocks that no query from position pos on reads
+ * (oldest first, so the LRU evicts them in position order).
+ */
+static void
+release_local_window(llm_sched *s, llm_seq *seq, int32_t pos)
+{
+	int32_t		first;
+
+	if (!local_on(s))
+		return;
+	first = local_first_block(s, pos);
+	if (first > seq->n_blocks)
+		first = seq->n_blocks;
+	for (; seq->l_lo < first; seq->l_lo++)
+	{
+		llm_block_release(s->cfg.local_pool, seq->lblocks[seq->l_lo]);
+		seq->lblocks[seq->l_lo] = -1;
+	}
+}
+
 static void
 release_blocks(llm_sched *s, llm_seq *seq)
 {
 	/* release in reverse so a sequence's tail blocks are evicted before its head (vLLM) */
+	if (local_on(s))
+		for (int32_t i = seq->n_blocks - 1; i >= seq->l_lo; i--)
+			llm_block_release(s->cfg.local_pool, seq->lblocks[i]);
 	for (int32_t i = seq->n_blocks - 1; i >= 0; i--)
 		llm_block_release(s->pool, seq->blocks[i]);
+	seq->l_lo = 0;
 	seq->n_blocks = 0;
 	seq->n_computed = 0;
 	seq->n_registered = 0;
@@ -298,7 +354,8 @@ ensure_blocks(llm_sched *s, llm_seq *seq, int32_t n_tokens)
 {
 	int32_t		need = (n_tokens + s->block_size - 1) / s->block_size;
 
-	if (grow((void **) &seq->blocks, &seq->cap_blocks, need, sizeof(int32_t)))
+	if (grow((void **) &seq->blocks, &seq->cap_blocks, need, sizeof(int32_t)) ||
+		(local_on(s) && grow((void **) &seq->lblocks, &seq->cap_lblocks, need, sizeof(int32_t))))
 		return false;
 	while (seq->n_blocks < need)
 	{
@@ -306,6 +363,17 @@ ensure_blocks(llm_sched *s, llm_seq *seq, int32_t n_tokens)
 
 		if (b < 0)
 			return false;
+		if (local_on(s))
+		{
+			int32_t		lb = llm_block_alloc(s->cfg.local_pool);
+
+			if (lb < 0)
+			{
+				llm_block_release(s->pool, b);
+				return false;
+			}
+			seq->lblocks[seq->n_blocks] = lb;
+		}
 		seq->blocks[seq->n_blocks++] = b;
 	}
 	return true;
@@ -334,6 +402,30 @@ prefix_on(const llm_sched *s, const llm_seq *seq)
 }
 
 /*
+ * With the local group: whether every local block of [max(first, k0), k)
+ * (first: the first block the query at k * block_size reads) is cached,
+ * anchored on the global blocks the attach would hold; blocks below k0 are
+ * the sequence's own (held from local_first_block(k0 * block_size) on).
+ */
+static bool
+local_tail_cached(const llm_sched *s, const llm_seq *seq, int32_t k0, int32_t k)
+{
+	int32_t		bs = s->block_size;
+	int32_t		j = local_first_block(s, k * bs);
+
+	for (j = j > k0 ? j : k0; j < k; j++)
+	{
+		int32_t		g = s->hit_ids[j - k0];
+
+		if (!llm_block_probe_anchored(s->cfg.local_pool, s->hit_hash[j - k0], g,
+									  llm_block_generation(s->pool, g), &seq->tokens[(size_t) j * bs],
+									  block_prompt_rows(seq, j, bs)))
+			return false;
+	}
+	return true;
+}
+
+/*
  * Extend seq's verified chain of cached blocks as far as the prefix cache
  * allows: at admission (no blocks yet: the longest cached prefix) and on
  * every later step while it still prefills, so a request admitted together
@@ -342,7 +434,9 @@ prefix_on(const llm_sched *s, const llm_seq *seq)
  * one).  Every token whose logits are wanted stays uncomputed so its logits
  * exist.  Prompt tokens served this way on the first pass count as hits (in
  * the statistics only while prefix caching is on: a scoring request sharing
- * its prompt among its own sequences is not a cache hit).
+ * its prompt among its own sequences is not a cache hit).  With the local
+ * group the chain found is cut back to the last point whose window tail is
+ * in the local cache (local_tail_cached), whose blocks are then attached too.
  */
 static void
 extend_cached_prefix(llm_sched *s, llm_seq *seq)
@@ -350,7 +444,10 @@ extend_cached_prefix(llm_sched *s, llm_seq *seq)
 	int32_t		bs = s->block_size;
 	int32_t		max_blocks = llm_seq_first_logits(seq) / bs;
 	int32_t		k,
-				k0;
+				k0,
+				kg,
+				n_old;
+	uint64_t	h = 0;
 
 	if (seq->n_blocks == 0)
 	{
@@ -370,35 +467,88 @@ extend_cached_prefix(llm_sched *s, llm_seq *seq)
 	k0 = k = seq->n_registered;
 	if (k >= max_blocks || k != seq->n_computed / bs)
 		return;
+	if (grow((void **) &s->hit_ids, &s->cap_hit, max_blocks - k0, sizeof(int32_t)))
+		return;
+	{
+		int32_t		cap = s->cap_hit;
+
+		/* hit_hash follows hit_ids' capacity */
+		uint64_t   *hh = realloc(s->hit_hash, (size_t) cap * sizeof(uint64_t));
+
+		if (hh == NULL)
+			return;
+		s->hit_hash = hh;
+	}
+	/* the global chain as far as it is cached */
+	h = seq->last_hash;
 	while (k < max_blocks)
 	{
 		const int32_t *toks = &seq->tokens[(size_t) k * bs];
 		int32_t		rows = block_prompt_rows(seq, k, bs);
-		uint64_t	h = llm_block_hash(seq->last_hash, toks, bs, rows);
-		int32_t		b = llm_block_lookup(s->pool, h, k > 0 ? seq->blocks[k - 1] : -1, toks, rows);
+		int32_t		parent = k > k0 ? s->hit_ids[k - 1 - k0] : (k > 0 ? seq->blocks[k - 1] : -1);
+		uint64_t	hk = llm_block_hash(h, toks, bs, rows);
+		int32_t		b = llm_block_lookup(s->pool, hk, parent, toks, rows);
 
 		if (b < 0)
 			break;
-		if (k < seq->n_blocks)
+		s->hit_ids[k - k0] = b;
+		s->hit_hash[k - k0] = hk;
+		h = hk;
+		k++;
+	}
+	kg = k;
+	/* with the local group: back off to the last point whose window tail is cached */
+	if (local_on(s))
+		while (k > k0 && !local_tail_cached(s, seq, k0, k))
+			k--;
+	for (int32_t j = kg - 1; j >= k; j--)
+		llm_block_release(s->pool, s->hit_ids[j - k0]);
+	if (k == k0)
+		return;
+	n_old = seq->n_blocks;
+	if (grow((void **) &seq->blocks, &seq->cap_blocks, k, sizeof(int32_t)) ||
+		(local_on(s) && grow((void **) &seq->lblocks, &seq->cap_lblocks, k, sizeof(int32_t))))
+	{
+		for (int32_t j = k - 1; j >= k0; j--)
+			llm_block_release(s->pool, s->hit_ids[j - k0]);
+		return;
+	}
+	for (int32_t j = k0; j < k; j++)
+	{
+		if (j < n_old)
 		{
 			/* a private block not (fully) computed yet: the cached one replaces it */
-			llm_block_release(s->pool, seq->blocks[k]);
-			seq->blocks[k] = b;
+			llm_block_release(s->pool, seq->blocks[j]);
 		}
 		else
 		{
-			if (grow((void **) &seq->blocks, &seq->cap_blocks, k + 1, sizeof(int32_t)))
-			{
-				llm_block_release(s->pool, b);
-				break;
-			}
-			seq->blocks[seq->n_blocks++] = b;
+			if (local_on(s))
+				seq->lblocks[j] = -1;
+			seq->n_blocks++;
 		}
-		seq->last_hash = h;
-		k++;
+		seq->blocks[j] = s->hit_ids[j - k0];
 	}
-	if (k == k0)
-		return;
+	if (local_on(s))
+	{
+		int32_t		first = local_first_block(s, k * bs);
+
+		/* the window tail from the local cache (probed above), replacing private blocks */
+		for (int32_t j = first > k0 ? first : k0; j < k; j++)
+		{
+			int32_t		g = seq->blocks[j];
+			int32_t		lb = llm_block_lookup_anchored(s->cfg.local_pool, s->hit_hash[j - k0], g,
+													   llm_block_generation(s->pool, g),
+													   &seq->tokens[(size_t) j * bs],
+													   block_prompt_rows(seq, j, bs));
+
+			if (seq->lblocks[j] >= 0)
+				llm_block_release(s->cfg.local_pool, seq->lblocks[j]);
+			seq->lblocks[j] = lb;
+		}
+		/* and nothing behind the window: private blocks there are dropped */
+		release_local_window(s, seq, k * bs);
+	}
+	seq->last_hash = s->hit_hash[k - 1 - k0];
 	seq->n_registered = k;
 	seq->n_computed = k * bs;
 	if (seq->n_preemptions == 0)
@@ -462,7 +612,14 @@ trim_blocks(llm_sched *s, llm_seq *seq, int32_t n_tokens)
 	int32_t		keep = (n_tokens + s->block_size - 1) / s->block_size;
 
 	while (seq->n_blocks > keep)
-		llm_block_release(s->pool, seq->blocks[--seq->n_blocks]);
+	{
+		seq->n_blocks--;
+		if (local_on(s) && seq->n_blocks >= seq->l_lo)
+			llm_block_release(s->cfg.local_pool, seq->lblocks[seq->n_blocks]);
+		llm_block_release(s->pool, seq->blocks[seq->n_blocks]);
+	}
+	if (seq->l_lo > seq->n_blocks)
+		seq->l_lo = seq->n_blocks;
 }
 
 static int
@@ -602,6 +759,7 @@ static int
 plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int32_t *preempted_cls)
 {
 	llm_sched_plan *p = &s->plan;
+	bool		released_waiting = false;
 
 	for (int32_t k = 0; k < n_order && cp->left > 0; k++)
 	{
@@ -634,6 +792,13 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 
 			if (victim == NULL || victim == seq)
 			{
+				if (s->n_running == 1 && p->n_entries == 0 && !released_waiting)
+				{
+					/* alone: the other blocks held are waiting sequences' attached prefixes */
+					release_waiting_blocks(s, NULL);
+					released_waiting = true;
+					continue;
+				}
 				if (s->n_running == 1 && p->n_entries == 0)
 				{
 					/* alone and still does not fit: the pool is too small for it */
@@ -849,6 +1014,11 @@ register_full_blocks(llm_sched *s, llm_seq *seq)
 
 		seq->blocks[k] = llm_block_register(s->pool, seq->blocks[k], h,
 											k > 0 ? seq->blocks[k - 1] : -1, toks, rows);
+		/* its local block, anchored on the global block the sequence now holds */
+		if (local_on(s) && k >= seq->l_lo)
+			seq->lblocks[k] = llm_block_register_anchored(s->cfg.local_pool, seq->lblocks[k], h, seq->blocks[k],
+														  llm_block_generation(s->pool, seq->blocks[k]),
+														  toks, rows);
 		seq->last_hash = h;
 		seq->n_registered++;
 	}
@@ -866,6 +1036,7 @@ llm_sched_commit(llm_sched *s, llm_sched_plan *p)
 		if (seq->flow != NULL)
 			seq->flow->service += e->n;
 		register_full_blocks(s, seq);
+		release_local_window(s, seq, seq->n_computed);
 	}
 }
 
@@ -880,6 +1051,7 @@ llm_sched_accept_drafts(llm_sched *s, llm_seq *seq, int32_t n_accepted)
 		if (seq->n_computed > seq->n_tokens)
 			seq->n_computed = seq->n_tokens;
 		register_full_blocks(s, seq);
+		release_local_window(s, seq, seq->n_computed);
 	}
 	trim_blocks(s, seq, seq->n_computed > seq->n_tokens - 1 ? seq->n_computed : seq->n_tokens - 1);
 }

@@ -75,6 +75,22 @@
  * rejected drafts are released.  Nothing unverified is ever registered in
  * the prefix cache.
  *
+ * The local group (a model with sliding-window layers, config local_pool):
+ * their KV lives in a second pool with its own block ids, and each sequence
+ * has a second block table, lblocks, indexed by the same logical block as
+ * blocks.  A local block is held only while some query of the sequence may
+ * still read it: block k is released once the sequence's next position p
+ * has (k + 1) * block_size <= p - local_window + 1 (its entry becomes -1);
+ * so a sequence holds about local_window / block_size + 2 local blocks
+ * however long it grows, while blocks keeps every position (the global
+ * layers read them all).  Every allocation takes one block of each pool, a
+ * short pool preempts like the other.  Local full blocks are registered too
+ * in their pool's prefix cache, anchored on the global block of the same
+ * index (kv_block_pool.h), and evicted by their own pool's LRU.  A cached
+ * prefix is attached only up to the last block boundary P whose window tail
+ * (the local blocks of positions P - local_window + 1 .. P - 1) is still
+ * cached, so a hit never relies on dropped local KV; the rest is recomputed.
+ *
  * Follows Orca (Yu et al., OSDI 2022), vLLM's v1 scheduler
  * (vllm/v1/core/sched/scheduler.py), Sarathi-Serve's chunked prefill
  * (Agrawal et al., OSDI 2024), and for the shares start-time fair queueing
@@ -151,6 +167,14 @@ typedef struct llm_seq
 	/* scheduler-owned */
 	struct sched_flow *flow;
 	uint64_t	planned_in;		/* step the sequence was last planned in */
+	/*
+	 * The local group's block table (only with a local pool): n_blocks
+	 * entries by logical block, -1 below l_lo (released behind the
+	 * window), a local block id from l_lo on.
+	 */
+	int32_t    *lblocks;
+	int32_t		cap_lblocks;
+	int32_t		l_lo;
 } llm_seq;
 
 /* First token whose logits the owner of seq wants (n_tail_logits). */
@@ -207,6 +231,12 @@ typedef struct llm_sched_config
 	int32_t		prefill_cap;	/* prefill tokens per step of a class with many decodes */
 	int32_t		prefill_cap_decodes;	/* ... from this many decoding sequences on */
 	int32_t		batch_prefill_tokens;	/* prefill tokens per step of each class after the first */
+	/*
+	 * The local group: the pool of the sliding-window layers' blocks (same
+	 * block size, not owned) and their largest window; NULL / 0: one group.
+	 */
+	llm_block_pool *local_pool;
+	int32_t		local_window;
 } llm_sched_config;
 
 llm_sched  *llm_sched_create(llm_block_pool *pool, const llm_sched_config *c);
@@ -250,6 +280,17 @@ int64_t		llm_sched_flow_service(const llm_sched *s, int32_t cls, uint64_t sessio
 int64_t		llm_sched_n_preemptions(const llm_sched *s);
 /* Cumulative prompt tokens looked up in the prefix cache, and those that hit. */
 void		llm_sched_prefix_stats(const llm_sched *s, int64_t *queried, int64_t *hit);
+
+/*
+ * Local blocks one sequence holds at most with the local group while a
+ * step computes n of its tokens: the blocks of positions p0 - local_window
+ * + 1 .. p0 + n - 1 (p0 its first query), at most ceil((local_window - 2) /
+ * block_size) + 2 + ceil(n / block_size).  Summed over a step's running
+ * sequences: at most max_running * (bound(0) + 1) + ceil(max_batched_tokens
+ * / block_size) (the ceil of each chunk adds at most one block per
+ * sequence); only waiting sequences' attached prefixes come on top.
+ */
+int32_t		llm_sched_local_blocks_bound(int32_t local_window, int32_t block_size, int32_t n);
 
 /* Append a token to seq (grows the array); -1 on OOM. */
 int			llm_seq_append(llm_seq *seq, int32_t token);

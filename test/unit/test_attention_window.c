@@ -188,7 +188,7 @@ run_split(const inputs *in, const plan *pl, int window, int threads, int impl, b
 		  result *r)
 {
 	const shape *g = in->g;
-	llm_kv_geometry geo = {1, g->n_kv, g->hd, g->bs, MAX_BLOCKS, in->kv_dtype};
+	llm_kv_geometry geo = {1, g->n_kv, g->hd, g->bs, MAX_BLOCKS, in->kv_dtype, NULL, 0, 0};
 	char		err[256];
 	int			ci = 0;
 
@@ -488,14 +488,14 @@ test_negative_window(void)
 {
 	char		err[256];
 	llm_backend *b = llm_backend_cpu_create(1, err, sizeof(err));
-	llm_kv_geometry geo = {1, 1, 16, 4, 4, LLM_KV_F16};
+	llm_kv_geometry geo = {1, 1, 16, 4, 4, LLM_KV_F16, NULL, 0, 0};
 	int32_t		tok[1] = {0},
 				pos[1] = {0},
 				slot[1] = {4},
 				ss[2] = {0, 1},
 				kvl[1] = {1},
 				bt[1] = {1};
-	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 1, NULL, 0, NULL};
+	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 1, NULL, 0, NULL, NULL, NULL};
 	float		q[16] = {0},
 				o[16];
 

@@ -392,13 +392,9 @@ check_invariance(const char *model, llm_engine *e, greedy_case *cases, int n, co
 				need = cases[sub[i]].prompt.n;
 		/* the longest one alone (plus its generated tokens), and a few blocks more */
 		need = (need + GOLDEN_GEN_TOKENS) / 16 + 8;
+		/* one block of every layer (with the local group, a global block and a local one) */
 		llm_engine_get_stats(e, &st);
-		{
-			llm_engine_config ec;
-
-			llm_engine_get_config(e, &ec);
-			block_bytes = st.kv_blocks_total > 0 ? ec.kv_cache_bytes / st.kv_blocks_total : 0;
-		}
+		block_bytes = st.kv_block_bytes + st.kv_local_block_bytes;
 		ep = block_bytes > 0 ? make_engine(model, 0, block_bytes * need, false, N_CTX, n) : NULL;
 		if (CHECK(ep != NULL, "engine with a %d-block KV pool", need))
 		{

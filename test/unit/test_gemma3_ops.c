@@ -587,7 +587,7 @@ test_backend_ops(llm_backend *b, const char *name, bool is_cpu)
 	int32_t		pos[R_TOK],
 				slot[R_TOK],
 				bt[R_BLOCKS];
-	llm_kv_geometry g = {R_LAYERS, R_KV, R_HD, R_BS, R_BLOCKS, LLM_KV_F16};
+	llm_kv_geometry g = {R_LAYERS, R_KV, R_HD, R_BS, R_BLOCKS, LLM_KV_F16, NULL, 0, 0};
 	const float bases[3] = {1e6f, 1e4f, 5e5f};
 
 	for (size_t i = 0; i < nq; i++)

@@ -578,8 +578,8 @@ test_packed_matmul(uint32_t type)
 							seq_start[2] = {0, 3},
 							kv_len[1] = {3},
 							bt[1] = {0};
-				llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16};
-				llm_step_desc d = {3, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL};
+				llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16, NULL, 0, 0};
+				llm_step_desc d = {3, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL, NULL, NULL};
 				float	   *e = malloc(sizeof(float) * 3 * cols);
 
 				if (b->ops->kv_init(b, &g) != 0 || b->ops->begin_step(b, &d) != 0 || b->ops->embed(b, &w, e) != 0)
@@ -819,7 +819,7 @@ run_attention(llm_backend *b, const attn_inputs *in, const int32_t (*bt)[A_MAXB]
 			  const chunk *steps, const int *steps_n, int n_steps,
 			  float *out[A_LAYERS][A_SEQS], float *qr[A_SEQS], bool single)
 {
-	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS, LLM_KV_F16};
+	llm_kv_geometry g = {A_LAYERS, A_KV, A_HD, A_BS, A_BLOCKS, LLM_KV_F16, NULL, 0, 0};
 	const int	qsz = A_HEADS * A_HD,
 				ksz = A_KV * A_HD;
 	int			ci = 0;
@@ -1266,14 +1266,14 @@ test_errors(void)
 	uint8_t		data[1024] = {0};
 	llm_weight	host = {LLM_TYPE_Q5_1, 4, 64, 48, data, NULL},
 				w;
-	llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16};
+	llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16, NULL, 0, 0};
 	int32_t		tok[1] = {5},
 				pos[1] = {0},
 				slot[1] = {3},
 				ss[2] = {0, 1},
 				kvl[1] = {1},
 				bt[2] = {1, 2};
-	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0, NULL};
+	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0, NULL, NULL, NULL};
 	float		out[64];
 
 	CHECK(b->ops->load_weight(b, &host, &w) == -1 && strstr(b->ops->last_error(b), "Q5_1"),

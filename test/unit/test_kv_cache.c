@@ -61,10 +61,10 @@ test_geometry(void)
 {
 	char		err[256];
 	llm_backend *b;
-	llm_kv_geometry f16 = {2, 2, 64, 16, 8, LLM_KV_F16},
-				q8 = {2, 2, 64, 16, 8, LLM_KV_Q8_0},
-				bad_type = {2, 2, 64, 16, 8, 7},
-				bad_hd = {2, 2, 48, 16, 8, LLM_KV_Q8_0};
+	llm_kv_geometry f16 = {2, 2, 64, 16, 8, LLM_KV_F16, NULL, 0, 0},
+				q8 = {2, 2, 64, 16, 8, LLM_KV_Q8_0, NULL, 0, 0},
+				bad_type = {2, 2, 64, 16, 8, 7, NULL, 0, 0},
+				bad_hd = {2, 2, 48, 16, 8, LLM_KV_Q8_0, NULL, 0, 0};
 
 	CHECK(llm_kv_block_bytes(&f16) == 2 * 2 * 16 * 2 * 64 * 2, "f16 block bytes: %zu", llm_kv_block_bytes(&f16));
 	CHECK(llm_kv_block_bytes(&q8) == 2 * 2 * 16 * 2 * 2 * 34, "q8_0 block bytes: %zu (17/32 of f16)",
@@ -125,7 +125,7 @@ make(int threads, int impl, int dtype)
 {
 	char		err[256];
 	llm_backend *b = llm_backend_cpu_create(threads, err, sizeof(err));
-	llm_kv_geometry g = {1, N_KV, HD, BS, N_BLOCKS, dtype};
+	llm_kv_geometry g = {1, N_KV, HD, BS, N_BLOCKS, dtype, NULL, 0, 0};
 
 	if (b == NULL)
 		return NULL;
@@ -171,7 +171,7 @@ run_sequence(llm_backend *b, const float *q, const float *k, const float *v, con
 		ss[0] = 0;
 		ss[1] = n;
 		kvl[0] = p0 + n;
-		d = (llm_step_desc) {n, 1, tok, pos, slot, ss, kvl, bt, N_BLOCKS, NULL, 0, flags};
+		d = (llm_step_desc) {n, 1, tok, pos, slot, ss, kvl, bt, N_BLOCKS, NULL, 0, flags, NULL, NULL};
 		memcpy(qs, q + (size_t) p0 * N_HEADS * HD, sizeof(float) * n * N_HEADS * HD);
 		memcpy(ks, k + (size_t) p0 * N_KV * HD, sizeof(float) * n * N_KV * HD);
 		if (b->ops->begin_step(b, &d) != 0 ||

@@ -316,7 +316,7 @@ impl_logits(const gguf_file *f, int threads, int impl, const int32_t *a, const i
 		goto done;
 	{
 		const llm_model_config *c = llm_model_get_config(m);
-		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16};
+		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16, NULL, 0, 0};
 
 		for (int i = 0; i < LEN_A + LEN_B; i++)
 			rows[i] = i;
@@ -407,7 +407,7 @@ main(void)
 	if (CHECK(m != NULL, "model loads%s%s", m ? "" : ": ", m ? "" : err))
 	{
 		const llm_model_config *c = llm_model_get_config(m);
-		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16};
+		llm_kv_geometry g = {c->n_layers, c->n_kv_heads, c->head_dim, BLOCK, N_BLOCKS, LLM_KV_F16, NULL, 0, 0};
 
 		test_config(c, f);
 		if (CHECK(b->ops->kv_init(b, &g) == 0, "KV cache of %d blocks", N_BLOCKS))
