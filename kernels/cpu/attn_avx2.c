@@ -308,6 +308,15 @@ v_out(const llm_attn_args *a, const float *vsum, int c0, int c1)
 	}
 }
 
+/* The K row at byte offset off into L1 (a key ATTN_PREFETCH_KEYS ahead), and its V row into L2 for a V pass on this thread. */
+INL void
+prefetch_key_ahead(const llm_attn_args *a, size_t off, int row_bytes, const bool prefetch_v)
+{
+	PREFETCH_ROW(a->k_cache + off, row_bytes, _MM_HINT_T0);
+	if (prefetch_v)
+		PREFETCH_ROW(a->v_cache + off, row_bytes, _MM_HINT_T1);
+}
+
 /*
  * k_scores of one-token rows with head_dim 64 (the one-token order below:
  * per head and key v[i] = k[8i..8i+7] * q[8i..8i+7] as an fma with zero,
@@ -338,13 +347,7 @@ k_scores_single64(const llm_attn_args *a, const size_t *rowoff, int rowbase, flo
 			__m256		k[8];
 
 			if (j0 + jj + ATTN_PREFETCH_KEYS < je)
-			{
-				size_t		ahead = rowoff[j0 + jj + ATTN_PREFETCH_KEYS - rowbase];
-
-				PREFETCH_ROW(a->k_cache + ahead, row_bytes, _MM_HINT_T0);
-				if (prefetch_v)
-					PREFETCH_ROW(a->v_cache + ahead, row_bytes, _MM_HINT_T1);
-			}
+				prefetch_key_ahead(a, rowoff[j0 + jj + ATTN_PREFETCH_KEYS - rowbase], row_bytes, prefetch_v);
 			if (jj < nk)
 			{
 				const uint8_t *kr = a->k_cache + rowoff[j0 + jj - rowbase];
@@ -407,13 +410,7 @@ k_scores(const llm_attn_args *a, const size_t *rowoff, int rowbase, float *score
 		for (int jj = 0; jj < 4; jj++)
 		{
 			if (j0 + jj + ATTN_PREFETCH_KEYS < je)
-			{
-				size_t		ahead = rowoff[j0 + jj + ATTN_PREFETCH_KEYS - rowbase];
-
-				PREFETCH_ROW(a->k_cache + ahead, row_bytes, _MM_HINT_T0);
-				if (prefetch_v)
-					PREFETCH_ROW(a->v_cache + ahead, row_bytes, _MM_HINT_T1);
-			}
+				prefetch_key_ahead(a, rowoff[j0 + jj + ATTN_PREFETCH_KEYS - rowbase], row_bytes, prefetch_v);
 			if (jj < nk)
 			{
 				const uint8_t *k = a->k_cache + rowoff[j0 + jj - rowbase];

@@ -49,10 +49,10 @@
 
 #include "engine.h"
 #include "golden_test_util.h"
+#include "model_path_test_util.h"
 #include "tokenizer.h"
 #include "unit.h"
 
-#define GEMMA_FILE	"gemma-3-270m-q4_k_m.gguf"
 #define N_CTX		8192
 #define GEMMA_BOS	2
 
@@ -703,23 +703,6 @@ check_logits(llm_engine *e, const tier *t, const char *dir, logits_case *cases, 
 }
 
 /* ---- main ---- */
-
-static const char *
-gemma_path(char *buf, size_t cap)
-{
-	const char *p = getenv("LLM_TEST_MODEL_GEMMA3");
-	const char *smol = getenv("LLM_TEST_MODEL");
-
-	if (p != NULL && p[0] != '\0')
-		return p;
-	if (smol != NULL && strrchr(smol, '/') != NULL)
-	{
-		snprintf(buf, cap, "%.*s/" GEMMA_FILE, (int) (strrchr(smol, '/') - smol), smol);
-		if (access(buf, R_OK) == 0)
-			return buf;
-	}
-	return "models/" GEMMA_FILE;
-}
 
 int
 main(void)

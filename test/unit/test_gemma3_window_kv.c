@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "model_path_test_util.h"
 #include "scheduler.h"
 #include "unit.h"
 
-#define GEMMA_FILE "gemma-3-270m-q4_k_m.gguf"
 #define GEN 16
 #define N_CTX 4096
 
@@ -159,23 +159,6 @@ idle(llm_engine *e)
 	if (st.kv_blocks_used != 0 || st.kv_local_blocks_used != 0)
 		printf("# still held: %d blocks (%d local)\n", st.kv_blocks_used, st.kv_local_blocks_used);
 	return st.kv_blocks_used == 0 && st.kv_local_blocks_used == 0;
-}
-
-static const char *
-gemma_path(char *buf, size_t cap)
-{
-	const char *p = getenv("LLM_TEST_MODEL_GEMMA3");
-	const char *smol = getenv("LLM_TEST_MODEL");
-
-	if (p != NULL && p[0] != '\0')
-		return p;
-	if (smol != NULL && strrchr(smol, '/') != NULL)
-	{
-		snprintf(buf, cap, "%.*s/" GEMMA_FILE, (int) (strrchr(smol, '/') - smol), smol);
-		if (access(buf, R_OK) == 0)
-			return buf;
-	}
-	return "models/" GEMMA_FILE;
 }
 
 int

@@ -20,6 +20,7 @@
  * configured "gemma" family renders as llama.cpp's built-in gemma template.
  */
 #include "unit.h"
+#include "model_path_test_util.h"
 #include "gguf.h"
 #include "tokenizer.h"
 #include "chat_template.h"
@@ -33,7 +34,6 @@
 #include <unistd.h>
 
 #define MAX_IDS		(1 << 16)
-#define GEMMA_FILE	"gemma-3-270m-q4_k_m.gguf"
 #define GOLDEN_DIR	"test/golden/gemma3/"
 
 static int32_t ids_buf[MAX_IDS];
@@ -436,24 +436,6 @@ test_chat(const gguf_file *f, const llm_tokenizer *t)
 		CHECK(n > 0 && n_control == 4, "markers in content stay plain text (%d control ids)", n_control);
 	}
 	llm_chat_template_free(&ct);
-}
-
-/* The Gemma model next to $LLM_TEST_MODEL, or $LLM_TEST_MODEL_GEMMA3, or under models/. */
-static const char *
-gemma_path(char *buf, size_t cap)
-{
-	const char *p = getenv("LLM_TEST_MODEL_GEMMA3");
-	const char *smol = getenv("LLM_TEST_MODEL");
-
-	if (p != NULL && p[0] != '\0')
-		return p;
-	if (smol != NULL && strrchr(smol, '/') != NULL)
-	{
-		snprintf(buf, cap, "%.*s/" GEMMA_FILE, (int) (strrchr(smol, '/') - smol), smol);
-		if (access(buf, R_OK) == 0)
-			return buf;
-	}
-	return "models/" GEMMA_FILE;
 }
 
 int
