@@ -524,17 +524,24 @@ llm_fill_client(llm_wire_client *client)
 	client->database = MyDatabaseId;
 }
 
+/* The SUBMIT message of req from this backend (role, database, client). */
+static void
+submit_message(llm_wire_msg *m, const llm_request *req)
+{
+	memset(m, 0, sizeof(*m));
+	m->kind = LLM_WIRE_SUBMIT;
+	m->request = *req;
+	m->role_id = GetUserId();
+	m->database_id = MyDatabaseId;
+	llm_fill_client(&m->client);
+}
+
 uint64
 llm_submit(const llm_request *req)
 {
 	llm_wire_msg m;
 
-	memset(&m, 0, sizeof(m));
-	m.kind = LLM_WIRE_SUBMIT;
-	m.request = *req;
-	m.role_id = GetUserId();
-	m.database_id = MyDatabaseId;
-	llm_fill_client(&m.client);
+	submit_message(&m, req);
 	return submit(&m);
 }
 
@@ -543,12 +550,7 @@ llm_submit_session(const llm_request *req)
 {
 	llm_wire_msg m;
 
-	memset(&m, 0, sizeof(m));
-	m.kind = LLM_WIRE_SUBMIT;
-	m.request = *req;
-	m.role_id = GetUserId();
-	m.database_id = MyDatabaseId;
-	llm_fill_client(&m.client);
+	submit_message(&m, req);
 	return submit_at(&m, SESSION_LEVEL);
 }
 

@@ -31,27 +31,34 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+/* Register a static worker of this library: name is also its bgw_type. */
 static void
-llm_register_worker(void)
+register_static_worker(const char *name, const char *function, BgWorkerStartTime start, int restart_s)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	/*
-	 * A database connection (to shared catalogs only) puts the worker in the
-	 * proc array, so it shows in pg_stat_activity and pg_terminate_backend()
-	 * works on it; it never runs a transaction.
-	 */
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 2;
+	worker.bgw_start_time = start;
+	worker.bgw_restart_time = restart_s;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "llm");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "llm_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "llm worker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "llm worker");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
 	worker.bgw_main_arg = (Datum) 0;
 	worker.bgw_notify_pid = 0;
 	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * The llm worker.  A database connection (to shared catalogs only) puts it
+ * in the proc array, so it shows in pg_stat_activity and
+ * pg_terminate_backend() works on it; it never runs a transaction.
+ */
+static void
+llm_register_worker(void)
+{
+	register_static_worker("llm worker", "llm_worker_main", BgWorkerStart_ConsistentState, 2);
 }
 
 /*
@@ -62,19 +69,7 @@ llm_register_worker(void)
 static void
 llm_register_job_launcher(void)
 {
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "llm");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "llm_job_launcher_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "llm job launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "llm job launcher");
-	worker.bgw_main_arg = (Datum) 0;
-	worker.bgw_notify_pid = 0;
-	RegisterBackgroundWorker(&worker);
+	register_static_worker("llm job launcher", "llm_job_launcher_main", BgWorkerStart_RecoveryFinished, 5);
 }
 
 void
