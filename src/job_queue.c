@@ -366,16 +366,23 @@ llm_queue_insert(int64 job, Datum *keys, int n)
 static const char count_sql[] =
 "SELECT pg_catalog.count(*) FROM @.llm_job_queue WHERE job_id = $1";
 
-int64
-llm_queue_count(int64 job)
+/* Run sql, whose one parameter is the job id and whose one row is a count. */
+static int64
+job_count(const char *sql, int64 job)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		values[1];
 	bool		isnull;
 
 	values[0] = Int64GetDatum(job);
-	llm_job_internal_exec(count_sql, 1, types, values, NULL, 0);
+	llm_job_internal_exec(sql, 1, types, values, NULL, 0);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+int64
+llm_queue_count(int64 job)
+{
+	return job_count(count_sql, job);
 }
 
 /* ---------- llm_job ---------- */
@@ -564,11 +571,5 @@ static const char retry_sql[] =
 int64
 llm_queue_retry_failed(int64 job)
 {
-	Oid			types[1] = {INT8OID};
-	Datum		values[1];
-	bool		isnull;
-
-	values[0] = Int64GetDatum(job);
-	llm_job_internal_exec(retry_sql, 1, types, values, NULL, 0);
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return job_count(retry_sql, job);
 }
