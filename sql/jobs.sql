@@ -8,42 +8,21 @@
 -- model are in test/t/017_jobs.pl.
 --
 -- wait_job(id, states): wait (up to 120 s) until job id is in one of states
-CREATE FUNCTION wait_job(job bigint, states text[] DEFAULT '{done}') RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-	s text;
-BEGIN
-	FOR i IN 1..1200 LOOP
-		SELECT state INTO s FROM llm_jobs WHERE id = job;
-		EXIT WHEN s = ANY (states);
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN s;
-END
+CREATE FUNCTION wait_job(job bigint, states text[] DEFAULT '{done}') RETURNS text LANGUAGE sql AS $$
+SELECT wait_until(format('SELECT state::text = ANY (%L::text[]) FROM llm_jobs WHERE id = %s', states, job), 120);
+SELECT state::text FROM llm_jobs WHERE id = job;
 $$;
 -- wait_given_back(id): wait (up to 30 s) until job id has no row in flight
-CREATE FUNCTION wait_given_back(job bigint) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	n bigint;
-BEGIN
-	FOR i IN 1..300 LOOP
-		SELECT rows_in_flight INTO n FROM llm_jobs WHERE id = job;
-		EXIT WHEN n = 0;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN n;
-END
+CREATE FUNCTION wait_given_back(job bigint) RETURNS bigint LANGUAGE sql AS $$
+SELECT wait_until(format('SELECT rows_in_flight = 0 FROM llm_jobs WHERE id = %s', job), 30);
+SELECT rows_in_flight FROM llm_jobs WHERE id = job;
 $$;
 -- wait_filled(): wait (up to 120 s) until no row of jt lacks its summary
+-- (plpgsql: jt is created below)
 CREATE FUNCTION wait_filled() RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-	n bigint;
 BEGIN
-	FOR i IN 1..1200 LOOP
-		SELECT count(*) INTO n FROM jt WHERE summary IS NULL;
-		EXIT WHEN n = 0;
-		PERFORM pg_sleep(0.1);
-	END LOOP;
-	RETURN n;
+	PERFORM wait_until('SELECT count(*) = 0 FROM jt WHERE summary IS NULL', 120);
+	RETURN (SELECT count(*) FROM jt WHERE summary IS NULL);
 END
 $$;
 CREATE ROLE job_owner;
@@ -212,6 +191,7 @@ FROM llm_recent_requests() ORDER BY seq DESC LIMIT 1;
 -- a view on llm_recent_requests() stored before the update keeps working:
 -- the columns are appended in place (llm_widen_result), the OID kept
 CREATE DATABASE llm_widen_result;
+SELECT pg_get_functiondef('try_sql(text)'::regprocedure) AS try_sql_def \gset
 \c llm_widen_result
 SET client_min_messages = warning;
 CREATE EXTENSION llm VERSION '0.2';
@@ -225,15 +205,9 @@ SELECT 'llm_recent_requests()'::regprocedure::oid = :before_oid AS same_oid,
 SELECT attname FROM pg_attribute WHERE attrelid = 'rr_all'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT string_agg(name, ', ' ORDER BY ord) AS columns
 FROM unnest((SELECT proargnames FROM pg_proc WHERE oid = 'llm_recent_requests()'::regprocedure)) WITH ORDINALITY AS a(name, ord);
--- refusals (superuser-only helper for update scripts)
-CREATE FUNCTION try_sql(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE q;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
+-- refusals (superuser-only helper for update scripts); try_sql as setup
+-- defined it in the first database
+:try_sql_def;
 CREATE FUNCTION t_bad(OUT seq int, OUT finished_at timestamptz) RETURNS SETOF record LANGUAGE plpgsql AS 'BEGIN RETURN; END';
 SELECT try_sql($$SELECT llm_widen_result('llm_recent_requests()', 't_bad()')$$);
 CREATE FUNCTION t_none(OUT seq bigint, OUT finished_at timestamptz, OUT outcome text, OUT prompt_tokens int,

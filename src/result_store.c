@@ -559,8 +559,12 @@ llm_async_finish(int index, uint64 id, const char *text, Size len,
 	ConditionVariableBroadcast(&store->cv);
 }
 
-void
-llm_async_fail(int index, uint64 id, int sqlstate, const char *message)
+/*
+ * Ends the entry (index, id) in a final state if the worker still runs it:
+ * the one shape of a failure and a cancellation (message NULL: none).
+ */
+static void
+end_running(int index, uint64 id, LlmAsyncState state, int sqlstate, const char *message)
 {
 	LlmAsyncEntry *e;
 
@@ -568,25 +572,27 @@ llm_async_fail(int index, uint64 id, int sqlstate, const char *message)
 	e = running_entry(index, id);
 	if (e != NULL)
 	{
-		e->sqlstate = sqlstate;
-		strlcpy(e->error, message, sizeof(e->error));
-		end_entry(e, LLM_ASYNC_FAILED);
+		if (message != NULL)
+		{
+			e->sqlstate = sqlstate;
+			strlcpy(e->error, message, sizeof(e->error));
+		}
+		end_entry(e, state);
 	}
 	LWLockRelease(store->lock);
 	ConditionVariableBroadcast(&store->cv);
 }
 
 void
+llm_async_fail(int index, uint64 id, int sqlstate, const char *message)
+{
+	end_running(index, id, LLM_ASYNC_FAILED, sqlstate, message);
+}
+
+void
 llm_async_cancelled(int index, uint64 id)
 {
-	LlmAsyncEntry *e;
-
-	LWLockAcquire(store->lock, LW_EXCLUSIVE);
-	e = running_entry(index, id);
-	if (e != NULL)
-		end_entry(e, LLM_ASYNC_CANCELLED);
-	LWLockRelease(store->lock);
-	ConditionVariableBroadcast(&store->cv);
+	end_running(index, id, LLM_ASYNC_CANCELLED, 0, NULL);
 }
 
 void
