@@ -172,6 +172,23 @@ typedef struct llm_qkernel
 	 * layout of its own); matmuls tile rows in whole groups.
 	 */
 	int			row_group;
+
+	/*
+	 * Batched matmuls, optional (NULL: none): with at least
+	 * batch_min_tokens activation rows, a matmul converts the weight rows
+	 * it is about to use, a few at a time, with batch_convert into a scratch
+	 * in batch_kernel's layout and runs batch_kernel's tiles there, so that
+	 * a block is unpacked once for every token of the batch rather than
+	 * once per tile.  batch_convert(n, w, w_stride, nr, dst): nr GGUF rows
+	 * of n elements at w (a multiple of batch_kernel->row_group) -> dst,
+	 * nr rows of llm_type_row_bytes(batch_kernel->weight_type, n) bytes in
+	 * batch_kernel's layout.  batch_kernel takes this kernel's activations
+	 * and its results are bit-identical to this kernel's dot on the GGUF
+	 * rows.
+	 */
+	const struct llm_qkernel *batch_kernel;
+	void		(*batch_convert) (int64_t n, const void *w, size_t w_stride, int nr, void *dst);
+	int			batch_min_tokens;
 } llm_qkernel;
 
 /*

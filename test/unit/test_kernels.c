@@ -309,6 +309,61 @@ test_type(uint32_t type, int n_threads_big)
 					maxrel = fmax(maxrel, fabs(ds - dv) / fmax(fabs(ds), 1e-30));
 			}
 		}
+		/*
+		 * every tile shape the matmul may ask for (1-4 rows x 1-8 tokens:
+		 * kernels with a token tile of 4 run two), and the batch kernel on
+		 * converted rows where the type has one, against the scalar dot
+		 */
+		{
+			char	   *aall = calloc(nt, ab);
+			int			tdiff = 0,
+						bdiff = 0;
+
+			for (int t = 0; t < nt; t++)
+				ks->quantize_act(x + t * cols, aall + t * ab, cols);
+			for (int nr = 1; nr <= 4; nr++)
+				for (int ntile = 1; ntile <= 8; ntile++)
+				{
+					float		out[4 * 8];
+
+					kv->dot_tile(cols, (char *) wq + 3 * rb, rb, nr, aall + 5 * ab, ab, ntile, out, 4);
+					for (int t = 0; t < ntile; t++)
+						for (int r = 0; r < nr; r++)
+						{
+							float		d = ks->dot(cols, (char *) wq + (3 + r) * rb, aall + (5 + t) * ab);
+
+							tdiff += memcmp(&d, &out[t * 4 + r], 4) != 0;
+						}
+				}
+			CHECK(tdiff == 0, "%s: every %s tile shape (1-4 rows x 1-8 tokens) bit-identical to the scalar dot "
+				  "(%d differ)", ti->name, kv->impl, tdiff);
+			if (kv->batch_kernel != NULL)
+			{
+				const llm_qkernel *kb = kv->batch_kernel;
+				size_t		crb = llm_type_row_bytes(kb->weight_type, cols);
+				const int	nrb = 4 * kb->row_group;
+				char	   *conv = malloc(crb * nrb);
+				float	   *out = malloc(sizeof(float) * nrb * nt);
+
+				kv->batch_convert(cols, (char *) wq + 1 * rb, rb, nrb, conv);
+				for (int ntile = 1; ntile <= nt; ntile++)
+				{
+					kb->dot_tile(cols, conv, crb, nrb, aall, ab, ntile, out, nrb);
+					for (int t = 0; t < ntile; t++)
+						for (int r = 0; r < nrb; r++)
+						{
+							float		d = ks->dot(cols, (char *) wq + (1 + r) * rb, aall + t * ab);
+
+							bdiff += memcmp(&d, &out[t * nrb + r], 4) != 0;
+						}
+				}
+				CHECK(bdiff == 0, "%s: %s batch kernel (%s) on converted rows bit-identical to the scalar dot "
+					  "(%d rows x 1-%d tokens; %d differ)", ti->name, kv->impl, kb->impl, nrb, nt, bdiff);
+				free(conv);
+				free(out);
+			}
+			free(aall);
+		}
 		CHECK(diff == 0, "%s: scalar and %s activation conversion byte-identical (%d rows differ)",
 			  ti->name, kv->impl, diff);
 		CHECK(maxrel == 0, "%s: scalar and %s dot products bit-identical (max rel diff %.3g, tolerance 0)",
