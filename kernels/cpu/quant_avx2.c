@@ -263,8 +263,7 @@ dot_q4_K(int64_t n, const void *w, const void *a)
 		const uint8_t *q4 = x[b].qs;
 		const int8_t *q8 = aq + b * LLM_QK_K;
 
-		for (int j = 0; j < 8; j++)
-			llm_get_scale_min_k4(j, x[b].scales, &sc[j], &mn[j]);
+		llm_q4_K_scales_mins(x[b].scales, sc, mn);
 		{
 			__m256i		bs = _mm256_loadu_si256((const __m256i *) (bsums + b * 16));
 			__m128i		mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) mn));
@@ -450,8 +449,7 @@ tile_q4_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size
 				__m128i		mins;
 				const uint8_t *q4 = x[b].qs;
 
-				for (int j = 0; j < 8; j++)
-					llm_get_scale_min_k4(j, x[b].scales, &sc[j], &mn[j]);
+				llm_q4_K_scales_mins(x[b].scales, sc, mn);
 				mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) mn));
 				for (int c = 0; c < 4; c++)
 				{

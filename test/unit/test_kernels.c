@@ -185,6 +185,33 @@ test_fp16(void)
 		  "bf16 rounds to nearest even");
 }
 
+/* The Q4_K scale decoder of the vector kernels against the one-by-one reference. */
+static void
+test_q4_K_scales(void)
+{
+	int			bad = 0;
+
+	for (int i = 0; i < 20000; i++)
+	{
+		uint8_t		q[12],
+					sc[8],
+					mn[8];
+
+		for (int k = 0; k < 12; k++)
+			q[k] = (uint8_t) (i < 256 ? (k == i % 12 ? (uint64_t) i : 0xffu * (uint64_t) (i & 1)) : rng_next());
+		llm_q4_K_scales_mins(q, sc, mn);
+		for (int j = 0; j < 8; j++)
+		{
+			uint8_t		d,
+						m;
+
+			llm_get_scale_min_k4(j, q, &d, &m);
+			bad += d != sc[j] || m != mn[j];
+		}
+	}
+	CHECK(bad == 0, "Q4_K: llm_q4_K_scales_mins == llm_get_scale_min_k4 on 20000 scale arrays (%d differ)", bad);
+}
+
 /* ---- per-type kernels ---- */
 
 /*
@@ -1652,7 +1679,10 @@ main(void)
 		printf("# seed %llu%s\n", (unsigned long long) seeds[si], si == 2 ? " (fresh)" : "");
 		rng_state = seeds[si] ? seeds[si] : 1;
 		if (si == 0)
+		{
 			test_fp16();
+			test_q4_K_scales();
+		}
 		for (size_t i = 0; i < N_TYPES; i++)
 			test_type(all_types[i], 2);
 		test_matmul_multi(si == 0 ? 1 : 2);
