@@ -2,12 +2,15 @@
  * kernel_tiles.c — one matmul tile kernel alone, on one thread, with its
  * weights in L2 (256 rows): nanoseconds per (row, token, block) and
  * GFLOP/s (2 FLOPs per weight per token) of the GGUF-layout and the packed
- * kernels of each implementation this CPU has, for Q4_1 and Q8_0, so that a
- * kernel change is measured without the rest of a step (docs/PERFORMANCE.md).
+ * kernels of each implementation this CPU has, for Q4_1, Q8_0, Q5_0, Q4_K
+ * and Q6_K (the K-quants only when COLS is a multiple of 256; "block" is
+ * 32 elements for every type), so that a kernel change is measured without
+ * the rest of a step (docs/PERFORMANCE.md).
  *
  * Build: cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
  * Usage: build/bench/kernel_tiles [COLS (576)] [REPEATS (7)]
- * Prints one line per (type, kernel, tokens): the best of REPEATS runs.
+ * Prints one line per (type, kernel, tokens): the best of REPEATS runs, in
+ * the thread's CPU time.
  */
 #include "cpu/dispatch.h"
 #include "cpu/quant.h"
@@ -27,7 +30,8 @@ now_sec(void)
 {
 	struct timespec t;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	/* the thread's CPU time: on a shared machine the wall clock also counts other processes' turns */
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
 	return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
@@ -69,12 +73,58 @@ time_tiles(const llm_qkernel *k, int64_t n, const char *w, size_t rb, const char
 	return best;
 }
 
+/*
+ * Seconds per pass of a batched matmul's path (quant.h batch_kernel): each
+ * block of 16 rows converted once, then every tile of nt tokens on it.
+ */
+static double
+time_batch(const llm_qkernel *k, int64_t n, const char *w, size_t rb, const char *a, size_t ab, int nt,
+		   float *out, int repeats)
+{
+	const llm_qkernel *kb = k->batch_kernel;
+	const size_t crb = llm_type_row_bytes(kb->weight_type, n);
+	char	   *conv = malloc(crb * 16);
+	double		best = 1e30;
+	int			passes = 1;
+
+	for (int i = -1; i < repeats; i++)
+	{
+		for (;;)
+		{
+			double		t0 = now_sec(),
+						t;
+
+			for (int p = 0; p < passes; p++)
+				for (int r = 0; r < ROWS; r += 16)
+				{
+					k->batch_convert(n, w + r * rb, rb, 16, conv);
+					for (int t = 0; t < nt; t += kb->tile_tokens)
+						kb->dot_tile(n, conv, crb, 16, a + t * ab, ab,
+									 nt - t < kb->tile_tokens ? nt - t : kb->tile_tokens, out + t * ROWS + r, ROWS);
+				}
+			t = now_sec() - t0;
+			/* the first round only sizes passes to ~20 ms */
+			if (i >= 0)
+			{
+				if (t / passes < best)
+					best = t / passes;
+				break;
+			}
+			if (t > 0.02 || passes > (1 << 20))
+				break;
+			passes *= 2;
+		}
+	}
+	free(conv);
+	return best;
+}
+
 int
 main(int argc, char **argv)
 {
 	const int64_t n = argc > 1 ? atoll(argv[1]) : 576;
 	const int	repeats = argc > 2 ? atoi(argv[2]) : 7;
-	const uint32_t types[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q8_0};
+	const uint32_t types[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q8_0, LLM_TYPE_Q5_0, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K};
 	const int	toks[] = {1, 4, 16};
 
 	if (n <= 0 || n % 64 != 0 || repeats < 1)
@@ -91,10 +141,17 @@ main(int argc, char **argv)
 	{
 		const uint32_t type = types[ti];
 		const size_t rb = llm_type_row_bytes(type, n);
-		char	   *w = malloc(rb * ROWS),
-				   *wp = malloc(rb * ROWS);
-		float	   *row = malloc(sizeof(float) * n),
-				   *out = malloc(sizeof(float) * ROWS * 16);
+		char	   *w,
+				   *wp;
+		float	   *row,
+				   *out;
+
+		if ((type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K) && n % 256 != 0)
+			continue;
+		w = malloc(rb * ROWS);
+		wp = malloc(rb * ROWS);
+		row = malloc(sizeof(float) * n);
+		out = malloc(sizeof(float) * ROWS * 16);
 
 		for (int r = 0; r < ROWS; r++)
 		{
@@ -103,16 +160,17 @@ main(int argc, char **argv)
 			llm_quantize_row_ref(type, row, w + r * rb, n);
 		}
 		for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
-			for (int packed = 0; packed <= 1; packed++)
+			for (int packed = 0; packed <= 2; packed++)
 			{
-				const llm_qkernel *k = packed ? llm_qkernel_packed_get(type, impl) : llm_qkernel_get(type, impl);
+				/* 0: GGUF layout, 1: repacked at load, 2: the batched matmul's conversion */
+				const llm_qkernel *k = packed == 1 ? llm_qkernel_packed_get(type, impl) : llm_qkernel_get(type, impl);
 				const char *wk = w;
 				size_t		ab;
 				char	   *a;
 
-				if (k == NULL)
+				if (k == NULL || (packed == 2 && k->batch_kernel == NULL))
 					continue;
-				if (packed)
+				if (packed == 1)
 				{
 					if (!k->repack(w, wp, ROWS, n))
 						continue;
@@ -132,13 +190,17 @@ main(int argc, char **argv)
 					double		sec = 0;
 
 					/* 16 tokens: tiles of the kernel's token count, as the matmul runs them */
-					for (int t0 = 0; t0 < nt; t0 += k->tile_tokens)
-					{
-						int			tt = nt - t0 < k->tile_tokens ? nt - t0 : k->tile_tokens;
+					if (packed == 2)
+						sec = time_batch(k, n, wk, rb, a, ab, nt, out, repeats);
+					else
+						for (int t0 = 0; t0 < nt; t0 += k->tile_tokens)
+						{
+							int			tt = nt - t0 < k->tile_tokens ? nt - t0 : k->tile_tokens;
 
-						sec += time_tiles(k, n, wk, rb, a + t0 * ab, ab, tt, out, repeats);
-					}
-					printf("%-5s %-18s %6d %10.3f %9.1f\n", llm_type_get(type)->name, k->impl, nt,
+							sec += time_tiles(k, n, wk, rb, a + t0 * ab, ab, tt, out, repeats);
+						}
+					printf("%-5s %-18s %6d %10.3f %9.1f\n", llm_type_get(type)->name,
+						   packed == 2 ? "batch (converted)" : k->impl, nt,
 						   sec * 1e9 / ((double) ROWS * nt * (n / 32)), 2.0 * ROWS * n * nt / sec * 1e-9);
 				}
 				free(a);

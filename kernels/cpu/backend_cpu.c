@@ -112,6 +112,8 @@ typedef struct cpu_backend
 	/* scratch */
 	void	   *act;			/* quantized activation rows */
 	size_t		act_cap;
+	void	   *conv;			/* per thread: a row block converted for a batch kernel (matmul_task) */
+	size_t		conv_cap;
 	float	   *att_scratch;	/* per thread: q rounded to fp16 + kernel scratch */
 	size_t		att_stride;		/* floats per thread */
 	size_t		att_cap;
@@ -227,6 +229,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->out_rows);
 	free(cb->single_rows);
 	free(cb->act);
+	free(cb->conv);
 	for (int i = 0; i < ROPE_TABLES; i++)
 		free(cb->rope_cs[i]);
 	free(cb->att_scratch);
@@ -833,6 +836,8 @@ typedef struct matmul_job
 	int			n;
 	void	   *act;
 	size_t		act_row;
+	char	   *conv;			/* thread i's conversion scratch at conv + i * conv_stride */
+	size_t		conv_stride;
 } matmul_job;
 
 static void
@@ -862,6 +867,40 @@ quantize_task(void *p, int64_t begin, int64_t end, int thread_idx)
 #define MM_PREFETCH_LOCALITY 2
 #endif
 
+/* k's batch kernel when a matmul of n tokens uses it (quant.h batch_kernel), else NULL. */
+static const llm_qkernel *
+batch_kernel_for(const llm_qkernel *k, int n)
+{
+	return k->batch_kernel != NULL && n >= k->batch_min_tokens ? k->batch_kernel : NULL;
+}
+
+/*
+ * Per-thread conversion scratch of the jobs (a row block in each batch
+ * kernel's layout): grown once before the parallel run.
+ */
+static bool
+prepare_conv(cpu_backend *cb, matmul_job *jobs, int n_jobs)
+{
+	size_t		stride = 0;
+
+	for (int i = 0; i < n_jobs; i++)
+	{
+		const llm_qkernel *kb = batch_kernel_for(jobs[i].k, jobs[i].n);
+		size_t		need = kb ? (size_t) MM_ROW_BLOCK * llm_type_row_bytes(kb->weight_type, jobs[i].w->n_cols) : 0;
+
+		if (need > stride)
+			stride = need;
+	}
+	if (stride > 0 && !grow(&cb->conv, &cb->conv_cap, stride * (size_t) llm_threadpool_size(cb->pool)))
+		return false;
+	for (int i = 0; i < n_jobs; i++)
+	{
+		jobs[i].conv = cb->conv;
+		jobs[i].conv_stride = stride;
+	}
+	return true;
+}
+
 static void
 matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
@@ -882,6 +921,16 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	const int64_t nc = j->w->n_cols;
 	const size_t os = (size_t) j->w->n_rows;
 	int			tb = (int) (MM_ACT_L1_BYTES / j->act_row);
+
+	/*
+	 * A batch with a batch kernel: each row block's whole groups are
+	 * converted once per token block into this thread's scratch and run
+	 * there (quant.h batch_kernel); rows past the last whole group stay on
+	 * k.  Results are the same bits either way.
+	 */
+	const llm_qkernel *kb = batch_kernel_for(k, j->n);
+	const size_t cws = kb ? llm_type_row_bytes(kb->weight_type, nc) : 0;
+	char	   *conv = kb ? j->conv + (size_t) thread_idx * j->conv_stride : NULL;
 
 	tb = tb < T ? T : tb - tb % T;
 	for (int64_t s0 = begin; s0 < end; s0 += MM_SUPER_ROWS)
@@ -906,20 +955,32 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 				const char *pf = NULL;
 				int64_t		pf_lines = 0;
 				int			n_tiles = (t1 - t0 + T - 1) / T;
+				int64_t		rk = r0;	/* rows from here on run on k */
 
 				if (t0 == 0 && r1 < end && j->n >= MM_PREFETCH_MIN_TOKENS)
 				{
 					pf = (const char *) j->w->data + r1 * ws;
 					pf_lines = ((r1 + MM_ROW_BLOCK < end ? r1 + MM_ROW_BLOCK : end) - r1) * (int64_t) ws / 64 + 1;
 				}
+				if (kb != NULL)
+				{
+					int			ng = (int) ((r1 - r0) / kb->row_group) * kb->row_group;
 
+					if (ng > 0)
+						k->batch_convert(nc, (const char *) j->w->data + r0 * ws, ws, ng, conv);
+					rk = r0 + ng;
+				}
 				for (int t = t0, ti = 0; t < t1; t += T, ti++)
 				{
 					int			nt = t1 - t < T ? t1 - t : T;
 
 					for (int64_t l = pf_lines * ti / n_tiles; l < pf_lines * (ti + 1) / n_tiles; l++)
 						__builtin_prefetch(pf + l * 64, 0, MM_PREFETCH_LOCALITY);
-					for (int64_t r = r0; r < r1; r += R)
+					if (rk > r0)
+						kb->dot_tile(nc, conv, cws, (int) (rk - r0),
+									 (const char *) j->act + (size_t) t * j->act_row, j->act_row, nt,
+									 j->y + (size_t) t * os + r0, os);
+					for (int64_t r = rk; r < r1; r += R)
 					{
 						int			nr = r1 - r < R ? (int) (r1 - r) : R;
 
@@ -964,6 +1025,8 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 	if (!grow(&cb->act, &cb->act_cap, j.act_row * (size_t) n))
 		return fail(cb, "matmul: out of memory for %d activation rows", n);
 	j.act = cb->act;
+	if (!prepare_conv(cb, &j, 1))
+		return fail(cb, "matmul: out of memory for the conversion scratch");
 	/* all of x is read before y is written, so x and y may alias */
 	llm_threadpool_run(cb->pool, n, 4, quantize_task, &j);
 	llm_threadpool_run(cb->pool, w->n_rows, MM_ROW_BLOCK, matmul_task, &j);
@@ -1057,6 +1120,8 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 		return fail(cb, "matmul: out of memory for %d activation rows", n);
 	for (int i = 0; i < n_w; i++)
 		mj.jobs[i].act = cb->act;
+	if (!prepare_conv(cb, mj.jobs, n_w))
+		return fail(cb, "matmul: out of memory for the conversion scratch");
 	/* the outputs must not alias x: it is read by every weight's rows */
 	llm_threadpool_run(cb->pool, n, 4, quantize_task, &mj.jobs[0]);
 	llm_threadpool_run(cb->pool, mj.row0[n_w], MM_ROW_BLOCK, matmul_multi_task, &mj);

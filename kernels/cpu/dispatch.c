@@ -58,10 +58,17 @@ detect(void)
 #endif
 	features.best = features.avx512vnni ? LLM_IMPL_AVX512VNNI :
 		features.avx2 ? LLM_IMPL_AVX2 : LLM_IMPL_SCALAR;
+	/*
+	 * Both take the AVX2 Q8_0 groups of 4 for batched matmuls: the VNNI
+	 * Q8_0 kernel quantizes activations the same way, so the x4 tiles
+	 * (plain AVX2) serve it too.
+	 */
 	if (features.avx2)
 		features.have_q5_0 =
-			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, false), &features.q5_0[0]) &&
-			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, true), &features.q5_0[1]);
+			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, false),
+								  llm_qkernel_packed_avx2_get(LLM_TYPE_Q8_0), &features.q5_0[0]) &&
+			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, true),
+								  llm_qkernel_packed_avx2_get(LLM_TYPE_Q8_0), &features.q5_0[1]);
 }
 
 static inline const cpu_features *

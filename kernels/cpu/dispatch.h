@@ -15,6 +15,9 @@
  *                llm_qkernel_packed_get: quant_packed.c for the avx512vnni
  *                implementation (AVX512F/VL/BW/VNNI), quant_packed_avx2.c
  *                (groups of 4 rows) for avx2
+ *   batch        a kernel's batch_kernel (quant.h): Q5_0 rows converted per
+ *                matmul of 8 tokens or more into quant_packed_avx2.c's Q8_0
+ *                groups, for the avx2 and avx512vnni implementations
  */
 #ifndef LLM_CPU_DISPATCH_H
 #define LLM_CPU_DISPATCH_H

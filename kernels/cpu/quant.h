@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "backend.h"
 #include "quant_types.h"
@@ -172,6 +173,23 @@ typedef struct llm_qkernel
 	 * layout of its own); matmuls tile rows in whole groups.
 	 */
 	int			row_group;
+
+	/*
+	 * Batched matmuls, optional (NULL: none): with at least
+	 * batch_min_tokens activation rows, a matmul converts the weight rows
+	 * it is about to use, a few at a time, with batch_convert into a scratch
+	 * in batch_kernel's layout and runs batch_kernel's tiles there, so that
+	 * a block is unpacked once for every token of the batch rather than
+	 * once per tile.  batch_convert(n, w, w_stride, nr, dst): nr GGUF rows
+	 * of n elements at w (a multiple of batch_kernel->row_group) -> dst,
+	 * nr rows of llm_type_row_bytes(batch_kernel->weight_type, n) bytes in
+	 * batch_kernel's layout.  batch_kernel takes this kernel's activations
+	 * and its results are bit-identical to this kernel's dot on the GGUF
+	 * rows.
+	 */
+	const struct llm_qkernel *batch_kernel;
+	void		(*batch_convert) (int64_t n, const void *w, size_t w_stride, int nr, void *dst);
+	int			batch_min_tokens;
 } llm_qkernel;
 
 /*
@@ -401,6 +419,35 @@ llm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 		*d = (uint8_t) ((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
 		*m = (uint8_t) ((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
 	}
+}
+
+/*
+ * All 8 scales and 8 mins of a Q4_K block at once, as llm_get_scale_min_k4
+ * gives them one by one (ggml's AVX2 kernel's utmp masks, on the bytes as
+ * little-endian words, as GGUF is): sc[j] and mn[j], j = 0..7.  The vector
+ * kernels decode a block's scales with it.
+ */
+static inline void
+llm_q4_K_scales_mins(const uint8_t *q, uint8_t *sc, uint8_t *mn)
+{
+	const uint32_t kmask1 = 0x3f3f3f3f,
+				kmask2 = 0x0f0f0f0f,
+				kmask3 = 0x03030303;
+	uint32_t	u[3],
+				lo,
+				hi;
+
+	memcpy(u, q, 12);
+	/* scales 0-3 and mins 0-3: the low 6 bits of bytes 0-3 and 4-7 */
+	lo = u[0] & kmask1;
+	memcpy(sc, &lo, 4);
+	lo = u[1] & kmask1;
+	memcpy(mn, &lo, 4);
+	/* scales 4-7: low nibbles of bytes 8-11 | top 2 bits of bytes 0-3 << 4; mins: high nibbles | bytes 4-7's */
+	hi = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+	memcpy(sc + 4, &hi, 4);
+	hi = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+	memcpy(mn + 4, &hi, 4);
 }
 
 /* Pointers into an activation row of n elements (layout above). */

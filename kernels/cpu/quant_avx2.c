@@ -263,8 +263,7 @@ dot_q4_K(int64_t n, const void *w, const void *a)
 		const uint8_t *q4 = x[b].qs;
 		const int8_t *q8 = aq + b * LLM_QK_K;
 
-		for (int j = 0; j < 8; j++)
-			llm_get_scale_min_k4(j, x[b].scales, &sc[j], &mn[j]);
+		llm_q4_K_scales_mins(x[b].scales, sc, mn);
 		{
 			__m256i		bs = _mm256_loadu_si256((const __m256i *) (bsums + b * 16));
 			__m128i		mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) mn));
@@ -450,8 +449,7 @@ tile_q4_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size
 				__m128i		mins;
 				const uint8_t *q4 = x[b].qs;
 
-				for (int j = 0; j < 8; j++)
-					llm_get_scale_min_k4(j, x[b].scales, &sc[j], &mn[j]);
+				llm_q4_K_scales_mins(x[b].scales, sc, mn);
 				mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *) mn));
 				for (int c = 0; c < 4; c++)
 				{
@@ -495,7 +493,93 @@ tile_q4_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size
 	}
 }
 
-DEFINE_TILE_LOOP(tile_q6_K, dot_q6_K)
+/*
+ * Q6_K tile: each weight row against up to 4 activation rows at a time; a
+ * block's 6-bit values and its 16 scale vectors are built once and serve
+ * every token.  Per (row, token) the operations are dot_q6_K's (integer
+ * lanes exact in any order, then sumi - sub, the conversion and one fma
+ * per block into the token's accumulator), hence bit-identical to it.
+ */
+#define Q6K_TILE_TOKENS 4
+
+static TGT void
+tile_q6_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
+		  int nt, float *out, size_t out_stride)
+{
+	const __m256i m3 = _mm256_set1_epi8(3);
+	const __m256i m15 = _mm256_set1_epi8(15);
+	const int64_t nb = n / LLM_QK_K;
+
+	for (int t0 = 0; t0 < nt; t0 += Q6K_TILE_TOKENS)
+	{
+		const int	tn = nt - t0 < Q6K_TILE_TOKENS ? nt - t0 : Q6K_TILE_TOKENS;
+		const int8_t *aq[Q6K_TILE_TOKENS];
+		const float *ad[Q6K_TILE_TOKENS];
+		const int16_t *bsums[Q6K_TILE_TOKENS];
+
+		for (int t = 0; t < tn; t++)
+		{
+			aq[t] = (const int8_t *) ((const char *) a + (size_t) (t0 + t) * a_stride);
+			ad[t] = llm_act_d(aq[t], n);
+			bsums[t] = (const int16_t *) (ad[t] + nb);
+		}
+		for (int r = 0; r < nr; r++)
+		{
+			const llm_block_q6_K *x = (const llm_block_q6_K *) ((const char *) w + (size_t) r * w_stride);
+			__m256		acc[Q6K_TILE_TOKENS];
+
+			for (int t = 0; t < tn; t++)
+				acc[t] = _mm256_setzero_ps();
+			for (int64_t b = 0; b < nb; b++)
+			{
+				const float xd = h2f(x[b].d);
+				const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x[b].scales));
+				__m256i		q[8],
+							scv[8];
+
+				for (int h = 0; h < 2; h++)
+				{
+					const uint8_t *ql = x[b].ql + 64 * h;
+					const uint8_t *qh = x[b].qh + 32 * h;
+					__m256i		b1 = _mm256_loadu_si256((const __m256i *) ql);
+					__m256i		b2 = _mm256_loadu_si256((const __m256i *) (ql + 32));
+					__m256i		bh = _mm256_loadu_si256((const __m256i *) qh);
+
+					q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
+												   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+					q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
+												   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
+					q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
+												   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
+					q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+												   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+					for (int c = 0; c < 4; c++)
+						scv[4 * h + c] = _mm256_set_m128i(_mm_set1_epi16((short) x[b].scales[8 * h + 2 * c + 1]),
+														  _mm_set1_epi16((short) x[b].scales[8 * h + 2 * c]));
+				}
+				for (int t = 0; t < tn; t++)
+				{
+					const int8_t *y = aq[t] + b * LLM_QK_K;
+					const __m256i bs = _mm256_loadu_si256((const __m256i *) (bsums[t] + b * 16));
+					const __m256i sub = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+					__m256i		sumi = _mm256_setzero_si256();
+
+					for (int i = 0; i < 8; i++)
+					{
+						__m256i		p = _mm256_maddubs_epi16(q[i], _mm256_loadu_si256((const __m256i *) (y + 32 * i)));
+
+						sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv[i], p));
+					}
+					sumi = _mm256_sub_epi32(sumi, sub);
+					acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ad[t][b] * xd), _mm256_cvtepi32_ps(sumi), acc[t]);
+				}
+			}
+			for (int t = 0; t < tn; t++)
+				out[(size_t) (t0 + t) * out_stride + r] = llm_hsum8(acc[t]);
+		}
+	}
+}
+
 DEFINE_TILE_LOOP(tile_f32, dot_f32)
 DEFINE_TILE_LOOP(tile_f16, dot_f16)
 DEFINE_TILE_LOOP(tile_bf16, dot_bf16)
@@ -513,14 +597,14 @@ act_bytes_16(int64_t n)
 }
 
 static const llm_qkernel avx2_kernels[] = {
-	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1},
-	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1},
-	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1},
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, 1, NULL, NULL, 1},
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, Q6K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0},
 };
 
 /* ---- SwiGLU ---- */
@@ -554,9 +638,9 @@ llm_swiglu_avx2_get(void)
 
 /* The integer tile kernels with AVX512-VNNI; other types as AVX2. */
 static const llm_qkernel vnni_kernels[] = {
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
 };
 
 const llm_qkernel *

@@ -26,7 +26,9 @@
  *
  * Depends on quant_avx2.c only (each kernel takes the activations of the
  * GGUF-layout AVX2 kernel of its type); the instruction-set check is
- * dispatch.c's.
+ * dispatch.c's.  The Q8_0 kernel is also the batch kernel of Q5_0
+ * (quant_q5_0.c converts Q5_0 rows into the Q8_0 layout below for batched
+ * matmuls), so that layout is a contract of both files.
  *
  * Packed weights have the GGUF size; n_rows must be a multiple of 4 (Q4_1:
  * n a multiple of 64, Q8_0: of 32).  Group i = rows 4i..4i+3, at byte

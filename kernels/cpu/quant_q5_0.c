@@ -18,6 +18,14 @@
  * every token of the tile; the per-(row, token) operations are those of the
  * single dot product, which keeps matmul batch invariant.  No expression
  * here is of the form a*b+c in plain C (GCC would contract it).
+ *
+ * Batched matmuls (8 tokens or more) do not use the tile: the weights are
+ * signed bytes after unpacking, so a Q5_0 row is a Q8_0 row with the same
+ * scales, and convert_q5_0_x4 writes the rows a matmul is about to use in
+ * quant_packed_avx2.c's Q8_0 layout (groups of 4 rows), whose tiles then
+ * serve every token; each block is unpacked once per batch instead of once
+ * per 4 tokens (quant.h batch_kernel).  The layout is that file's; this
+ * file calls none of its functions (dispatch.c joins the two kernels).
  */
 #include "quant.h"
 #include "quant_x86.h"
@@ -37,6 +45,13 @@
 #define Q5_MAXT 4
 /* bytes ahead in each weight row's stream (as the other integer tiles) */
 #define Q5_PREFETCH_BYTES 352
+/*
+ * Tokens from which a matmul converts rows to Q8_0 groups (convert_q5_0_x4)
+ * rather than unpacking each block once per tile of 4 tokens.
+ */
+#ifndef Q5_BATCH_MIN_TOKENS
+#define Q5_BATCH_MIN_TOKENS 8
+#endif
 
 /* The 32 weights of a block as signed bytes -16..15, element j in byte j. */
 INL __m256i
@@ -148,8 +163,42 @@ dot_q5_0_avx2(int64_t n, const void *w, const void *a)
 	return r;
 }
 
+/*
+ * Batched matmuls: nr rows (a multiple of 4) -> Q8_0 rows in groups of 4
+ * (quant_packed_avx2.c's layout: per group uint16 d[4][nb], then int8
+ * qs[nb][4][32], block b of row r at qs[b][r]), each weight as the signed
+ * byte -16..15 q5_0_unpack gives and the block's fp16 scale as is.  A
+ * Q8_0 dot product of a converted row is then the Q5_0 one operation for
+ * operation (|q| and sign(a, q) into maddubs, madd, the conversion and
+ * fma(d_w * d_a, lanes, acc) per block, hsum8), so the results are the
+ * same bits, and each block is unpacked once for every token of the batch.
+ */
+static TGT void
+convert_q5_0_x4(int64_t n, const void *w, size_t ws, int nr, void *dst)
+{
+	const int64_t nb = n / LLM_QK;
+	const size_t gb = (size_t) 4 * (size_t) nb * sizeof(llm_block_q8_0);	/* bytes of a group */
+
+	for (int g = 0; g < nr / 4; g++)
+	{
+		uint16_t   *d = (uint16_t *) ((char *) dst + (size_t) g * gb);
+		int8_t	   *qs = (int8_t *) (d + 4 * nb);
+
+		for (int r = 0; r < 4; r++)
+		{
+			const llm_block_q5_0 *x = (const llm_block_q5_0 *) ((const char *) w + (size_t) (4 * g + r) * ws);
+
+			for (int64_t b = 0; b < nb; b++)
+			{
+				d[r * nb + b] = x[b].d;
+				_mm256_storeu_si256((__m256i *) (qs + (b * 4 + r) * LLM_QK), q5_0_unpack(&x[b]));
+			}
+		}
+	}
+}
+
 bool
-llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, llm_qkernel *out)
+llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, const llm_qkernel *q8_0_x4, llm_qkernel *out)
 {
 	if (q8_0 == NULL || q8_0->act_type != LLM_TYPE_Q8_0)
 		return false;
@@ -162,13 +211,24 @@ llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, llm_qkernel *out)
 	out->tile_tokens = 4;
 	out->repack = NULL;
 	out->unpack = NULL;
+	out->row_group = 1;
+	out->batch_kernel = NULL;
+	out->batch_convert = NULL;
+	out->batch_min_tokens = 0;
+	if (q8_0_x4 != NULL && q8_0_x4->weight_type == LLM_TYPE_Q8_0 && q8_0_x4->row_group == 4 &&
+		q8_0_x4->quantize_act == q8_0->quantize_act)
+	{
+		out->batch_kernel = q8_0_x4;
+		out->batch_convert = convert_q5_0_x4;
+		out->batch_min_tokens = Q5_BATCH_MIN_TOKENS;
+	}
 	return true;
 }
 
 #else							/* not x86 */
 
 bool
-llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, llm_qkernel *out)
+llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, const llm_qkernel *q8_0_x4, llm_qkernel *out)
 {
 	return false;
 }

@@ -40,9 +40,12 @@ void		llm_fp32_to_fp16_row_f16c(const float *src, uint16_t *dst, int64_t n);
  * quant_q5_0.c (AVX2 + FMA + F16C): the Q5_0 kernel into *out, with the
  * activation quantization of q8_0 (a Q8_0 kernel of the implementation it
  * joins, so that matmul_multi shares one quantization between Q5_0 and
- * Q8_0 weights).  false on other architectures or a non-Q8_0 q8_0.
+ * Q8_0 weights).  q8_0_x4, if not NULL, is quant_packed_avx2.c's Q8_0
+ * kernel (groups of 4 rows, the same activations): batched matmuls convert
+ * Q5_0 rows into its layout and run its tiles (quant.h batch_kernel).
+ * false on other architectures or a non-Q8_0 q8_0.
  */
-bool		llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, llm_qkernel *out);
+bool		llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, const llm_qkernel *q8_0_x4, llm_qkernel *out);
 
 /*
  * quant_packed.c (AVX512F/VL/BW/VNNI): the kernel of weight type t over

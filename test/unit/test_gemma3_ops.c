@@ -218,6 +218,44 @@ test_q5_0_kernels(void)
 						tdiff += memcmp(&d, &out[t * 4 + r], 4) != 0;
 					}
 			}
+		/*
+		 * batched matmuls: rows converted to the batch kernel's layout (Q8_0
+		 * groups of 4), every token count up to nt, against the single dot
+		 */
+		{
+			const int	nr = 16;
+			const llm_qkernel *kb = kv->batch_kernel;
+			int			bdiff = 0;
+
+			if (CHECK(kb != NULL && kv->batch_convert != NULL && kv->batch_min_tokens > 1 &&
+					  kb->act_type == LLM_TYPE_Q8_0 && kb->quantize_act == kv->quantize_act &&
+					  nr % kb->row_group == 0,
+					  "Q5_0 %s: batch kernel %s on the same activations", impl_name(impl),
+					  kb ? kb->impl : "(none)"))
+			{
+				size_t		crb = llm_type_row_bytes(kb->weight_type, cols);
+				char	   *conv = malloc(crb * nr);
+				float	   *out = malloc(sizeof(float) * nr * nt);
+
+				/* rows 5..20: a start that is no multiple of the group */
+				kv->batch_convert(cols, wq + 5 * rb, rb, nr, conv);
+				for (int ntile = 1; ntile <= nt; ntile++)
+				{
+					kb->dot_tile(cols, conv, crb, nr, as, ab, ntile, out, nr);
+					for (int t = 0; t < ntile; t++)
+						for (int r = 0; r < nr; r++)
+						{
+							float		d = ks->dot(cols, wq + (5 + r) * rb, as + t * ab);
+
+							bdiff += memcmp(&d, &out[t * nr + r], 4) != 0;
+						}
+				}
+				CHECK(bdiff == 0, "Q5_0 %s: converted rows through the %s tiles bit-identical to the dot "
+					  "(16 rows x 1-%d tokens; %d differ)", impl_name(impl), kb->impl, nt, bdiff);
+				free(conv);
+				free(out);
+			}
+		}
 		CHECK(qdiff == 0, "Q5_0 %s: activation quantization byte-identical to scalar (%d rows differ)",
 			  impl_name(impl), qdiff);
 		CHECK(ddiff == 0, "Q5_0 %s: dot products bit-identical to scalar (%d of %d differ; tolerance 0)",

@@ -185,6 +185,33 @@ test_fp16(void)
 		  "bf16 rounds to nearest even");
 }
 
+/* The Q4_K scale decoder of the vector kernels against the one-by-one reference. */
+static void
+test_q4_K_scales(void)
+{
+	int			bad = 0;
+
+	for (int i = 0; i < 20000; i++)
+	{
+		uint8_t		q[12],
+					sc[8],
+					mn[8];
+
+		for (int k = 0; k < 12; k++)
+			q[k] = (uint8_t) (i < 256 ? (k == i % 12 ? (uint64_t) i : 0xffu * (uint64_t) (i & 1)) : rng_next());
+		llm_q4_K_scales_mins(q, sc, mn);
+		for (int j = 0; j < 8; j++)
+		{
+			uint8_t		d,
+						m;
+
+			llm_get_scale_min_k4(j, q, &d, &m);
+			bad += d != sc[j] || m != mn[j];
+		}
+	}
+	CHECK(bad == 0, "Q4_K: llm_q4_K_scales_mins == llm_get_scale_min_k4 on 20000 scale arrays (%d differ)", bad);
+}
+
 /* ---- per-type kernels ---- */
 
 /*
@@ -308,6 +335,61 @@ test_type(uint32_t type, int n_threads_big)
 				if (memcmp(&ds, &dv, 4) != 0)
 					maxrel = fmax(maxrel, fabs(ds - dv) / fmax(fabs(ds), 1e-30));
 			}
+		}
+		/*
+		 * every tile shape the matmul may ask for (1-4 rows x 1-8 tokens:
+		 * kernels with a token tile of 4 run two), and the batch kernel on
+		 * converted rows where the type has one, against the scalar dot
+		 */
+		{
+			char	   *aall = calloc(nt, ab);
+			int			tdiff = 0,
+						bdiff = 0;
+
+			for (int t = 0; t < nt; t++)
+				ks->quantize_act(x + t * cols, aall + t * ab, cols);
+			for (int nr = 1; nr <= 4; nr++)
+				for (int ntile = 1; ntile <= 8; ntile++)
+				{
+					float		out[4 * 8];
+
+					kv->dot_tile(cols, (char *) wq + 3 * rb, rb, nr, aall + 5 * ab, ab, ntile, out, 4);
+					for (int t = 0; t < ntile; t++)
+						for (int r = 0; r < nr; r++)
+						{
+							float		d = ks->dot(cols, (char *) wq + (3 + r) * rb, aall + (5 + t) * ab);
+
+							tdiff += memcmp(&d, &out[t * 4 + r], 4) != 0;
+						}
+				}
+			CHECK(tdiff == 0, "%s: every %s tile shape (1-4 rows x 1-8 tokens) bit-identical to the scalar dot "
+				  "(%d differ)", ti->name, kv->impl, tdiff);
+			if (kv->batch_kernel != NULL)
+			{
+				const llm_qkernel *kb = kv->batch_kernel;
+				size_t		crb = llm_type_row_bytes(kb->weight_type, cols);
+				const int	nrb = 4 * kb->row_group;
+				char	   *conv = malloc(crb * nrb);
+				float	   *out = malloc(sizeof(float) * nrb * nt);
+
+				kv->batch_convert(cols, (char *) wq + 1 * rb, rb, nrb, conv);
+				for (int ntile = 1; ntile <= nt; ntile++)
+				{
+					kb->dot_tile(cols, conv, crb, nrb, aall, ab, ntile, out, nrb);
+					for (int t = 0; t < ntile; t++)
+						for (int r = 0; r < nrb; r++)
+						{
+							float		d = ks->dot(cols, (char *) wq + (1 + r) * rb, aall + t * ab);
+
+							bdiff += memcmp(&d, &out[t * nrb + r], 4) != 0;
+						}
+				}
+				CHECK(bdiff == 0, "%s: %s batch kernel (%s) on converted rows bit-identical to the scalar dot "
+					  "(%d rows x 1-%d tokens; %d differ)", ti->name, kv->impl, kb->impl, nrb, nt, bdiff);
+				free(conv);
+				free(out);
+			}
+			free(aall);
 		}
 		CHECK(diff == 0, "%s: scalar and %s activation conversion byte-identical (%d rows differ)",
 			  ti->name, kv->impl, diff);
@@ -1597,7 +1679,10 @@ main(void)
 		printf("# seed %llu%s\n", (unsigned long long) seeds[si], si == 2 ? " (fresh)" : "");
 		rng_state = seeds[si] ? seeds[si] : 1;
 		if (si == 0)
+		{
 			test_fp16();
+			test_q4_K_scales();
+		}
 		for (size_t i = 0; i < N_TYPES; i++)
 			test_type(all_types[i], 2);
 		test_matmul_multi(si == 0 ? 1 : 2);
