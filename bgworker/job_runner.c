@@ -5,27 +5,34 @@
  * backend, through its channel (src/channel.h; its requests are
  * session-level, so they span the runner's short transactions).
  *
- * Loop, each time a result arrives, a commit wakes it or llm.job_naptime
- * passes:
+ * Loop, each time the latch is set (the llm worker sent something, a
+ * commit woke it) or llm.job_naptime passes:
  *   1. read the answers that arrived on the channel;
+ *   then a pass, if one is wanted (pass_wanted: a result to write, rows to
+ *   claim, a commit's wake, the naptime; the text of rows still generating
+ *   arrives at every engine step and wants none):
  *   2. transaction A: look at the jobs (state changes, definitions); write
- *      every finished result by the write protocol below, each row in a
- *      subtransaction; move jobs queued -> running -> done; claim rows
+ *      the finished results by the write protocol below, all of a job's in
+ *      one subtransaction with one statement per step, or, if that fails,
+ *      each row in its own; move jobs queued -> running -> done; claim rows
  *      (job_queue.h) while fewer than llm.batch_window are in flight, up to
  *      a quarter more, round robin over the jobs; add the counts to the
  *      jobs; commit (the claims, with their attempt counted, are durable
  *      before any row is evaluated);
  *   3. transaction B: for each claimed row, read its prompt as the job's
  *      role (job_rows.h) and submit the request (the job's options, its
- *      model among them, in the batch class), or settle the row; commit;
+ *      model among them, in the batch class, never above the owner's
+ *      current llm.max_priority), or settle the row; commit;
  *   4. exit when no job is active, nothing is in flight and no wake came
  *      (job_registry.h), else sleep on the latch.
  *
- * Write protocol of a finished row (transaction A, one subtransaction):
+ * Write protocol of a finished row (transaction A; the rows of one job
+ * together, each step one statement over them, in one subtransaction):
  *   lock the queue row, still claimed by this runner (else the job was
  *   cancelled or paused: the result is dropped); lock the target row
- *   (FOR UPDATE SKIP LOCKED: a row a user transaction holds is retried a
- *   little later, the result kept); then
+ *   (FOR UPDATE SKIP LOCKED: a row a user transaction holds is retried
+ *   with the job's next write, at most DEFER_MS later, the result kept);
+ *   then
  *     row gone, output no longer NULL, where clause false, prompt NULL
  *                                     -> remove the queue row (skipped);
  *     prompt text differs from the one generated from
@@ -40,7 +47,9 @@
  *     attempt: the row is released with its error, or after max_attempts
  *     moved to llm_job_error; the subtransaction has been rolled back, so
  *     a poison row cannot loop, and an attempt the runner did not survive
- *     counts too (attempts are counted at the claim);
+ *     counts too (attempts are counted at the claim); a row that fails a
+ *     batch's statement fails the batch, whose rows are then written one
+ *     at a time, so it fails alone;
  *   - a request lost because the llm worker exited or reloaded is no
  *     attempt: its claim is released with the attempt given back;
  *   - errors that no row can escape (class 42: the table, a column or a
@@ -101,6 +110,10 @@ typedef struct RunnerJob
 	bool		listed;			/* in the last fetch of active jobs */
 	bool		prepared;
 	bool		stale;			/* its table changed: resolve and prepare again */
+	bool		batch;			/* its finished rows are written together (llm_job_prepare_batch) */
+	bool		exhausted;		/* its last claim got fewer rows than asked: none to claim until a wake */
+	llm_priority ceiling;		/* its owner's llm.max_priority, read once per submitting transaction */
+	bool		ceiling_read;
 	int			in_flight;
 	LlmJobCounts counts;		/* since the last report */
 	int64		total_done;		/* by this runner */
@@ -136,6 +149,9 @@ static dlist_head rows;
 static int	n_rows = 0;
 static int64 token;
 static int	rotate = 0;
+/* the last pass of transaction A: its time and the wake counter it answered */
+static TimestampTz pass_at = 0;
+static uint64 pass_seq = 0;
 
 /* ---------- rows ---------- */
 
@@ -323,6 +339,7 @@ prepare_step(void *arg)
 
 	llm_job_unprepare(rj->def);
 	rj->prepared = false;
+	rj->batch = false;
 	problem = llm_job_resolve(rj->def, false);
 	if (problem != NULL)
 		ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("%s", problem)));
@@ -337,6 +354,17 @@ prepare_step(void *arg)
 	llm_job_leave(&c);
 	rj->prepared = true;
 	rj->stale = false;
+}
+
+static void
+prepare_batch_step(void *arg)
+{
+	RunnerJob  *rj = arg;
+	LlmJobContext c;
+
+	llm_job_enter(rj->def, &c);
+	rj->batch = llm_job_prepare_batch(rj->def);
+	llm_job_leave(&c);
 }
 
 /*
@@ -355,7 +383,17 @@ job_ready(RunnerJob *rj)
 		return true;
 	err = guarded(prepare_step, rj);
 	if (err == NULL)
+	{
+		/* the statements on many rows at once are an optimization: without them rows go one at a time */
+		err = guarded(prepare_batch_step, rj);
+		if (err != NULL)
+		{
+			rj->batch = false;
+			ereport(DEBUG1, (errmsg("llm job " INT64_FORMAT " writes its rows one at a time: %s",
+									rj->def->id, err->message)));
+		}
 		return true;
+	}
 	fail_job(rj, err->message);
 	return false;
 }
@@ -543,41 +581,20 @@ row_failed(RunnerRow *r, int sqlstate, const char *message)
 		rj->counts.failed++;
 	}
 	else
+	{
 		llm_queue_release(rj->def->id, r->key, token, false, message);
+		rj->exhausted = false;
+	}
 	row_forget(r);
 }
 
+/* The effect of a committed write protocol's outcome on row r (and its job's counts). */
 static void
-write_finished(RunnerRow *r, TimestampTz now)
+settle_write(RunnerRow *r, WriteOutcome outcome, TimestampTz now)
 {
 	RunnerJob  *rj = r->job;
-	WriteStep	w = {r, WRITE_LOST};
-	ErrorData  *err;
 
-	if (r->retry_at != 0 && now < r->retry_at)
-		return;
-	if (r->result->failed)
-	{
-		if (transient(r->result->sqlstate))
-		{
-			llm_queue_release(rj->def->id, r->key, token, true, NULL);
-			row_forget(r);
-		}
-		else
-			row_failed(r, r->result->sqlstate,
-					   llm_utf8_to_cstring(r->result->message, strlen(r->result->message)));
-		return;
-	}
-	err = guarded(write_step, &w);
-	if (err != NULL)
-	{
-		if (job_level(err->sqlerrcode))
-			fail_job(rj, err->message);
-		else
-			row_failed(r, err->sqlerrcode, err->message);
-		return;
-	}
-	switch (w.outcome)
+	switch (outcome)
 	{
 		case WRITE_DONE:
 			rj->counts.done++;
@@ -596,6 +613,7 @@ write_finished(RunnerRow *r, TimestampTz now)
 			else
 			{
 				llm_queue_release(rj->def->id, r->key, token, false, NULL);
+				rj->exhausted = false;
 				row_forget(r);
 			}
 			break;
@@ -606,6 +624,210 @@ write_finished(RunnerRow *r, TimestampTz now)
 			row_forget(r);
 			break;
 	}
+}
+
+/* A row's result was ready to write? (not held back by a locked target row) */
+static bool
+write_due(const RunnerRow *r, TimestampTz now)
+{
+	return r->state == ROW_FINISHED && (r->retry_at == 0 || now >= r->retry_at);
+}
+
+/* The write protocol for one finished row, in a subtransaction of its own. */
+static void
+write_finished(RunnerRow *r, TimestampTz now)
+{
+	RunnerJob  *rj = r->job;
+	WriteStep	w = {r, WRITE_LOST};
+	ErrorData  *err;
+
+	if (!write_due(r, now))
+		return;
+	if (r->result->failed)
+	{
+		if (transient(r->result->sqlstate))
+		{
+			llm_queue_release(rj->def->id, r->key, token, true, NULL);
+			rj->exhausted = false;
+			row_forget(r);
+		}
+		else
+			row_failed(r, r->result->sqlstate,
+					   llm_utf8_to_cstring(r->result->message, strlen(r->result->message)));
+		return;
+	}
+	err = guarded(write_step, &w);
+	if (err != NULL)
+	{
+		if (job_level(err->sqlerrcode))
+			fail_job(rj, err->message);
+		else
+			row_failed(r, err->sqlerrcode, err->message);
+		return;
+	}
+	settle_write(r, w.outcome, now);
+}
+
+/*
+ * The write protocol for rows[0..n) of one job at once, each step one
+ * statement over all of them (job_queue.h, job_rows.h), in one
+ * subtransaction; each row gets the outcome write_step would give it.
+ */
+typedef struct BatchStep
+{
+	RunnerJob  *job;
+	RunnerRow **rows;
+	int			n;
+	WriteOutcome *outcome;
+} BatchStep;
+
+static void
+batch_write_step(void *arg)
+{
+	BatchStep  *b = arg;
+	LlmJob	   *job = b->job->def;
+	int			n = b->n;
+	Datum	   *keys = palloc(sizeof(Datum) * n);
+	bool	   *claimed = palloc(sizeof(bool) * n);
+	int		   *at = palloc(sizeof(int) * n);	/* the claimed rows, as indexes into rows */
+	Datum	   *ckeys = palloc(sizeof(Datum) * n);
+	LlmJobRow  *now = palloc(sizeof(LlmJobRow) * n);
+	int		   *missing = palloc(sizeof(int) * n);
+	Datum	   *mkeys = palloc(sizeof(Datum) * n);
+	bool	   *exists = palloc(sizeof(bool) * n);
+	Datum	   *wkeys = palloc(sizeof(Datum) * n);
+	char	  **wvalues = palloc(sizeof(char *) * n);
+	Datum	   *dkeys = palloc(sizeof(Datum) * n);
+	int			m = 0;
+	int			n_missing = 0;
+	int			n_write = 0;
+	int			n_delete = 0;
+	LlmJobContext c;
+
+	for (int i = 0; i < n; i++)
+	{
+		keys[i] = b->rows[i]->key;
+		b->outcome[i] = WRITE_LOST;
+	}
+	(void) llm_queue_lock_rows(job->id, keys, n, token, claimed);
+	for (int i = 0; i < n; i++)
+		if (claimed[i])
+		{
+			at[m] = i;
+			ckeys[m++] = keys[i];
+		}
+	if (m == 0)
+		return;
+	llm_job_enter(job, &c);
+	llm_job_lock_rows(job, ckeys, m, now, CurrentMemoryContext);
+	for (int j = 0; j < m; j++)
+		if (!now[j].found)
+		{
+			missing[n_missing] = j;
+			mkeys[n_missing++] = ckeys[j];
+		}
+	if (n_missing > 0)
+	{
+		llm_job_rows_exist(job, mkeys, n_missing, exists);
+		for (int k = 0; k < n_missing; k++)
+			b->outcome[at[missing[k]]] = exists[k] ? WRITE_DEFERRED : WRITE_SKIPPED;
+	}
+	for (int j = 0; j < m; j++)
+	{
+		RunnerRow  *r = b->rows[at[j]];
+
+		if (!now[j].found)
+			continue;
+		if (!now[j].output_null || !now[j].matches || now[j].prompt == NULL)
+			b->outcome[at[j]] = WRITE_SKIPPED;
+		else if (strcmp(now[j].prompt, r->prompt) != 0)
+			b->outcome[at[j]] = WRITE_STALE;
+		else
+		{
+			wkeys[n_write] = ckeys[j];
+			wvalues[n_write++] = llm_utf8_to_cstring(r->result->text, r->result->text_len);
+			b->outcome[at[j]] = WRITE_DONE;
+		}
+	}
+	if (n_write > 0 && llm_job_write_rows(job, wkeys, wvalues, n_write) != (uint64) n_write)
+		elog(ERROR, "llm: locked rows of job " INT64_FORMAT " were not all updated", job->id);
+	llm_job_leave(&c);
+	for (int i = 0; i < n; i++)
+		if (b->outcome[i] == WRITE_DONE || b->outcome[i] == WRITE_SKIPPED)
+			dkeys[n_delete++] = keys[i];
+	llm_queue_delete_rows(job->id, dkeys, n_delete);
+}
+
+/*
+ * Write the finished results of job rj that are due: all its successful
+ * ones together when it can (one subtransaction, a few statements, the
+ * outcomes of the row protocol; rows held back by a locked target row go
+ * along, which costs nothing there); if that fails for any reason, each
+ * due row again in its own subtransaction, so a row that cannot be written
+ * (a CHECK, a trigger, the column's type) fails alone and the job-level
+ * errors are told from the row errors as for a single row.
+ */
+static void
+write_job_results(RunnerJob *rj, TimestampTz now)
+{
+	dlist_iter	it;
+	RunnerRow **batch;
+	RunnerRow **single;
+	int			n_batch = 0;
+	int			n_single = 0;
+	bool		any_due = false;
+
+	dlist_foreach(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->job == rj && write_due(r, now))
+			any_due = true;
+	}
+	if (!any_due)
+		return;
+	batch = palloc(sizeof(RunnerRow *) * n_rows);
+	single = palloc(sizeof(RunnerRow *) * n_rows);
+	dlist_foreach(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->job != rj || r->state != ROW_FINISHED)
+			continue;
+		if (rj->batch && !r->result->failed)
+			batch[n_batch++] = r;
+		else if (write_due(r, now))
+			single[n_single++] = r;
+	}
+	if (n_batch == 1)
+	{
+		/* one row: the row's own protocol, if it is due */
+		if (write_due(batch[0], now))
+			single[n_single++] = batch[0];
+		n_batch = 0;
+	}
+	if (n_batch > 0)
+	{
+		WriteOutcome *outcome = palloc(sizeof(WriteOutcome) * n_batch);
+		BatchStep	b = {rj, batch, n_batch, outcome};
+		ErrorData  *err = guarded(batch_write_step, &b);
+
+		if (err == NULL)
+			for (int i = 0; i < n_batch; i++)
+				settle_write(batch[i], outcome[i], now);
+		else
+		{
+			ereport(DEBUG1, (errmsg("llm job " INT64_FORMAT ": %d rows written one at a time: %s",
+									rj->def->id, n_batch, err->message)));
+			for (int i = 0; i < n_batch && !job_failed(rj); i++)
+				write_finished(batch[i], now);	/* passes over a row not due */
+		}
+		pfree(outcome);
+	}
+	for (int i = 0; i < n_single && !job_failed(rj); i++)
+		write_finished(single[i], now);
+	pfree(batch);
+	pfree(single);
 }
 
 /* ---------- claiming ---------- */
@@ -645,9 +867,16 @@ claim_rows(List *runnable)
 		int			share = (budget + (n_jobs - k) - 1) / (n_jobs - k);
 		int			got;
 
-		if (job_failed(rj) || !model_ready(rj->model))
+		if (job_failed(rj))
 			continue;
+		if (!model_ready(rj->model))
+		{
+			/* tried again at the next wake or naptime */
+			rj->exhausted = true;
+			continue;
+		}
 		got = llm_queue_claim(rj->def->id, token, share, claims, runner_cxt);
+		rj->exhausted = got < share;
 
 		for (int i = 0; i < got; i++)
 			(void) row_new(rj, claims[i].key, claims[i].attempts);
@@ -686,7 +915,6 @@ end_transaction(void)
 static bool
 write_and_claim(void)
 {
-	dlist_mutable_iter it;
 	ListCell   *lc;
 	List	   *runnable = NIL;
 	TimestampTz now = GetCurrentTimestamp();
@@ -703,12 +931,12 @@ write_and_claim(void)
 		if (job_ready(rj))
 			runnable = lappend(runnable, rj);
 	}
-	dlist_foreach_modify(it, &rows)
+	foreach(lc, runnable)
 	{
-		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+		RunnerJob  *rj = lfirst(lc);
 
-		if (r->state == ROW_FINISHED && !job_failed(r->job) && list_member_ptr(runnable, r->job))
-			write_finished(r, now);
+		if (!job_failed(rj))
+			write_job_results(rj, now);
 	}
 	forget_failed_rows();
 	claim_rows(runnable);
@@ -766,6 +994,13 @@ submit_step(void *arg)
 	llm_call_read_stored(job->options, &call);
 	/* a job is background work: the batch class, below interactive calls */
 	llm_call_set_batch(&call);
+	/* and never above its owner's ceiling as it is now (lowered since the job was created?) */
+	if (!r->job->ceiling_read)
+	{
+		r->job->ceiling = llm_role_max_priority(job->owner);
+		r->job->ceiling_read = true;
+	}
+	llm_call_cap_priority(&call, r->job->ceiling);
 	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));
 	if (s->refused == NULL)
 	{
@@ -792,6 +1027,8 @@ submit_claimed(void)
 			any = true;
 	if (!any)
 		return;
+	foreach(lc, jobs)
+		((RunnerJob *) lfirst(lc))->ceiling_read = false;
 	begin_transaction("llm job runner: submitting rows");
 	dlist_foreach_modify(it, &rows)
 	{
@@ -818,6 +1055,7 @@ submit_claimed(void)
 			else if (transient(err->sqlerrcode))
 			{
 				llm_queue_release(rj->def->id, r->key, token, true, NULL);
+				rj->exhausted = false;
 				row_forget(r);
 			}
 			else
@@ -876,12 +1114,62 @@ receive_results(void)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * Rows could be claimed: fewer than llm.batch_window in flight and a job
+ * whose last claim was not short of rows.
+ */
+static bool
+claim_wanted(void)
+{
+	ListCell   *lc;
+
+	if (n_rows >= Max(llm_batch_window, 1))
+		return false;
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if ((rj->def->state == LLM_JOB_QUEUED || rj->def->state == LLM_JOB_RUNNING) && !rj->exhausted)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Whether this wake needs transaction A: a result to write, rows to claim,
+ * a commit's wake since the last pass (a job created or changed, rows
+ * queued) or llm.job_naptime since it (leases, a model ready again, a
+ * changed table).  The llm worker's text of rows still generating wakes the
+ * runner at every engine step; those wakes need no transaction.
+ */
+static bool
+pass_wanted(uint64 seq, TimestampTz now)
+{
+	dlist_iter	it;
+
+	if (pass_at == 0 || seq != pass_seq || now - pass_at >= (int64) llm_job_naptime_ms * 1000)
+	{
+		ListCell   *lc;
+
+		/* what the commit or the time changed is looked at again */
+		foreach(lc, jobs)
+			((RunnerJob *) lfirst(lc))->exhausted = false;
+		return true;
+	}
+	if (claim_wanted())
+		return true;
+	dlist_foreach(it, &rows)
+		if (write_due(dlist_container(RunnerRow, node, it.cur), now))
+			return true;
+	return false;
+}
+
 static long
 next_timeout(void)
 {
 	dlist_iter	it;
 	TimestampTz now = GetCurrentTimestamp();
-	long		timeout = llm_job_naptime_ms;
+	long		timeout = llm_job_naptime_ms - (long) ((now - pass_at) / 1000);
 
 	dlist_foreach(it, &rows)
 	{
@@ -923,6 +1211,7 @@ llm_job_runner_main(Datum arg)
 {
 	Oid			database = DatumGetObjectId(arg);
 	uint64		seq;
+	bool		active = true;
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -958,7 +1247,7 @@ llm_job_runner_main(Datum arg)
 
 	for (;;)
 	{
-		bool		active;
+		TimestampTz now;
 
 		seq = llm_job_registry_wake_seq(database);
 		ResetLatch(MyLatch);
@@ -967,10 +1256,18 @@ llm_job_runner_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			/* the window, the naptime or the models may have changed */
+			pass_at = 0;
 		}
 		receive_results();
-		active = write_and_claim();
-		submit_claimed();
+		now = GetCurrentTimestamp();
+		if (pass_wanted(seq, now))
+		{
+			pass_at = now;
+			pass_seq = seq;
+			active = write_and_claim();
+			submit_claimed();
+		}
 		if (!active && n_rows == 0)
 		{
 			if (llm_job_registry_runner_done(database, seq))

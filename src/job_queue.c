@@ -244,6 +244,68 @@ llm_queue_lock(int64 job, Datum key, int64 token)
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/*
+ * Keys travel as one text[] of their array literals (unnest of a text[][]
+ * would flatten them), each parsed back by a cast in the statement.
+ */
+static Datum
+key_literals(const Datum *keys, int n)
+{
+	Datum	   *literals = palloc(sizeof(Datum) * Max(n, 1));
+	Oid			out;
+	bool		varlena;
+
+	getTypeOutputInfo(TEXTARRAYOID, &out, &varlena);
+	for (int i = 0; i < n; i++)
+		literals[i] = CStringGetTextDatum(OidOutputFunctionCall(out, keys[i]));
+	return PointerGetDatum(construct_array(literals, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static const char lock_rows_sql[] =
+"SELECT k.i FROM pg_catalog.unnest($2::pg_catalog.text[]) WITH ORDINALITY AS k(lit, i) "
+"JOIN @.llm_job_queue q ON q.job_id = $1 AND q.key = k.lit::pg_catalog.text[] "
+"WHERE q.claimed_by = $3 FOR UPDATE OF q";
+
+int
+llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+{
+	Oid			types[3] = {INT8OID, TEXTARRAYOID, INT8OID};
+	Datum		values[3];
+
+	memset(claimed, 0, sizeof(bool) * n);
+	values[0] = Int64GetDatum(job);
+	values[1] = key_literals(keys, n);
+	values[2] = Int64GetDatum(token);
+	llm_job_internal_exec(lock_rows_sql, 3, types, values, NULL, 0);
+	for (uint64 t = 0; t < SPI_processed; t++)
+	{
+		bool		isnull;
+		int64		i = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[t], SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (isnull || i < 1 || i > n)
+			elog(ERROR, "llm: queue lock returned key " INT64_FORMAT " of %d", i, n);
+		claimed[i - 1] = true;
+	}
+	return (int) SPI_processed;
+}
+
+static const char delete_rows_sql[] =
+"DELETE FROM @.llm_job_queue WHERE job_id = $1 AND key = ANY ("
+"  SELECT k::pg_catalog.text[] FROM pg_catalog.unnest($2::pg_catalog.text[]) k)";
+
+void
+llm_queue_delete_rows(int64 job, const Datum *keys, int n)
+{
+	Oid			types[2] = {INT8OID, TEXTARRAYOID};
+	Datum		values[2];
+
+	if (n == 0)
+		return;
+	values[0] = Int64GetDatum(job);
+	values[1] = key_literals(keys, n);
+	llm_job_internal_exec(delete_rows_sql, 2, types, values, NULL, 0);
+}
+
 static const char delete_sql[] =
 "DELETE FROM @.llm_job_queue WHERE job_id = $1 AND key = $2";
 
@@ -334,10 +396,6 @@ llm_queue_fail(int64 job, Datum key, int attempts, const char *sqlstate, const c
 	llm_job_internal_exec(fail_sql, 5, types, values, NULL, 0);
 }
 
-/*
- * The keys travel as one text[] of their array literals (unnest of a
- * text[][] would flatten them), each parsed back by the cast below.
- */
 static const char insert_literals_sql[] =
 "INSERT INTO @.llm_job_queue (job_id, key) "
 "SELECT $1, k::pg_catalog.text[] FROM pg_catalog.unnest($2::pg_catalog.text[]) k "
@@ -348,18 +406,11 @@ llm_queue_insert(int64 job, Datum *keys, int n)
 {
 	Oid			types[2] = {INT8OID, TEXTARRAYOID};
 	Datum		values[2];
-	Datum	   *literals;
-	Oid			out;
-	bool		varlena;
 
 	if (n == 0)
 		return;
-	getTypeOutputInfo(TEXTARRAYOID, &out, &varlena);
-	literals = palloc(sizeof(Datum) * n);
-	for (int i = 0; i < n; i++)
-		literals[i] = CStringGetTextDatum(OidOutputFunctionCall(out, keys[i]));
 	values[0] = Int64GetDatum(job);
-	values[1] = PointerGetDatum(construct_array(literals, n, TEXTOID, -1, false, TYPALIGN_INT));
+	values[1] = key_literals(keys, n);
 	llm_job_internal_exec(insert_literals_sql, 2, types, values, NULL, 0);
 }
 

@@ -66,6 +66,13 @@ extern int	llm_queue_lock(int64 job, Datum key, int64 token);
 extern void llm_queue_delete(int64 job, Datum key);
 
 /*
+ * The same for keys[0..n) (distinct) in one statement each: lock those
+ * token still claims (claimed[i] set; returns how many); remove them.
+ */
+extern int	llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed);
+extern void llm_queue_delete_rows(int64 job, const Datum *keys, int n);
+
+/*
  * Give up token's claim of (job, key): it may be claimed again; refund
  * takes back the attempt the claim counted (a failure that was not the
  * row's); error, if not NULL, is kept as the row's last error.

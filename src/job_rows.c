@@ -249,6 +249,78 @@ llm_job_prepare(LlmJob *job, bool keep)
 	job->kept = keep;
 }
 
+/*
+ * "ROWS FROM (pg_catalog.unnest($1), ...)[ WITH ORDINALITY] AS _llm_u(_llm_k1, ...[, _llm_v][, _llm_i])"
+ * (the many-argument unnest is a shorthand of ROWS FROM only when unqualified)
+ */
+static void
+append_unnest(StringInfo buf, const LlmJob *job, bool value, bool ordinality)
+{
+	appendStringInfoString(buf, "ROWS FROM (");
+	for (int i = 0; i < job->n_keys + (value ? 1 : 0); i++)
+		appendStringInfo(buf, "%spg_catalog.unnest($%d)", i ? ", " : "", i + 1);
+	appendStringInfo(buf, ")%s AS _llm_u(", ordinality ? " WITH ORDINALITY" : "");
+	for (int i = 0; i < job->n_keys; i++)
+		appendStringInfo(buf, "%s_llm_k%d", i ? ", " : "", i + 1);
+	appendStringInfo(buf, "%s%s)", value ? ", _llm_v" : "", ordinality ? ", _llm_i" : "");
+}
+
+/* "k1 OPERATOR(pg_catalog.=) _llm_u._llm_k1 AND ..." */
+static void
+append_key_join(StringInfo buf, const LlmJob *job)
+{
+	for (int i = 0; i < job->n_keys; i++)
+		appendStringInfo(buf, "%s%s OPERATOR(pg_catalog.=) _llm_u._llm_k%d", i ? " AND " : "",
+						 key_column(job, i), i + 1);
+}
+
+bool
+llm_job_prepare_batch(LlmJob *job)
+{
+	StringInfoData buf;
+	Oid			types[LLM_JOB_MAX_KEYS + 1];
+	SPIPlanPtr	lock_rows;
+	SPIPlanPtr	exist_rows;
+
+	Assert(job->resolved);
+	for (int i = 0; i <= job->n_keys; i++)
+	{
+		types[i] = get_array_type(i < job->n_keys ? job->key_types[i] : job->out_type);
+		if (!OidIsValid(types[i]))
+			return false;
+	}
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "SELECT _llm_u._llm_i, (%s\n)::pg_catalog.text, %s IS NULL, COALESCE((%s\n), false) "
+					 "FROM %s JOIN ", job->prompt, quote_identifier(job->output_column),
+					 job->where_clause ? job->where_clause : "true", job->target_sql);
+	append_unnest(&buf, job, false, true);
+	appendStringInfoString(&buf, " ON ");
+	append_key_join(&buf, job);
+	appendStringInfo(&buf, " FOR UPDATE OF %s SKIP LOCKED", quote_identifier(get_rel_name(job->target)));
+	lock_rows = prepare(buf.data, job->n_keys, types, false);
+
+	resetStringInfo(&buf);
+	appendStringInfo(&buf, "SELECT _llm_u._llm_i FROM %s JOIN ", job->target_sql);
+	append_unnest(&buf, job, false, true);
+	appendStringInfoString(&buf, " ON ");
+	append_key_join(&buf, job);
+	exist_rows = prepare(buf.data, job->n_keys, types, false);
+
+	resetStringInfo(&buf);
+	appendStringInfo(&buf, "UPDATE %s SET %s = _llm_u._llm_v FROM ", job->target_sql,
+					 quote_identifier(job->output_column));
+	append_unnest(&buf, job, true, false);
+	appendStringInfoString(&buf, " WHERE ");
+	append_key_join(&buf, job);
+	job->write_rows_plan = prepare(buf.data, job->n_keys + 1, types, true);
+	/* kept only once all three parsed: an error above leaves none to free */
+	SPI_keepplan(lock_rows);
+	SPI_keepplan(exist_rows);
+	job->lock_rows_plan = lock_rows;
+	job->exist_rows_plan = exist_rows;
+	return true;
+}
+
 void
 llm_job_unprepare(LlmJob *job)
 {
@@ -263,7 +335,14 @@ llm_job_unprepare(LlmJob *job)
 		if (job->write_plan)
 			SPI_freeplan(job->write_plan);
 	}
+	if (job->lock_rows_plan)
+		SPI_freeplan(job->lock_rows_plan);
+	if (job->exist_rows_plan)
+		SPI_freeplan(job->exist_rows_plan);
+	if (job->write_rows_plan)
+		SPI_freeplan(job->write_rows_plan);
 	job->read_plan = job->lock_plan = job->exists_plan = job->write_plan = NULL;
+	job->lock_rows_plan = job->exist_rows_plan = job->write_rows_plan = NULL;
 	job->kept = false;
 }
 
@@ -352,6 +431,18 @@ llm_job_leave(LlmJobContext *c)
 
 /* ---------- rows ---------- */
 
+/* A one-dimensional array of n values of type (for the batch statements). */
+static ArrayType *
+typed_array(Datum *values, int n, Oid type)
+{
+	int16		len;
+	bool		byval;
+	char		align;
+
+	get_typlenbyvalalign(type, &len, &byval, &align);
+	return construct_array(values, n, type, len, byval, align);
+}
+
 /* The key's values as parameters of the statements above. */
 static void
 key_params(const LlmJob *job, Datum key, Datum *values)
@@ -436,6 +527,103 @@ llm_job_write_row(LlmJob *job, Datum key, const char *value)
 	rc = SPI_execute_plan(job->write_plan, values, NULL, false, 0);
 	if (rc < 0)
 		elog(ERROR, "llm: writing a row of job " INT64_FORMAT " failed: %s", job->id,
+			 SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/* The keys' values as one array per key column, the batch statements' $1..$n. */
+static void
+key_arrays(const LlmJob *job, const Datum *keys, int n, Datum *arrays)
+{
+	Datum	   *cols[LLM_JOB_MAX_KEYS];
+
+	for (int c = 0; c < job->n_keys; c++)
+		cols[c] = palloc(sizeof(Datum) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[LLM_JOB_MAX_KEYS];
+
+		key_params(job, keys[i], values);
+		for (int c = 0; c < job->n_keys; c++)
+			cols[c][i] = values[c];
+	}
+	for (int c = 0; c < job->n_keys; c++)
+		arrays[c] = PointerGetDatum(typed_array(cols[c], n, job->key_types[c]));
+}
+
+/* The ordinality (1-based) of SPI_tuptable's row i as an index into the batch's keys. */
+static int
+batch_index(uint64 i, int n)
+{
+	bool		isnull;
+	int64		ord = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+
+	if (isnull || ord < 1 || ord > n)
+		elog(ERROR, "llm: batch statement returned row " INT64_FORMAT " of %d", ord, n);
+	return (int) (ord - 1);
+}
+
+void
+llm_job_lock_rows(LlmJob *job, const Datum *keys, int n, LlmJobRow *rows, MemoryContext cxt)
+{
+	Datum		arrays[LLM_JOB_MAX_KEYS];
+	int			rc;
+
+	memset(rows, 0, sizeof(LlmJobRow) * n);
+	key_arrays(job, keys, n, arrays);
+	rc = SPI_execute_plan(job->lock_rows_plan, arrays, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "llm: locking rows of job " INT64_FORMAT " failed: %s", job->id,
+			 SPI_result_code_string(rc));
+	for (uint64 t = 0; t < SPI_processed; t++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[t];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		LlmJobRow  *row = &rows[batch_index(t, n)];
+		bool		isnull;
+		Datum		p = SPI_getbinval(tup, desc, 2, &isnull);
+
+		row->found = true;
+		if (!isnull)
+			row->prompt = MemoryContextStrdup(cxt, TextDatumGetCString(p));
+		row->output_null = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+		row->matches = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	}
+}
+
+void
+llm_job_rows_exist(LlmJob *job, const Datum *keys, int n, bool *exists)
+{
+	Datum		arrays[LLM_JOB_MAX_KEYS];
+	int			rc;
+
+	memset(exists, 0, sizeof(bool) * n);
+	key_arrays(job, keys, n, arrays);
+	rc = SPI_execute_plan(job->exist_rows_plan, arrays, NULL, true, 0);
+	if (rc < 0)
+		elog(ERROR, "llm: looking for rows of job " INT64_FORMAT " failed", job->id);
+	for (uint64 t = 0; t < SPI_processed; t++)
+		exists[batch_index(t, n)] = true;
+}
+
+uint64
+llm_job_write_rows(LlmJob *job, const Datum *keys, char *const *values, int n)
+{
+	Datum		params[LLM_JOB_MAX_KEYS + 1];
+	Datum	   *typed = palloc(sizeof(Datum) * Max(n, 1));
+	Oid			input;
+	Oid			ioparam;
+	int			rc;
+
+	key_arrays(job, keys, n, params);
+	/* the column's own input function with its typmod: the checks of a row's write apply */
+	getTypeInputInfo(job->out_type, &input, &ioparam);
+	for (int i = 0; i < n; i++)
+		typed[i] = OidInputFunctionCall(input, values[i], ioparam, job->out_typmod);
+	params[job->n_keys] = PointerGetDatum(typed_array(typed, n, job->out_type));
+	rc = SPI_execute_plan(job->write_rows_plan, params, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "llm: writing rows of job " INT64_FORMAT " failed: %s", job->id,
 			 SPI_result_code_string(rc));
 	return SPI_processed;
 }

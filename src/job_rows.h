@@ -83,6 +83,10 @@ typedef struct LlmJob
 	SPIPlanPtr	exists_plan;
 	SPIPlanPtr	write_plan;
 	bool		kept;
+	/* prepared by llm_job_prepare_batch (kept); NULL: rows are written one at a time */
+	SPIPlanPtr	lock_rows_plan;
+	SPIPlanPtr	exist_rows_plan;
+	SPIPlanPtr	write_rows_plan;
 } LlmJob;
 
 /* ERROR 42601 unless expr (what: its argument's name) is one SQL expression. */
@@ -102,7 +106,26 @@ extern char *llm_job_resolve(LlmJob *job, bool raise);
  */
 extern void llm_job_prepare(LlmJob *job, bool keep);
 
-/* Free kept plans (the definition changed or the job is forgotten). */
+/*
+ * Prepare, kept, the statements on many rows at once (the runner's write
+ * of every row finished in one pass): as the current user with the current
+ * search_path, like llm_job_prepare.  Their keys travel as one array per
+ * key column, joined to the table through ROWS FROM (pg_catalog.unnest
+ * of each) under the alias _llm_u (columns _llm_k1.., _llm_v, _llm_i); a
+ * table whose columns or name clash with those makes the statement fail
+ * to parse, which is raised (the caller then writes that job's rows one
+ * at a time).  False,
+ * with nothing prepared, when a key column's or the output column's type
+ * has no array type.
+ *   lock rows   SELECT i, prompt::text, out IS NULL, coalesce(where, false)
+ *               FROM target JOIN unnest(keys) WITH ORDINALITY ON keys
+ *               FOR UPDATE OF target SKIP LOCKED
+ *   exist rows  SELECT i FROM target JOIN unnest(keys) ...
+ *   write rows  UPDATE target SET out = v FROM unnest(keys, values) WHERE keys
+ */
+extern bool llm_job_prepare_batch(LlmJob *job);
+
+/* Free kept plans, the batch ones too (the definition changed or the job is forgotten). */
 extern void llm_job_unprepare(LlmJob *job);
 
 /*
@@ -141,6 +164,17 @@ extern bool llm_job_row_exists(LlmJob *job, Datum key);
 
 /* Write value (the output text, database encoding) into the row of key; returns rows updated. */
 extern uint64 llm_job_write_row(LlmJob *job, Datum key, const char *value);
+
+/*
+ * The same for keys[0..n) in one statement each (after
+ * llm_job_prepare_batch): rows[i] is what llm_job_read_row(lock) gives
+ * for keys[i]; exists[i] whether a row of keys[i] exists; values[i] (the
+ * output text) written into the row of keys[i], returning rows updated.
+ * The keys are distinct.
+ */
+extern void llm_job_lock_rows(LlmJob *job, const Datum *keys, int n, LlmJobRow *rows, MemoryContext cxt);
+extern void llm_job_rows_exist(LlmJob *job, const Datum *keys, int n, bool *exists);
+extern uint64 llm_job_write_rows(LlmJob *job, const Datum *keys, char *const *values, int n);
 
 /*
  * The key (text[]) of a row of the target from its key columns' values (in

@@ -7,7 +7,10 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_db_role_setting.h"
 #include "catalog/pg_language.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -15,6 +18,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/guc.h"
 #include "utils/json.h"
@@ -22,6 +26,7 @@
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 #include "utils/regproc.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
 #include <math.h>
@@ -749,6 +754,14 @@ llm_call_set_batch(LlmCall *call)
 		call->req.priority = LLM_PRIORITY_BATCH;
 }
 
+void
+llm_call_cap_priority(LlmCall *call, llm_priority ceiling)
+{
+	/* a lower llm_priority value is a higher class */
+	if (call->req.priority < ceiling)
+		call->req.priority = ceiling;
+}
+
 LlmResult *
 llm_call_set_prompt(LlmCall *call, text *prompt)
 {
@@ -1062,6 +1075,77 @@ check_session_priority(int *newval, void **extra, GucSource source)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * llm.max_priority as the pg_db_role_setting entry (database, role) sets
+ * it, into *out; false if the entry does not name it.  Names and values
+ * are compared as the GUC machinery compares them (case-insensitively).
+ */
+static bool
+stored_ceiling(Relation rel, Oid database, Oid role, int *out)
+{
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+	static const char name[] = "llm.max_priority";
+
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(database));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(role));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, NULL, 2, keys);
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		bool		isnull;
+		Datum		config = heap_getattr(tup, Anum_pg_db_role_setting_setconfig, RelationGetDescr(rel), &isnull);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		if (isnull)
+			continue;
+		deconstruct_array(DatumGetArrayTypeP(config), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		/* a later item of one entry replaces an earlier one, as when a session applies them */
+		for (int i = 0; i < n; i++)
+		{
+			char	   *item;
+			char	   *eq;
+
+			if (nulls[i])
+				continue;
+			item = TextDatumGetCString(elems[i]);
+			eq = strchr(item, '=');
+			if (eq != NULL && eq - item == (int) strlen(name) && pg_strncasecmp(item, name, eq - item) == 0)
+				for (const struct config_enum_entry *e = priority_options; e->name; e++)
+					if (pg_strcasecmp(e->name, eq + 1) == 0)
+					{
+						*out = e->val;
+						found = true;
+					}
+			pfree(item);
+		}
+	}
+	systable_endscan(scan);
+	return found;
+}
+
+llm_priority
+llm_role_max_priority(Oid role)
+{
+	/* the order in which a new session applies them: the first found wins */
+	const Oid	entries[4][2] = {
+		{MyDatabaseId, role}, {InvalidOid, role}, {MyDatabaseId, InvalidOid}, {InvalidOid, InvalidOid}
+	};
+	Relation	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	int			ceiling = max_priority;
+
+	for (int i = 0; i < lengthof(entries); i++)
+		if (stored_ceiling(rel, entries[i][0], entries[i][1], &ceiling))
+			break;
+	table_close(rel, AccessShareLock);
+	return (llm_priority) ceiling;
 }
 
 static const struct config_enum_entry prefix_isolation_options[] = {

@@ -158,6 +158,21 @@ extern void llm_call_read(const LlmArgMap *map, const NullableDatum *args, int n
  */
 extern void llm_call_set_batch(LlmCall *call);
 
+/* Lower the call's class to ceiling if it is above it (lowering is always allowed). */
+extern void llm_call_cap_priority(LlmCall *call, llm_priority ceiling);
+
+/*
+ * The class ceiling a new session of role in this database would have:
+ * llm.max_priority as pg_db_role_setting sets it, in the order a session
+ * applies the entries (ALTER ROLE role IN DATABASE, ALTER ROLE role, ALTER
+ * DATABASE or ALTER ROLE ALL IN DATABASE, ALTER ROLE ALL; the first that
+ * names it wins), else this process's value (the configuration file's).
+ * For code that acts for a role without a session of it: the job runner
+ * applies its job owner's current ceiling to each request it submits.
+ * Needs a transaction.
+ */
+extern llm_priority llm_role_max_priority(Oid role);
+
 /*
  * Make prompt the call's prompt (user message through the chat template,
  * or with raw => true as is).  Returns NULL, or the failed result of a
