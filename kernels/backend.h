@@ -250,7 +250,35 @@ typedef struct llm_backend_ops
 	 * false: the engine keeps every layer in one group.
 	 */
 	bool		kv_local_group;
+
+	/* ---- added with copy-on-write of a shared prompt's last block (engine.c SCORE requests) ---- */
+
+	/*
+	 * Copy whole KV blocks: for i < n, every slot of block src[i] (all
+	 * block_size positions of every KV head, written or not) into block
+	 * dst[i], K and V, in every layer of one group: LLM_KV_GROUP_GLOBAL
+	 * the layers of the n_blocks arrays (every layer without a local
+	 * group), LLM_KV_GROUP_LOCAL the local group's layers
+	 * (llm_kv_geometry.layer_local; an error without one).  Rows are copied
+	 * as stored, in the cache's kv_dtype (f16 or q8_0 bytes unchanged), so
+	 * attention reads from dst exactly what it would have read from src:
+	 * a sequence whose KV was copied gets the values it would have computed
+	 * (batch invariance).  Ids in [0, the group's block count); no dst may
+	 * equal a src or another dst (an error, nothing copied); n 0 does
+	 * nothing.  Needs kv_init, not a step: it may run between steps and
+	 * leaves the current step description valid; it is ordered after the
+	 * ops before it and before those after (CUDA: on the backend's
+	 * stream).  Optional: NULL means the engine recomputes instead.
+	 */
+	int			(*copy_blocks) (llm_backend *b, int group, const int32_t *src, const int32_t *dst, int n);
 } llm_backend_ops;
+
+/* copy_blocks' groups. */
+enum
+{
+	LLM_KV_GROUP_GLOBAL = 0,	/* layers whose KV lives in the n_blocks arrays */
+	LLM_KV_GROUP_LOCAL = 1		/* llm_kv_geometry.layer_local's layers (n_blocks_local) */
+};
 
 /* rope_store_kv_mode's rotations (the values of ggml's rope mode). */
 enum

@@ -24,7 +24,9 @@
  * position: one KV group), --kv-stats (after generate: the most KV blocks and
  * bytes held at once, on stderr),
  * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
- * each label followed by the end-of-turn token), --spec K (speculative draft
+ * each label followed by the end-of-turn token), --score-sharing
+ * copy|recompute|per-continuation (score: how the labels share the prompt's
+ * KV, llm_score_sharing; the scores are the same), --spec K (speculative draft
  * tokens, 0 = off), --spec-max-batch N.
  */
 #define _GNU_SOURCE
@@ -55,6 +57,7 @@ typedef struct cli_opts
 	int			bench_gen;
 	const char *bench_prompt_file;
 	bool		kv_stats;
+	int			score_sharing;	/* --score-sharing: llm_score_sharing */
 } cli_opts;
 
 /* --kv-stats: the most KV held at once over the steps of run_until_done */
@@ -73,7 +76,7 @@ usage(void)
 			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
 			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
-			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--] PROMPT LABEL...\n"
+			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--score-sharing MODE] [--] PROMPT LABEL...\n"
 			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n");
 	exit(2);
 }
@@ -292,6 +295,21 @@ parse_args(int argc, char **argv, cli_opts *o)
 			o->sp.ignore_eos = true;
 		else if (!strcmp(a, "--eot"))
 			o->eot = true;
+		else if (!strcmp(a, "--score-sharing"))
+		{
+			NEEDV();
+			if (!strcmp(v, "copy"))
+				o->score_sharing = LLM_SCORE_SHARE_COPY;
+			else if (!strcmp(v, "recompute"))
+				o->score_sharing = LLM_SCORE_SHARE_RECOMPUTE;
+			else if (!strcmp(v, "per-continuation"))
+				o->score_sharing = LLM_SCORE_SHARE_PER_CONTINUATION;
+			else
+			{
+				fprintf(stderr, "llm-cli: --score-sharing must be copy, recompute or per-continuation\n");
+				exit(2);
+			}
+		}
 		else if (!strcmp(a, "--prompt-file"))
 		{
 			NEEDV();
@@ -805,6 +823,7 @@ cmd_score(llm_engine *e, const cli_opts *o)
 	req.continuation_lens = lens;
 	req.continuation_eot = o->eot;
 	memset(&s, 0, sizeof(s));
+	llm_engine_debug_score_sharing(e, (llm_score_sharing) o->score_sharing);
 	st = llm_engine_submit(e, 1, &req, &s, err, sizeof(err));
 	free(lens);
 	if (st != LLM_OK)
@@ -823,8 +842,14 @@ cmd_score(llm_engine *e, const cli_opts *o)
 	}
 	for (int i = 0; i < s.n_scores; i++)
 		printf("%.9f\t%s\n", s.scores[i], o->labels[i]);
-	fprintf(stderr, "[%d prompt tokens (%d cached), total %.1f ms]\n", s.usage.prompt_tokens,
-			s.usage.cached_tokens, s.usage.total_ms);
+	{
+		llm_engine_stats es;
+
+		llm_engine_get_stats(e, &es);
+		fprintf(stderr, "[%d prompt tokens (%d cached), %lld token rows computed, %lld KV blocks copied, "
+				"total %.1f ms]\n", s.usage.prompt_tokens, s.usage.cached_tokens,
+				(long long) es.computed_tokens, (long long) es.copied_blocks, s.usage.total_ms);
+	}
 	free(s.scores);
 	return 0;
 }

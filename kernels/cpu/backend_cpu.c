@@ -432,6 +432,51 @@ oom:
 }
 
 /*
+ * copy_blocks (backend.h): a block is one contiguous run of n_kv_heads x
+ * block_size rows in each layer's K and V arrays (llm_kv_row_index), so a
+ * copy is one memcpy per layer of the group, K and V, bytes as stored.
+ */
+static int
+cpu_copy_blocks(llm_backend *b, int group, const int32_t *src, const int32_t *dst, int n)
+{
+	cpu_backend *cb = CPU(b);
+	const llm_kv_geometry *g = &cb->geo;
+	int			nb;
+	size_t		bb;
+
+	if (!cb->kv_ready)
+		return fail(cb, "copy_blocks: kv_init has not been called");
+	if (group != LLM_KV_GROUP_GLOBAL && group != LLM_KV_GROUP_LOCAL)
+		return fail(cb, "copy_blocks: unknown KV group %d", group);
+	if (group == LLM_KV_GROUP_LOCAL && cb->layer_local == NULL)
+		return fail(cb, "copy_blocks: the cache has no local group");
+	if (n < 0 || (n > 0 && (src == NULL || dst == NULL)))
+		return fail(cb, "copy_blocks: invalid arguments");
+	nb = group == LLM_KV_GROUP_LOCAL ? g->n_blocks_local : g->n_blocks;
+	for (int i = 0; i < n; i++)
+	{
+		if (src[i] < 0 || src[i] >= nb || dst[i] < 0 || dst[i] >= nb)
+			return fail(cb, "copy_blocks: block %d -> %d outside the group's %d blocks", src[i], dst[i], nb);
+		for (int j = 0; j < n; j++)
+			if (dst[i] == src[j] || (j != i && dst[i] == dst[j]))
+				return fail(cb, "copy_blocks: block %d is a destination and also a source or another destination",
+							dst[i]);
+	}
+	bb = (size_t) g->block_size * (size_t) g->n_kv_heads * llm_kv_row_bytes(g->kv_dtype, g->head_dim);
+	for (int l = 0; l < g->n_layers; l++)
+	{
+		if ((cb->layer_local != NULL && cb->layer_local[l]) != (group == LLM_KV_GROUP_LOCAL))
+			continue;
+		for (int i = 0; i < n; i++)
+		{
+			memcpy(cb->k_cache[l] + (size_t) dst[i] * bb, cb->k_cache[l] + (size_t) src[i] * bb, bb);
+			memcpy(cb->v_cache[l] + (size_t) dst[i] * bb, cb->v_cache[l] + (size_t) src[i] * bb, bb);
+		}
+	}
+	return 0;
+}
+
+/*
  * Copy and validate the step: sequences tile the token rows in order, each
  * token's position is inside its sequence's KV length, its slot is the
  * block-table slot of that position, the block ids attention will read are
@@ -1779,6 +1824,7 @@ static const llm_backend_ops cpu_ops = {
 	.gelu_mul = cpu_gelu_mul,
 	.rope_store_kv_mode = cpu_rope_store_kv_mode,
 	.softcap = cpu_softcap,
+	.copy_blocks = cpu_copy_blocks,
 };
 
 static llm_backend *

@@ -499,6 +499,50 @@ kv_layer(cuda_backend *cb, int layer)
 	return kv;
 }
 
+/*
+ * copy_blocks (backend.h): one KV group only, so LLM_KV_GROUP_GLOBAL.  A
+ * block is block_size x n_kv_heads contiguous fp16 rows in each layer's K
+ * and V ([block_size][n_kv_heads] inside it), so a copy is one
+ * device-to-device cudaMemcpyAsync per layer, K and V, on the stream.
+ * Compile-verified only (docs/GPU.md).
+ */
+static int
+cuda_copy_blocks(llm_backend *b, int group, const int32_t *src, const int32_t *dst, int n)
+{
+	cuda_backend *cb = CB(b);
+	size_t		be;
+
+	if (!cb->kv_ready)
+		return fail(cb, "copy_blocks: kv_init has not been called");
+	if (group != LLM_KV_GROUP_GLOBAL)
+		return fail(cb, "copy_blocks: the CUDA backend keeps one KV group (group %d)", group);
+	if (n < 0 || (n > 0 && (src == NULL || dst == NULL)))
+		return fail(cb, "copy_blocks: invalid arguments");
+	for (int i = 0; i < n; i++)
+	{
+		if (src[i] < 0 || src[i] >= cb->geo.n_blocks || dst[i] < 0 || dst[i] >= cb->geo.n_blocks)
+			return fail(cb, "copy_blocks: block %d -> %d outside the %d blocks", src[i], dst[i], cb->geo.n_blocks);
+		for (int j = 0; j < n; j++)
+			if (dst[i] == src[j] || (j != i && dst[i] == dst[j]))
+				return fail(cb, "copy_blocks: block %d is a destination and also a source or another destination",
+							dst[i]);
+	}
+	be = (size_t) cb->geo.block_size * (size_t) cb->geo.n_kv_heads * (size_t) cb->geo.head_dim;
+	for (int l = 0; l < cb->geo.n_layers; l++)
+	{
+		cuda_kv_layer kv = kv_layer(cb, l);
+
+		for (int i = 0; i < n; i++)
+		{
+			CK(cudaMemcpyAsync(kv.k + (size_t) dst[i] * be, kv.k + (size_t) src[i] * be, be * sizeof(__half),
+							   cudaMemcpyDeviceToDevice, cb->stream), "copy_blocks (K)");
+			CK(cudaMemcpyAsync(kv.v + (size_t) dst[i] * be, kv.v + (size_t) src[i] * be, be * sizeof(__half),
+							   cudaMemcpyDeviceToDevice, cb->stream), "copy_blocks (V)");
+		}
+	}
+	return 0;
+}
+
 /* Offset (int32 units, 16-byte aligned) of the next array of n ints in the staging buffer. */
 static size_t
 stage_reserve(size_t *used, size_t n)
@@ -1087,6 +1131,7 @@ static const llm_backend_ops cuda_ops = {
 	.rope_store_kv_mode = cuda_rope_store_kv_mode,
 	.softcap = cuda_softcap,
 	.kv_local_group = false,	/* one KV group: sliding-window layers keep every position */
+	.copy_blocks = cuda_copy_blocks,
 };
 
 static bool

@@ -1056,29 +1056,59 @@ echo_continuations(live_request *r, const llm_request *req)
 	return 0;
 }
 
+/* A SCORE request's sequence of tokens[0..n): its class, session, salt and owner from r. */
+static int
+score_seq_init(llm_seq *seq, live_request *r, const llm_request *req, uint64_t salt, bool share_prefix,
+			   int32_t n)
+{
+	seq->n_tokens = n;
+	seq->cap_tokens = n;
+	seq->tokens = malloc((size_t) n * sizeof(int32_t));
+	seq->n_prompt = n;
+	seq->share_prefix = share_prefix;
+	seq->cache_salt = salt;
+	seq->owner = r;
+	seq->priority = (int32_t) req->priority;
+	seq->session = req->session;
+	return seq->tokens != NULL ? 0 : -1;
+}
+
 /*
  * The SCORE request over prompt ids: one sequence per continuation (see
- * score_part).  Every token of those sequences counts as prompt (the
- * backend computes them in the prompt order, as llm_engine_debug_prompt_logits
- * does, and a full block of them is cacheable like any prompt block).  With
- * prefix caching off the sequences still share their prompt blocks, under a
- * salt no other request uses.
+ * score_part), and with two or more continuations the prompt's own
+ * sequence (live_request.prompt_seq) they fork from, unless the sharing
+ * is PER_CONTINUATION.  Every token of those sequences counts as prompt
+ * (the backend computes them in the prompt order, as
+ * llm_engine_debug_prompt_logits does, and a full block of them is
+ * cacheable like any prompt block).  With prefix caching off the sequences
+ * still share their prompt blocks, under a salt no other request uses.
  */
 static llm_status
 new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 		  const int32_t *ids, int32_t n, live_request **out, char *err, size_t errlen)
 {
 	int32_t		nc = req->n_continuations;
-	live_request *r = request_new(id, user_data, req, n, nc);
+	bool		fork = nc > 1 && e->score_sharing != LLM_SCORE_SHARE_PER_CONTINUATION;
+	live_request *r = request_new(id, user_data, req, n, nc + (fork ? 1 : 0));
 	uint64_t	salt;
 
 	*out = r;
 	if (r == NULL || (r->score = calloc((size_t) nc, sizeof(score_part))) == NULL)
 		goto oom;
+	r->n_continuations = nc;
 	if (e->cfg.prefix_caching)
 		salt = llm_prefix_salt(e->model_identity, req->params.cache_salt);
 	else
 		salt = llm_prefix_salt(e->model_identity ^ 0x5c0e5c0e5c0e5c0eULL, ++e->n_private_salts);
+	if (fork)
+	{
+		/* the prompt alone; its last row is the first scored row of every continuation */
+		r->prompt_seq = &r->seqs[nc];
+		if (score_seq_init(r->prompt_seq, r, req, salt, !e->cfg.prefix_caching, n) != 0)
+			goto oom;
+		memcpy(r->prompt_seq->tokens, ids, (size_t) n * sizeof(int32_t));
+		r->prompt_seq->n_tail_logits = 1;
+	}
 	for (int32_t k = 0; k < nc; k++)
 	{
 		llm_seq    *seq = &r->seqs[k];
@@ -1095,23 +1125,15 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 			free(cont);
 			return LLM_ERR_PROMPT_TOO_LONG;
 		}
-		seq->n_tokens = n + m - 1;
-		seq->cap_tokens = seq->n_tokens;
-		seq->tokens = malloc((size_t) seq->n_tokens * sizeof(int32_t));
-		if (seq->tokens == NULL)
+		if (score_seq_init(seq, r, req, salt, !e->cfg.prefix_caching, n + m - 1) != 0)
 		{
 			free(cont);
 			goto oom;
 		}
 		memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
 		memcpy(seq->tokens + n, cont, (size_t) (m - 1) * sizeof(int32_t));
-		seq->n_prompt = seq->n_tokens;
 		seq->n_tail_logits = m;
-		seq->share_prefix = !e->cfg.prefix_caching;
-		seq->cache_salt = salt;
-		seq->owner = r;
-		seq->priority = (int32_t) req->priority;
-		seq->session = req->session;
+		seq->fork_from = r->prompt_seq;
 		r->score[k].n_targets = m;
 		r->score[k].last_token = cont[m - 1];
 		free(cont);
@@ -1190,14 +1212,22 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 	r->t_add = engine_now_ms();
 	if (table_put(e, r) != 0)
 		goto oom;
-	for (int32_t k = 0; k < r->n_seqs; k++)
-		if (llm_sched_add(e->sched, &r->seqs[k]) != 0)
+	/* a SCORE request's prompt sequence first: its continuations wait for it */
+	for (int32_t k = -1; k < r->n_seqs; k++)
+	{
+		llm_seq    *seq = k < 0 ? r->prompt_seq : &r->seqs[k];
+
+		if (seq == NULL || (k >= 0 && seq == r->prompt_seq))
+			continue;
+		if (llm_sched_add(e->sched, seq) != 0)
 		{
-			for (int32_t j = 0; j < k; j++)
+			/* removing a sequence never added only marks it detached */
+			for (int32_t j = 0; j < r->n_seqs; j++)
 				llm_sched_remove(e->sched, &r->seqs[j]);
 			table_del(e, id);
 			goto oom;
 		}
+	}
 	if (req->params.debug_poison_logits > 0)
 		e->poison_logits = req->params.debug_poison_logits;
 	if (r->mode == LLM_MODE_SCORE)
@@ -1276,6 +1306,12 @@ void
 llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out)
 {
 	llm_grammar_store_get_stats(e->grammars, out);
+}
+
+void
+llm_engine_debug_score_sharing(llm_engine *e, llm_score_sharing mode)
+{
+	e->score_sharing = mode;
 }
 
 void

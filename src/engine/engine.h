@@ -188,9 +188,13 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  * sequence of its own (prompt + continuation) whose prefill asks for the
  * logits of every row from the prompt's last token on; the sequences share
  * the prompt's full KV blocks (through the prefix cache, or, with prefix
- * caching off, among themselves only), so the prompt is computed once and
- * each continuation recomputes only the prompt's last block (the one that
- * holds its last token, whose logits are scored) and its own tokens.
+ * caching off, among themselves only).  With two or more continuations the
+ * prompt has a sequence of its own, computed once, whose last row scores
+ * every continuation's first token; each continuation's sequence then
+ * shares its full blocks, gets a private copy of its partly filled last
+ * block (backend copy_blocks; without the op, or with no block free for
+ * the copy, it recomputes that block) and computes only its own tokens.
+ * With one continuation, its sequence computes the whole prompt.
  */
 llm_status	llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 							  char *err, size_t errlen);
@@ -275,6 +279,8 @@ typedef struct llm_engine_stats
 	/* bytes of one block of each pool; their sum is one block of every layer */
 	int64_t		kv_block_bytes;
 	int64_t		kv_local_block_bytes;	/* 0 without a local group */
+	/* cumulative KV blocks copied (both pools) for SCORE continuations forking from their prompt */
+	int64_t		copied_blocks;
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
@@ -284,6 +290,26 @@ void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
  * mask cache, and the time to mask one row (lp_grammar.h).
  */
 void		llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out);
+
+/*
+ * How a SCORE request of several continuations shares its prompt's KV:
+ * COPY (the default where the backend has copy_blocks): the prompt's own
+ * sequence computes it once, then each continuation shares its full blocks
+ * and gets a copy of its partly filled last block; RECOMPUTE: the same
+ * sequences, but every continuation recomputes that last block, as when
+ * the pool has no block free for a copy; PER_CONTINUATION: one sequence per
+ * continuation, each computing the prompt's last block and its last row.
+ * The scores are bit-identical in all three.
+ */
+typedef enum llm_score_sharing
+{
+	LLM_SCORE_SHARE_COPY = 0,
+	LLM_SCORE_SHARE_RECOMPUTE,
+	LLM_SCORE_SHARE_PER_CONTINUATION
+} llm_score_sharing;
+
+/* Test hook: the sharing of SCORE requests submitted from now on (COPY falls back to RECOMPUTE without copy_blocks). */
+void		llm_engine_debug_score_sharing(llm_engine *e, llm_score_sharing mode);
 
 /* Test hook: force the next n logits rows to NaN (non-finite logits path). */
 void		llm_engine_debug_poison_logits(llm_engine *e, int n);

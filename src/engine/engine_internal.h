@@ -42,6 +42,8 @@
  * holds the prompt's ids followed by the continuation's ids without the
  * last one: the logits at positions n_prompt - 1 .. n_tokens - 1 predict
  * the continuation's tokens, the last of which (last_token) is never fed.
+ * With a prompt sequence (live_request.prompt_seq) the row at n_prompt - 1
+ * is that sequence's, shared by every continuation.
  */
 typedef struct score_part
 {
@@ -57,10 +59,12 @@ typedef struct score_part
  *   engine.c (submission, then read-only): id, user_data, mode, params and
  *     stop, n_prompt, max_len, t_add, chain (the processors' own state moves
  *     only through llm_lp_chain_accept), seqs/n_seqs (array and scheduler
- *     membership), score[].n_targets/last_token, dropped, next_dropped;
+ *     membership), score[].n_targets/last_token, n_continuations,
+ *     prompt_seq, dropped, next_dropped;
  *   engine_step.c: seqs[k].tokens (accepted tokens appended),
  *     seqs[k].n_tail_logits (lowered as rows are scored), rng, score[].n_scored
- *     and logprob, n_unscored, removal of a scored sequence from the scheduler;
+ *     and logprob, n_unscored, removal of a scored sequence from the scheduler,
+ *     seqs[k].fork_from (cleared once the prompt's sequence is scored);
  *   engine_output.c: detok, text, text_len, text_cap, emitted, n_generated,
  *     t_first;
  *   engine_step.c, speculation and accounting: spec, draft (seqs[0].draft
@@ -117,6 +121,17 @@ typedef struct live_request
 	int32_t		n_draft_tokens; /* proposed and computed, over the request's life */
 	int32_t		n_accepted_tokens;
 	double		busy_ms;		/* usage.busy_ms */
+	/*
+	 * SCORE (engine.c): the continuations, score[0..n_continuations) and
+	 * seqs[0..n_continuations); with prompt_seq (seqs[n_continuations], NULL
+	 * when each continuation computes the prompt itself), the prompt's own
+	 * sequence: computed once, its last row scores every continuation's
+	 * first target (engine_step.c), then each continuation's sequence forks
+	 * from it (llm_sched_fork: full blocks shared, the partly filled last
+	 * block copied) and computes only its own tokens.
+	 */
+	int32_t		n_continuations;
+	llm_seq    *prompt_seq;
 } live_request;
 
 struct llm_engine
@@ -191,6 +206,8 @@ struct llm_engine
 	 * and the pool's are read at llm_engine_get_stats.
 	 */
 	llm_engine_stats stats;
+	/* engine.c: how SCORE requests share their prompt (llm_engine_debug_score_sharing) */
+	llm_score_sharing score_sharing;
 };
 
 #define TOMB ((live_request *) (uintptr_t) 1)

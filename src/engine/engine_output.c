@@ -35,10 +35,12 @@ engine_output_free(live_request *r)
 static void
 fill_usage(const live_request *r, llm_usage *u, double t_now)
 {
+	/* the prompt's own sequence, else the first, computes (or finds) the prompt */
+	const llm_seq *ps = r->prompt_seq != NULL ? r->prompt_seq : &r->seqs[0];
+
 	memset(u, 0, sizeof(*u));
 	u->prompt_tokens = r->n_prompt;
-	/* the first sequence is the one that computes (or finds) the prompt */
-	u->cached_tokens = r->seqs[0].n_cached_tokens < r->n_prompt ? r->seqs[0].n_cached_tokens : r->n_prompt;
+	u->cached_tokens = ps->n_cached_tokens < r->n_prompt ? ps->n_cached_tokens : r->n_prompt;
 	u->completion_tokens = r->n_generated;
 	u->ttft_ms = r->n_generated > 0 ? r->t_first - r->t_add : 0.0;
 	u->total_ms = t_now - r->t_add;
@@ -89,7 +91,7 @@ engine_output_scores(live_request *r, llm_event_cb cb, void *arg)
 	double		scores[LLM_MAX_CONTINUATIONS];
 	llm_event	ev;
 
-	for (int32_t k = 0; k < r->n_seqs; k++)
+	for (int32_t k = 0; k < r->n_continuations; k++)
 		scores[k] = r->score[k].logprob;
 	if (r->echo != NULL)
 	{
@@ -101,7 +103,7 @@ engine_output_scores(live_request *r, llm_event_cb cb, void *arg)
 	event_init(&ev, r, LLM_EVENT_FINISHED);
 	ev.finish_reason = LLM_FINISH_STOP;
 	ev.scores = scores;
-	ev.n_scores = r->n_seqs;
+	ev.n_scores = r->n_continuations;
 	fill_usage(r, &ev.usage, engine_now_ms());
 	cb(&ev, arg);
 }

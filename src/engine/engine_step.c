@@ -354,6 +354,84 @@ clear_drafts(llm_engine *e)
 }
 
 /*
+ * SCORE with a shared prompt: the prompt's sequence computed its last row,
+ * which predicts the first target of every continuation (the same row each
+ * continuation's own sequence would compute: batch invariance).  Each
+ * continuation scores it; one with no other target is done; each other
+ * waiting one forks from the prompt's sequence (llm_sched_fork: full blocks
+ * shared, the partly filled last block copied here with copy_blocks, local
+ * group included) and will compute only its own tokens; where no block is
+ * free for the copy it recomputes that block instead.  Then the prompt's
+ * sequence leaves (its full blocks stay cached for the others).
+ */
+static void
+prompt_rows(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg)
+{
+	const llm_backend_ops *ops = e->backend->ops;
+	bool		copy = e->score_sharing == LLM_SCORE_SHARE_COPY && ops->copy_blocks != NULL;
+	int32_t		src[LLM_MAX_CONTINUATIONS],
+				dst[LLM_MAX_CONTINUATIONS],
+				lsrc[LLM_MAX_CONTINUATIONS],
+				ldst[LLM_MAX_CONTINUATIONS];
+	int			n_copy = 0,
+				n_lcopy = 0;
+	int32_t		q = r->n_prompt - 1;
+
+	if (!row_usable(e, r, lg, cb, arg))
+		return;
+	for (int32_t k = 0; k < r->n_continuations; k++)
+	{
+		llm_seq    *seq = &r->seqs[k];
+		score_part *sp = &r->score[k];
+		llm_sched_block_copy c;
+
+		if (sp->n_scored == 0)
+		{
+			sp->logprob += llm_logprob(lg, e->mc->n_vocab,
+									   q + 1 < seq->n_tokens ? seq->tokens[q + 1] : sp->last_token);
+			sp->n_scored = 1;
+		}
+		seq->n_tail_logits = sp->n_targets - sp->n_scored;
+		seq->fork_from = NULL;
+		if (sp->n_scored == sp->n_targets)
+		{
+			llm_sched_remove(e->sched, seq);
+			r->n_unscored--;
+			continue;
+		}
+		if (copy && llm_sched_fork(e->sched, seq, r->prompt_seq, &c))
+		{
+			if (c.dst >= 0)
+			{
+				src[n_copy] = c.src;
+				dst[n_copy++] = c.dst;
+			}
+			if (c.dst_local >= 0)
+			{
+				lsrc[n_lcopy] = c.src_local;
+				ldst[n_lcopy++] = c.dst_local;
+			}
+		}
+	}
+	if ((n_copy > 0 && ops->copy_blocks(e->backend, LLM_KV_GROUP_GLOBAL, src, dst, n_copy) != 0) ||
+		(n_lcopy > 0 && ops->copy_blocks(e->backend, LLM_KV_GROUP_LOCAL, lsrc, ldst, n_lcopy) != 0))
+	{
+		char		msg[600];
+
+		snprintf(msg, sizeof(msg), "copying the prompt's KV block: %s", ops->last_error(e->backend));
+		fail_request(e, r, LLM_ERR_BACKEND, msg, cb, arg);
+		return;
+	}
+	e->stats.copied_blocks += n_copy + n_lcopy;
+	llm_sched_remove(e->sched, r->prompt_seq);
+	if (r->n_unscored == 0)
+	{
+		engine_output_scores(r, cb, arg);
+		engine_drop_request(e, r);
+	}
+}
+
+/*
  * SCORE: rows of sequence k at tokens en->logits_from .. start + n - 1.  The
  * row at position q predicts target q + 1 - n_prompt of the continuation.
  * Rows of targets already scored (recomputed after a preemption) are
@@ -369,6 +447,11 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 	score_part *sp = &r->score[seq - r->seqs];
 	int32_t		V = e->mc->n_vocab;
 
+	if (seq == r->prompt_seq)
+	{
+		prompt_rows(e, r, lg, cb, arg);
+		return;
+	}
 	for (int32_t q = en->logits_from; q < en->start + en->n; q++, lg += V)
 	{
 		int32_t		j = q + 1 - r->n_prompt;

@@ -849,6 +849,12 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 		if (f == NULL)
 			break;
 		seq = f->waiting[f->cursor];
+		if (seq->fork_from != NULL && seq->fork_from->state != LLM_SEQ_DETACHED)
+		{
+			/* it takes its prefix from fork_from once that one has computed it */
+			f->cursor++;
+			continue;
+		}
 		if (s->n_running >= slots)
 		{
 			llm_seq    *victim = pick_victim(s, n_order, cp->cls + 1);
@@ -1038,6 +1044,73 @@ llm_sched_commit(llm_sched *s, llm_sched_plan *p)
 		register_full_blocks(s, seq);
 		release_local_window(s, seq, seq->n_computed);
 	}
+}
+
+bool
+llm_sched_fork(llm_sched *s, llm_seq *seq, const llm_seq *src, llm_sched_block_copy *copy)
+{
+	int32_t		bs = s->block_size;
+	int32_t		c = src->n_computed;
+	int32_t		nf = c / bs;
+	int32_t		nb = (c + bs - 1) / bs;
+	int32_t		lo = local_on(s) ? src->l_lo : 0;
+	int32_t		b = -1,
+				lb = -1;
+
+	copy->src = copy->dst = copy->src_local = copy->dst_local = -1;
+	if (seq->state != LLM_SEQ_WAITING || seq->flow == NULL || seq->n_blocks > 0 ||
+		src->state != LLM_SEQ_RUNNING || c <= 0 || c > llm_seq_first_logits(seq) ||
+		c > seq->n_prompt || c > src->n_prompt || src->n_blocks < nb || lo > nf ||
+		seq->cache_salt != src->cache_salt ||
+		memcmp(seq->tokens, src->tokens, (size_t) c * sizeof(int32_t)) != 0)
+		return false;
+	if (grow((void **) &seq->blocks, &seq->cap_blocks, nb, sizeof(int32_t)) ||
+		(local_on(s) && grow((void **) &seq->lblocks, &seq->cap_lblocks, nb, sizeof(int32_t))))
+		return false;
+	if (nb > nf)
+	{
+		if ((b = llm_block_alloc(s->pool)) < 0)
+			return false;
+		if (local_on(s) && (lb = llm_block_alloc(s->cfg.local_pool)) < 0)
+		{
+			llm_block_release(s->pool, b);
+			return false;
+		}
+	}
+	for (int32_t j = 0; j < nf; j++)
+	{
+		llm_block_retain(s->pool, src->blocks[j]);
+		seq->blocks[j] = src->blocks[j];
+		if (local_on(s))
+		{
+			if (j >= lo)
+				llm_block_retain(s->cfg.local_pool, src->lblocks[j]);
+			seq->lblocks[j] = j >= lo ? src->lblocks[j] : -1;
+		}
+	}
+	if (nb > nf)
+	{
+		seq->blocks[nf] = b;
+		copy->src = src->blocks[nf];
+		copy->dst = b;
+		if (local_on(s))
+		{
+			seq->lblocks[nf] = lb;
+			copy->src_local = src->lblocks[nf];
+			copy->dst_local = lb;
+		}
+	}
+	seq->n_blocks = nb;
+	seq->l_lo = lo;
+	seq->n_computed = c;
+	seq->n_registered = src->n_registered;
+	seq->last_hash = src->last_hash;
+	if (seq->n_preemptions == 0)
+	{
+		seq->prefix_queried = true;
+		seq->n_cached_tokens = 0;
+	}
+	return true;
 }
 
 void

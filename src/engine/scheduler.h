@@ -64,6 +64,14 @@
  * registered at commit; a block identical to one already registered is
  * swapped for it, so concurrent prefills converge on one chain.
  *
+ * Forks (copy-on-write of a computed prefix): a waiting sequence whose
+ * fork_from is still in the scheduler is passed over at admission; once
+ * that sequence has computed the shared prefix, the owner forks the waiting
+ * one from it (llm_sched_fork: full blocks shared, the partly filled last
+ * block a private block the owner fills with the backend's block copy), so
+ * it computes only its own tokens.  A scoring request's continuations fork
+ * from its prompt's sequence this way.
+ *
  * Draft tokens (speculative decoding): a decoding sequence may carry
  * n_draft proposed tokens after its last one.  The plan computes them in
  * the same entry (n_draft of its n rows, each with a logits row), with KV
@@ -175,6 +183,15 @@ typedef struct llm_seq
 	int32_t    *lblocks;
 	int32_t		cap_lblocks;
 	int32_t		l_lo;
+
+	/*
+	 * Set by the owner (NULL: none): the sequence whose computed prefix
+	 * this one takes with llm_sched_fork.  While fork_from is in the
+	 * scheduler (waiting or running), admission passes this sequence over;
+	 * the owner clears it once it has forked, or given up forking (this
+	 * one then computes its prefix itself).
+	 */
+	const struct llm_seq *fork_from;
 } llm_seq;
 
 /* First token whose logits the owner of seq wants (n_tail_logits). */
@@ -270,6 +287,35 @@ void		llm_sched_commit(llm_sched *s, llm_sched_plan *plan);
  * sequence no longer in the scheduler.
  */
 void		llm_sched_accept_drafts(llm_sched *s, llm_seq *seq, int32_t n_accepted);
+
+/*
+ * Copy-on-write fork: waiting seq, which holds no blocks, takes the K/V of
+ * the c = src->n_computed tokens of running src instead of computing them.
+ * Those tokens must equal seq's first c, be prompt rows of both, come
+ * before seq's first logits row (c <= llm_seq_first_logits), under the
+ * same cache_salt.  The full blocks among them are shared (retained, as a
+ * prefix-cache hit shares them; with the local group their local blocks
+ * too, from src's first held one); the partly filled last block, if any,
+ * becomes a new private block of seq (and of its local table), which the
+ * owner must fill from src's block (*copy: ids per pool, -1 for none;
+ * backend.h copy_blocks) before the next forward.  seq then has c tokens
+ * computed and src's registered blocks as its chain; the copied block is
+ * registered in the prefix cache only once full, token-verified, as any
+ * block.  Its prompt is not a prefix-cache query (statistics).  false,
+ * changing nothing, when a pool has no free block for the copy or the
+ * conditions do not hold: seq then computes the prefix as usual.  A forked
+ * sequence is an ordinary one: preemption releases its blocks and it
+ * recomputes.
+ */
+typedef struct llm_sched_block_copy
+{
+	int32_t		src,
+				dst;			/* global pool; -1: none (c a multiple of block_size) */
+	int32_t		src_local,
+				dst_local;		/* local pool; -1: none */
+} llm_sched_block_copy;
+
+bool		llm_sched_fork(llm_sched *s, llm_seq *seq, const llm_seq *src, llm_sched_block_copy *copy);
 
 int32_t		llm_sched_n_waiting(const llm_sched *s);
 int32_t		llm_sched_n_running(const llm_sched *s);

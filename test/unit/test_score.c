@@ -5,14 +5,21 @@
  * prefix; labels sharing a prefix ("bug" / "bugfix") with and without the
  * end-of-turn token; the prompt is computed once (prefix caching on and
  * off); identical scores alone, beside generating requests, under chunked
- * prefill and after preemption; abort and errors return every KV block; a
- * continuation that does not fit the context is refused at submission.
+ * prefill and after preemption; the labels forking from the prompt's own
+ * sequence (its partly filled last block copied, local group included on
+ * Gemma 3) give the same scores bit for bit as recomputing that block or
+ * one sequence per label, computing fewer rows; abort and errors return
+ * every KV block; a continuation that does not fit the context is refused
+ * at submission.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "engine.h"
+#include "model_path_test_util.h"
 #include "unit.h"
 
 #define MAXC 8
@@ -282,55 +289,95 @@ test_scores_and_prefixes(void)
 	llm_engine_destroy(e);
 }
 
-/* Token rows computed for one SCORE request: the prompt once, per label the prompt's last block and its own tokens. */
+/*
+ * Token rows computed for one SCORE request of 4 labels, in each sharing
+ * mode, with prefix caching on and off: COPY computes the prompt once and
+ * per label only its own tokens (the prompt's partly filled last block
+ * copied: one block per label); RECOMPUTE (a pool with no block for the
+ * copy) adds per label the prompt's tokens past its last full block;
+ * PER_CONTINUATION (one sequence per label) has every label recompute the
+ * prompt's last block including its last token.  The scores are
+ * bit-identical in all three.
+ */
 static void
 test_prompt_computed_once(void)
 {
+	static const char *const mode_name[3] = {"copy", "recompute", "per continuation"};
+
 	for (int prefix = 1; prefix >= 0; prefix--)
 	{
-		llm_engine *e = make_engine(512, 0, prefix, 0);
-		int32_t		p[512],
-					c[64];
-		int32_t		np,
-					shared,
-					want,
-					want_rows;
-		result		r;
-		char		err[512];
-		llm_engine_stats before,
-					after;
+		result		r[3];
+		long long	computed[3];
 
-		if (e == NULL)
-			return;
-		np = prompt_ids(e, question, p, 512);
-		shared = (np - 1) / 16 * 16;
-		want = 0;
-		want_rows = 0;
-		for (int k = 0; k < 4; k++)
+		for (int mode = 0; mode < 3; mode++)
 		{
-			int32_t		m = cont_ids(e, labels[k], true, c, 64);
+			llm_engine *e = make_engine(512, 0, prefix, 0);
+			int32_t		p[512],
+						c[64];
+			int32_t		np,
+						want = 0,
+						want_rows = 0,
+						want_copied = 0;
+			char		err[512];
+			llm_engine_stats before,
+						after;
 
-			want += np + m - 1 - (k > 0 ? shared : 0);
-			want_rows += m;
+			if (e == NULL)
+				return;
+			np = prompt_ids(e, question, p, 512);
+			for (int k = 0; k < 4; k++)
+			{
+				int32_t		m = cont_ids(e, labels[k], true, c, 64);
+
+				if (mode == LLM_SCORE_SHARE_PER_CONTINUATION)
+				{
+					/* the first computes the whole prompt, the others from its last full block before its last token */
+					want += np + m - 1 - (k > 0 ? (np - 1) / 16 * 16 : 0);
+					want_rows += m;
+				}
+				else
+				{
+					want += m - 1 + (mode == LLM_SCORE_SHARE_RECOMPUTE ? np % 16 : 0);
+					want_rows += m - 1;
+					want_copied += mode == LLM_SCORE_SHARE_COPY && np % 16 != 0;
+				}
+			}
+			if (mode != LLM_SCORE_SHARE_PER_CONTINUATION)
+			{
+				want += np;		/* the prompt's own sequence, and its last row */
+				want_rows += 1;
+			}
+			llm_engine_debug_score_sharing(e, (llm_score_sharing) mode);
+			llm_engine_get_stats(e, &before);
+			submit_score(e, 1, question, labels, 4, true, 0, &r[mode], err, sizeof(err));
+			run_all(e);
+			llm_engine_get_stats(e, &after);
+			computed[mode] = after.computed_tokens - before.computed_tokens;
+			CHECK(r[mode].kind == LLM_EVENT_FINISHED && computed[mode] == want,
+				  "prefix caching %s, %s: %lld token rows computed for a %d-token prompt and 4 labels (want %d)",
+				  prefix ? "on" : "off", mode_name[mode], computed[mode], np, want);
+			CHECK(after.logits_rows - before.logits_rows == want_rows,
+				  "prefix caching %s, %s: %lld logits rows (want %d)", prefix ? "on" : "off", mode_name[mode],
+				  (long long) (after.logits_rows - before.logits_rows), want_rows);
+			CHECK(after.copied_blocks - before.copied_blocks == want_copied,
+				  "prefix caching %s, %s: %lld KV blocks copied (want %d)", prefix ? "on" : "off",
+				  mode_name[mode], (long long) (after.copied_blocks - before.copied_blocks), want_copied);
+			CHECK(prefix ? (mode != LLM_SCORE_SHARE_COPY || after.prefix_queries - before.prefix_queries == np)
+				  : (after.prefix_queries == before.prefix_queries &&
+					 after.cached_prompt_tokens == before.cached_prompt_tokens),
+				  "prefix caching %s, %s: prefix-cache statistics %s", prefix ? "on" : "off", mode_name[mode],
+				  prefix ? "counted (with copy: the prompt once)" : "untouched by the request's own sharing");
+			CHECK(after.kv_blocks_used == 0, "prefix caching %s, %s: KV blocks back to 0", prefix ? "on" : "off",
+				  mode_name[mode]);
+			llm_engine_destroy(e);
 		}
-		llm_engine_get_stats(e, &before);
-		submit_score(e, 1, question, labels, 4, true, 0, &r, err, sizeof(err));
-		run_all(e);
-		llm_engine_get_stats(e, &after);
-		CHECK(r.kind == LLM_EVENT_FINISHED &&
-			  after.computed_tokens - before.computed_tokens == want,
-			  "prefix caching %s: %lld token rows computed for a %d-token prompt and 4 labels "
-			  "(want %d: the prompt once, then per label its last %d prompt tokens and its own)",
-			  prefix ? "on" : "off", (long long) (after.computed_tokens - before.computed_tokens), np,
-			  want, np - shared);
-		CHECK(after.logits_rows - before.logits_rows == want_rows,
-			  "prefix caching %s: %lld logits rows, one per scored token (want %d)", prefix ? "on" : "off",
-			  (long long) (after.logits_rows - before.logits_rows), want_rows);
-		CHECK(prefix || (after.prefix_queries == before.prefix_queries &&
-						 after.cached_prompt_tokens == before.cached_prompt_tokens),
-			  "prefix caching %s: prefix-cache statistics %s", prefix ? "on" : "off",
-			  prefix ? "counted" : "untouched by the request's own sharing");
-		llm_engine_destroy(e);
+		CHECK(memcmp(r[0].scores, r[1].scores, sizeof(r[0].scores)) == 0 &&
+			  memcmp(r[0].scores, r[2].scores, sizeof(r[0].scores)) == 0,
+			  "prefix caching %s: scores bit-identical with the block copied, recomputed, or per continuation",
+			  prefix ? "on" : "off");
+		CHECK(computed[0] < computed[1] && computed[0] < computed[2],
+			  "prefix caching %s: copying computes fewer rows (%lld) than recomputing (%lld) or one sequence "
+			  "per label (%lld)", prefix ? "on" : "off", computed[0], computed[1], computed[2]);
 	}
 }
 
@@ -411,6 +458,105 @@ test_invariance(void)
 		CHECK(st.kv_blocks_used == 0, "KV blocks back to 0 (%d)", st.kv_blocks_used);
 		llm_engine_destroy(e);
 	}
+}
+
+/*
+ * Gemma 3's local KV group: with a prompt longer than the sliding window
+ * (its early local blocks released before the labels fork), each label
+ * forks with both the global and the local partly filled block copied,
+ * and the scores are bit-identical to one sequence per label.  Skips
+ * without the model file.
+ */
+static void
+test_local_group(void)
+{
+	static const char *const conts[3] = {" yes", " no", " maybe"};
+	char		path_buf[1024];
+	const char *path = gemma_path(path_buf, sizeof(path_buf));
+	char	   *text;
+	size_t		len = 0;
+	result		r[2];
+	long long	computed[2],
+				copied[2];
+	int32_t		np = 0;
+
+	if (access(path, R_OK) != 0)
+	{
+		SKIP("local KV group: %s missing", path);
+		return;
+	}
+	text = malloc(64 * 80 + 128);
+	for (int i = 0; i < 64; i++)
+		len += (size_t) sprintf(text + len, "Ticket %d: the badge reader on floor %d beeps twice. ", i, i % 7);
+	len += (size_t) sprintf(text + len, "Is any ticket about a printer? Answer:");
+	for (int mode = 0; mode < 2; mode++)
+	{
+		llm_engine_config c;
+		llm_engine *e;
+		llm_request q;
+		size_t		lens[3];
+		char		err[512];
+		llm_engine_stats before,
+					after;
+
+		llm_engine_config_defaults(&c);
+		c.model_path = path;
+		c.n_threads = 2;
+		c.n_ctx = 2048;
+		c.max_batched_tokens = 256;
+		c.spec_tokens = 0;
+		e = llm_engine_create(&c, err, sizeof(err));
+		if (!CHECK(e != NULL, "gemma engine: %s", e ? "" : err))
+			break;
+		llm_engine_debug_score_sharing(e, mode == 0 ? LLM_SCORE_SHARE_COPY : LLM_SCORE_SHARE_PER_CONTINUATION);
+		for (int k = 0; k < 3; k++)
+			lens[k] = strlen(conts[k]);
+		llm_request_init(&q);
+		q.mode = LLM_MODE_SCORE;
+		q.prompt_kind = LLM_PROMPT_RAW;
+		q.prompt = text;
+		q.prompt_len = len;
+		q.n_continuations = 3;
+		q.continuations = conts;
+		q.continuation_lens = lens;
+		q.continuation_eot = true;	/* two tokens each: the label's sequence has a token of its own */
+		for (int extra = 0; mode == 0 && extra < 16; extra++)
+		{
+			/* a prompt that ends inside a block, so there is a partly filled block to copy */
+			int32_t    *ids;
+			int64_t		n = llm_engine_prompt_ids(e, &q, &ids, err, sizeof(err));
+
+			free(ids);
+			if (n < 0 || n % 16 != 0)
+				break;
+			len += (size_t) sprintf(text + len, " Hm.");
+			q.prompt_len = len;
+		}
+		memset(&r[mode], 0, sizeof(r[mode]));
+		llm_engine_get_stats(e, &before);
+		CHECK(llm_engine_submit(e, 1, &q, &r[mode], err, sizeof(err)) == LLM_OK, "gemma SCORE queued: %s", err);
+		run_all(e);
+		llm_engine_get_stats(e, &after);
+		computed[mode] = after.computed_tokens - before.computed_tokens;
+		copied[mode] = after.copied_blocks - before.copied_blocks;
+		np = r[mode].usage.prompt_tokens;
+		CHECK(r[mode].kind == LLM_EVENT_FINISHED && after.kv_blocks_used == 0 && after.kv_local_blocks_total > 0,
+			  "gemma, %s: %d-token prompt scored with a local group of %d blocks, every block back (%s)",
+			  mode == 0 ? "copy" : "per continuation", np, after.kv_local_blocks_total, r[mode].error);
+		llm_engine_destroy(e);
+	}
+	free(text);
+	if (np == 0)
+		return;
+	CHECK(np > 512 + 16, "gemma: the prompt (%d tokens) is longer than the 512-key window", np);
+	CHECK(memcmp(r[0].scores, r[1].scores, sizeof(r[0].scores)) == 0,
+		  "gemma: scores bit-identical with the global and local blocks copied and per continuation "
+		  "(%.9f %.9f %.9f)", r[0].scores[0], r[0].scores[1], r[0].scores[2]);
+	CHECK(np % 16 != 0 && copied[0] == 6 && copied[1] == 0,
+		  "gemma: %lld blocks copied (the %d-token prompt's partly filled global and local block, per label)",
+		  copied[0], np);
+	CHECK(computed[0] < computed[1], "gemma: %lld token rows computed with the copy, %lld per continuation",
+		  computed[0], computed[1]);
 }
 
 static void
@@ -499,6 +645,7 @@ main(void)
 	test_scores_and_prefixes();
 	test_prompt_computed_once();
 	test_invariance();
+	test_local_group();
 	test_abort_and_errors();
 	return unit_done();
 }
