@@ -9,6 +9,11 @@
  *                      lane row by lane row with each V chunk converted
  *                      once for all the group's heads; both reduction
  *                      orders (multi-token and one-token)
+ *   split_avx2         the same one-token attention in the pieces of
+ *                      llm_attn_split (a decode row over a long context):
+ *                      scores of key ranges, which record the keys' row
+ *                      offsets for the V pieces, softmax per head, V sums
+ *                      of head_dim ranges
  *   attend_block_avx2  a block of up to LLM_ATTN_QBLOCK queries of one
  *                      sequence at consecutive positions (prompt rows),
  *                      multi-token order: FlashAttention-style tiles of
@@ -126,10 +131,6 @@ reduce16_4keys(const __m256 t[4], float out[4])
 #define V_SPAN_ROWS 8
 #endif
 
-#ifndef V_PREFETCH_SPREAD
-#define V_PREFETCH_SPREAD 1
-#endif
-
 /* Keys ahead whose K row (into L1) and V row (into L2) are prefetched. */
 #ifndef ATTN_PREFETCH_KEYS
 #define ATTN_PREFETCH_KEYS 12
@@ -140,9 +141,10 @@ reduce16_4keys(const __m256 t[4], float out[4])
  * c0..c1-1 (multiples of 16): lane row l of head h = sum over keys j >=
  * first_key with j = l mod R (absolute positions), ascending, of
  * v_j * p_hj, one fma chain per element.  rowoff and scores are indexed by
- * j - jb.  Keys go by in spans of 4R (aligned on absolute positions): the
- * next span's rows are prefetched in memory order while, lane row by lane
- * row, this span's 4 keys of each row run with the sums of the group's
+ * j - jb.  Keys go by in spans of V_SPAN_ROWS x R (aligned on absolute
+ * positions): the next span's rows are prefetched in memory order, a few
+ * per lane row, while, lane row by lane row, this span's V_SPAN_ROWS keys
+ * of each row run with the sums of the group's
  * heads in registers, each 16-element chunk of a V row converted once for
  * all of them (GQA).  A whole pass per lane row over a long context would
  * read the rows R apart, a stride no prefetcher follows.
@@ -174,21 +176,14 @@ v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t
 		{
 			const int	jf = js + ((l - js) & (R - 1));
 
-#if V_PREFETCH_SPREAD
 			/*
 			 * the next span's rows into L2, V_SPAN_ROWS of them per lane
-			 * row in memory order: spread over the span's work, so that the
-			 * prefetches never queue up behind one another
+			 * row in memory order: spread over the span's work rather than
+			 * in one burst at its start, which queued behind one another
 			 */
 			for (int j = s0 + span + l * V_SPAN_ROWS; j < s0 + span + (l + 1) * V_SPAN_ROWS && j < n; j++)
 				for (size_t o = b0 & ~(size_t) 63; o < b1 && o < row_bytes; o += 64)
 					_mm_prefetch((const char *) a->v_cache + rowoff[j - jb] + o, _MM_HINT_T1);
-#else
-			if (l == 0)
-				for (int j = s0 + span; j < s0 + 2 * span && j < n; j++)
-					for (size_t o = b0 & ~(size_t) 63; o < b1 && o < row_bytes; o += 64)
-						_mm_prefetch((const char *) a->v_cache + rowoff[j - jb] + o, _MM_HINT_T1);
-#endif
 			if (jf >= je)
 				continue;
 			for (int c = c0; c < c1; c += DC)
@@ -623,10 +618,6 @@ attend_impl(const llm_attn_args *a, const bool q8)
 
 /* ---- one query split over threads (llm_attn_split) ---- */
 
-#ifndef SPLIT_PREFETCH_V
-#define SPLIT_PREFETCH_V false
-#endif
-
 INL void
 split_scores_impl(const llm_attn_args *a, float *scores, size_t *rowoff, int js, int je, const bool q8)
 {
@@ -635,7 +626,8 @@ split_scores_impl(const llm_attn_args *a, float *scores, size_t *rowoff, int js,
 	float	   *kv = a->scratch;
 
 	row_offsets(a, rowoff, jb, js, je);
-	k_scores(a, rowoff, jb, scores, npad, jb, js, je, kv, SPLIT_PREFETCH_V, q8);
+	/* no V prefetch: the V pieces may run on the other core, and fetching V here measured slower */
+	k_scores(a, rowoff, jb, scores, npad, jb, js, je, kv, false, q8);
 }
 
 static TGT void
