@@ -9,6 +9,11 @@
  *                      lane row by lane row with each V chunk converted
  *                      once for all the group's heads; both reduction
  *                      orders (multi-token and one-token)
+ *   split_avx2         the same one-token attention in the pieces of
+ *                      llm_attn_split (a decode row over a long context):
+ *                      scores of key ranges, which record the keys' row
+ *                      offsets for the V pieces, softmax per head, V sums
+ *                      of head_dim ranges
  *   attend_block_avx2  a block of up to LLM_ATTN_QBLOCK queries of one
  *                      sequence at consecutive positions (prompt rows),
  *                      multi-token order: FlashAttention-style tiles of
@@ -86,29 +91,6 @@ reduce16_8x2(__m256 lo, __m256 hi)
 	return _mm_cvtss_f32(_mm_add_ss(t8, _mm_movehdup_ps(t8)));
 }
 
-/* Walks the cache rows of keys 0, 1, 2, ... without a division per key. */
-typedef struct row_walk
-{
-	const llm_attn_args *a;
-	int			block,
-				off;
-} row_walk;
-
-static inline size_t
-walk_next(row_walk *w)
-{
-	const llm_attn_args *a = w->a;
-	size_t		o = llm_kv_row_index(a->block_table[w->block], w->off, a->kv_head, a->n_kv_heads,
-									 a->block_size) * llm_kv_row_bytes(a->kv_dtype, a->head_dim);
-
-	if (++w->off == a->block_size)
-	{
-		w->off = 0;
-		w->block++;
-	}
-	return o;
-}
-
 /*
  * reduce16 of 4 keys: t[jj] holds lanes 0..7 + lanes 8..15 of key jj's
  * accumulator (the first step of the 16-lane reduction); finish each as
@@ -159,9 +141,10 @@ reduce16_4keys(const __m256 t[4], float out[4])
  * c0..c1-1 (multiples of 16): lane row l of head h = sum over keys j >=
  * first_key with j = l mod R (absolute positions), ascending, of
  * v_j * p_hj, one fma chain per element.  rowoff and scores are indexed by
- * j - jb.  Keys go by in spans of 4R (aligned on absolute positions): the
- * next span's rows are prefetched in memory order while, lane row by lane
- * row, this span's 4 keys of each row run with the sums of the group's
+ * j - jb.  Keys go by in spans of V_SPAN_ROWS x R (aligned on absolute
+ * positions): the next span's rows are prefetched in memory order, a few
+ * per lane row, while, lane row by lane row, this span's V_SPAN_ROWS keys
+ * of each row run with the sums of the group's
  * heads in registers, each 16-element chunk of a V row converted once for
  * all of them (GQA).  A whole pass per lane row over a long context would
  * read the rows R apart, a stride no prefetcher follows.
@@ -189,14 +172,18 @@ v_sums(const llm_attn_args *a, const size_t *rowoff, const float *scores, size_t
 		const int	js = s0 > k0 ? s0 : k0,
 					je = s0 + span < n ? s0 + span : n;
 
-		/* the next span's rows, into L2 (this span's, prefetched the same way, are there) */
-		for (int j = s0 + span; j < s0 + 2 * span && j < n; j++)
-			for (size_t o = b0 & ~(size_t) 63; o < b1 && o < row_bytes; o += 64)
-				_mm_prefetch((const char *) a->v_cache + rowoff[j - jb] + o, _MM_HINT_T1);
 		for (int l = 0; l < R; l++)
 		{
 			const int	jf = js + ((l - js) & (R - 1));
 
+			/*
+			 * the next span's rows into L2, V_SPAN_ROWS of them per lane
+			 * row in memory order: spread over the span's work rather than
+			 * in one burst at its start, which queued behind one another
+			 */
+			for (int j = s0 + span + l * V_SPAN_ROWS; j < s0 + span + (l + 1) * V_SPAN_ROWS && j < n; j++)
+				for (size_t o = b0 & ~(size_t) 63; o < b1 && o < row_bytes; o += 64)
+					_mm_prefetch((const char *) a->v_cache + rowoff[j - jb] + o, _MM_HINT_T1);
 			if (jf >= je)
 				continue;
 			for (int c = c0; c < c1; c += DC)
@@ -564,14 +551,25 @@ softmax_row(float *sc, size_t npad, int r0, int r1)
 	}
 }
 
-/* Cache byte offsets of keys js..je-1 into rowoff[j - rowbase]. */
+/*
+ * Cache byte offsets of keys js..je-1 into rowoff[j - rowbase]: one row
+ * index per cache block, then the block's rows one after another.
+ */
 static inline void
 row_offsets(const llm_attn_args *a, size_t *rowoff, int rowbase, int js, int je)
 {
-	row_walk	walk = {a, js / a->block_size, js % a->block_size};
+	const size_t rb = llm_kv_row_bytes(a->kv_dtype, a->head_dim);
 
-	for (int j = js; j < je; j++)
-		rowoff[j - rowbase] = walk_next(&walk);
+	for (int j = js; j < je;)
+	{
+		const int	blk = j / a->block_size,
+					end = (blk + 1) * a->block_size < je ? (blk + 1) * a->block_size : je;
+		size_t		o = llm_kv_row_index(a->block_table[blk], j % a->block_size, a->kv_head, a->n_kv_heads,
+										 a->block_size) * rb;
+
+		for (; j < end; j++, o += rb)
+			rowoff[j - rowbase] = o;
+	}
 }
 
 /*
@@ -621,24 +619,24 @@ attend_impl(const llm_attn_args *a, const bool q8)
 /* ---- one query split over threads (llm_attn_split) ---- */
 
 INL void
-split_scores_impl(const llm_attn_args *a, float *scores, int js, int je, const bool q8)
+split_scores_impl(const llm_attn_args *a, float *scores, size_t *rowoff, int js, int je, const bool q8)
 {
 	const int	jb = a->first_key & ~15;
 	const size_t npad = llm_attn_split_npad(a);
-	size_t	   *rowoff = (size_t *) a->scratch;	/* [je - js] */
-	float	   *kv = a->scratch + 2 * (size_t) (je - js + 4);
+	float	   *kv = a->scratch;
 
-	row_offsets(a, rowoff, js, js, je);
-	k_scores(a, rowoff, js, scores, npad, jb, js, je, kv, false, q8);
+	row_offsets(a, rowoff, jb, js, je);
+	/* no V prefetch: the V pieces may run on the other core, and fetching V here measured slower */
+	k_scores(a, rowoff, jb, scores, npad, jb, js, je, kv, false, q8);
 }
 
 static TGT void
-split_scores(const llm_attn_args *a, float *scores, int js, int je)
+split_scores(const llm_attn_args *a, float *scores, size_t *rowoff, int js, int je)
 {
 	if (a->kv_dtype == LLM_KV_Q8_0)
-		split_scores_impl(a, scores, js, je, true);
+		split_scores_impl(a, scores, rowoff, js, je, true);
 	else
-		split_scores_impl(a, scores, js, je, false);
+		split_scores_impl(a, scores, rowoff, js, je, false);
 }
 
 static TGT void
@@ -651,16 +649,14 @@ split_softmax(const llm_attn_args *a, float *scores, int h)
 }
 
 INL void
-split_values_impl(const llm_attn_args *a, const float *scores, int c0, int c1, const bool q8)
+split_values_impl(const llm_attn_args *a, const float *scores, const size_t *rowoff, int c0, int c1, const bool q8)
 {
 	const int	jb = a->first_key & ~15,
 				hd = a->head_dim;
 	const size_t npad = llm_attn_split_npad(a);
 	const int	row_bytes = (int) llm_kv_row_bytes(a->kv_dtype, hd);
-	size_t	   *rowoff = (size_t *) a->scratch;	/* [npad], index j - jb */
-	float	   *vsum = a->scratch + 2 * npad;	/* [G][64][hd] */
+	float	   *vsum = a->scratch;	/* [G][64][hd] */
 
-	row_offsets(a, rowoff, jb, a->first_key, a->n_keys);
 	for (int j = a->first_key; j < a->first_key + ATTN_PREFETCH_KEYS && j < a->n_keys; j++)
 		PREFETCH_ROW(a->v_cache + rowoff[j - jb], row_bytes, _MM_HINT_T0);
 	v_sums_all(a, rowoff, scores, npad, jb, vsum, c0, c1, q8);
@@ -668,12 +664,12 @@ split_values_impl(const llm_attn_args *a, const float *scores, int c0, int c1, c
 }
 
 static TGT void
-split_values(const llm_attn_args *a, const float *scores, int c0, int c1)
+split_values(const llm_attn_args *a, const float *scores, const size_t *rowoff, int c0, int c1)
 {
 	if (a->kv_dtype == LLM_KV_Q8_0)
-		split_values_impl(a, scores, c0, c1, true);
+		split_values_impl(a, scores, rowoff, c0, c1, true);
 	else
-		split_values_impl(a, scores, c0, c1, false);
+		split_values_impl(a, scores, rowoff, c0, c1, false);
 }
 
 static const llm_attn_split split_avx2 = {split_scores, split_softmax, split_values};

@@ -39,6 +39,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,8 +120,10 @@ typedef struct cpu_backend
 	size_t		att_cap;
 	struct attn_item *attn_items;	/* the current attention call's work items */
 	size_t		attn_items_cap;
-	float	   *split_scores;	/* scores shared by the pieces of split decode rows */
+	float	   *split_scores;	/* row offsets and scores shared by the pieces of split decode rows */
 	size_t		split_cap;
+	struct split_sync *split_sync;	/* their phase counts */
+	size_t		split_sync_cap; /* bytes */
 } cpu_backend;
 
 #define CPU(b) ((cpu_backend *) (b))
@@ -235,6 +238,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->att_scratch);
 	free(cb->attn_items);
 	free(cb->split_scores);
+	free(cb->split_sync);
 	free(cb);
 }
 
@@ -1537,36 +1541,54 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 
 /*
  * Decode rows over a long context with few (token, KV head) pairs: each
- * pair's attention in pieces (quant.h llm_attn_split), three jobs: scores
- * of key ranges, per-head softmax, V sums of head_dim ranges.  The same
- * result as one piece per pair, with every thread busy and every K and V
- * row read once.
+ * pair's attention in pieces (quant.h llm_attn_split), one ordered job
+ * (threadpool.h llm_threadpool_run_ordered) of three phases: scores of key
+ * ranges (which also record the keys' cache offsets for the V pass), the
+ * softmax of each head, V sums of head_dim ranges.  A piece waits only for
+ * the earlier phase of its own pair (a count per pair), so one pair's
+ * softmax and V sums run while the threads still score the next pair, and
+ * no join of all threads separates the phases.  The same result as one
+ * piece per pair, with every thread busy and every K and V row read once.
  */
 #ifndef ATTN_SPLIT_MIN_KEYS
 #define ATTN_SPLIT_MIN_KEYS 512
 #endif
-#define SPLIT_KEYS 256			/* keys per scores piece (a multiple of 64) */
+#define SPLIT_KEYS 256			/* keys per scores piece (a multiple of 64), doubled while items are too many */
 #define SPLIT_DIMS 32			/* head_dim values per V piece (one cache line of fp16) */
+
+/* Phase counts of one (token, KV head) pair, a cache line each (written by both threads). */
+typedef struct split_sync
+{
+	atomic_int	scored;			/* scores pieces done */
+	atomic_int	normed;			/* softmax rows done */
+	char		pad[64 - 2 * sizeof(atomic_int)];
+} split_sync;
 
 typedef struct split_job
 {
 	attn_job   *j;
-	int			phase;			/* 0 scores, 1 softmax, 2 values */
 	int			group;
-	size_t		row_floats;		/* scores floats per (token, KV head): group * npad of the longest */
-	int			chunks;			/* scores pieces per (token, KV head) */
+	size_t		npad;			/* scores per head of the longest row (llm_attn_split_npad) */
+	size_t		pair_floats;	/* shared floats per pair: rowoff [npad] (as 2 * npad) + scores [group][npad] */
+	int			keys;			/* keys per scores piece */
+	int			chunks;			/* scores pieces per pair */
+	int			vpieces;		/* V pieces per pair */
+	int64_t		n_scores,		/* items: scores, then softmax, then values, each pair by pair */
+				n_softmax;
+	split_sync *sync;			/* [pairs] */
 } split_job;
 
-/* Attention args of token t, KV head g for a split piece on thread thread_idx (Q converted). */
+/* Attention args of token t, KV head g for a split piece on thread thread_idx (Q converted when with_q). */
 static void
-split_args(const split_job *sj, int t, int g, int thread_idx, llm_attn_args *a)
+split_args(const split_job *sj, int t, int g, int thread_idx, bool with_q, llm_attn_args *a)
 {
 	const attn_job *j = sj->j;
 	cpu_backend *cb = j->cb;
 	const int	hd = cb->geo.head_dim;
 	float	   *q16 = cb->att_scratch + (size_t) thread_idx * cb->att_stride;
 
-	q_to_fp16_values(j, t, 1, g * sj->group, sj->group, q16);
+	if (with_q)
+		q_to_fp16_values(j, t, 1, g * sj->group, sj->group, q16);
 	a->q = q16;
 	a->out = j->out + ((size_t) t * j->n_heads + (size_t) g * sj->group) * hd;
 	a->group = sj->group;
@@ -1592,37 +1614,45 @@ split_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	cpu_backend *cb = sj->j->cb;
 	const int	nkv = cb->geo.n_kv_heads,
 				hd = cb->geo.head_dim;
-	const int	per_pair = sj->phase == 0 ? sj->chunks : sj->phase == 1 ? sj->group :
-		(hd + SPLIT_DIMS - 1) / SPLIT_DIMS;
 
 	for (int64_t it = begin; it < end; it++)
 	{
-		int			pair = (int) (it / per_pair),
-					piece = (int) (it % per_pair);
-		int			t = pair / nkv,
-					g = pair % nkv;
-		float	   *scores = cb->split_scores + (size_t) pair * sj->row_floats;
+		const int	phase = it < sj->n_scores ? 0 : it < sj->n_scores + sj->n_softmax ? 1 : 2;
+		const int64_t k = phase == 0 ? it : phase == 1 ? it - sj->n_scores : it - sj->n_scores - sj->n_softmax;
+		const int	per_pair = phase == 0 ? sj->chunks : phase == 1 ? sj->group : sj->vpieces;
+		const int	pair = (int) (k / per_pair),
+					piece = (int) (k % per_pair);
+		float	   *shared = cb->split_scores + (size_t) pair * sj->pair_floats;
+		size_t	   *rowoff = (size_t *) shared;
+		float	   *scores = shared + 2 * sj->npad;
+		split_sync *sync = &sj->sync[pair];
 		llm_attn_args a;
 
-		split_args(sj, t, g, thread_idx, &a);
-		if (sj->phase == 0)
+		split_args(sj, pair / nkv, pair % nkv, thread_idx, phase == 0, &a);
+		if (phase == 0)
 		{
 			int			ks = a.first_key & ~3,
-						c0 = ks / SPLIT_KEYS + piece,
-						js = piece == 0 ? ks : c0 * SPLIT_KEYS,
-						je = (c0 + 1) * SPLIT_KEYS < a.n_keys ? (c0 + 1) * SPLIT_KEYS : a.n_keys;
+						c0 = ks / sj->keys + piece,
+						js = piece == 0 ? ks : c0 * sj->keys,
+						je = (c0 + 1) * sj->keys < a.n_keys ? (c0 + 1) * sj->keys : a.n_keys;
 
 			if (js < je)
-				cb->attn_split->scores(&a, scores, js, je);
+				cb->attn_split->scores(&a, scores, rowoff, js, je);
+			atomic_fetch_add_explicit(&sync->scored, 1, memory_order_release);
 		}
-		else if (sj->phase == 1)
+		else if (phase == 1)
+		{
+			llm_threadpool_await(&sync->scored, sj->chunks);
 			cb->attn_split->softmax(&a, scores, piece);
+			atomic_fetch_add_explicit(&sync->normed, 1, memory_order_release);
+		}
 		else
 		{
 			int			c0 = piece * SPLIT_DIMS,
 						c1 = c0 + SPLIT_DIMS < hd ? c0 + SPLIT_DIMS : hd;
 
-			cb->attn_split->values(&a, scores, c0, c1);
+			llm_threadpool_await(&sync->normed, sj->group);
+			cb->attn_split->values(&a, scores, rowoff, c0, c1);
 		}
 	}
 }
@@ -1635,9 +1665,8 @@ attention_split(attn_job *j, int *rc)
 	const int	nkv = cb->geo.n_kv_heads,
 				hd = cb->geo.head_dim,
 				n_pairs = cb->n_tokens * nkv;
-	split_job	sj = {j, 0, j->n_heads / nkv, 0, 0};
-	size_t		cap,
-				npad = 0;
+	split_job	sj = {j, j->n_heads / nkv, 0, 0, SPLIT_KEYS, 0, (hd + SPLIT_DIMS - 1) / SPLIT_DIMS, 0, 0, NULL};
+	size_t		cap;
 
 	*rc = 0;
 	if (cb->attn_split == NULL || !cb->have_single || cb->base.n_threads < 2 ||
@@ -1646,29 +1675,48 @@ attention_split(attn_job *j, int *rc)
 	for (int t = 0; t < cb->n_tokens; t++)
 		if (!cb->single_rows[t])
 			return false;
-	for (int t = 0; t < cb->n_tokens; t++)
+	for (;;)
 	{
-		int			n = cb->positions[t] + 1,
-					k0 = j->window > 0 && n > j->window ? n - j->window : 0;
-		size_t		np = ((size_t) (n - (k0 & ~15)) + 15) & ~(size_t) 15;
-		int			ch = (n - 1) / SPLIT_KEYS - (k0 & ~3) / SPLIT_KEYS + 1;
+		sj.chunks = 0;
+		for (int t = 0; t < cb->n_tokens; t++)
+		{
+			int			n = cb->positions[t] + 1,
+						k0 = j->window > 0 && n > j->window ? n - j->window : 0;
+			size_t		np = ((size_t) (n - (k0 & ~15)) + 15) & ~(size_t) 15;
+			int			ch = (n - 1) / sj.keys - (k0 & ~3) / sj.keys + 1;
 
-		npad = np > npad ? np : npad;
-		sj.chunks = ch > sj.chunks ? ch : sj.chunks;
+			sj.npad = np > sj.npad ? np : sj.npad;
+			sj.chunks = ch > sj.chunks ? ch : sj.chunks;
+		}
+		if ((int64_t) n_pairs * (sj.chunks + sj.group + sj.vpieces) <= LLM_THREADPOOL_MAX_ITEMS)
+			break;
+		sj.keys *= 2;
 	}
-	sj.row_floats = (size_t) sj.group * npad;
+	sj.n_scores = (int64_t) n_pairs * sj.chunks;
+	sj.n_softmax = (int64_t) n_pairs * sj.group;
+	sj.pair_floats = (size_t) (sj.group + 2) * sj.npad;
 	cap = cb->split_cap * sizeof(float);
-	if (!grow((void **) &cb->split_scores, &cap, sj.row_floats * (size_t) n_pairs * sizeof(float)))
+	if (!grow((void **) &cb->split_scores, &cap, sj.pair_floats * (size_t) n_pairs * sizeof(float)))
 	{
 		*rc = fail(cb, "attention: out of memory for split scores");
 		return true;
 	}
 	cb->split_cap = cap / sizeof(float);
-	llm_threadpool_run(cb->pool, (int64_t) n_pairs * sj.chunks, 1, split_task, &sj);
-	sj.phase = 1;
-	llm_threadpool_run(cb->pool, (int64_t) n_pairs * sj.group, 1, split_task, &sj);
-	sj.phase = 2;
-	llm_threadpool_run(cb->pool, (int64_t) n_pairs * ((hd + SPLIT_DIMS - 1) / SPLIT_DIMS), 1, split_task, &sj);
+	cap = cb->split_sync_cap;
+	if (!grow((void **) &cb->split_sync, &cap, (size_t) n_pairs * sizeof(split_sync)))
+	{
+		*rc = fail(cb, "attention: out of memory for split counts");
+		return true;
+	}
+	cb->split_sync_cap = cap;
+	sj.sync = cb->split_sync;
+	for (int i = 0; i < n_pairs; i++)
+	{
+		atomic_init(&sj.sync[i].scored, 0);
+		atomic_init(&sj.sync[i].normed, 0);
+	}
+	llm_threadpool_run_ordered(cb->pool, sj.n_scores + sj.n_softmax + (int64_t) n_pairs * sj.vpieces,
+							   split_task, &sj);
 	return true;
 }
 

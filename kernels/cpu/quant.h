@@ -303,10 +303,13 @@ void		llm_kv_quantize_q8_0(const float *x, void *dst, int n);
  * for a decode row over a long context, where one (token, KV head) is too
  * few work items for the threads: scores of key ranges, the softmax of
  * each head, and the V sums of head_dim ranges (each output element's lane
- * chains whole).  Run as three jobs, every piece of one before any of the
- * next, they give bit for bit llm_attn_fn's result.  scores is shared by
- * the pieces: [group][llm_attn_split_npad(a)] floats; a->scratch is the
- * running thread's (llm_attn_scratch_floats).
+ * chains whole).  Run in that order, every piece of a phase finished
+ * before any piece of the next starts, they give bit for bit llm_attn_fn's
+ * result.  Shared by the pieces: scores, [group][llm_attn_split_npad(a)]
+ * floats, and rowoff, [llm_attn_split_npad(a)] cache byte offsets (index
+ * j - (first_key & ~15), written by the scores pieces for their keys, read
+ * by the values pieces); a->scratch is the running thread's
+ * (llm_attn_scratch_floats).
  *   scores:  keys js .. je - 1, js a multiple of 4 at or below first_key's
  *            multiple of 4 for the first range, the ranges tiling
  *            (first_key & ~3) .. n_keys - 1
@@ -315,9 +318,9 @@ void		llm_kv_quantize_q8_0(const float *x, void *dst, int n);
  */
 typedef struct llm_attn_split
 {
-	void		(*scores) (const llm_attn_args *a, float *scores, int js, int je);
+	void		(*scores) (const llm_attn_args *a, float *scores, size_t *rowoff, int js, int je);
 	void		(*softmax) (const llm_attn_args *a, float *scores, int h);
-	void		(*values) (const llm_attn_args *a, const float *scores, int c0, int c1);
+	void		(*values) (const llm_attn_args *a, const float *scores, const size_t *rowoff, int c0, int c1);
 } llm_attn_split;
 
 /* Row length of llm_attn_split's scores: keys from first_key & ~15 to n_keys, rounded up to 16. */

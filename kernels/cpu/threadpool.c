@@ -22,6 +22,10 @@
  * re-checking the generation, and the caller broadcasts whenever n_sleeping
  * is non-zero after publishing, so no wake-up is lost (sequentially
  * consistent atomics on both sides).
+ *
+ * An ordered job (llm_threadpool_run_ordered) is a job of one-item chunks:
+ * the claim word hands them out in increasing order and a claimed chunk is
+ * always run at once, which is what lets an item wait for lower ones.
  */
 #define _GNU_SOURCE
 #include "threadpool.h"
@@ -87,7 +91,7 @@ static llm_threadpool *shared_pools = NULL;
 #define CLAIM_GEN(c) ((c) >> 40)
 #define CLAIM_N(c) (((c) >> 20) & 0xfffff)
 #define CLAIM_NEXT(c) ((c) & 0xfffff)
-#define MAX_CHUNKS 4096
+#define MAX_CHUNKS LLM_THREADPOOL_MAX_ITEMS
 
 /* chunks per thread: finer balances the end of a job, coarser claims less */
 #define CHUNKS_PER_THREAD 4
@@ -273,13 +277,14 @@ llm_threadpool_size(const llm_threadpool *pool)
 	return pool->n_threads;
 }
 
-void
-llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
-				   llm_task_fn fn, void *ctx)
+/*
+ * Run a job of n_items items in chunks of chunk_items (the last shorter) on
+ * every thread; n_items > chunk_items.
+ */
+static void
+run_job(llm_threadpool *pool, int64_t n_items, int64_t chunk_items, llm_task_fn fn, void *ctx)
 {
-	int64_t		units,
-				units_per_chunk,
-				n_chunks;
+	int64_t		n_chunks;
 	uint64_t	gen,
 				t0,
 				t1,
@@ -288,23 +293,7 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 				ran;
 	bool		woke_sleepers = false;
 
-	if (n_items <= 0)
-		return;
-	if (grain < 1)
-		grain = 1;
-	if (pool->n_threads == 1 || n_items <= grain || pool->solo_jobs_left > 0)
-	{
-		if (pool->solo_jobs_left > 0 && n_items > grain)
-			pool->solo_jobs_left--;
-		fn(ctx, 0, n_items, 0);
-		return;
-	}
-	/* about 4 chunks per thread: balance without much claiming traffic */
-	units = (n_items + grain - 1) / grain;
-	units_per_chunk = (units + CHUNKS_PER_THREAD * pool->n_threads - 1) / (CHUNKS_PER_THREAD * pool->n_threads);
-	if ((units + units_per_chunk - 1) / units_per_chunk > MAX_CHUNKS)
-		units_per_chunk = (units + MAX_CHUNKS - 1) / MAX_CHUNKS;
-	pool->chunk_items = units_per_chunk * grain;
+	pool->chunk_items = chunk_items;
 	n_chunks = (n_items + pool->chunk_items - 1) / pool->chunk_items;
 	pool->fn = fn;
 	pool->ctx = ctx;
@@ -353,6 +342,65 @@ llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 	}
 	else
 		pool->strikes = 0;
+}
+
+/* The caller alone runs the job: one thread, a range too small to share, or solo jobs left. */
+static bool
+run_alone(llm_threadpool *pool, int64_t n_items, int64_t grain, llm_task_fn fn, void *ctx)
+{
+	if (pool->n_threads > 1 && n_items > grain && pool->solo_jobs_left <= 0)
+		return false;
+	if (pool->solo_jobs_left > 0 && n_items > grain)
+		pool->solo_jobs_left--;
+	fn(ctx, 0, n_items, 0);
+	return true;
+}
+
+void
+llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
+				   llm_task_fn fn, void *ctx)
+{
+	int64_t		units,
+				units_per_chunk;
+
+	if (n_items <= 0)
+		return;
+	if (grain < 1)
+		grain = 1;
+	if (run_alone(pool, n_items, grain, fn, ctx))
+		return;
+	/* about 4 chunks per thread: balance without much claiming traffic */
+	units = (n_items + grain - 1) / grain;
+	units_per_chunk = (units + CHUNKS_PER_THREAD * pool->n_threads - 1) / (CHUNKS_PER_THREAD * pool->n_threads);
+	if ((units + units_per_chunk - 1) / units_per_chunk > MAX_CHUNKS)
+		units_per_chunk = (units + MAX_CHUNKS - 1) / MAX_CHUNKS;
+	run_job(pool, n_items, units_per_chunk * grain, fn, ctx);
+}
+
+void
+llm_threadpool_run_ordered(llm_threadpool *pool, int64_t n_items, llm_task_fn fn, void *ctx)
+{
+	if (n_items <= 0)
+		return;
+	if (n_items > MAX_CHUNKS)
+		abort();				/* the caller's contract: at most LLM_THREADPOOL_MAX_ITEMS */
+	if (run_alone(pool, n_items, 1, fn, ctx))
+		return;
+	run_job(pool, n_items, 1, fn, ctx);
+}
+
+void
+llm_threadpool_await(atomic_int *count, int target)
+{
+	int			spins = 0;
+
+	while (atomic_load_explicit(count, memory_order_acquire) < target)
+	{
+		if (++spins < 2000)
+			cpu_relax();
+		else
+			sched_yield();
+	}
 }
 
 llm_threadpool *

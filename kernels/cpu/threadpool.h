@@ -16,6 +16,7 @@
 #ifndef LLM_CPU_THREADPOOL_H
 #define LLM_CPU_THREADPOOL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -48,5 +49,26 @@ void		llm_threadpool_release_shared(llm_threadpool *pool);
  */
 void		llm_threadpool_run(llm_threadpool *pool, int64_t n_items, int64_t grain,
 							   llm_task_fn fn, void *ctx);
+
+/*
+ * Run fn over [0, n_items) with every item a chunk of its own: items are
+ * claimed in increasing order, each run to its end by the thread that
+ * claimed it (when the caller runs the job alone, all of them in order).
+ * So an item may wait (llm_threadpool_await) for items of lower index: they
+ * are all claimed already, and the lowest unfinished item waits for
+ * nothing.  One job can then carry phases that depend on each other
+ * without a join of all threads between them.  Which thread runs an item
+ * still must not change its result.  1 <= n_items <=
+ * LLM_THREADPOOL_MAX_ITEMS (more aborts: a caller's bug).
+ */
+#define LLM_THREADPOOL_MAX_ITEMS 4096
+void		llm_threadpool_run_ordered(llm_threadpool *pool, int64_t n_items, llm_task_fn fn, void *ctx);
+
+/*
+ * Wait until *count >= target (an acquire load: what was written before
+ * the matching release increments is visible), spinning a little, then
+ * yielding the CPU (the thread waited for may have been preempted).
+ */
+void		llm_threadpool_await(atomic_int *count, int target);
 
 #endif
