@@ -514,6 +514,20 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 		((live_request *) p->entries[i].seq->owner)->busy_ms += dt * p->entries[i].n / p->n_tokens;
 
 	e->stats.n_steps++;
+	if (p->n_first_tokens > 0)
+	{
+		e->stats.interactive_steps++;
+		e->stats.interactive_step_tokens += p->n_tokens;
+		e->stats.interactive_step_ms += dt;
+	}
+	else
+	{
+		e->stats.batch_steps++;
+		e->stats.batch_step_tokens += p->n_tokens;
+		e->stats.batch_step_ms += dt;
+		if (dt > e->stats.batch_step_max_ms)
+			e->stats.batch_step_max_ms = dt;
+	}
 	e->stats.last_batch_seqs = p->n_entries;
 	e->stats.last_batch_tokens = p->n_tokens;
 	e->stats.computed_tokens += p->n_tokens;

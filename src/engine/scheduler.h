@@ -25,11 +25,25 @@
  * alone would make it: shared_step_tokens when > 0 (0 = no cap); when -1,
  * from the step-time model the owner keeps current (llm_sched_set_step_cost:
  * a step of n tokens takes fixed + per_token * n), the total that takes at
- * most twice the time of the earlier classes' t tokens alone:
- * 2 t + fixed / per_token (at least t + 1; t + 3 while there is no model).  A newly active flow starts at the
+ * most shared_step_slowdown percent longer than the earlier classes' t
+ * tokens alone: t + s (t + fixed / per_token) with s = shared_step_slowdown
+ * / 100 (at least t + 1, so the later classes still move; t + 3 while
+ * there is no model).  A newly active flow starts at the
  * least service of its class's active flows, so coming back after a pause
  * earns no burst.  With every sequence in one class and one session the
  * plan is the FIFO one.
+ *
+ * Short steps: a request of the first class that arrives while a step runs
+ * waits for that step (its owner reads requests between steps), so with
+ * batch_step_ms > 0 and a step-time model the later classes together take
+ * at most the tokens a step of batch_step_ms takes, (batch_step_ms - fixed)
+ * / per_token, in every step; but never fewer than 9 fixed / per_token
+ * (the step's fixed cost stays at most a tenth of it, which bounds what
+ * the cap costs the batch classes' throughput) nor fewer than 1.  Without
+ * a model there is no such cap.  On two CPU cores, where a step's time
+ * grows with its tokens, the batch class then runs more, shorter steps at
+ * about the same tokens per second; a GPU's flat step time gives a cap
+ * above max_batched_tokens, i.e. none.
  *
  * Batch prefill per step: the prefill chunks of a class after the first
  * take at most batch_prefill_tokens tokens of each step (0 = no cap),
@@ -38,7 +52,8 @@
  * sequences join carries up to max_batched_tokens of prefill and lasts
  * several decode-only steps.  With it every batch step is about one
  * decode step plus one bounded chunk: the bulk's time per output token is
- * also the most an arriving request waits.  Waiting batch sequences still
+ * also the most an arriving request waits (Short steps, below, bound it in
+ * milliseconds).  Waiting batch sequences still
  * join at batch_prefill_tokens per step, so the class never starves.
  *
  * Prefill while decoding: when a class has at least prefill_cap_decodes
@@ -216,6 +231,7 @@ typedef struct llm_sched_plan
 	llm_seq   **unfittable;
 	int32_t		n_unfittable;
 	int32_t		n_preempted;
+	int32_t		n_first_tokens;	/* tokens of the first class's entries */
 } llm_sched_plan;
 
 typedef struct llm_sched llm_sched;
@@ -237,6 +253,9 @@ typedef struct llm_sched_config
 	 */
 	llm_block_pool *local_pool;
 	int32_t		local_window;
+	/* "Short steps" above; 0 = off for each */
+	int32_t		batch_step_ms;	/* a step of only later classes' work, by the cost model */
+	int32_t		shared_step_slowdown;	/* percent batch work may add to an interactive step (-1 cap) */
 } llm_sched_config;
 
 llm_sched  *llm_sched_create(llm_block_pool *pool, const llm_sched_config *c);
