@@ -221,10 +221,11 @@ static EngineGuc engine_gucs[] = {
 	},
 	{
 		.name = "llm.batch_step_ms",
-		.short_desc = "Longest engine step the batch requests' tokens may make, by the step-time model (0 = no cap).",
+		.short_desc = "Engine step time the batch requests' tokens per step are steered to (0 = no cap).",
 		.long_desc = "An interactive request arriving during a step waits for it: batch work then runs in more, "
-		"shorter steps.  Never fewer tokens than keep a step's fixed cost under a tenth of it; a GPU, whose "
-		"steps cost about the same up to hundreds of tokens, gets no cap in effect.",
+		"shorter steps, their tokens set from the rate batch steps measure.  Raised to ten times a small "
+		"step's time, so a step's fixed cost stays under a tenth of it; a GPU, whose steps cost about the "
+		"same up to hundreds of tokens, gets no cap in effect.",
 		.type = EG_INT, .context = PGC_SIGHUP, .flags = GUC_UNIT_MS,
 		.boot_int = 200, .min_int = 0, .max_int = 3600000,
 		.field = FIELD(batch_step_ms),

@@ -100,12 +100,14 @@ typedef struct llm_engine_config
 									 * group freed behind the window (scheduler.h), where the
 									 * backend supports it (CPU) */
 	/*
-	 * Short steps (scheduler.h): the batch class's tokens in any step are
-	 * at most what the step-time model says a step of batch_step_ms takes,
-	 * since an interactive request arriving during a step waits for it (>=
-	 * 0 ms, 0 = no cap; default 200: about half the tokens of a step of 38
-	 * decodes and a 128-token chunk on two AVX2 cores, for about 1% of
-	 * the bulk's throughput; a GPU's cap is above max_batched_tokens); and
+	 * Short steps (scheduler.h): the batch class's tokens per step are
+	 * steered so that a step of batch work alone takes about batch_step_ms
+	 * by the rate such steps measure (raised to ten times a small step's
+	 * time, so the fixed cost stays under a tenth of a step on a loaded
+	 * host), since an interactive request arriving during a step waits for
+	 * it (>= 0 ms, 0 = no cap; default 200: about half the tokens of a
+	 * step of 38 decodes and a 128-token chunk on two AVX2 cores; a GPU's
+	 * cap is max_batched_tokens); and
 	 * with interactive_step_tokens automatic, batch work may make a step
 	 * holding interactive work at most interactive_step_slowdown percent
 	 * longer than that work alone (>= 0, default 25; 100 is twice).

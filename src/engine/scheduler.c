@@ -44,6 +44,7 @@ struct llm_sched
 	uint64_t	step;
 	double		cost_fixed_ms;	/* llm_sched_set_step_cost */
 	double		cost_per_token_ms;
+	double		batch_cap;		/* llm_sched_note_batch_step; 0 = no cap */
 	uint64_t	next_arrival;
 	int64_t		n_preemptions;
 	int64_t		prefix_query_tokens;
@@ -933,22 +934,41 @@ step_cap(const llm_sched *s, int32_t t)
 	return extra > s->cfg.max_batched_tokens ? s->cfg.max_batched_tokens : t + (int32_t) extra;
 }
 
-/* Tokens of the later classes together in any step (batch_step_ms); max_batched_tokens when uncapped. */
+void
+llm_sched_note_batch_step(llm_sched *s, int32_t n, double ms, double target_ms)
+{
+	double		est;
+
+	if (target_ms <= 0)
+	{
+		s->batch_cap = 0;
+		return;
+	}
+	if (n <= 0 || ms <= 0)
+		return;
+	/* the tokens this step's own rate fits in target_ms; a quarter of the way there per step */
+	est = n * target_ms / ms;
+	/* a step within the target says nothing against the cap: it may just have had less work */
+	if (s->batch_cap > 0 && est < s->batch_cap && ms <= target_ms)
+		return;
+	s->batch_cap = s->batch_cap > 0 ? s->batch_cap + (est - s->batch_cap) / 4 : est;
+	if (s->batch_cap < LLM_SCHED_BATCH_STEP_FLOOR)
+		s->batch_cap = LLM_SCHED_BATCH_STEP_FLOOR;
+	if (s->batch_cap > s->cfg.max_batched_tokens)
+		s->batch_cap = s->cfg.max_batched_tokens;
+}
+
+int32_t
+llm_sched_batch_step_tokens(const llm_sched *s)
+{
+	return s->batch_cap > 0 ? (int32_t) s->batch_cap : 0;
+}
+
+/* Tokens of the later classes together in any step (short steps); max_batched_tokens when uncapped. */
 static int32_t
 batch_step_cap(const llm_sched *s)
 {
-	double		n,
-				floor_n;
-
-	if (s->cfg.batch_step_ms <= 0 || s->cost_per_token_ms <= 0)
-		return s->cfg.max_batched_tokens;
-	n = (s->cfg.batch_step_ms - s->cost_fixed_ms) / s->cost_per_token_ms;
-	floor_n = 9 * s->cost_fixed_ms / s->cost_per_token_ms;
-	if (n < floor_n)
-		n = floor_n;
-	if (n < 1)
-		n = 1;
-	return n >= s->cfg.max_batched_tokens ? s->cfg.max_batched_tokens : (int32_t) n;
+	return s->batch_cap > 0 ? (int32_t) s->batch_cap : s->cfg.max_batched_tokens;
 }
 
 int

@@ -34,16 +34,21 @@
  * plan is the FIFO one.
  *
  * Short steps: a request of the first class that arrives while a step runs
- * waits for that step (its owner reads requests between steps), so with
- * batch_step_ms > 0 and a step-time model the later classes together take
- * at most the tokens a step of batch_step_ms takes, (batch_step_ms - fixed)
- * / per_token, in every step; but never fewer than 9 fixed / per_token
- * (the step's fixed cost stays at most a tenth of it, which bounds what
- * the cap costs the batch classes' throughput) nor fewer than 1.  Without
- * a model there is no such cap.  On two CPU cores, where a step's time
- * grows with its tokens, the batch class then runs more, shorter steps at
- * about the same tokens per second; a GPU's flat step time gives a cap
- * above max_batched_tokens, i.e. none.
+ * waits for that step (its owner reads requests between steps), so the
+ * later classes together take at most a cap of tokens in every step, which
+ * the owner steers towards a step time it wants: after each step of only
+ * later classes' work (n tokens in ms) it calls llm_sched_note_batch_step
+ * with the target, and the cap moves a quarter of the way to n * target /
+ * ms, the tokens that step's own rate fits in the target (down only after
+ * a step over the target: a shorter one may just have had less work;
+ * measured, not
+ * the step-time model's slope: steps all about the cap's size leave the
+ * slope unknown, and a wrong slope fed back through the cap can shrink it
+ * step after step).  It never goes below LLM_SCHED_BATCH_STEP_FLOOR nor
+ * above max_batched_tokens; a target of 0 removes it.  On two CPU cores,
+ * where a step's time grows with its tokens, the batch class then runs
+ * more, shorter steps at about the same tokens per second; a GPU's flat
+ * step time puts the cap at max_batched_tokens, i.e. none.
  *
  * Batch prefill per step: the prefill chunks of a class after the first
  * take at most batch_prefill_tokens tokens of each step (0 = no cap),
@@ -253,8 +258,6 @@ typedef struct llm_sched_config
 	 */
 	llm_block_pool *local_pool;
 	int32_t		local_window;
-	/* "Short steps" above; 0 = off for each */
-	int32_t		batch_step_ms;	/* a step of only later classes' work, by the cost model */
 	int32_t		shared_step_slowdown;	/* percent batch work may add to an interactive step (-1 cap) */
 } llm_sched_config;
 
@@ -271,6 +274,22 @@ void		llm_sched_remove(llm_sched *s, llm_seq *seq);
  * about fixed_ms + per_token_ms * n (per_token_ms <= 0: no model).
  */
 void		llm_sched_set_step_cost(llm_sched *s, double fixed_ms, double per_token_ms);
+
+/*
+ * Short steps: the fewest tokens the cap allows.  A step of this many
+ * tokens is several times a step of one on a CPU (about 80 against 6 ms on
+ * two AVX2 cores), so the fixed cost of the extra steps stays a small part
+ * of the batch classes' time even when a loaded host makes every step slow.
+ */
+#define LLM_SCHED_BATCH_STEP_FLOOR 32
+
+/*
+ * A step of only later classes' work computed n tokens in ms; target_ms is
+ * the step time the owner wants for such steps (0: no cap).  See "Short
+ * steps"; llm_sched_batch_step_tokens is the cap now (0: none).
+ */
+void		llm_sched_note_batch_step(llm_sched *s, int32_t n, double ms, double target_ms);
+int32_t		llm_sched_batch_step_tokens(const llm_sched *s);
 
 /* Plan one step; the plan stays valid until the next call. Returns 0 or -1 (OOM). */
 int			llm_sched_plan_step(llm_sched *s, llm_sched_plan **plan);

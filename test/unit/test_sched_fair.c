@@ -697,7 +697,7 @@ run_on_clock(int batch_step_ms, int slowdown)
 	world		w;
 	llm_sched_config cfg = {.max_batched_tokens = 256, .max_running = 24, .prefix_caching = true,
 		.reserved_running = 2, .shared_step_tokens = -1, .batch_prefill_tokens = 64,
-	.batch_step_ms = batch_step_ms, .shared_step_slowdown = slowdown};
+	.shared_step_slowdown = slowdown};
 	clock_run	r = {0};
 	double		now = 0,
 				arrival = 150,
@@ -724,7 +724,10 @@ run_on_clock(int batch_step_ms, int slowdown)
 		world_step(&w, false, 0);
 		dt = 2.0 + w.last_tokens;
 		now += dt;
-		if (w.last_interactive_tokens == 0 && dt > r.longest_batch_step)
+		if (w.last_interactive_tokens == 0)
+			llm_sched_note_batch_step(w.s, w.last_tokens, dt, batch_step_ms);
+		/* from the third step on: the cap has been set from the first two */
+		if (w.last_interactive_tokens == 0 && w.step >= 3 && dt > r.longest_batch_step)
 			r.longest_batch_step = dt;
 		if (w.last_interactive_tokens > 0)
 		{
@@ -765,8 +768,9 @@ run_on_clock(int batch_step_ms, int slowdown)
 }
 
 /*
- * Short steps: with batch_step_ms 40 under the model 2 + n ms, every
- * batch-only step carries at most 38 tokens (40 ms); without it, steps of
+ * Short steps: with a target of 40 ms on the clock 2 + n ms, every
+ * batch-only step from the third on (the cap set from the steps before)
+ * carries at most 38 tokens (40 ms); without it, steps of
  * decodes plus a 64-token chunk run longer.  An interactive request
  * arriving during a step waits for it, so its worst latency falls, while
  * the bulk ends at most 10% later (the step's fixed cost is paid more
@@ -781,7 +785,7 @@ test_batch_step_cap(void)
 	CHECK(off.ok && on.ok && off.n_interactive >= 5 && on.n_interactive >= 5,
 		  "the clock runs complete (%d and %d interactive requests)", off.n_interactive, on.n_interactive);
 	CHECK(on.longest_batch_step <= 40.0 && off.longest_batch_step > 40.0,
-		  "batch-only steps: longest %.0f ms with batch_step_ms 40, %.0f ms without", on.longest_batch_step,
+		  "batch-only steps: longest %.0f ms with a 40 ms target, %.0f ms without", on.longest_batch_step,
 		  off.longest_batch_step);
 	CHECK(on.max_wait <= 40.0 && on.max_latency < off.max_latency,
 		  "an interactive request waits at most 40 ms for the step in progress (%.0f; %.0f without the cap), "
@@ -792,39 +796,46 @@ test_batch_step_cap(void)
 }
 
 /*
- * The short-step cap's bounds: never fewer tokens than 9 fixed / per_token
- * (the fixed cost at most a tenth of the step), and no cap without a
- * model; with a cap above max_batched_tokens the plan is the one without.
+ * The short-step cap follows the steps' own rate: on a clock of 60 + n ms
+ * (a loaded host: every step slow) a 40 ms target would want fewer tokens
+ * than a step is worth, and the cap stays at LLM_SCHED_BATCH_STEP_FLOOR
+ * instead of shrinking further; on a flat clock, 10 + n / 100 ms (a GPU),
+ * it is max_batched_tokens; a target of 0 removes it.
  */
 static void
 test_batch_step_floor(void)
 {
-	for (int variant = 0; variant < 3; variant++)
+	for (int variant = 0; variant < 2; variant++)
 	{
 		world		w;
 		llm_sched_config cfg = {.max_batched_tokens = 128, .max_running = 24, .prefix_caching = true,
-		.batch_prefill_tokens = 64, .batch_step_ms = 5};
-		int			most = 0;
-		const char *name = variant == 0 ? "model 2 + n ms, cap 5 ms" :
-			(variant == 1 ? "no model" : "model 0.5 + 0.01 n ms");
+		.batch_prefill_tokens = 64};
+		int			least = 1 << 30,
+					most = 0;
+		const char *name = variant == 0 ? "clock 60 + n ms" : "clock 10 + n / 100 ms";
 
 		world_init(&w, 4096, 4, cfg, 40);
-		if (variant == 0)
-			llm_sched_set_step_cost(w.s, 2.0, 1.0);
-		else if (variant == 2)
-			llm_sched_set_step_cost(w.s, 0.5, 0.01);
 		for (int i = 0; i < 40; i++)
 			add_sim(&w, i, 30 + i % 9, 12, 1, 1);
 		while (w.live > 0 && w.step < 20000 && !w.bad)
 		{
 			world_step(&w, false, 0);
-			if (w.last_tokens > most)
+			llm_sched_note_batch_step(w.s, w.last_tokens, variant == 0 ? 60.0 + w.last_tokens :
+									  10.0 + w.last_tokens / 100.0, 40.0);
+			if (llm_sched_batch_step_tokens(w.s) < least)
+				least = llm_sched_batch_step_tokens(w.s);
+			if (w.step >= 2 && w.last_tokens > most)
 				most = w.last_tokens;
 		}
 		if (variant == 0)
-			CHECK(most == 18, "%s: steps of the floor, 9 x 2 / 1 = 18 tokens (largest %d)", name, most);
+			CHECK(least == LLM_SCHED_BATCH_STEP_FLOOR && most == LLM_SCHED_BATCH_STEP_FLOOR,
+				  "%s: the cap goes down to the floor of %d tokens and no further (least %d, steps of %d)", name,
+				  LLM_SCHED_BATCH_STEP_FLOOR, least, most);
 		else
-			CHECK(most > 64, "%s: no cap in effect (largest step %d tokens)", name, most);
+			CHECK(least == 128 && most > 64, "%s: the cap is max_batched_tokens (least %d, largest step %d)",
+				  name, least, most);
+		llm_sched_note_batch_step(w.s, 10, 5.0, 0);
+		CHECK(llm_sched_batch_step_tokens(w.s) == 0, "%s: a target of 0 removes the cap", name);
 		CHECK(w.batch_stalled == 0 && world_end(&w), "%s: all complete, every step moved the bulk on", name);
 	}
 }
