@@ -41,10 +41,9 @@
  * with the target, and the cap moves a quarter of the way to n * target /
  * ms, the tokens that step's own rate fits in the target (down only after
  * a step over the target: a shorter one may just have had less work;
- * measured, not
- * the step-time model's slope: steps all about the cap's size leave the
- * slope unknown, and a wrong slope fed back through the cap can shrink it
- * step after step).  It never goes below LLM_SCHED_BATCH_STEP_FLOOR nor
+ * measured, not the step-time model's slope: steps all about the cap's
+ * size leave the slope unknown, and a wrong slope fed back through the cap
+ * can shrink it step after step).  It never goes below LLM_SCHED_BATCH_STEP_FLOOR nor
  * above max_batched_tokens; a target of 0 removes it.  On two CPU cores,
  * where a step's time grows with its tokens, the batch class then runs
  * more, shorter steps at about the same tokens per second; a GPU's flat
@@ -57,7 +56,7 @@
  * sequences join carries up to max_batched_tokens of prefill and lasts
  * several decode-only steps.  With it every batch step is about one
  * decode step plus one bounded chunk: the bulk's time per output token is
- * also the most an arriving request waits (Short steps, below, bound it in
+ * also the most an arriving request waits (Short steps, above, bound it in
  * milliseconds).  Waiting batch sequences still
  * join at batch_prefill_tokens per step, so the class never starves.
  *
