@@ -184,8 +184,8 @@ static EngineGuc engine_gucs[] = {
 		.short_desc = "Tokens of an engine step that holds interactive work, batch work filling up to it "
 		"(-1 = automatic, 0 = no cap).",
 		.long_desc = "Keeps the steps of an interactive request about as short as they would be without the batch "
-		"work.  Automatic: what takes at most twice the time of the interactive work alone, by a model of step "
-		"time the worker fits to its steps.",
+		"work.  Automatic: what takes at most llm.interactive_step_slowdown percent longer than the interactive "
+		"work alone, by a model of step time the worker fits to its steps.",
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = -1, .min_int = -1, .max_int = 1048576,
 		.field = FIELD(interactive_step_tokens),
@@ -217,6 +217,28 @@ static EngineGuc engine_gucs[] = {
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 128, .min_int = 0, .max_int = 1048576,
 		.field = FIELD(batch_prefill_tokens),
+		.per_model = true,
+	},
+	{
+		.name = "llm.batch_step_ms",
+		.short_desc = "Engine step time the batch requests' tokens per step are steered to (0 = no cap).",
+		.long_desc = "An interactive request arriving during a step waits for it: batch work then runs in more, "
+		"shorter steps, their tokens set from the rate batch steps measure.  Raised to ten times a small "
+		"step's time, so a step's fixed cost stays under a tenth of it; a GPU, whose steps cost about the "
+		"same up to hundreds of tokens, gets no cap in effect.",
+		.type = EG_INT, .context = PGC_SIGHUP, .flags = GUC_UNIT_MS,
+		.boot_int = 200, .min_int = 0, .max_int = 3600000,
+		.field = FIELD(batch_step_ms),
+		.per_model = true,
+	},
+	{
+		.name = "llm.interactive_step_slowdown",
+		.short_desc = "Percent longer than alone batch work may make an engine step holding interactive work.",
+		.long_desc = "Used when llm.interactive_step_tokens is -1 (automatic), by the step-time model; at least "
+		"one batch token joins such a step.  100 allows twice the time.",
+		.type = EG_INT, .context = PGC_SIGHUP,
+		.boot_int = 25, .min_int = 0, .max_int = 10000,
+		.field = FIELD(interactive_step_slowdown),
 		.per_model = true,
 	},
 	{

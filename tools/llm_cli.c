@@ -27,7 +27,13 @@
  * each label followed by the end-of-turn token), --score-sharing
  * copy|recompute|per-continuation (score: how the labels share the prompt's
  * KV, llm_score_sharing; the scores are the same), --spec K (speculative draft
- * tokens, 0 = off), --spec-max-batch N.
+ * tokens, 0 = off), --spec-max-batch N, --batch-prefill-tokens N,
+ * --batch-step-ms MS, --interactive-step-slowdown PCT (engine.h).
+ *
+ * generate --batch FILE --interactive-every MS [--interactive-prompt TEXT]
+ * [--window N]: the file's prompts as a bulk load in the batch class with
+ * an interactive request arriving every MS, as bench/run's fair workload
+ * does through PostgreSQL (cmd_generate_mixed).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,6 +64,10 @@ typedef struct cli_opts
 	const char *bench_prompt_file;
 	bool		kv_stats;
 	int			score_sharing;	/* --score-sharing: llm_score_sharing */
+	/* generate --batch under an interactive load (cmd_generate_mixed) */
+	int			interactive_every_ms;
+	const char *interactive_prompt;
+	int			window;
 } cli_opts;
 
 /* --kv-stats: the most KV held at once over the steps of run_until_done */
@@ -74,6 +84,8 @@ usage(void)
 			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
 			"               [--keep-window-kv] [--kv-stats] [--spec K] [--spec-max-batch N]\n"
 			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
+			"               [--batch-prefill-tokens N] [--batch-step-ms MS] [--interactive-step-slowdown PCT]\n"
+			"               [--interactive-every MS [--interactive-prompt TEXT] [--window N]]\n"
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
 			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
 			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--score-sharing MODE] [--] PROMPT LABEL...\n"
@@ -320,6 +332,36 @@ parse_args(int argc, char **argv, cli_opts *o)
 			NEEDV();
 			o->batch_file = v;
 		}
+		else if (!strcmp(a, "--batch-prefill-tokens"))
+		{
+			NEEDV();
+			o->ec.batch_prefill_tokens = (int) parse_long(v, "--batch-prefill-tokens");
+		}
+		else if (!strcmp(a, "--batch-step-ms"))
+		{
+			NEEDV();
+			o->ec.batch_step_ms = (int) parse_long(v, "--batch-step-ms");
+		}
+		else if (!strcmp(a, "--interactive-step-slowdown"))
+		{
+			NEEDV();
+			o->ec.interactive_step_slowdown = (int) parse_long(v, "--interactive-step-slowdown");
+		}
+		else if (!strcmp(a, "--interactive-every"))
+		{
+			NEEDV();
+			o->interactive_every_ms = (int) parse_long(v, "--interactive-every");
+		}
+		else if (!strcmp(a, "--interactive-prompt"))
+		{
+			NEEDV();
+			o->interactive_prompt = v;
+		}
+		else if (!strcmp(a, "--window"))
+		{
+			NEEDV();
+			o->window = (int) parse_long(v, "--window");
+		}
 		else if (a[0] == '-' && a[1] != '\0')
 		{
 			fprintf(stderr, "llm-cli: unknown option %s\n", a);
@@ -507,39 +549,258 @@ print_kv_stats(llm_engine *e)
 			kv_peak.kv_blocks_used, kv_peak.kv_local_blocks_used, (long long) kv_peak.kv_bytes_used);
 }
 
+/* The prompts of a --batch file (one a line, escapes undone; "-" = stdin), or NULL after an error. */
+static char **
+read_batch_prompts(const char *path, int *n_out)
+{
+	FILE	   *f = strcmp(path, "-") ? fopen(path, "r") : stdin;
+	char	   *line = NULL;
+	size_t		lcap = 0;
+	ssize_t		len;
+	char	  **prompts = NULL;
+	int			n = 0;
+
+	if (f == NULL)
+	{
+		fprintf(stderr, "llm-cli: cannot open %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	while ((len = getline(&line, &lcap, f)) > 0)
+	{
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		prompts = realloc(prompts, (size_t) (n + 1) * sizeof(char *));
+		prompts[n++] = unescape_line(line);
+	}
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	*n_out = n;
+	return prompts ? prompts : calloc(1, sizeof(char *));
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* The q-th percentile (nearest rank) of xs[0..n), sorted in place; 0 when n is 0. */
+static double
+percentile(double *xs, int n, double q)
+{
+	int			k;
+
+	if (n == 0)
+		return 0;
+	qsort(xs, (size_t) n, sizeof(double), cmp_double);
+	k = (int) (q / 100.0 * n + 0.999999) - 1;
+	return xs[k < 0 ? 0 : (k >= n ? n - 1 : k)];
+}
+
+/* Run one interactive request alone (nothing else in the engine); its latency in ms, or -1. */
+static double
+interactive_alone(llm_engine *e, const llm_request *req, uint64_t id)
+{
+	gen_slot	s;
+	char		err[512];
+	double		t0 = now_s();
+
+	memset(&s, 0, sizeof(s));
+	if (llm_engine_submit(e, id, req, &s, err, sizeof(err)) != LLM_OK || run_until_done(e) != 0 || s.error)
+		return -1;
+	free(s.text);
+	return 1e3 * (now_s() - t0);
+}
+
+/*
+ * generate --batch FILE --interactive-every MS: the fairness load at the
+ * engine, without PostgreSQL.  The file's prompts are the bulk: batch
+ * class, one session, at most --window of them in the engine at once (the
+ * LLM Batch node's window; default all).  First 10 interactive requests
+ * (--interactive-prompt, default "What is 2+2?", 8 tokens, greedy,
+ * interactive class, its own session) run alone, 300 ms apart: the idle
+ * latency.  Then, from 1 s after the bulk starts and while it runs, one
+ * interactive request arrives every MS (the next one MS after the
+ * previous arrival, or at once if that has passed): it is submitted
+ * between steps, as the worker reads its channels, but its latency counts
+ * from its arrival, so the wait for the step in progress is in it.  Prints
+ * the bulk's outputs as generate --batch does, then on stderr the
+ * interactive latencies, the bulk's throughput and time per output token,
+ * and the engine's step counters.
+ */
+static int
+cmd_generate_mixed(llm_engine *e, cli_opts *o)
+{
+	char		err[512];
+	int			n = 0;
+	char	  **prompts = read_batch_prompts(o->batch_file, &n);
+	gen_slot   *slots;
+	gen_slot	inter;
+	llm_request ireq;
+	llm_sampling_params isp;
+	const char *iprompt = o->interactive_prompt ? o->interactive_prompt : "What is 2+2?";
+	double		idle[10],
+			   *lat,
+			   *tpot;
+	int			n_lat = 0,
+				n_tpot = 0,
+				next = 0,
+				in_engine = 0,
+				window = o->window > 0 ? o->window : (n > 0 ? n : 1);
+	double		t0,
+				t_end,
+				arrival = 0;
+	bool		inter_busy = false;
+	uint64_t	ids = 1;
+	long		total_tokens = 0;
+	llm_engine_stats st0,
+				st;
+
+	if (prompts == NULL)
+		return 1;
+	slots = calloc(n > 0 ? n : 1, sizeof(gen_slot));
+	lat = calloc(1024, sizeof(double));
+	tpot = calloc(n > 0 ? n : 1, sizeof(double));
+	llm_sampling_params_defaults(&isp);
+	isp.max_tokens = 8;
+	isp.temperature = 0;
+	ireq = text_request(o, iprompt);
+	ireq.params = isp;
+	ireq.priority = LLM_PRIORITY_INTERACTIVE;
+	ireq.session = 2;
+	for (int k = 0; k < 10; k++)
+	{
+		struct timespec pause = {0, 300 * 1000 * 1000};
+
+		if ((idle[k] = interactive_alone(e, &ireq, ids++)) < 0)
+		{
+			fprintf(stderr, "llm-cli: the interactive request failed alone\n");
+			return 1;
+		}
+		nanosleep(&pause, NULL);
+	}
+	llm_engine_get_stats(e, &st0);
+	t0 = now_s();
+	arrival = t0 + 1.0;
+	while (next < n || in_engine > 0)
+	{
+		double		now;
+
+		while (next < n && in_engine < window)
+		{
+			llm_request req = text_request(o, prompts[next]);
+
+			req.priority = LLM_PRIORITY_BATCH;
+			req.session = 1;
+			slots[next].print_ids = o->print_ids;
+			if (llm_engine_submit(e, ids++, &req, &slots[next], err, sizeof(err)) != LLM_OK)
+			{
+				slots[next].done = true;
+				slots[next].error = strdup(err);
+			}
+			else
+				in_engine++;
+			next++;
+		}
+		now = now_s();
+		if (!inter_busy && now >= arrival && n_lat < 1024)
+		{
+			memset(&inter, 0, sizeof(inter));
+			if (llm_engine_submit(e, ids++, &ireq, &inter, err, sizeof(err)) != LLM_OK)
+			{
+				fprintf(stderr, "llm-cli: %s\n", err);
+				return 1;
+			}
+			inter_busy = true;
+		}
+		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		{
+			fprintf(stderr, "llm-cli: engine step failed\n");
+			return 1;
+		}
+		in_engine = 0;
+		for (int i = 0; i < next; i++)
+			if (!slots[i].done)
+				in_engine++;
+		if (inter_busy && inter.done)
+		{
+			now = now_s();
+			if (inter.error)
+			{
+				fprintf(stderr, "llm-cli: interactive request: %s\n", inter.error);
+				return 1;
+			}
+			free(inter.text);
+			lat[n_lat++] = 1e3 * (now - arrival);
+			inter_busy = false;
+			arrival += o->interactive_every_ms / 1e3;
+			if (arrival < now)
+				arrival = now;
+		}
+	}
+	t_end = now_s();
+	/* an interactive request still in the engine when the bulk ended: finish it, uncounted */
+	if (inter_busy && run_until_done(e) != 0)
+		return 1;
+	llm_engine_get_stats(e, &st);
+	for (int i = 0; i < n; i++)
+	{
+		printf("### %d %s\n%.*s\n", i + 1,
+			   slots[i].error ? slots[i].error : llm_finish_reason_name(slots[i].why),
+			   (int) slots[i].len, slots[i].text ? slots[i].text : "");
+		total_tokens += slots[i].usage.completion_tokens;
+		if (slots[i].usage.completion_tokens > 1)
+			tpot[n_tpot++] = (slots[i].usage.total_ms - slots[i].usage.ttft_ms) / (slots[i].usage.completion_tokens - 1);
+		free(slots[i].text);
+		free(prompts[i]);
+	}
+	{
+		double		idle_p50 = percentile(idle, 10, 50),
+					tpot_p50 = percentile(tpot, n_tpot, 50);
+		int64_t		is = st.interactive_steps - st0.interactive_steps,
+					bs = st.batch_steps - st0.batch_steps;
+
+		fprintf(stderr, "bulk: %d prompts, %ld tokens in %.2f s (%.3f prompts/s), TPOT p50 %.1f ms\n",
+				n, total_tokens, t_end - t0, n / (t_end - t0), tpot_p50);
+		fprintf(stderr, "interactive: idle p50 %.1f ms; under load %d calls, p50 %.1f ms, p99 %.1f ms, "
+				"max %.1f ms; target 2 x idle p50 + TPOT p50 = %.1f ms\n",
+				idle_p50, n_lat, percentile(lat, n_lat, 50), percentile(lat, n_lat, 99),
+				percentile(lat, n_lat, 100), 2 * idle_p50 + tpot_p50);
+		fprintf(stderr, "steps with interactive work: %lld, %.1f tokens and %.1f ms each; "
+				"batch-only steps: %lld, %.1f tokens and %.1f ms each, longest %.1f ms\n",
+				(long long) is, is ? (double) (st.interactive_step_tokens - st0.interactive_step_tokens) / is : 0,
+				is ? (st.interactive_step_ms - st0.interactive_step_ms) / is : 0,
+				(long long) bs, bs ? (double) (st.batch_step_tokens - st0.batch_step_tokens) / bs : 0,
+				bs ? (st.batch_step_ms - st0.batch_step_ms) / bs : 0, st.batch_step_max_ms);
+	}
+	free(prompts);
+	free(slots);
+	free(lat);
+	free(tpot);
+	return 0;
+}
+
 static int
 cmd_generate(llm_engine *e, cli_opts *o)
 {
 	char		err[512];
 
+	if (o->batch_file && o->interactive_every_ms > 0)
+		return cmd_generate_mixed(e, o);
 	if (o->batch_file)
 	{
-		FILE	   *f = strcmp(o->batch_file, "-") ? fopen(o->batch_file, "r") : stdin;
-		char	   *line = NULL;
-		size_t		lcap = 0;
-		ssize_t		len;
 		gen_slot   *slots = NULL;
 		int			n = 0;
 		double		t0;
 		long		total_tokens = 0;
+		char	  **prompts = read_batch_prompts(o->batch_file, &n);
 
-		if (f == NULL)
-		{
-			fprintf(stderr, "llm-cli: cannot open %s: %s\n", o->batch_file, strerror(errno));
+		if (prompts == NULL)
 			return 1;
-		}
-		char	  **prompts = NULL;
-
-		while ((len = getline(&line, &lcap, f)) > 0)
-		{
-			if (line[len - 1] == '\n')
-				line[--len] = '\0';
-			prompts = realloc(prompts, (size_t) (n + 1) * sizeof(char *));
-			prompts[n++] = unescape_line(line);
-		}
-		free(line);
-		if (f != stdin)
-			fclose(f);
 		/* slots are allocated once: their addresses are the requests' user_data */
 		slots = calloc(n > 0 ? n : 1, sizeof(gen_slot));
 		for (int i = 0; i < n; i++)

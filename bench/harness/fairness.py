@@ -13,6 +13,20 @@ fair  An interactive session calls llm_generate('What is 2+2?', max_tokens
       output token in that run, from llm_recent_requests), and the bulk's
       rows/s at most 10% below the bulk alone.
 
+fair-engine  The same load at the engine, without PostgreSQL (llm-cli
+      generate --batch --interactive-every 2000 --window 64, chat template,
+      greedy): the first N tickets' W1 prompts (max_tokens 48) in the batch
+      class, an 8-token interactive call arriving every 2 s, its latency
+      counted from its arrival (so the wait for the step in progress is in
+      it).  Sides: ours (defaults: llm.batch_step_ms 200,
+      llm.interactive_step_slowdown 25) and "long steps" (--batch-step-ms 0
+      --interactive-step-slowdown 100, the scheduling before them).  Besides
+      the latencies, the engine's step counters: tokens and forward ms per
+      step with interactive work and per batch-only step, the longest
+      batch-only step (what an arriving call waits at most); tokens per step
+      do not depend on the machine's load.  The bulk's outputs must be
+      identical on both sides (scheduling never changes greedy text).
+
 spec  Speculative decoding by prompt lookup, engine level (llm-cli generate
       --batch, chat template, greedy): summaries (W1's instruction) and
       extractions (copying fields from the ticket) of the first N tickets,
@@ -184,6 +198,91 @@ class FairLatency:
         return rows
 
 
+_MIXED_BULK = re.compile(r"bulk: (\d+) prompts, (\d+) tokens in ([0-9.]+) s \(([0-9.]+) prompts/s\), "
+                         r"TPOT p50 ([0-9.]+) ms")
+_MIXED_INTER = re.compile(r"interactive: idle p50 ([0-9.]+) ms; under load (\d+) calls, p50 ([0-9.]+) ms, "
+                          r"p99 ([0-9.]+) ms, max ([0-9.]+) ms; target 2 x idle p50 \+ TPOT p50 = ([0-9.]+) ms")
+_MIXED_STEPS = re.compile(r"steps with interactive work: (\d+), ([0-9.]+) tokens and ([0-9.]+) ms each; "
+                          r"batch-only steps: (\d+), ([0-9.]+) tokens and ([0-9.]+) ms each, longest ([0-9.]+) ms")
+
+
+class FairEngine:
+    """The fair load at the engine (llm-cli), with the step counters."""
+
+    id = "fair-engine"
+    peer = "long steps"
+
+    def __init__(self, rows):
+        self.rows_n = rows
+        self.title = "fair-engine: 8-token call every 2 s during %d W1 prompts, engine only" % rows
+        self.outputs = {}
+
+    def unavailable(self, ctx):
+        return ctx.ours_error
+
+    def prompt_file(self, ctx):
+        tickets = workloads.ticket_prompts(ctx)
+        path = ctx.results_path("fair-engine-%d.txt" % self.rows_n)
+        with open(path, "w") as f:
+            for i in sorted(tickets)[:self.rows_n]:
+                f.write(tickets[i].replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t") + "\n")
+        return path
+
+    def run(self, ctx, extra):
+        argv = [ctx.cli, "generate", "-m", ctx.model, "--chat", "-t", str(ctx.threads), "-n", "48",
+                "--window", "64", "--interactive-every", "2000", "--batch", self.prompt_file(ctx)] + extra
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        if p.returncode != 0:
+            raise BenchError("llm-cli generate exited %d: %s" % (p.returncode, p.stderr[-300:]))
+        b, i, st = _MIXED_BULK.search(p.stderr), _MIXED_INTER.search(p.stderr), _MIXED_STEPS.search(p.stderr)
+        if not (b and i and st):
+            raise BenchError("unexpected llm-cli output: %r" % p.stderr[-400:])
+        out = {"bulk_wall_s": float(b.group(3)), "bulk_rows_per_s": float(b.group(4)),
+               "bulk_tpot_p50_ms": float(b.group(5)), "idle_p50_ms": float(i.group(1)), "calls": int(i.group(2)),
+               "loaded_p50_ms": float(i.group(3)), "loaded_p99_ms": float(i.group(4)),
+               "loaded_max_ms": float(i.group(5)), "target_ms": float(i.group(6)),
+               "interactive_steps": int(st.group(1)), "interactive_step_tokens": float(st.group(2)),
+               "interactive_step_ms": float(st.group(3)), "batch_steps": int(st.group(4)),
+               "batch_step_tokens": float(st.group(5)), "batch_step_ms": float(st.group(6)),
+               "batch_step_max_ms": float(st.group(7))}
+        return out, re.split(r"^### \d+ ", p.stdout, flags=re.M)[1:]
+
+    def sides(self, ctx):
+        def side(name, extra):
+            def fn(r):
+                m, outputs = self.run(ctx, extra)
+                self.outputs.setdefault(name, outputs)
+                return m
+            return fn
+        return [("ours", side("ours", [])),
+                ("long steps", side("long steps", ["--batch-step-ms", "0", "--interactive-step-slowdown", "100"]))]
+
+    def table_rows(self, ctx, meds):
+        o, n = meds.get("ours", {}), meds.get("long steps", {})
+        a, b = self.outputs.get("ours"), self.outputs.get("long steps")
+        same = sum(1 for x, y in zip(a or [], b or []) if x == y)
+        rows = [
+            workloads.row("interactive p99 under load (ms) vs target 2 x idle p50 + bulk TPOT p50", "ms",
+                          o.get("loaded_p99_ms"), o.get("target_ms"), peer_name="target"),
+            workloads.row("interactive p99 under load (ms)", "ms", o.get("loaded_p99_ms"), n.get("loaded_p99_ms")),
+            workloads.row("interactive p50 under load (ms)", "ms", o.get("loaded_p50_ms"), n.get("loaded_p50_ms")),
+            workloads.row("bulk prompts/s (loss target <= 10%%; %d/%d outputs identical)" % (same, len(a or [])),
+                          "prompts/s", o.get("bulk_rows_per_s"), n.get("bulk_rows_per_s")),
+            workloads.row("tokens per step with interactive work", "tokens", o.get("interactive_step_tokens"),
+                          n.get("interactive_step_tokens"), ratio=False),
+            workloads.row("ms per step with interactive work", "ms", o.get("interactive_step_ms"),
+                          n.get("interactive_step_ms"), ratio=False),
+            workloads.row("tokens per batch-only step", "tokens", o.get("batch_step_tokens"),
+                          n.get("batch_step_tokens"), ratio=False),
+            workloads.row("ms per batch-only step (mean)", "ms", o.get("batch_step_ms"), n.get("batch_step_ms"),
+                          ratio=False),
+            workloads.row("longest batch-only step (ms)", "ms", o.get("batch_step_max_ms"),
+                          n.get("batch_step_max_ms"), ratio=False),
+        ]
+        ctx.fair_engine_summary = {"ours": o, "long_steps": n, "identical": same, "outputs": len(a or [])}
+        return rows
+
+
 _SUMMARY = re.compile(r"(\d+) prompts, (\d+) tokens generated in ([0-9.]+) s \(([0-9.]+) tokens/s\); "
                       r"draft tokens (\d+), accepted (\d+)")
 
@@ -267,4 +366,4 @@ class Speculative:
 
 
 def fairness_workloads(rows=None, spec_prompts=None):
-    return [FairLatency(rows or 512), Speculative(spec_prompts or 32)]
+    return [FairLatency(rows or 512), FairEngine(rows or 512), Speculative(spec_prompts or 32)]

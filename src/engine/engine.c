@@ -456,6 +456,7 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			.batch_prefill_tokens = e->cfg.batch_prefill_tokens,
 			.local_pool = e->local_pool,
 			.local_window = g.local_window,
+			.shared_step_slowdown = e->cfg.interactive_step_slowdown,
 		};
 
 		e->sched = llm_sched_create(e->pool, &sc);

@@ -54,9 +54,10 @@ typedef struct llm_engine_config
 	 * max_running - 1; default -1 = automatic: max_running / 16, at least
 	 * 1, i.e. 4 of the default 64); the step's total tokens while an
 	 * interactive request is in it, batch work filling up to it (> 0; 0 =
-	 * no cap; default -1 = automatic: what takes at most twice the time of
-	 * the interactive work alone, by a model of step time fitted to the
-	 * steps run, scheduler.h); prefill tokens per step of a class once at least
+	 * no cap; default -1 = automatic: what takes at most
+	 * interactive_step_slowdown percent longer than the interactive work
+	 * alone, below, by a model of step time fitted to the steps run,
+	 * scheduler.h); prefill tokens per step of a class once at least
 	 * prefill_cap_decodes of its sequences decode (>= 0, 0 = no cap;
 	 * default 0; prefill_cap_decodes >= 1, default 16).
 	 */
@@ -98,6 +99,21 @@ typedef struct llm_engine_config
 									 * (one KV group); default false: their KV lives in a local
 									 * group freed behind the window (scheduler.h), where the
 									 * backend supports it (CPU) */
+	/*
+	 * Short steps (scheduler.h): the batch class's tokens per step are
+	 * steered so that a step of batch work alone takes about batch_step_ms
+	 * by the rate such steps measure (raised to ten times a small step's
+	 * time, so the fixed cost stays under a tenth of a step on a loaded
+	 * host), since an interactive request arriving during a step waits for
+	 * it (>= 0 ms, 0 = no cap; default 200: about half the tokens of a
+	 * step of 38 decodes and a 128-token chunk on two AVX2 cores; a GPU's
+	 * cap is max_batched_tokens); and
+	 * with interactive_step_tokens automatic, batch work may make a step
+	 * holding interactive work at most interactive_step_slowdown percent
+	 * longer than that work alone (>= 0, default 25; 100 is twice).
+	 */
+	int			batch_step_ms;
+	int			interactive_step_slowdown;
 } llm_engine_config;
 
 /* Defaults for every field (model_path NULL). */
@@ -281,6 +297,19 @@ typedef struct llm_engine_stats
 	int64_t		kv_local_block_bytes;	/* 0 without a local group */
 	/* cumulative KV blocks copied (both pools) for SCORE continuations forking from their prompt */
 	int64_t		copied_blocks;
+	/*
+	 * Steps by what they carried (cumulative): steps holding work of the
+	 * interactive class, with their token rows and forward time; steps of
+	 * batch work only, likewise, and the longest of these (what an
+	 * interactive request arriving during one waits at most).
+	 */
+	int64_t		interactive_steps;
+	int64_t		interactive_step_tokens;
+	double		interactive_step_ms;
+	int64_t		batch_steps;
+	int64_t		batch_step_tokens;
+	double		batch_step_ms;
+	double		batch_step_max_ms;
 } llm_engine_stats;
 
 void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);

@@ -20,6 +20,8 @@
 #define DEFAULT_SPEC_TOKENS			4
 #define DEFAULT_SPEC_MAX_BATCH		1
 #define DEFAULT_BATCH_PREFILL_TOKENS	128
+#define DEFAULT_BATCH_STEP_MS		200
+#define DEFAULT_INTERACTIVE_STEP_SLOWDOWN	25
 /* the KV cache may take at most this fraction of the physical memory */
 #define KV_MAX_MEMORY_SHARE			0.5
 
@@ -45,6 +47,8 @@ llm_engine_config_defaults(llm_engine_config *c)
 	c->chat_template = "auto";
 	c->kv_cache_dtype = "f16";
 	c->batch_prefill_tokens = DEFAULT_BATCH_PREFILL_TOKENS;
+	c->batch_step_ms = DEFAULT_BATCH_STEP_MS;
+	c->interactive_step_slowdown = DEFAULT_INTERACTIVE_STEP_SLOWDOWN;
 }
 
 static bool
@@ -75,7 +79,9 @@ llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 		engine_config_kv_dtype(a) == engine_config_kv_dtype(b) &&
 		a->shared_threads == b->shared_threads &&
 		a->batch_prefill_tokens == b->batch_prefill_tokens &&
-		a->kv_keep_windowed == b->kv_keep_windowed;
+		a->kv_keep_windowed == b->kv_keep_windowed &&
+		a->batch_step_ms == b->batch_step_ms &&
+		a->interactive_step_slowdown == b->interactive_step_slowdown;
 }
 
 int
@@ -127,6 +133,11 @@ engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
 	else if (c->batch_prefill_tokens < 0)
 		snprintf(err, errlen, "batch_prefill_tokens must be >= 0 (0 = no cap), not %d", c->batch_prefill_tokens);
+	else if (c->batch_step_ms < 0)
+		snprintf(err, errlen, "batch_step_ms must be >= 0 (0 = no cap), not %d", c->batch_step_ms);
+	else if (c->interactive_step_slowdown < 0)
+		snprintf(err, errlen, "interactive_step_slowdown must be >= 0 (percent), not %d",
+				 c->interactive_step_slowdown);
 	else
 		return 0;
 	return -1;

@@ -547,6 +547,23 @@ note_step_time(llm_engine *e, int32_t n, double ms)
 	}
 }
 
+/*
+ * Short steps (scheduler.h): after a step of batch work only, steer the
+ * batch class's tokens per step towards batch_step_ms, raised to ten times
+ * a small step's time once one was measured (so the fixed cost stays at
+ * most a tenth of a batch step, also on a loaded host where every step is
+ * slow).
+ */
+static void
+note_batch_step(llm_engine *e, int32_t n, double ms)
+{
+	double		target = e->cfg.batch_step_ms;
+
+	if (target > 0 && e->cost_small_steps > 0 && 10 * e->cost_small_t > target)
+		target = 10 * e->cost_small_t;
+	llm_sched_note_batch_step(e->sched, n, ms, target);
+}
+
 static llm_status
 run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 {
@@ -593,10 +610,26 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	/* the forward's time, shared among the requests by their token rows */
 	dt = engine_now_ms() - t0;
 	note_step_time(e, p->n_tokens, dt);
+	if (p->n_first_tokens == 0)
+		note_batch_step(e, p->n_tokens, dt);
 	for (int32_t i = 0; i < p->n_entries; i++)
 		((live_request *) p->entries[i].seq->owner)->busy_ms += dt * p->entries[i].n / p->n_tokens;
 
 	e->stats.n_steps++;
+	if (p->n_first_tokens > 0)
+	{
+		e->stats.interactive_steps++;
+		e->stats.interactive_step_tokens += p->n_tokens;
+		e->stats.interactive_step_ms += dt;
+	}
+	else
+	{
+		e->stats.batch_steps++;
+		e->stats.batch_step_tokens += p->n_tokens;
+		e->stats.batch_step_ms += dt;
+		if (dt > e->stats.batch_step_max_ms)
+			e->stats.batch_step_max_ms = dt;
+	}
 	e->stats.last_batch_seqs = p->n_entries;
 	e->stats.last_batch_tokens = p->n_tokens;
 	e->stats.computed_tokens += p->n_tokens;

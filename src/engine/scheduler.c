@@ -44,6 +44,7 @@ struct llm_sched
 	uint64_t	step;
 	double		cost_fixed_ms;	/* llm_sched_set_step_cost */
 	double		cost_per_token_ms;
+	double		batch_cap;		/* llm_sched_note_batch_step; 0 = no cap */
 	uint64_t	next_arrival;
 	int64_t		n_preemptions;
 	int64_t		prefix_query_tokens;
@@ -931,11 +932,49 @@ step_cap(const llm_sched *s, int32_t t)
 		return s->cfg.shared_step_tokens;
 	if (s->cost_per_token_ms <= 0)
 		return t + 3;
-	/* fixed + per_token * total <= 2 (fixed + per_token * t) */
-	extra = s->cost_fixed_ms / s->cost_per_token_ms + t;
+	/* fixed + per_token * total <= (1 + slowdown / 100) (fixed + per_token * t) */
+	extra = (s->cfg.shared_step_slowdown > 0 ? s->cfg.shared_step_slowdown / 100.0 : 0) *
+		(s->cost_fixed_ms / s->cost_per_token_ms + t);
 	if (extra < 1)
 		extra = 1;
 	return extra > s->cfg.max_batched_tokens ? s->cfg.max_batched_tokens : t + (int32_t) extra;
+}
+
+void
+llm_sched_note_batch_step(llm_sched *s, int32_t n, double ms, double target_ms)
+{
+	double		est;
+
+	if (target_ms <= 0)
+	{
+		s->batch_cap = 0;
+		return;
+	}
+	if (n <= 0 || ms <= 0)
+		return;
+	/* the tokens this step's own rate fits in target_ms; a quarter of the way there per step */
+	est = n * target_ms / ms;
+	/* a step within the target says nothing against the cap: it may just have had less work */
+	if (s->batch_cap > 0 && est < s->batch_cap && ms <= target_ms)
+		return;
+	s->batch_cap = s->batch_cap > 0 ? s->batch_cap + (est - s->batch_cap) / 4 : est;
+	if (s->batch_cap < LLM_SCHED_BATCH_STEP_FLOOR)
+		s->batch_cap = LLM_SCHED_BATCH_STEP_FLOOR;
+	if (s->batch_cap > s->cfg.max_batched_tokens)
+		s->batch_cap = s->cfg.max_batched_tokens;
+}
+
+int32_t
+llm_sched_batch_step_tokens(const llm_sched *s)
+{
+	return s->batch_cap > 0 ? (int32_t) s->batch_cap : 0;
+}
+
+/* Tokens of the later classes together in any step (short steps); max_batched_tokens when uncapped. */
+static int32_t
+batch_step_cap(const llm_sched *s)
+{
+	return s->batch_cap > 0 ? (int32_t) s->batch_cap : s->cfg.max_batched_tokens;
 }
 
 int
@@ -946,6 +985,7 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 	int32_t		preempted_cls = LLM_SCHED_N_CLASSES;	/* earliest class preempted this step */
 	int32_t		n_order = s->n_running;
 	int32_t		total = s->n_waiting + s->n_running;
+	int32_t		first_tokens = 0;	/* the first class's tokens, once its plan is done */
 
 	s->step++;
 	p->n_entries = 0;
@@ -974,6 +1014,8 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 		class_plan	cp = {c, budget, -1};
 		int32_t		decoding = 0;
 
+		if (c == 1)
+			first_tokens = p->n_tokens;
 		if (s->n_class[c] == 0)
 			continue;
 		if (c > 0 && p->n_tokens > 0 && s->cfg.shared_step_tokens != 0)
@@ -981,6 +1023,14 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 			int32_t		rest = step_cap(s, p->n_tokens) - p->n_tokens;
 
 			cp.left = rest < 0 ? 0 : (rest < budget ? rest : budget);
+		}
+		if (c > 0)
+		{
+			/* the later classes' tokens so far count against the short-step cap */
+			int32_t		rest = batch_step_cap(s) - (p->n_tokens - first_tokens);
+
+			if (rest < cp.left)
+				cp.left = rest < 0 ? 0 : rest;
 		}
 		if (c > 0 && s->cfg.batch_prefill_tokens > 0)
 			cp.prefill_left = s->cfg.batch_prefill_tokens;
@@ -998,6 +1048,10 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 			plan_admission(s, &cp, n_order, &budget, &preempted_cls) != 0)
 			return -1;
 	}
+	p->n_first_tokens = 0;
+	for (int32_t i = 0; i < p->n_entries; i++)
+		if (p->entries[i].seq->flow->cls == 0)
+			p->n_first_tokens += p->entries[i].n;
 	*out = p;
 	return 0;
 }

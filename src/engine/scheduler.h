@@ -25,11 +25,29 @@
  * alone would make it: shared_step_tokens when > 0 (0 = no cap); when -1,
  * from the step-time model the owner keeps current (llm_sched_set_step_cost:
  * a step of n tokens takes fixed + per_token * n), the total that takes at
- * most twice the time of the earlier classes' t tokens alone:
- * 2 t + fixed / per_token (at least t + 1; t + 3 while there is no model).  A newly active flow starts at the
+ * most shared_step_slowdown percent longer than the earlier classes' t
+ * tokens alone: t + s (t + fixed / per_token) with s = shared_step_slowdown
+ * / 100 (at least t + 1, so the later classes still move; t + 3 while
+ * there is no model).  A newly active flow starts at the
  * least service of its class's active flows, so coming back after a pause
  * earns no burst.  With every sequence in one class and one session the
  * plan is the FIFO one.
+ *
+ * Short steps: a request of the first class that arrives while a step runs
+ * waits for that step (its owner reads requests between steps), so the
+ * later classes together take at most a cap of tokens in every step, which
+ * the owner steers towards a step time it wants: after each step of only
+ * later classes' work (n tokens in ms) it calls llm_sched_note_batch_step
+ * with the target, and the cap moves a quarter of the way to n * target /
+ * ms, the tokens that step's own rate fits in the target (down only after
+ * a step over the target: a shorter one may just have had less work;
+ * measured, not the step-time model's slope: steps all about the cap's
+ * size leave the slope unknown, and a wrong slope fed back through the cap
+ * can shrink it step after step).  It never goes below LLM_SCHED_BATCH_STEP_FLOOR nor
+ * above max_batched_tokens; a target of 0 removes it.  On two CPU cores,
+ * where a step's time grows with its tokens, the batch class then runs
+ * more, shorter steps at about the same tokens per second; a GPU's flat
+ * step time puts the cap at max_batched_tokens, i.e. none.
  *
  * Batch prefill per step: the prefill chunks of a class after the first
  * take at most batch_prefill_tokens tokens of each step (0 = no cap),
@@ -38,7 +56,8 @@
  * sequences join carries up to max_batched_tokens of prefill and lasts
  * several decode-only steps.  With it every batch step is about one
  * decode step plus one bounded chunk: the bulk's time per output token is
- * also the most an arriving request waits.  Waiting batch sequences still
+ * also the most an arriving request waits (Short steps, above, bound it in
+ * milliseconds).  Waiting batch sequences still
  * join at batch_prefill_tokens per step, so the class never starves.
  *
  * Prefill while decoding: when a class has at least prefill_cap_decodes
@@ -233,6 +252,7 @@ typedef struct llm_sched_plan
 	llm_seq   **unfittable;
 	int32_t		n_unfittable;
 	int32_t		n_preempted;
+	int32_t		n_first_tokens;	/* tokens of the first class's entries */
 } llm_sched_plan;
 
 typedef struct llm_sched llm_sched;
@@ -254,6 +274,7 @@ typedef struct llm_sched_config
 	 */
 	llm_block_pool *local_pool;
 	int32_t		local_window;
+	int32_t		shared_step_slowdown;	/* percent batch work may add to an interactive step (-1 cap) */
 } llm_sched_config;
 
 llm_sched  *llm_sched_create(llm_block_pool *pool, const llm_sched_config *c);
@@ -269,6 +290,22 @@ void		llm_sched_remove(llm_sched *s, llm_seq *seq);
  * about fixed_ms + per_token_ms * n (per_token_ms <= 0: no model).
  */
 void		llm_sched_set_step_cost(llm_sched *s, double fixed_ms, double per_token_ms);
+
+/*
+ * Short steps: the fewest tokens the cap allows.  A step of this many
+ * tokens is several times a step of one on a CPU (about 80 against 6 ms on
+ * two AVX2 cores), so the fixed cost of the extra steps stays a small part
+ * of the batch classes' time even when a loaded host makes every step slow.
+ */
+#define LLM_SCHED_BATCH_STEP_FLOOR 32
+
+/*
+ * A step of only later classes' work computed n tokens in ms; target_ms is
+ * the step time the owner wants for such steps (0: no cap).  See "Short
+ * steps"; llm_sched_batch_step_tokens is the cap now (0: none).
+ */
+void		llm_sched_note_batch_step(llm_sched *s, int32_t n, double ms, double target_ms);
+int32_t		llm_sched_batch_step_tokens(const llm_sched *s);
 
 /* Plan one step; the plan stays valid until the next call. Returns 0 or -1 (OOM). */
 int			llm_sched_plan_step(llm_sched *s, llm_sched_plan **plan);

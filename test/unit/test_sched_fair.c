@@ -44,6 +44,8 @@ typedef struct world
 	int			batch_stalled;	/* steps without a class-1 entry while class 1 had live sequences */
 	int			max_interactive_chunk;	/* largest class-0 prefill chunk */
 	int			max_batch_prefill_with_decodes;	/* ... of a step with >= prefill_cap_decodes class-1 decodes */
+	int			last_tokens;	/* the last step's tokens */
+	int			last_interactive_tokens;	/* ... of class 0 */
 } world;
 
 static void
@@ -152,6 +154,8 @@ world_step(world *w, bool drafts, int accept_drafts)
 			w->bad = true;		/* a draft entry: one logits row per token from the last own one */
 		w->drafts_planned += e->n_draft;
 	}
+	w->last_tokens = p->n_tokens;
+	w->last_interactive_tokens = p->n_first_tokens;
 	if (interactive && p->n_tokens > w->max_step_tokens_with_interactive)
 		w->max_step_tokens_with_interactive = p->n_tokens;
 	if (batch_prefill > w->max_batch_prefill)
@@ -665,6 +669,199 @@ test_draft_without_room(void)
 	llm_block_pool_destroy(pool);
 }
 
+/*
+ * The fairness load on a simulated clock: a step of n tokens takes 2 + n
+ * ms (the cost model the scheduler is given, so the clock and the plan
+ * agree).  A bulk of 60 batch sequences; an interactive request (5-token
+ * prompt, 4 tokens) arrives every 150 ms and joins at the first step that
+ * starts after it, so it waits for the step in progress, as the worker
+ * does.  Reports the largest latency of the interactive requests, the
+ * longest batch-only step, the bulk's end and the largest step tokens
+ * beyond t alone among steps holding t interactive tokens.
+ */
+typedef struct clock_run
+{
+	double		max_latency;
+	double		max_wait;		/* arrival -> the start of its first step */
+	double		max_own;		/* the start of its first step -> its end */
+	double		longest_batch_step;
+	double		bulk_end;
+	int			max_excess;		/* n - t - allowed, over steps holding t > 0 interactive tokens */
+	int			n_interactive;
+	bool		ok;
+} clock_run;
+
+static clock_run
+run_on_clock(int batch_step_ms, int slowdown)
+{
+	world		w;
+	llm_sched_config cfg = {.max_batched_tokens = 256, .max_running = 24, .prefix_caching = true,
+		.reserved_running = 2, .shared_step_tokens = -1, .batch_prefill_tokens = 64,
+	.shared_step_slowdown = slowdown};
+	clock_run	r = {0};
+	double		now = 0,
+				arrival = 150,
+				join = 0;
+	int			next = 60;
+
+	world_init(&w, 4096, 4, cfg, 60 + 40);
+	llm_sched_set_step_cost(w.s, 2.0, 1.0);
+	for (int i = 0; i < 60; i++)
+		add_sim(&w, i, 30 + i % 9, 24, 1, 1);
+	while (w.live > 0 && w.step < 20000 && !w.bad)
+	{
+		bool		bulk_live = false;
+		double		dt;
+
+		for (int i = 0; i < 60; i++)
+			bulk_live |= !w.sims[i].done;
+		if (bulk_live && next < 100 && now >= arrival && (next == 60 || w.sims[next - 1].done))
+		{
+			add_sim(&w, next, 5, 4, 0, 500);
+			next++;
+			join = now;
+		}
+		world_step(&w, false, 0);
+		dt = 2.0 + w.last_tokens;
+		now += dt;
+		if (w.last_interactive_tokens == 0)
+			llm_sched_note_batch_step(w.s, w.last_tokens, dt, batch_step_ms);
+		/* from the third step on: the cap has been set from the first two */
+		if (w.last_interactive_tokens == 0 && w.step >= 3 && dt > r.longest_batch_step)
+			r.longest_batch_step = dt;
+		if (w.last_interactive_tokens > 0)
+		{
+			int			t = w.last_interactive_tokens;
+			int			allowed = (int) (slowdown / 100.0 * (t + 2.0));
+
+			if (allowed < 1)
+				allowed = 1;
+			if (w.last_tokens - t - allowed > r.max_excess)
+				r.max_excess = w.last_tokens - t - allowed;
+		}
+		if (next > 60 && w.sims[next - 1].done && w.sims[next - 1].done_step == w.step)
+		{
+			if (now - arrival > r.max_latency)
+				r.max_latency = now - arrival;
+			if (join - arrival > r.max_wait)
+				r.max_wait = join - arrival;
+			if (now - join > r.max_own)
+				r.max_own = now - join;
+			r.n_interactive++;
+			arrival += 150;
+			if (arrival < now)
+				arrival = now;
+		}
+		if (bulk_live && r.bulk_end == 0)
+		{
+			bool		all = true;
+
+			for (int i = 0; i < 60; i++)
+				all &= w.sims[i].done;
+			if (all)
+				r.bulk_end = now;
+		}
+	}
+	w.n = next;					/* only the requests that arrived */
+	r.ok = world_end(&w);
+	return r;
+}
+
+/*
+ * Short steps: with a target of 40 ms on the clock 2 + n ms, every
+ * batch-only step from the third on (the cap set from the steps before)
+ * carries at most 38 tokens (40 ms); without it, steps of
+ * decodes plus a 64-token chunk run longer.  An interactive request
+ * arriving during a step waits for it, so its worst latency falls, while
+ * the bulk ends at most 10% later (the step's fixed cost is paid more
+ * often).  Every request completes and nothing leaks.
+ */
+static void
+test_batch_step_cap(void)
+{
+	clock_run	off = run_on_clock(0, 25),
+				on = run_on_clock(40, 25);
+
+	CHECK(off.ok && on.ok && off.n_interactive >= 5 && on.n_interactive >= 5,
+		  "the clock runs complete (%d and %d interactive requests)", off.n_interactive, on.n_interactive);
+	CHECK(on.longest_batch_step <= 40.0 && off.longest_batch_step > 40.0,
+		  "batch-only steps: longest %.0f ms with a 40 ms target, %.0f ms without", on.longest_batch_step,
+		  off.longest_batch_step);
+	CHECK(on.max_wait <= 40.0 && on.max_latency < off.max_latency,
+		  "an interactive request waits at most 40 ms for the step in progress (%.0f; %.0f without the cap), "
+		  "its worst latency falls (%.0f ms from %.0f)", on.max_wait, off.max_wait, on.max_latency,
+		  off.max_latency);
+	CHECK(on.bulk_end <= 1.1 * off.bulk_end, "the bulk ends at most 10%% later (%.0f ms against %.0f)",
+		  on.bulk_end, off.bulk_end);
+}
+
+/*
+ * The short-step cap follows the steps' own rate: on a clock of 60 + n ms
+ * (a loaded host: every step slow) a 40 ms target would want fewer tokens
+ * than a step is worth, and the cap stays at LLM_SCHED_BATCH_STEP_FLOOR
+ * instead of shrinking further; on a flat clock, 10 + n / 100 ms (a GPU),
+ * it is max_batched_tokens; a target of 0 removes it.
+ */
+static void
+test_batch_step_floor(void)
+{
+	for (int variant = 0; variant < 2; variant++)
+	{
+		world		w;
+		llm_sched_config cfg = {.max_batched_tokens = 128, .max_running = 24, .prefix_caching = true,
+		.batch_prefill_tokens = 64};
+		int			least = 1 << 30,
+					most = 0;
+		const char *name = variant == 0 ? "clock 60 + n ms" : "clock 10 + n / 100 ms";
+
+		world_init(&w, 4096, 4, cfg, 40);
+		for (int i = 0; i < 40; i++)
+			add_sim(&w, i, 30 + i % 9, 12, 1, 1);
+		while (w.live > 0 && w.step < 20000 && !w.bad)
+		{
+			world_step(&w, false, 0);
+			llm_sched_note_batch_step(w.s, w.last_tokens, variant == 0 ? 60.0 + w.last_tokens :
+									  10.0 + w.last_tokens / 100.0, 40.0);
+			if (llm_sched_batch_step_tokens(w.s) < least)
+				least = llm_sched_batch_step_tokens(w.s);
+			if (w.step >= 2 && w.last_tokens > most)
+				most = w.last_tokens;
+		}
+		if (variant == 0)
+			CHECK(least == LLM_SCHED_BATCH_STEP_FLOOR && most == LLM_SCHED_BATCH_STEP_FLOOR,
+				  "%s: the cap goes down to the floor of %d tokens and no further (least %d, steps of %d)", name,
+				  LLM_SCHED_BATCH_STEP_FLOOR, least, most);
+		else
+			CHECK(least == 128 && most > 64, "%s: the cap is max_batched_tokens (least %d, largest step %d)",
+				  name, least, most);
+		llm_sched_note_batch_step(w.s, 10, 5.0, 0);
+		CHECK(llm_sched_batch_step_tokens(w.s) == 0, "%s: a target of 0 removes the cap", name);
+		CHECK(w.batch_stalled == 0 && world_end(&w), "%s: all complete, every step moved the bulk on", name);
+	}
+}
+
+/*
+ * The automatic shared cap with shared_step_slowdown: a step holding t
+ * interactive tokens carries at most t + s (t + fixed / per_token) tokens
+ * in all, at least t + 1 (s = slowdown / 100); a lower slowdown makes the
+ * time from an interactive request's first step to its end shorter.
+ */
+static void
+test_shared_step_slowdown(void)
+{
+	clock_run	twice = run_on_clock(40, 100),
+				quarter = run_on_clock(40, 25),
+				none = run_on_clock(40, 0);
+
+	CHECK(twice.ok && quarter.ok && none.ok, "the clock runs complete");
+	CHECK(twice.max_excess <= 0 && quarter.max_excess <= 0 && none.max_excess <= 0,
+		  "steps with interactive work within t + s (t + 2), at least t + 1 (excess %d, %d, %d)",
+		  twice.max_excess, quarter.max_excess, none.max_excess);
+	CHECK(quarter.max_own < twice.max_own && none.max_own <= quarter.max_own,
+		  "an interactive request's own steps, at most: %.0f ms at 100%%, %.0f at 25%%, %.0f at 0%%",
+		  twice.max_own, quarter.max_own, none.max_own);
+}
+
 int
 main(void)
 {
@@ -675,6 +872,9 @@ main(void)
 	test_new_flow_no_burst();
 	test_prefill_cap();
 	test_batch_prefill_cap();
+	test_batch_step_cap();
+	test_batch_step_floor();
+	test_shared_step_slowdown();
 	test_drafts();
 	test_draft_without_room();
 	return unit_done();
