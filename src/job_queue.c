@@ -293,8 +293,9 @@ static const char delete_rows_sql[] =
 "DELETE FROM @.llm_job_queue WHERE job_id = $1 AND key = ANY ("
 "  SELECT k::pg_catalog.text[] FROM pg_catalog.unnest($2::pg_catalog.text[]) k)";
 
-void
-llm_queue_delete_rows(int64 job, const Datum *keys, int n)
+/* Runs sql with $1 = job and $2 = the keys' literals; nothing for no keys. */
+static void
+exec_job_keys(const char *sql, int64 job, const Datum *keys, int n)
 {
 	Oid			types[2] = {INT8OID, TEXTARRAYOID};
 	Datum		values[2];
@@ -303,7 +304,13 @@ llm_queue_delete_rows(int64 job, const Datum *keys, int n)
 		return;
 	values[0] = Int64GetDatum(job);
 	values[1] = key_literals(keys, n);
-	llm_job_internal_exec(delete_rows_sql, 2, types, values, NULL, 0);
+	llm_job_internal_exec(sql, 2, types, values, NULL, 0);
+}
+
+void
+llm_queue_delete_rows(int64 job, const Datum *keys, int n)
+{
+	exec_job_keys(delete_rows_sql, job, keys, n);
 }
 
 static const char delete_sql[] =
@@ -404,14 +411,7 @@ static const char insert_literals_sql[] =
 void
 llm_queue_insert(int64 job, Datum *keys, int n)
 {
-	Oid			types[2] = {INT8OID, TEXTARRAYOID};
-	Datum		values[2];
-
-	if (n == 0)
-		return;
-	values[0] = Int64GetDatum(job);
-	values[1] = key_literals(keys, n);
-	llm_job_internal_exec(insert_literals_sql, 2, types, values, NULL, 0);
+	exec_job_keys(insert_literals_sql, job, keys, n);
 }
 
 static const char count_sql[] =

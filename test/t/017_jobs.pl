@@ -22,19 +22,7 @@ max_worker_processes = 16
 });
 
 my $N = 32;
-$node->safe_psql('postgres', qq{
-CREATE TABLE tickets (id int PRIMARY KEY, body text NOT NULL, summary text);
-INSERT INTO tickets SELECT i, 'Say the number ' || i || ' in words.' FROM generate_series(1, $N) i;
-CREATE TABLE writes (id int, body text, summary text, at timestamptz DEFAULT clock_timestamp());
-CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS \$\$
-BEGIN
-	IF NEW.summary IS DISTINCT FROM OLD.summary AND NEW.summary IS NOT NULL THEN
-		INSERT INTO writes (id, body, summary) VALUES (NEW.id, NEW.body, NEW.summary);
-	END IF;
-	RETURN NEW;
-END \$\$;
-CREATE TRIGGER record_write AFTER UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTION record_write();
-});
+LlmTest::job_table($node, $N, q{'Say the number ' || i || ' in words.'});
 
 my $MT = 4;
 my $enrich = "SELECT llm_enrich('tickets', 'summary', \$\$'Summarize: ' || body\$\$, max_tokens => $MT)";

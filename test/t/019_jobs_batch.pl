@@ -26,18 +26,8 @@ max_worker_processes = 16
 
 my $N = 16;
 my $MT = 4;
+LlmTest::job_table($node, $N, q{'Say the number ' || i || ' in words.'});
 $node->safe_psql('postgres', qq{
-CREATE TABLE tickets (id int PRIMARY KEY, body text NOT NULL, summary text);
-INSERT INTO tickets SELECT i, 'Say the number ' || i || ' in words.' FROM generate_series(1, $N) i;
-CREATE TABLE writes (id int, body text, summary text);
-CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS \$\$
-BEGIN
-	IF NEW.summary IS DISTINCT FROM OLD.summary AND NEW.summary IS NOT NULL THEN
-		INSERT INTO writes (id, body, summary) VALUES (NEW.id, NEW.body, NEW.summary);
-	END IF;
-	RETURN NEW;
-END \$\$;
-CREATE TRIGGER record_write AFTER UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTION record_write();
 -- rows filled per UPDATE statement: more than one only when rows are written together
 CREATE TABLE statements (filled int);
 CREATE FUNCTION record_statement() RETURNS trigger LANGUAGE plpgsql AS \$\$

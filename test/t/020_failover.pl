@@ -29,19 +29,7 @@ my $primary = LlmTest::new_node('primary', $conf, init => { allows_streaming => 
 
 my $N = 32;
 my $MT = 12;
-$primary->safe_psql('postgres', qq{
-CREATE TABLE tickets (id int PRIMARY KEY, body text NOT NULL, summary text);
-INSERT INTO tickets SELECT i, 'Say the number ' || i || ' in words, then count to ten.' FROM generate_series(1, $N) i;
-CREATE TABLE writes (id int, summary text, at timestamptz DEFAULT clock_timestamp());
-CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS \$\$
-BEGIN
-	IF NEW.summary IS DISTINCT FROM OLD.summary AND NEW.summary IS NOT NULL THEN
-		INSERT INTO writes (id, summary) VALUES (NEW.id, NEW.summary);
-	END IF;
-	RETURN NEW;
-END \$\$;
-CREATE TRIGGER record_write AFTER UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTION record_write();
-});
+LlmTest::job_table($primary, $N, q{'Say the number ' || i || ' in words, then count to ten.'});
 
 $primary->backup('base');
 my $standby = PostgreSQL::Test::Cluster->new('standby');

@@ -100,6 +100,28 @@ sub time_to_finish
 	return (time - $t, $out, $err);
 }
 
+# A job's target: table tickets (id, body, summary) of $n rows whose bodies
+# are the SQL expression $body over i, and writes (id, body, summary, at),
+# where a trigger records every write of a summary (what the jobs' tests count
+# their lost, doubled and stale writes from).
+sub job_table
+{
+	my ($node, $n, $body) = @_;
+	$node->safe_psql('postgres', qq{
+CREATE TABLE tickets (id int PRIMARY KEY, body text NOT NULL, summary text);
+INSERT INTO tickets SELECT i, $body FROM generate_series(1, $n) i;
+CREATE TABLE writes (id int, body text, summary text, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION record_write() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+	IF NEW.summary IS DISTINCT FROM OLD.summary AND NEW.summary IS NOT NULL THEN
+		INSERT INTO writes (id, body, summary) VALUES (NEW.id, NEW.body, NEW.summary);
+	END IF;
+	RETURN NEW;
+END \$\$;
+CREATE TRIGGER record_write AFTER UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTION record_write();
+});
+}
+
 # pid of the backend running a query matching $pattern.
 sub backend_pid
 {
