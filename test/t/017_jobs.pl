@@ -29,13 +29,7 @@ my $enrich = "SELECT llm_enrich('tickets', 'summary', \$\$'Summarize: ' || body\
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
-sub wait_state
-{
-	my ($id, $state, $what) = @_;
-	ok($node->poll_query_until('postgres', "SELECT state = '$state' FROM llm_jobs WHERE id = $id"),
-		"job $id $state ($what)")
-	  or diag(q1("SELECT * FROM llm_jobs WHERE id = $id"));
-}
+sub wait_state { LlmTest::wait_job_state($node, @_); }
 
 sub wait_rows_done
 {

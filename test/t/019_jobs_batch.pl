@@ -42,13 +42,7 @@ CREATE TRIGGER record_statement AFTER UPDATE ON tickets REFERENCING NEW TABLE AS
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
-sub wait_state
-{
-	my ($id, $state, $what) = @_;
-	ok($node->poll_query_until('postgres', "SELECT state = '$state' FROM llm_jobs WHERE id = $id"),
-		"job $id $state ($what)")
-	  or diag(q1("SELECT * FROM llm_jobs WHERE id = $id"));
-}
+sub wait_state { LlmTest::wait_job_state($node, @_); }
 
 # A session holding every row of tickets (FOR UPDATE) until release_rows.
 sub hold_rows

@@ -60,9 +60,7 @@ my $rows_old = on($standby, 'SELECT count(*) FROM tickets WHERE summary IS NOT N
 $standby->promote;
 is(on($standby, 'SELECT pg_is_in_recovery()'), 'f', 'standby promoted');
 
-ok($standby->poll_query_until('postgres', "SELECT state = 'done' FROM llm_jobs WHERE id = $job"),
-	'the job finishes on the promoted standby')
-  or diag(on($standby, "SELECT * FROM llm_jobs WHERE id = $job"));
+LlmTest::wait_job_state($standby, $job, 'done', 'on the promoted standby');
 ok($standby->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'llm job launcher'"),
 	'a job launcher runs after the promotion');

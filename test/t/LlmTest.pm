@@ -122,6 +122,16 @@ CREATE TRIGGER record_write AFTER UPDATE ON tickets FOR EACH ROW EXECUTE FUNCTIO
 });
 }
 
+# Wait until job $id is in $state (a test named with $what); on a timeout
+# the job's row goes to the test log.
+sub wait_job_state
+{
+	my ($node, $id, $state, $what) = @_;
+	ok($node->poll_query_until('postgres', "SELECT state = '$state' FROM llm_jobs WHERE id = $id"),
+		"job $id $state ($what)")
+	  or diag($node->safe_psql('postgres', "SELECT * FROM llm_jobs WHERE id = $id"));
+}
+
 # pid of the backend running a query matching $pattern.
 sub backend_pid
 {
