@@ -471,6 +471,24 @@ key_params(const LlmJob *job, Datum key, Datum *values)
 	}
 }
 
+/*
+ * A read or locked row's columns from column first on: the prompt (none
+ * when the expression is NULL), whether the output column is NULL, whether
+ * the where clause holds.
+ */
+static void
+read_locked_row(HeapTuple tup, TupleDesc desc, int first, LlmJobRow *row, MemoryContext cxt)
+{
+	bool		isnull;
+	Datum		p = SPI_getbinval(tup, desc, first, &isnull);
+
+	row->found = true;
+	if (!isnull)
+		row->prompt = MemoryContextStrdup(cxt, TextDatumGetCString(p));
+	row->output_null = DatumGetBool(SPI_getbinval(tup, desc, first + 1, &isnull));
+	row->matches = DatumGetBool(SPI_getbinval(tup, desc, first + 2, &isnull));
+}
+
 void
 llm_job_read_row(LlmJob *job, Datum key, bool lock, LlmJobRow *row, MemoryContext cxt)
 {
@@ -485,18 +503,7 @@ llm_job_read_row(LlmJob *job, Datum key, bool lock, LlmJobRow *row, MemoryContex
 			 SPI_result_code_string(rc));
 	if (SPI_processed == 0)
 		return;
-	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Datum		p = SPI_getbinval(tup, desc, 1, &isnull);
-
-		row->found = true;
-		if (!isnull)
-			row->prompt = MemoryContextStrdup(cxt, TextDatumGetCString(p));
-		row->output_null = DatumGetBool(SPI_getbinval(tup, desc, 2, &isnull));
-		row->matches = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
-	}
+	read_locked_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, row, cxt);
 }
 
 bool
@@ -576,19 +583,8 @@ llm_job_lock_rows(LlmJob *job, const Datum *keys, int n, LlmJobRow *rows, Memory
 		elog(ERROR, "llm: locking rows of job " INT64_FORMAT " failed: %s", job->id,
 			 SPI_result_code_string(rc));
 	for (uint64 t = 0; t < SPI_processed; t++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[t];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		LlmJobRow  *row = &rows[batch_index(t, n)];
-		bool		isnull;
-		Datum		p = SPI_getbinval(tup, desc, 2, &isnull);
-
-		row->found = true;
-		if (!isnull)
-			row->prompt = MemoryContextStrdup(cxt, TextDatumGetCString(p));
-		row->output_null = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
-		row->matches = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-	}
+		read_locked_row(SPI_tuptable->vals[t], SPI_tuptable->tupdesc, 2,
+						&rows[batch_index(t, n)], cxt);
 }
 
 void

@@ -407,6 +407,25 @@ name(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_
  */
 #define Q4K_TILE_TOKENS 4
 
+/*
+ * Tokens t0 .. t0+tn-1 of a Q8_K activation block (rows a_stride apart):
+ * each token's quants, its per-block scales and its block sums, as the
+ * K-quant tiles read them.
+ */
+static inline void
+q8_K_token_rows(int64_t n, const void *a, size_t a_stride, int t0, int tn,
+				const int8_t **aq, const float **ad, const int16_t **bsums)
+{
+	const int64_t nb = n / LLM_QK_K;
+
+	for (int t = 0; t < tn; t++)
+	{
+		aq[t] = (const int8_t *) ((const char *) a + (size_t) (t0 + t) * a_stride);
+		ad[t] = llm_act_d(aq[t], n);
+		bsums[t] = (const int16_t *) (ad[t] + nb);
+	}
+}
+
 static TGT void
 tile_q4_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
 		  int nt, float *out, size_t out_stride)
@@ -421,12 +440,7 @@ tile_q4_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size
 		const float *ad[Q4K_TILE_TOKENS];
 		const int16_t *bsums[Q4K_TILE_TOKENS];
 
-		for (int t = 0; t < tn; t++)
-		{
-			aq[t] = (const int8_t *) ((const char *) a + (size_t) (t0 + t) * a_stride);
-			ad[t] = llm_act_d(aq[t], n);
-			bsums[t] = (const int16_t *) (ad[t] + nb);
-		}
+		q8_K_token_rows(n, a, a_stride, t0, tn, aq, ad, bsums);
 		for (int r = 0; r < nr; r++)
 		{
 			const llm_block_q4_K *x = (const llm_block_q4_K *) ((const char *) w + (size_t) r * w_stride);
@@ -517,12 +531,7 @@ tile_q6_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size
 		const float *ad[Q6K_TILE_TOKENS];
 		const int16_t *bsums[Q6K_TILE_TOKENS];
 
-		for (int t = 0; t < tn; t++)
-		{
-			aq[t] = (const int8_t *) ((const char *) a + (size_t) (t0 + t) * a_stride);
-			ad[t] = llm_act_d(aq[t], n);
-			bsums[t] = (const int16_t *) (ad[t] + nb);
-		}
+		q8_K_token_rows(n, a, a_stride, t0, tn, aq, ad, bsums);
 		for (int r = 0; r < nr; r++)
 		{
 			const llm_block_q6_K *x = (const llm_block_q6_K *) ((const char *) w + (size_t) r * w_stride);
