@@ -227,7 +227,7 @@ static EngineGuc engine_gucs[] = {
 		"step's time, so a step's fixed cost stays under a tenth of it; a GPU, whose steps cost about the "
 		"same up to hundreds of tokens, gets no cap in effect.",
 		.type = EG_INT, .context = PGC_SIGHUP, .flags = GUC_UNIT_MS,
-		.boot_int = 200, .min_int = 0, .max_int = 3600000,
+		.boot_int = 100, .min_int = 0, .max_int = 3600000,
 		.field = FIELD(batch_step_ms),
 		.per_model = true,
 	},

@@ -18,7 +18,7 @@ fair-engine  The same load at the engine, without PostgreSQL (llm-cli
       greedy): the first N tickets' W1 prompts (max_tokens 48) in the batch
       class, an 8-token interactive call arriving every 2 s, its latency
       counted from its arrival (so the wait for the step in progress is in
-      it).  Sides: ours (defaults: llm.batch_step_ms 200,
+      it).  Sides: ours (defaults: llm.batch_step_ms 100,
       llm.interactive_step_slowdown 25) and "long steps" (--batch-step-ms 0
       --interactive-step-slowdown 100, the scheduling before them).  Besides
       the latencies, the engine's step counters: tokens and forward ms per

@@ -20,7 +20,7 @@
 #define DEFAULT_SPEC_TOKENS			4
 #define DEFAULT_SPEC_MAX_BATCH		1
 #define DEFAULT_BATCH_PREFILL_TOKENS	128
-#define DEFAULT_BATCH_STEP_MS		200
+#define DEFAULT_BATCH_STEP_MS		100
 #define DEFAULT_INTERACTIVE_STEP_SLOWDOWN	25
 /* the KV cache may take at most this fraction of the physical memory */
 #define KV_MAX_MEMORY_SHARE			0.5
