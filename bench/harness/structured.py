@@ -36,6 +36,10 @@ TICKET_SCHEMA = {
     },
     "required": ["product", "priority", "customer", "summary", "refund_requested"],
 }
+# TICKET_SCHEMA's longest compact output in bytes (keys in schema order, the longest enum values, each
+# string character at its longest canonical form: a control character's 6-byte \uXXXX escape): a token
+# covers at least one byte, so max_tokens >= this always completes it
+TICKET_SCHEMA_MAX_BYTES = 1057
 
 
 def sql_literal(text):
