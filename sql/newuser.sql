@@ -1,0 +1,18 @@
+--
+-- newuser: what a new user's hostile calls found, each refused with the
+-- SQLSTATE a DBA expects (try_sql shows it) and its detail and hint.
+--
+-- a job's target must be a table of its own: a view or a materialized view
+-- is the wrong kind of object (42809); a temporary table is one the runner,
+-- another session, can never read (0A000, refused before any job exists)
+CREATE TABLE nu_jt (id int PRIMARY KEY, body text, out text);
+INSERT INTO nu_jt VALUES (1, 'Say hi.');
+CREATE VIEW nu_jview AS SELECT * FROM nu_jt;
+CREATE MATERIALIZED VIEW nu_jmv AS SELECT * FROM nu_jt;
+CREATE TEMP TABLE nu_jtemp (id int PRIMARY KEY, body text, out text);
+INSERT INTO nu_jtemp VALUES (1, 'Say hi.');
+SELECT try_sql($$SELECT llm_enrich('nu_jview', 'out', 'body')$$);
+SELECT try_sql($$SELECT llm_enrich('nu_jmv', 'out', 'body')$$);
+SELECT try_sql($$SELECT llm_enrich('nu_jtemp', 'out', 'body')$$);
+SELECT llm_enrich('nu_jtemp', 'out', 'body');
+SELECT count(*) AS jobs FROM llm_jobs WHERE "table"::text IN ('nu_jview', 'nu_jmv', 'nu_jtemp');
