@@ -16,3 +16,9 @@ SELECT try_sql($$SELECT llm_enrich('nu_jmv', 'out', 'body')$$);
 SELECT try_sql($$SELECT llm_enrich('nu_jtemp', 'out', 'body')$$);
 SELECT llm_enrich('nu_jtemp', 'out', 'body');
 SELECT count(*) AS jobs FROM llm_jobs WHERE "table"::text IN ('nu_jview', 'nu_jmv', 'nu_jtemp');
+-- a syntax error in a job's prompt or where_clause points into the
+-- expression (shown as the statement parsed), not into the caller's query
+SELECT llm_enrich('nu_jt', 'out', 'body', where_clause => 'true; DROP TABLE nu_jt');
+SELECT llm_enrich('nu_jt', 'out', '');
+SELECT llm_enrich('nu_jt', 'out', 'body ||| ''x''');
+SELECT count(*) AS jobs FROM llm_jobs WHERE "table"::text = 'nu_jt';

@@ -51,6 +51,24 @@ llm_job_state_from_name(const char *name)
 
 /* ---------- expressions ---------- */
 
+/*
+ * A syntax error's position is in the statement parsed here, not in the
+ * caller's query: report it as an internal query, as SPI does for the
+ * statements it runs, so the cursor points into the expression.
+ */
+static void
+expression_error_callback(void *arg)
+{
+	int			pos = geterrposition();
+
+	if (pos > 0)
+	{
+		errposition(0);
+		internalerrposition(pos);
+		internalerrquery((const char *) arg);
+	}
+}
+
 void
 llm_job_check_expression(const char *expr, const char *what)
 {
@@ -58,8 +76,14 @@ llm_job_check_expression(const char *expr, const char *what)
 	List	   *stmts;
 	SelectStmt *sel;
 	bool		one;
+	ErrorContextCallback errcb;
 
+	errcb.callback = expression_error_callback;
+	errcb.arg = sql;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
 	stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
+	error_context_stack = errcb.previous;
 	one = list_length(stmts) == 1 && IsA(linitial_node(RawStmt, stmts)->stmt, SelectStmt);
 	if (one)
 	{
