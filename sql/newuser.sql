@@ -22,3 +22,7 @@ SELECT llm_enrich('nu_jt', 'out', 'body', where_clause => 'true; DROP TABLE nu_j
 SELECT llm_enrich('nu_jt', 'out', '');
 SELECT llm_enrich('nu_jt', 'out', 'body ||| ''x''');
 SELECT count(*) AS jobs FROM llm_jobs WHERE "table"::text = 'nu_jt';
+-- llm_result and llm_cancel name a request by the bigint the caller gave
+SELECT try_sql($$SELECT * FROM llm_result(-1)$$);
+SELECT try_sql($$SELECT * FROM llm_result(-9223372036854775808, wait => false)$$);
+SELECT llm_cancel(-1);
