@@ -26,3 +26,24 @@ SELECT count(*) AS jobs FROM llm_jobs WHERE "table"::text = 'nu_jt';
 SELECT try_sql($$SELECT * FROM llm_result(-1)$$);
 SELECT try_sql($$SELECT * FROM llm_result(-9223372036854775808, wait => false)$$);
 SELECT llm_cancel(-1);
+-- the extension dropped and created again in another schema, or its schema
+-- renamed, in the same session: the job tables are found where they are now
+-- (jobs without rows, so no runner writes meanwhile)
+CREATE DATABASE llm_newuser;
+\c llm_newuser
+SET client_min_messages = warning;
+CREATE SCHEMA nu_a;
+CREATE EXTENSION llm SCHEMA nu_a;
+CREATE TABLE nu_t (id int PRIMARY KEY, body text, a text, b text, c text);
+INSERT INTO nu_t VALUES (1, 'Say hi.');
+SELECT nu_a.llm_enrich('nu_t', 'a', 'body', where_clause => 'false') > 0 AS job_in_a;
+DROP EXTENSION llm CASCADE;
+CREATE SCHEMA nu_b;
+CREATE EXTENSION llm SCHEMA nu_b;
+SELECT nu_b.llm_enrich('nu_t', 'b', 'body', where_clause => 'false') > 0 AS job_in_b;
+ALTER SCHEMA nu_b RENAME TO nu_c;
+SELECT nu_c.llm_enrich('nu_t', 'c', 'body', where_clause => 'false') > 0 AS job_in_c;
+SELECT "column", rows_total FROM nu_c.llm_jobs ORDER BY id;
+RESET client_min_messages;
+\c contrib_regression
+DROP DATABASE llm_newuser WITH (FORCE);
