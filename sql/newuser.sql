@@ -47,3 +47,19 @@ SELECT "column", rows_total FROM nu_c.llm_jobs ORDER BY id;
 RESET client_min_messages;
 \c contrib_regression
 DROP DATABASE llm_newuser WITH (FORCE);
+-- the documents' examples as written: STRUCTURED_OUTPUT.md's plan of a
+-- batched llm_filter; README's MERGE workaround (generate in USING); the
+-- STRICT tokenizer functions with a NULL model
+CREATE TABLE nu_tickets (id int, body text);
+INSERT INTO nu_tickets VALUES (1, 'I was charged twice.');
+EXPLAIN (COSTS OFF) SELECT id FROM nu_tickets WHERE llm_filter(body, 'Is this about money?') AND id < 4;
+CREATE TABLE nu_summaries (id int PRIMARY KEY, s text);
+EXPLAIN (COSTS OFF) MERGE INTO nu_summaries m USING nu_tickets t ON m.id = t.id
+  WHEN NOT MATCHED THEN INSERT VALUES (t.id, llm_generate(t.body, max_tokens => 4));
+EXPLAIN (COSTS OFF) MERGE INTO nu_summaries m
+  USING (SELECT id, llm_generate(body, max_tokens => 4) AS g FROM nu_tickets) t ON m.id = t.id
+  WHEN NOT MATCHED THEN INSERT VALUES (t.id, t.g);
+SELECT llm_tokenize('hi', NULL) IS NULL AS tokenize_null, llm_detokenize(ARRAY[1], NULL) IS NULL AS detokenize_null;
+SELECT try_sql($$SELECT llm_generate('hi', stop => array_fill('x'::text, ARRAY[17]))$$);
+SELECT try_sql($$SELECT llm_chat((SELECT jsonb_agg(jsonb_build_object('role', 'user', 'content', 'x')) FROM generate_series(1, 1024)))$$);
+DROP TABLE nu_tickets, nu_summaries;
