@@ -63,3 +63,10 @@ SELECT llm_tokenize('hi', NULL) IS NULL AS tokenize_null, llm_detokenize(ARRAY[1
 SELECT try_sql($$SELECT llm_generate('hi', stop => array_fill('x'::text, ARRAY[17]))$$);
 SELECT try_sql($$SELECT llm_chat((SELECT jsonb_agg(jsonb_build_object('role', 'user', 'content', 'x')) FROM generate_series(1, 1024)))$$);
 DROP TABLE nu_tickets, nu_summaries;
+-- a prompt of megabytes that cannot fit the context is refused from its
+-- size, before the worker tokenizes it (which held every session's next
+-- step for as long as that took)
+SELECT try_sql($$SELECT llm_generate(repeat('x', 20000000), max_tokens => 1)$$);
+SELECT try_sql($$SELECT llm_chat(jsonb_build_array(jsonb_build_object('role', 'user', 'content', repeat('y', 2000000))))$$);
+SELECT try_sql($$SELECT llm_classify('x', ARRAY['a', repeat('z', 2000000)])$$);
+SELECT llm_generate('Say hi.', max_tokens => 2) IS NOT NULL AS next_call_works;
