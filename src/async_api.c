@@ -83,7 +83,7 @@ pg_llm_result(PG_FUNCTION_ARGS)
 
 		if (r.state == LLM_ASYNC_CANCELLED)
 			res = llm_local_failure(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-									psprintf("llm request " UINT64_FORMAT " was cancelled", id));
+									psprintf("llm request " INT64_FORMAT " was cancelled", (int64) id));
 		else
 			res = llm_local_failure(r.sqlstate ? r.sqlstate : ERRCODE_INTERNAL_ERROR, r.error);
 		(void) llm_result_usable(res, r.on_error_null);	/* raises unless on_error => 'null' */

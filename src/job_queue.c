@@ -53,14 +53,26 @@ extension_schema(void)
 	return nsp;
 }
 
+static void forget_statements(void);
+
+/*
+ * Looked up at every use: the extension may have been dropped and created
+ * again in another schema, or its schema renamed, since this process last
+ * ran a statement, and the statements kept below name the schema.
+ */
 Oid
 llm_job_schema(void)
 {
-	if (!OidIsValid(schema_oid))
+	Oid			nsp = extension_schema();
+	const char *name = quote_identifier(get_namespace_name(nsp));
+
+	if (nsp != schema_oid || schema_name == NULL || strcmp(name, schema_name) != 0)
 	{
-		schema_oid = extension_schema();
-		schema_name = MemoryContextStrdup(TopMemoryContext,
-										  quote_identifier(get_namespace_name(schema_oid)));
+		forget_statements();
+		if (schema_name != NULL)
+			pfree(schema_name);
+		schema_name = MemoryContextStrdup(TopMemoryContext, name);
+		schema_oid = nsp;
 	}
 	return schema_oid;
 }
@@ -117,6 +129,15 @@ typedef struct CachedStatement
 
 static CachedStatement statements[MAX_STATEMENTS];
 static int	n_statements = 0;
+
+/* the kept statements name the schema of before: prepare them again */
+static void
+forget_statements(void)
+{
+	for (int i = 0; i < n_statements; i++)
+		SPI_freeplan(statements[i].plan);
+	n_statements = 0;
+}
 
 /* sql with every "@" replaced by the quoted schema name */
 static char *

@@ -51,6 +51,24 @@ llm_job_state_from_name(const char *name)
 
 /* ---------- expressions ---------- */
 
+/*
+ * A syntax error's position is in the statement parsed here, not in the
+ * caller's query: report it as an internal query, as SPI does for the
+ * statements it runs, so the cursor points into the expression.
+ */
+static void
+expression_error_callback(void *arg)
+{
+	int			pos = geterrposition();
+
+	if (pos > 0)
+	{
+		errposition(0);
+		internalerrposition(pos);
+		internalerrquery((const char *) arg);
+	}
+}
+
 void
 llm_job_check_expression(const char *expr, const char *what)
 {
@@ -58,8 +76,14 @@ llm_job_check_expression(const char *expr, const char *what)
 	List	   *stmts;
 	SelectStmt *sel;
 	bool		one;
+	ErrorContextCallback errcb;
 
+	errcb.callback = expression_error_callback;
+	errcb.arg = sql;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
 	stmts = raw_parser(sql, RAW_PARSE_DEFAULT);
+	error_context_stack = errcb.previous;
 	one = list_length(stmts) == 1 && IsA(linitial_node(RawStmt, stmts)->stmt, SelectStmt);
 	if (one)
 	{
@@ -109,20 +133,34 @@ llm_job_resolve(LlmJob *job, bool raise)
 					   psprintf("the table of job " INT64_FORMAT " (OID %u) no longer exists",
 								job->id, job->target));
 	if (rel->rd_rel->relkind != RELKIND_RELATION && rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
-		msg = psprintf("\"%s\" is not a table", RelationGetRelationName(rel));
-	if (msg == NULL)
 	{
-		job->partitioned = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE;
-		job->target_sql = psprintf("%s%s", job->partitioned ? "" : "ONLY ",
-								   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-															  RelationGetRelationName(rel)));
-		job->out_attnum = get_attnum(job->target, job->output_column);
-		if (job->out_attnum == InvalidAttrNumber)
-			msg = psprintf("column \"%s\" of table \"%s\" does not exist",
-						   job->output_column, RelationGetRelationName(rel));
-		else if (job->out_attnum < 0)
-			msg = psprintf("column \"%s\" is a system column", job->output_column);
+		msg = psprintf("\"%s\" is not a table", RelationGetRelationName(rel));
+		relation_close(rel, AccessShareLock);
+		return problem(raise, ERRCODE_WRONG_OBJECT_TYPE, msg);
 	}
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+	{
+		/* the runner is another session: it could never read the rows */
+		msg = psprintf("table \"%s\" is a temporary table", RelationGetRelationName(rel));
+		relation_close(rel, AccessShareLock);
+		if (raise)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("%s", msg),
+					 errdetail("A job runs in a background worker, which cannot read another session's temporary tables."),
+					 errhint("Use an ordinary or unlogged table.")));
+		return msg;
+	}
+	job->partitioned = rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE;
+	job->target_sql = psprintf("%s%s", job->partitioned ? "" : "ONLY ",
+							   quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+														  RelationGetRelationName(rel)));
+	job->out_attnum = get_attnum(job->target, job->output_column);
+	if (job->out_attnum == InvalidAttrNumber)
+		msg = psprintf("column \"%s\" of table \"%s\" does not exist",
+					   job->output_column, RelationGetRelationName(rel));
+	else if (job->out_attnum < 0)
+		msg = psprintf("column \"%s\" is a system column", job->output_column);
 	if (msg != NULL)
 	{
 		relation_close(rel, AccessShareLock);

@@ -295,7 +295,7 @@ entry_for_caller(uint64 id)
 		LWLockRelease(store->lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("llm request " UINT64_FORMAT " belongs to another role", id),
+				 errmsg("llm request " INT64_FORMAT " belongs to another role", (int64) id),
 				 errhint("Only the role that submitted a request, or a superuser, may fetch or cancel it.")));
 	}
 	return e;
@@ -306,7 +306,7 @@ no_such_request(uint64 id)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("llm request " UINT64_FORMAT " does not exist", id),
+			 errmsg("llm request " INT64_FORMAT " does not exist", (int64) id),
 			 errhint("Results are kept for llm.async_result_ttl after the request ends, until llm_cancel, "
 					 "or until the server restarts.")));
 }
@@ -365,8 +365,8 @@ llm_async_fetch(uint64 id, bool wait, LlmAsyncResult *out)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("llm worker is not running"),
-					 errdetail("Waited %d ms for it to start (llm.worker_wait_timeout); request " UINT64_FORMAT
-							   " stays queued.", llm_worker_wait_timeout(), id),
+					 errdetail("Waited %d ms for it to start (llm.worker_wait_timeout); request " INT64_FORMAT
+							   " stays queued.", llm_worker_wait_timeout(), (int64) id),
 					 errhint("Check the server log for errors of the \"llm worker\" process.")));
 		}
 		if (!sleeping)

@@ -1148,6 +1148,51 @@ oom:
 	return LLM_ERR_OUT_OF_MEMORY;
 }
 
+/*
+ * A prompt that cannot fit the context, known from its size alone: the
+ * prompt and system texts (or the messages) and the longest continuation
+ * have at least bytes / llm_tokenizer_max_token_bytes tokens.  Tokenizing
+ * runs on the driver thread, so a prompt of megabytes would hold every
+ * request's next step for seconds only to be refused.
+ */
+static llm_status
+prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t errlen)
+{
+	int32_t		per_token = llm_tokenizer_max_token_bytes(e->tok);
+	uint64_t	bytes = 0;
+	uint64_t	longest = 0;
+	uint64_t	at_least;
+
+	switch (req->prompt_kind)
+	{
+		case LLM_PROMPT_RAW:
+			bytes = req->prompt_len;
+			break;
+		case LLM_PROMPT_TEXT:
+			bytes = (uint64_t) req->prompt_len + (req->system != NULL ? req->system_len : 0);
+			break;
+		case LLM_PROMPT_MESSAGES:
+			for (int i = 0; i < req->n_messages; i++)
+				bytes += req->messages[i].content_len;
+			break;
+		case LLM_PROMPT_TOKENS:
+			return LLM_OK;
+	}
+	if (req->mode == LLM_MODE_SCORE)
+		for (int k = 0; k < req->n_continuations; k++)
+			if (req->continuation_lens[k] > longest)
+				longest = req->continuation_lens[k];
+	if (per_token < 1)
+		return LLM_OK;
+	at_least = (bytes + longest) / (uint64_t) per_token;
+	if (at_least < (uint64_t) e->cfg.n_ctx)
+		return LLM_OK;
+	snprintf(err, errlen, "prompt of %llu bytes does not fit the context length of %d tokens "
+			 "(it has at least %llu tokens: no token of the model stands for more than %d bytes)",
+			 (unsigned long long) (bytes + longest), e->cfg.n_ctx, (unsigned long long) at_least, per_token);
+	return LLM_ERR_PROMPT_TOO_LONG;
+}
+
 llm_status
 llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 				  char *err, size_t errlen)
@@ -1164,6 +1209,8 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 		snprintf(err, errlen, "continuation_eot: the model has no end-of-turn token");
 		return LLM_ERR_INVALID_PARAM;
 	}
+	if ((st = prompt_size_fits(e, req, err, errlen)) != LLM_OK)
+		return st;
 	err[0] = '\0';
 	n = prompt_ids(e, req, &ids, err, errlen);
 	if (n < 0)

@@ -728,6 +728,8 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 		const char *p = t->arena + t->str_off[i];
 		size_t		n = t->str_len[i];
 
+		if (n > (size_t) t->max_token_bytes)
+			t->max_token_bytes = (int32_t) n;
 		t->dec_off[i] = dec_len;
 		if (kind == TOK_SPM)
 			dec_len += tok_spm_decode_text(t, i, p, n, t->dec_arena + dec_len);
@@ -773,6 +775,12 @@ int32_t
 llm_tokenizer_n_vocab(const llm_tokenizer *t)
 {
 	return t->n_vocab;
+}
+
+int32_t
+llm_tokenizer_max_token_bytes(const llm_tokenizer *t)
+{
+	return t->max_token_bytes;
 }
 
 int32_t

@@ -35,6 +35,15 @@ void		llm_tokenizer_destroy(llm_tokenizer *t);
 
 int32_t		llm_tokenizer_n_vocab(const llm_tokenizer *t);
 int32_t		llm_tokenizer_bos(const llm_tokenizer *t);	/* -1 if none */
+/*
+ * The most bytes of text one token can stand for: the longest vocabulary
+ * string.  A bound, never an estimate: the byte-level encoding (a byte is
+ * 1 or 2 bytes of its string), SentencePiece's space marker (3 bytes for a
+ * space) and byte fallback (<0xNN>) only lengthen a token's string beside
+ * the text it covers, and no byte of the text is dropped.  So len bytes of
+ * text are at least len / this many tokens, known before tokenizing.
+ */
+int32_t		llm_tokenizer_max_token_bytes(const llm_tokenizer *t);
 int32_t		llm_tokenizer_eos(const llm_tokenizer *t);
 /*
  * Whether a prompt given as raw text starts with llm_tokenizer_bos(), as

@@ -69,6 +69,7 @@ struct llm_tokenizer
 	/* bytes each token stands for (byte-decoded): dec_arena [dec_off[i], dec_off[i+1]) */
 	uint64_t   *dec_off;
 	char	   *dec_arena;
+	int32_t		max_token_bytes;	/* longest vocabulary string (llm_tokenizer_max_token_bytes) */
 
 	/*
 	 * USER_DEFINED tokens, longest text first (then lowest id): split out of
