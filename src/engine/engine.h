@@ -163,7 +163,8 @@ llm_engine *llm_engine_create(const llm_engine_config *c, char *err, size_t errl
 /*
  * Free everything.  Joins the grammar store's compile thread, which first
  * finishes a compile in progress (bounded by grammar.h's limits:
- * milliseconds for realistic grammars, seconds at worst; lp_grammar.h).
+ * milliseconds for realistic grammars, under a second measured at the
+ * state limits; lp_grammar.h, Shutdown).
  */
 void		llm_engine_destroy(llm_engine *e);
 
