@@ -121,6 +121,11 @@ build/bench/structured_bench: bench/structured_bench.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# A new grammar beside a decoding request: the request's step gaps (docs/STRUCTURED_OUTPUT.md).
+build/bench/grammar_stall: bench/grammar_stall.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 # -MMD -MP: a test is rebuilt when a header it includes changes (the shared
 # test helpers: unit.h, *_test_util.h).
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)

@@ -151,11 +151,30 @@ request_free(live_request *r)
 	free(r);
 }
 
+/* Take r off the grammar_waiting list and give its reference back to the store. */
+static void
+grammar_wait_cancel(llm_engine *e, live_request *r)
+{
+	if (r->grammar_wait == NULL)
+		return;
+	for (live_request **p = &e->grammar_waiting; *p; p = &(*p)->next_grammar_wait)
+		if (*p == r)
+		{
+			*p = r->next_grammar_wait;
+			e->n_grammar_waiting--;
+			break;
+		}
+	r->next_grammar_wait = NULL;
+	llm_grammar_store_release(e->grammars, r->grammar_wait);
+	r->grammar_wait = NULL;
+}
+
 void
 engine_drop_request(llm_engine *e, live_request *r)
 {
 	if (r->dropped)
 		return;
+	grammar_wait_cancel(e, r);
 	for (int32_t k = 0; k < r->n_seqs; k++)
 		llm_sched_remove(e->sched, &r->seqs[k]);
 	table_del(e, r->id);
@@ -497,6 +516,7 @@ llm_engine_destroy(llm_engine *e)
 				if (e->sched)
 					for (int32_t k = 0; k < r->n_seqs; k++)
 						llm_sched_remove(e->sched, &r->seqs[k]);
+				grammar_wait_cancel(e, r);
 				request_free(r);
 			}
 		free(e->table);
@@ -959,17 +979,29 @@ request_new(uint64_t id, void *user_data, const llm_request *req, int32_t n_prom
 
 /*
  * The grammar processor of req, if it has a grammar, last in r's chain (so
- * no processor changes a row after the mask).
+ * no processor changes a row after the mask): now when the store holds the
+ * grammar compiled, else r waits for it (r->grammar_wait; its compile runs
+ * on the store's compile thread and engine_grammar_admit adds the
+ * processor then).
  */
 static llm_status
 add_grammar(llm_engine *e, live_request *r, const llm_request *req, char *err, size_t errlen)
 {
 	llm_logits_processor *lp;
+	llm_grammar_ref *ref;
 	llm_status	st;
 
 	if (req->grammar == NULL)
 		return LLM_OK;
-	st = llm_lp_grammar(e->grammars, req->grammar, req->grammar_len, &lp, err, errlen);
+	st = llm_grammar_store_request(e->grammars, req->grammar, req->grammar_len, &ref, err, errlen);
+	if (st != LLM_OK)
+		return st;
+	if (!llm_grammar_ref_ready(ref))
+	{
+		r->grammar_wait = ref;
+		return LLM_OK;
+	}
+	st = llm_lp_grammar_take(e->grammars, ref, &lp, err, errlen);
 	if (st != LLM_OK)
 		return st;
 	if (llm_lp_chain_add(&r->chain, lp) != 0)
@@ -978,6 +1010,76 @@ add_grammar(llm_engine *e, live_request *r, const llm_request *req, char *err, s
 		return LLM_ERR_OUT_OF_MEMORY;
 	}
 	return LLM_OK;
+}
+
+/* Put r, whose grammar is being compiled, at the end of the grammar_waiting list. */
+static void
+grammar_wait_push(llm_engine *e, live_request *r)
+{
+	live_request **p = &e->grammar_waiting;
+
+	while (*p != NULL)
+		p = &(*p)->next_grammar_wait;
+	*p = r;
+	r->next_grammar_wait = NULL;
+	e->n_grammar_waiting++;
+	r->seqs[0].state = LLM_SEQ_DETACHED;
+}
+
+/* The requests whose grammar is ready: into the scheduler with the processor, or failed. */
+static void
+admit_ready(llm_engine *e, llm_event_cb cb, void *arg)
+{
+	live_request **p = &e->grammar_waiting;
+	live_request *r;
+
+	while ((r = *p) != NULL)
+	{
+		llm_logits_processor *lp;
+		llm_status	st;
+		char		err[2048];
+
+		if (!llm_grammar_ref_ready(r->grammar_wait))
+		{
+			p = &r->next_grammar_wait;
+			continue;
+		}
+		*p = r->next_grammar_wait;
+		r->next_grammar_wait = NULL;
+		e->n_grammar_waiting--;
+		st = llm_lp_grammar_take(e->grammars, r->grammar_wait, &lp, err, sizeof(err));
+		r->grammar_wait = NULL;
+		if (st == LLM_OK && llm_lp_chain_add(&r->chain, lp) != 0)
+		{
+			snprintf(err, sizeof(err), "out of memory queueing request");
+			st = LLM_ERR_OUT_OF_MEMORY;
+		}
+		if (st == LLM_OK && llm_sched_add(e->sched, &r->seqs[0]) != 0)
+		{
+			snprintf(err, sizeof(err), "out of memory queueing request");
+			st = LLM_ERR_OUT_OF_MEMORY;
+		}
+		if (st != LLM_OK)
+		{
+			/* the error a submission with the grammar compiled inline would have returned */
+			engine_output_error(r, st, err, cb, arg);
+			engine_drop_request(e, r);
+		}
+	}
+}
+
+void
+engine_grammar_admit(llm_engine *e, llm_event_cb cb, void *arg)
+{
+	if (e->grammar_waiting == NULL)
+		return;
+	if (llm_grammar_store_poll(e->grammars) > 0)
+		admit_ready(e, cb, arg);
+	if (e->grammar_waiting != NULL &&
+		llm_sched_n_waiting(e->sched) + llm_sched_n_running(e->sched) == 0 &&
+		llm_grammar_store_wait(e->grammars, ENGINE_GRAMMAR_IDLE_MS) &&
+		llm_grammar_store_poll(e->grammars) > 0)
+		admit_ready(e, cb, arg);
 }
 
 /* The GENERATE request over prompt ids (owned by the caller); its status (err set). */
@@ -1254,14 +1356,19 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 	free(ids);
 	if (st != LLM_OK)
 	{
+		if (r != NULL)
+			grammar_wait_cancel(e, r);
 		request_free(r);
 		return st;
 	}
 	r->t_add = engine_now_ms();
 	if (table_put(e, r) != 0)
 		goto oom;
+	/* waiting for its grammar: its sequence joins the scheduler in engine_grammar_admit */
+	if (r->grammar_wait != NULL)
+		grammar_wait_push(e, r);
 	/* a SCORE request's prompt sequence first: its continuations wait for it */
-	for (int32_t k = -1; k < r->n_seqs; k++)
+	for (int32_t k = -1; r->grammar_wait == NULL && k < r->n_seqs; k++)
 	{
 		llm_seq    *seq = k < 0 ? r->prompt_seq : &r->seqs[k];
 
@@ -1284,6 +1391,7 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 	return LLM_OK;
 
 oom:
+	grammar_wait_cancel(e, r);
 	request_free(r);
 	snprintf(err, errlen, "out of memory queueing request");
 	return LLM_ERR_OUT_OF_MEMORY;
@@ -1311,6 +1419,7 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	*out = e->stats;
 	out->n_waiting = llm_sched_n_waiting(e->sched);
 	out->n_running = llm_sched_n_running(e->sched);
+	out->n_waiting += e->n_grammar_waiting;	/* not in the scheduler yet */
 	if (e->n_live_score > 0)
 	{
 		/* sequences are not requests: a SCORE request runs while any of its sequences does */
@@ -1354,6 +1463,18 @@ void
 llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out)
 {
 	llm_grammar_store_get_stats(e->grammars, out);
+}
+
+void
+llm_engine_debug_grammar_hold(llm_engine *e, bool hold)
+{
+	llm_grammar_store_debug_hold(e->grammars, hold);
+}
+
+bool
+llm_engine_debug_grammar_drain(llm_engine *e)
+{
+	return llm_grammar_store_debug_drain(e->grammars);
 }
 
 void

@@ -4,7 +4,8 @@
  *
  * Plain C, no PostgreSQL headers: the background worker (bgworker/) and the
  * CLI (tools/) are its two drivers.  Not thread-safe: one driver thread calls
- * everything; compute threads live inside the backend.
+ * everything; compute threads live inside the backend, the grammar compile
+ * thread inside the grammar store (lp_grammar.h).
  *
  * Lifecycle of a request: llm_engine_submit() queues it (waiting);
  * llm_engine_step() runs one iteration (Orca-style iteration-level
@@ -159,6 +160,12 @@ typedef void (*llm_event_cb) (const llm_event *ev, void *cb_arg);
 
 /* Load model and allocate everything; NULL + message on failure (never aborts). */
 llm_engine *llm_engine_create(const llm_engine_config *c, char *err, size_t errlen);
+/*
+ * Free everything.  Joins the grammar store's compile thread, which first
+ * finishes a compile in progress (bounded by grammar.h's limits:
+ * milliseconds for realistic grammars, under a second measured at the
+ * state limits; lp_grammar.h, Shutdown).
+ */
 void		llm_engine_destroy(llm_engine *e);
 
 const llm_tokenizer *llm_engine_tokenizer(const llm_engine *e);
@@ -188,9 +195,17 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  *
  * GENERATE: a request whose prompt + max_tokens exceeds n_ctx is accepted
  * and stops with LLM_FINISH_LENGTH at the context.  A grammar (request.h)
- * is compiled here unless the engine's grammar store holds it already
- * (lp_grammar.h); a source that does not compile is INVALID_PARAM (err
- * names the construct), one over a grammar limit PROMPT_TOO_LONG.
+ * the engine's grammar store holds compiled is attached here; any other is
+ * compiled on the store's compile thread (lp_grammar.h), never here: the
+ * request is queued waiting for its grammar (counted in n_waiting, not
+ * admitted by the scheduler: no KV blocks, no prefill) and joins the
+ * scheduler at the first step after the compile finished, with the same
+ * processor, so its output is what it would have been with the grammar
+ * compiled inline.  A source that does not compile then finishes the
+ * request with one ERROR event (no other event before it) of the status
+ * and message submission used to return: INVALID_PARAM (err names the
+ * construct), PROMPT_TOO_LONG (over a grammar limit), OUT_OF_MEMORY.
+ * Requests for a source being compiled share that one compile.
  *
  * SCORE: for each continuation k (tokenized as plain text, followed by the
  * model's end-of-turn token when continuation_eot: <|im_end|> for ChatML,
@@ -253,8 +268,13 @@ bool		llm_engine_abort(llm_engine *e, uint64_t id);
 bool		llm_engine_has_work(const llm_engine *e);
 
 /*
- * One iteration: schedule, forward, process logits, sample or score, emit
- * events through cb (which must not call back into the engine).  Returns
+ * One iteration: admit the requests whose grammar finished compiling (or
+ * fail those whose compile failed), schedule, forward, process logits,
+ * sample or score, emit events through cb (which must not call back into
+ * the engine).  When the only work left is requests waiting for their
+ * grammar, it waits at most a couple of milliseconds for a compile to
+ * finish (engine_internal.h ENGINE_GRAMMAR_IDLE_MS) instead of returning
+ * at once, so a driver looping on it does not spin.  Returns
  * LLM_OK, or an error for an engine-wide failure (backend error): then every
  * live request has received an ERROR event and been dropped.
  */
@@ -316,7 +336,9 @@ void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
 
 /*
  * Constrained decoding: grammars compiled and held, token index build time,
- * mask cache, and the time to mask one row (lp_grammar.h).
+ * mask cache, and the time to mask one row; compiles pending on the
+ * compile thread, requests waiting for a grammar, failures, the longest
+ * wait (lp_grammar.h).
  */
 void		llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out);
 
@@ -339,6 +361,16 @@ typedef enum llm_score_sharing
 
 /* Test hook: the sharing of SCORE requests submitted from now on (COPY falls back to RECOMPUTE without copy_blocks). */
 void		llm_engine_debug_score_sharing(llm_engine *e, llm_score_sharing mode);
+
+/*
+ * Test hooks (lp_grammar.h, "Test seam"): hold (true) or open the gate of
+ * the grammar compile thread, which starts no compile while held, so a
+ * test keeps requests waiting for their grammar as long as it likes; and,
+ * with the gate open, wait until every queued compile has finished and
+ * collect them (false while held).
+ */
+void		llm_engine_debug_grammar_hold(llm_engine *e, bool hold);
+bool		llm_engine_debug_grammar_drain(llm_engine *e);
 
 /* Test hook: force the next n logits rows to NaN (non-finite logits path). */
 void		llm_engine_debug_poison_logits(llm_engine *e, int n);

@@ -61,6 +61,9 @@ typedef struct score_part
  *     only through llm_lp_chain_accept), seqs/n_seqs (array and scheduler
  *     membership), score[].n_targets/last_token, n_continuations,
  *     prompt_seq, dropped, next_dropped;
+ *   engine.c, waiting for a grammar: grammar_wait, next_grammar_wait, the
+ *     grammar's processor added last to chain, seqs[0] into the scheduler
+ *     (engine_grammar_admit);
  *   engine_step.c: seqs[k].tokens (accepted tokens appended),
  *     seqs[k].n_tail_logits (lowered as rows are scored), rng, score[].n_scored
  *     and logprob, n_unscored, removal of a scored sequence from the scheduler,
@@ -132,6 +135,18 @@ typedef struct live_request
 	 */
 	int32_t		n_continuations;
 	llm_seq    *prompt_seq;
+	/*
+	 * GENERATE whose grammar was not compiled at submission (engine.c):
+	 * the grammar store's reference, and the next request on the engine's
+	 * grammar_waiting list.  While it is set the request waits for its
+	 * grammar: its sequence is not in the scheduler (LLM_SEQ_DETACHED: never
+	 * admitted, no KV blocks, no prefill) and its chain lacks the grammar.
+	 * engine_grammar_admit clears it when the grammar is ready (the
+	 * processor added last, the sequence added to the scheduler) or failed
+	 * (the request failed); a drop gives it back to the store.
+	 */
+	llm_grammar_ref *grammar_wait;
+	struct live_request *next_grammar_wait;
 } live_request;
 
 struct llm_engine
@@ -208,6 +223,9 @@ struct llm_engine
 	llm_engine_stats stats;
 	/* engine.c: how SCORE requests share their prompt (llm_engine_debug_score_sharing) */
 	llm_score_sharing score_sharing;
+	/* engine.c: requests waiting for their grammar (live_request.grammar_wait), in submission order */
+	live_request *grammar_waiting;
+	int32_t		n_grammar_waiting;
 };
 
 #define TOMB ((live_request *) (uintptr_t) 1)
@@ -260,6 +278,17 @@ void		engine_drop_request(llm_engine *e, live_request *r);
 void		engine_free_dropped(llm_engine *e);
 /* The next live request at or after *pos in the table, advancing *pos; NULL at the end. */
 live_request *engine_next_live(const llm_engine *e, uint32_t *pos);
+/*
+ * Start of a step: collect the grammar store's finished compiles (never
+ * waits) and move each request whose grammar is now ready into the
+ * scheduler with its processor, or fail it (ERROR through cb) if its
+ * compile failed.  Only when the scheduler holds nothing at all and
+ * requests wait for grammars does it wait, at most ENGINE_GRAMMAR_IDLE_MS,
+ * for a compile to finish, so a driver stepping while only compiles are
+ * in flight neither spins nor holds any other request.
+ */
+#define ENGINE_GRAMMAR_IDLE_MS 2.0
+void		engine_grammar_admit(llm_engine *e, llm_event_cb cb, void *arg);
 
 /* ---------- engine_output.c ---------- */
 

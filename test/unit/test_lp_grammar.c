@@ -8,10 +8,12 @@
  * max_tokens finishes with length and leaves a live prefix; the mask allows
  * exactly what advance_token accepts; outputs are identical alone, in a
  * batch beside unconstrained requests and under small prefill chunks, and
- * unconstrained outputs do not change beside grammars; submission errors
- * (bad source, over a limit, stop/ignore_eos with a grammar, grammar on a
- * SCORE request); the store compiles a source once and stays within its
- * bounds; SCORE continuation_echo.
+ * unconstrained outputs do not change beside grammars; errors (a bad
+ * source or one over a limit fails its request with the compile's error;
+ * stop/ignore_eos with a grammar, grammar on a SCORE request refused at
+ * submission); the store compiles a source once and stays within its
+ * bounds; SCORE continuation_echo.  The compile thread itself:
+ * test_grammar_async.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -493,12 +495,17 @@ test_errors_and_store(llm_engine *e)
 	llm_grammar_store_stats s0,
 				s1;
 
+	/* compiled on the store's compile thread: the request fails with the compile's error */
 	q = gen_request("Hi", 8, bad_regex, strlen(bad_regex));
 	st = submit(e, 500, &q, &r, err, sizeof(err));
-	CHECK(st == LLM_ERR_INVALID_PARAM && strstr(err, "regex") != NULL, "unsupported regex refused: %s", err);
+	run_all(e);
+	CHECK(st == LLM_OK && r.done && r.kind == LLM_EVENT_ERROR && r.status == LLM_ERR_INVALID_PARAM &&
+		  r.n == 0 && strstr(r.error, "regex") != NULL, "unsupported regex refused: %s", r.error);
 	q = gen_request("Hi", 8, too_large, strlen(too_large));
 	st = submit(e, 501, &q, &r, err, sizeof(err));
-	CHECK(st == LLM_ERR_PROMPT_TOO_LONG, "regex over a limit refused as too large: %s", err);
+	run_all(e);
+	CHECK(st == LLM_OK && r.done && r.kind == LLM_EVENT_ERROR && r.status == LLM_ERR_PROMPT_TOO_LONG && r.n == 0,
+		  "regex over a limit refused as too large: %s", r.error);
 	q = gen_request("Hi", 8, ok_regex, strlen(ok_regex));
 	q.params.stop = stop;
 	q.params.n_stop = 1;
