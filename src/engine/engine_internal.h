@@ -208,6 +208,15 @@ struct llm_engine
 	llm_engine_stats stats;
 	/* engine.c: how SCORE requests share their prompt (llm_engine_debug_score_sharing) */
 	llm_score_sharing score_sharing;
+	/*
+	 * engine_step.c: the backend's scan of this step's logits rows
+	 * (llm_model_scan_logits: per row finite, and argmax for greedy rows
+	 * without processors), valid while have_scan
+	 */
+	int32_t    *scan_argmax;	/* [cap_scan] */
+	uint8_t    *scan_finite;	/* [cap_scan] */
+	int32_t		cap_scan;
+	bool		have_scan;
 };
 
 #define TOMB ((live_request *) (uintptr_t) 1)
