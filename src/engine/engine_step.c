@@ -646,12 +646,12 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 		fail_all(e, LLM_ERR_BACKEND, err, cb, cb_arg);
 		return LLM_ERR_BACKEND;
 	}
-	/* every row's non-finite check and argmax at once, on the backend's threads */
-	e->have_scan = p->n_logits > 0 &&
-		llm_model_scan_logits(e->model, e->logits, p->n_logits, e->scan_argmax, e->scan_finite) == 0;
 	llm_sched_commit(e->sched, p);
 	/* the forward's time, shared among the requests by their token rows */
 	dt = engine_now_ms() - t0;
+	/* every row's non-finite check and argmax at once, on the backend's threads */
+	e->have_scan = p->n_logits > 0 &&
+		llm_model_scan_logits(e->model, e->logits, p->n_logits, e->scan_argmax, e->scan_finite) == 0;
 	note_step_time(e, p->n_tokens, dt);
 	if (p->n_first_tokens == 0)
 		note_batch_step(e, p->n_tokens, dt);
