@@ -271,6 +271,26 @@ typedef struct llm_backend_ops
 	 * stream).  Optional: NULL means the engine recomputes instead.
 	 */
 	int			(*copy_blocks) (llm_backend *b, int group, const int32_t *src, const int32_t *dst, int n);
+
+	/* ---- added with the logits rows read in place (model.c, engine_step.c) ---- */
+
+	/*
+	 * True when alloc_f32's buffers are host memory and every op takes any
+	 * host float array where it takes a buffer (CPU): the model then
+	 * writes the logits straight into the caller's array, with no download.
+	 */
+	bool		host_buffers;
+
+	/*
+	 * For each row j < n of x [n][dim] (a buffer; with host_buffers any
+	 * host array): finite[j] = 1 when every element of the row is finite,
+	 * else 0, and for a finite row argmax[j] = the lowest index of its
+	 * largest element (-0.0 and +0.0 equal), i.e. the sampler's
+	 * llm_logits_all_finite and llm_argmax; argmax[j] of a row that is not
+	 * finite is unspecified.  argmax and finite are host arrays, written
+	 * when the op returns.  Optional: NULL means the caller scans.
+	 */
+	int			(*scan_rows) (llm_backend *b, const float *x, int n, int dim, int32_t *argmax, uint8_t *finite);
 } llm_backend_ops;
 
 /* copy_blocks' groups. */

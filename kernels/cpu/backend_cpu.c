@@ -1,11 +1,13 @@
 /*
  * backend_cpu.c — the CPU compute backend (kernels/backend.h).
  *
- * Activations are host float arrays; weights are copied (huge pages) and
- * repacked where a packed kernel applies; the paged KV cache is one K and
- * one V array per layer (base pages, huge_pages.h) of
- * [n_blocks][n_kv_heads][block_size] rows of
- * head_dim fp16 values or q8_0 blocks (quant.h llm_kv_row_index,
+ * Activations are host float arrays (host_buffers: any host array serves,
+ * so the model writes the logits straight into the engine's, and
+ * scan_rows reads them there, each row in pieces on the pool); weights are
+ * copied (huge pages) and repacked where a packed kernel applies; the
+ * paged KV cache is one K and one V array per layer (base pages,
+ * huge_pages.h) of [n_blocks][n_kv_heads][block_size] rows of head_dim
+ * fp16 values or q8_0 blocks (quant.h llm_kv_row_index,
  * llm_kv_row_bytes).  Parallel work goes
  * through a persistent thread pool (threadpool.h); every output value is
  * computed by one fixed sequence of operations that does not depend on the
@@ -58,6 +60,7 @@ typedef struct cpu_backend
 	llm_swiglu_fn swiglu;
 	llm_geglu_fn geglu;
 	llm_scale_fn scale;
+	llm_row_scan_fn row_scan;
 	char		err[512];
 	llm_huge_arena *weights;	/* copies of the weights on huge pages */
 
@@ -124,6 +127,8 @@ typedef struct cpu_backend
 	size_t		split_cap;
 	struct split_sync *split_sync;	/* their phase counts */
 	size_t		split_sync_cap; /* bytes */
+	llm_row_scan *scans;		/* scan_rows: one scan per (row, piece) */
+	size_t		scans_cap;		/* bytes */
 } cpu_backend;
 
 #define CPU(b) ((cpu_backend *) (b))
@@ -239,6 +244,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->attn_items);
 	free(cb->split_scores);
 	free(cb->split_sync);
+	free(cb->scans);
 	free(cb);
 }
 
@@ -849,6 +855,68 @@ cpu_softcap(llm_backend *b, float *x, float cap, size_t n)
 	if (!(cap > 0.0f) || (n > 0 && x == NULL))
 		return fail(CPU(b), "softcap: invalid arguments");
 	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 8192, softcap_task, &j);
+	return 0;
+}
+
+/*
+ * scan_rows: each row cut into pieces of SCAN_PIECE floats (the last one
+ * shorter), one pool item per (row, piece), joined per row in piece order
+ * (row_scan.h), so the answer is the whole row's scan whichever thread ran
+ * which piece.
+ */
+#define SCAN_PIECE 16384
+
+typedef struct scan_job
+{
+	llm_row_scan_fn fn;
+	const float *x;
+	int			dim;
+	int			pieces;			/* per row */
+	llm_row_scan *out;			/* [n][pieces] */
+} scan_job;
+
+static void
+scan_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	scan_job   *j = p;
+
+	for (int64_t i = begin; i < end; i++)
+	{
+		int64_t		row = i / j->pieces,
+					at = (i % j->pieces) * SCAN_PIECE,
+					len = j->dim - at < SCAN_PIECE ? j->dim - at : SCAN_PIECE;
+
+		j->fn(j->x + row * j->dim + at, len, &j->out[i]);
+	}
+}
+
+static int
+cpu_scan_rows(llm_backend *b, const float *x, int n, int dim, int32_t *argmax, uint8_t *finite)
+{
+	cpu_backend *cb = CPU(b);
+	scan_job	j;
+
+	if (n < 0 || dim <= 0 || (n > 0 && (x == NULL || argmax == NULL || finite == NULL)))
+		return fail(cb, "scan_rows: invalid arguments");
+	if (n == 0)
+		return 0;
+	j.fn = cb->row_scan;
+	j.x = x;
+	j.dim = dim;
+	j.pieces = (dim + SCAN_PIECE - 1) / SCAN_PIECE;
+	if (!grow((void **) &cb->scans, &cb->scans_cap, (size_t) n * (size_t) j.pieces * sizeof(llm_row_scan)))
+		return fail(cb, "scan_rows: out of memory for %d rows", n);
+	j.out = cb->scans;
+	llm_threadpool_run(cb->pool, (int64_t) n * j.pieces, 1, scan_task, &j);
+	for (int r = 0; r < n; r++)
+	{
+		llm_row_scan s = j.out[(size_t) r * j.pieces];
+
+		for (int k = 1; k < j.pieces; k++)
+			llm_row_scan_join(&s, &j.out[(size_t) r * j.pieces + k], k * SCAN_PIECE);
+		argmax[r] = s.argmax;
+		finite[r] = s.finite;
+	}
 	return 0;
 }
 
@@ -1873,6 +1941,8 @@ static const llm_backend_ops cpu_ops = {
 	.rope_store_kv_mode = cpu_rope_store_kv_mode,
 	.softcap = cpu_softcap,
 	.copy_blocks = cpu_copy_blocks,
+	.host_buffers = true,
+	.scan_rows = cpu_scan_rows,
 };
 
 static llm_backend *
@@ -1902,6 +1972,7 @@ cpu_create(int n_threads, bool shared_pool, char *err, size_t errlen)
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->geglu = llm_geglu_get(LLM_IMPL_BEST);
 	cb->scale = llm_scale_get(LLM_IMPL_BEST);
+	cb->row_scan = llm_row_scan_get(LLM_IMPL_BEST);
 	cb->shared_pool = shared_pool;
 	cb->pool = shared_pool ? llm_threadpool_acquire_shared(n_threads, err, errlen)
 		: llm_threadpool_create(n_threads, err, errlen);
@@ -1943,6 +2014,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 	cb->swiglu = llm_swiglu_get(impl);
 	cb->geglu = llm_geglu_get(impl);
 	cb->scale = llm_scale_get(impl);
+	cb->row_scan = llm_row_scan_get(impl);
 	return 0;
 }
 

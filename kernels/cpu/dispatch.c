@@ -6,7 +6,7 @@
  * implementation; lookups afterwards only read it.  Detection is the only
  * thing this file does that depends on the CPU: the kernels themselves live
  * in quant.c (scalar), quant_avx2.c, quant_packed.c, quant_packed_avx2.c
- * and attn_avx2.c (vector).
+ * and attn_avx2.c (vector), elementwise.c and row_scan.c (both).
  *
  * Dependencies between the files of kernels/cpu (A -> B: A calls a
  * function defined in B); the graph is acyclic, and no file calls one
@@ -14,11 +14,11 @@
  *
  *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
  *   dispatch.c     -> quant_packed.c, quant_packed_avx2.c, attn_avx2.c, quant_avx2.c,
- *                     quant_q5_0.c, elementwise.c, quant.c
+ *                     quant_q5_0.c, elementwise.c, row_scan.c, quant.c
  *   quant_packed.c, quant_packed_avx2.c -> quant_avx2.c
  *   attn_avx2.c    -> quant.c (inline helpers of quant.h only)
  *   quant_avx2.c, quant_q5_0.c, elementwise.c -> quant.c
- *   quant.c, threadpool.c, huge_pages.c -> (nothing in kernels/cpu)
+ *   quant.c, threadpool.c, huge_pages.c, row_scan.c -> (nothing in kernels/cpu)
  *
  * Headers follow the same graph: quant.h declares quant.c (and the types
  * and inline helpers every kernel shares), quant_x86.h the vector
@@ -196,6 +196,14 @@ llm_scale_get(int impl)
 	int			r = resolve(impl);
 
 	return r < 0 ? NULL : llm_scale_kernel(r != LLM_IMPL_SCALAR);
+}
+
+llm_row_scan_fn
+llm_row_scan_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r < 0 ? NULL : llm_row_scan_kernel(r != LLM_IMPL_SCALAR);
 }
 
 void

@@ -27,6 +27,7 @@
 
 #include "quant.h"
 #include "elementwise.h"
+#include "row_scan.h"
 
 enum
 {
@@ -73,6 +74,9 @@ llm_swiglu_fn llm_swiglu_get(int impl);
 /* GeGLU and scale kernels (elementwise.h) of implementation impl; NULL if unavailable. */
 llm_geglu_fn llm_geglu_get(int impl);
 llm_scale_fn llm_scale_get(int impl);
+
+/* The row scan (row_scan.h: finiteness and argmax) of implementation impl; NULL if unavailable. */
+llm_row_scan_fn llm_row_scan_get(int impl);
 
 /* Row conversions with F16C when the CPU has it (bit-identical to quant.h's scalar ones). */
 void		llm_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);

@@ -1132,6 +1132,8 @@ static const llm_backend_ops cuda_ops = {
 	.softcap = cuda_softcap,
 	.kv_local_group = false,	/* one KV group: sliding-window layers keep every position */
 	.copy_blocks = cuda_copy_blocks,
+	.host_buffers = false,		/* device buffers: the logits are downloaded */
+	.scan_rows = NULL,			/* the engine scans the downloaded rows */
 };
 
 static bool

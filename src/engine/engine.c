@@ -538,6 +538,8 @@ llm_engine_destroy(llm_engine *e)
 	if (e->gguf)
 		gguf_close(e->gguf);
 	free(e->logits);
+	free(e->scan_argmax);
+	free(e->scan_finite);
 	free(e->d_tokens);
 	free(e->d_pos);
 	free(e->d_slots);

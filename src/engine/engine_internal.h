@@ -226,6 +226,15 @@ struct llm_engine
 	/* engine.c: requests waiting for their grammar (live_request.grammar_wait), in submission order */
 	live_request *grammar_waiting;
 	int32_t		n_grammar_waiting;
+	/*
+	 * engine_step.c: the backend's scan of this step's logits rows
+	 * (llm_model_scan_logits: per row finite, and argmax for greedy rows
+	 * without processors), valid while have_scan
+	 */
+	int32_t    *scan_argmax;	/* [cap_scan] */
+	uint8_t    *scan_finite;	/* [cap_scan] */
+	int32_t		cap_scan;
+	bool		have_scan;
 };
 
 #define TOMB ((live_request *) (uintptr_t) 1)

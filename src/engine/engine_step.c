@@ -8,6 +8,14 @@
  * (engine_output.c); SCORE rows to log-probabilities (logprob.h).  Also the
  * test hooks that run one hand-made prefill through the same path.
  *
+ * Where the backend can (llm_model_scan_logits), every logits row of the
+ * step is scanned at once on its threads right after the forward: the
+ * raw row's non-finite check, and the argmax that a greedy row without
+ * logits processors samples (llm_sample's own answer for it), so the
+ * driver thread no longer reads 16 x 262,144 floats twice while the
+ * compute threads wait.  Rows that processors change, and rows of other
+ * samplers, go through the sampler as before.
+ *
  * Speculative decoding: before planning, while at most spec_max_batch
  * sequences run, each decoding GENERATE request may get draft tokens
  * (spec_lookup.h) that the plan computes as extra rows of its sequence.
@@ -115,6 +123,20 @@ reserve_step(llm_engine *e, const llm_sched_plan *p)
 		e->logits = l;
 		e->cap_out = p->n_logits;
 	}
+	if (p->n_logits > e->cap_scan)
+	{
+		int32_t    *am = realloc(e->scan_argmax, (size_t) p->n_logits * sizeof(int32_t));
+		uint8_t    *fin;
+
+		if (am == NULL)
+			return -1;
+		e->scan_argmax = am;
+		fin = realloc(e->scan_finite, (size_t) p->n_logits);
+		if (fin == NULL)
+			return -1;
+		e->scan_finite = fin;
+		e->cap_scan = p->n_logits;
+	}
 	return 0;
 }
 
@@ -204,16 +226,30 @@ fail_all(llm_engine *e, llm_status st, const char *msg, llm_event_cb cb, void *a
 		fail_request(e, r, st, msg, cb, arg);
 }
 
-/* The test hook's poisoning, then the check every row passes first; false: r failed. */
+/* Index in this step's logits buffer of the row at lg. */
+static int32_t
+logits_row(const llm_engine *e, const float *lg)
+{
+	return (int32_t) ((lg - e->logits) / e->mc->n_vocab);
+}
+
+/*
+ * The test hook's poisoning, then the check every row passes first (the
+ * backend's scan of the raw row when it made one); false: r failed.
+ */
 static bool
 row_usable(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg)
 {
+	bool		poisoned = false;
+
 	if (e->poison_logits > 0)
 	{
 		e->poison_logits--;
 		lg[0] = NAN;
+		poisoned = true;
 	}
-	if (!llm_logits_all_finite(lg, e->mc->n_vocab))
+	if (!(e->have_scan && !poisoned ? e->scan_finite[logits_row(e, lg)] != 0 :
+		  llm_logits_all_finite(lg, e->mc->n_vocab)))
 	{
 		fail_request(e, r, LLM_ERR_NONFINITE, "non-finite logits produced by the model", cb, arg);
 		return false;
@@ -251,7 +287,11 @@ sample_row(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg
 		fail_processor(e, r, failed, cb, arg);
 		return false;
 	}
-	tok = llm_sample(&e->sampler, lg, p->temperature, p->top_k, p->top_p, p->min_p, &r->rng);
+	/* greedy over an unprocessed row: the backend's scan has its argmax (what llm_sample returns) */
+	if (p->temperature <= 0.0 && r->chain.n == 0 && e->have_scan)
+		tok = e->scan_argmax[logits_row(e, lg)];
+	else
+		tok = llm_sample(&e->sampler, lg, p->temperature, p->top_k, p->top_p, p->min_p, &r->rng);
 	*tok_out = tok;
 	if (llm_seq_append(seq, tok) != 0)
 	{
@@ -610,6 +650,9 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	llm_sched_commit(e->sched, p);
 	/* the forward's time, shared among the requests by their token rows */
 	dt = engine_now_ms() - t0;
+	/* every row's non-finite check and argmax at once, on the backend's threads */
+	e->have_scan = p->n_logits > 0 &&
+		llm_model_scan_logits(e->model, e->logits, p->n_logits, e->scan_argmax, e->scan_finite) == 0;
 	note_step_time(e, p->n_tokens, dt);
 	if (p->n_first_tokens == 0)
 		note_batch_step(e, p->n_tokens, dt);
@@ -747,6 +790,7 @@ llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n
 		st = LLM_ERR_OUT_OF_MEMORY;
 		goto done;
 	}
+	e->have_scan = false;
 	if (llm_model_forward(e->model, &d, e->logits, err, errlen) != 0)
 	{
 		st = LLM_ERR_BACKEND;

@@ -4,8 +4,11 @@
  * every config must pass, the activation buffers, and the forward driver
  * (begin_step, the architecture's graph, then the output head: gather the
  * requested rows, output projection, final logit soft-capping when the
- * config has it, download).  The architecture files and
- * what they must do are described in model_arch.h.
+ * config has it, download, or none with a backend whose buffers are host
+ * memory: the logits are then written into the caller's array), and the
+ * scan of the logits rows on the backend's threads (llm_model_scan_logits).
+ * The architecture files and what they must do are described in
+ * model_arch.h.
  *
  * GGUF conventions (keys "<arch>.<name>", tensors token_embd / output_norm /
  * output) are those llama.cpp writes and reads.
@@ -368,10 +371,11 @@ ensure_activations(llm_model *m, int n_tokens, int n_out)
 		a->gate = b->ops->alloc_f32(b, T * c->ffn_dim);
 		a->up = b->ops->alloc_f32(b, T * c->ffn_dim);
 		a->out_h = b->ops->alloc_f32(b, (size_t) cap_out * c->dim);
-		a->logits = b->ops->alloc_f32(b, (size_t) cap_out * c->n_vocab);
+		/* with host buffers the logits are written into the caller's array */
+		a->logits = b->ops->host_buffers ? NULL : b->ops->alloc_f32(b, (size_t) cap_out * c->n_vocab);
 	}
 	if (!a->x || !a->h || !a->q || !a->k || !a->v || !a->attn || !a->tmp || !a->gate ||
-		!a->up || !a->out_h || !a->logits)
+		!a->up || !a->out_h || (!a->logits && !b->ops->host_buffers))
 	{
 		free_activations(m);
 		return -1;
@@ -406,11 +410,15 @@ llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err
 	TRY(m->arch->forward(m, d));
 	if (d->n_out > 0)
 	{
+		/* host buffers: the logits go straight into the caller's array (no copy) */
+		float	   *lg = o->host_buffers ? logits : a->logits;
+
 		TRY(o->gather_rows(b, a->h, a->out_h, c->dim));
-		TRY(o->matmul(b, &m->output, a->out_h, a->logits, d->n_out));
+		TRY(o->matmul(b, &m->output, a->out_h, lg, d->n_out));
 		if (c->final_logit_softcap > 0.0f)
-			TRY(o->softcap(b, a->logits, c->final_logit_softcap, (size_t) d->n_out * c->n_vocab));
-		TRY(o->download(b, logits, a->logits, (size_t) d->n_out * c->n_vocab));
+			TRY(o->softcap(b, lg, c->final_logit_softcap, (size_t) d->n_out * c->n_vocab));
+		if (lg != logits)
+			TRY(o->download(b, logits, lg, (size_t) d->n_out * c->n_vocab));
 	}
 	TRY(o->sync(b));
 #undef TRY
@@ -419,4 +427,14 @@ llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err
 backend_fail:
 	snprintf(err, errlen, "%s backend: %s", o->name, o->last_error(b));
 	return -1;
+}
+
+int
+llm_model_scan_logits(llm_model *m, const float *logits, int n, int32_t *argmax, uint8_t *finite)
+{
+	const llm_backend_ops *o = m->b->ops;
+
+	if (!o->host_buffers || o->scan_rows == NULL)
+		return -1;
+	return o->scan_rows(m->b, logits, n, m->cfg.n_vocab, argmax, finite);
 }

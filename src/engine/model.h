@@ -80,4 +80,14 @@ const llm_model_config *llm_model_get_config(const llm_model *m);
 int			llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits,
 							  char *err, size_t errlen);
 
+/*
+ * For n rows of logits that llm_model_forward just wrote to logits (host
+ * memory, [n][n_vocab]): finite[j] = every element of row j finite (as
+ * llm_logits_all_finite), argmax[j] = for a finite row its lowest index of
+ * the largest logit (as llm_argmax), computed on the backend's threads
+ * (backend.h scan_rows).  Returns 0, or -1 when the backend cannot scan
+ * host rows (then nothing is written and the caller scans).
+ */
+int			llm_model_scan_logits(llm_model *m, const float *logits, int n, int32_t *argmax, uint8_t *finite);
+
 #endif

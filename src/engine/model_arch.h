@@ -24,7 +24,8 @@
  *     step, calls begin_step, then forward, which must leave the final
  *     normed hidden state of every token row in m->act.h [n_tokens][dim];
  *     model.c gathers the out_rows, applies the output projection and
- *     downloads the logits.
+ *     downloads the logits (a backend with host buffers writes them into
+ *     the caller's array).
  *   llm_model_free: free_state (also after a failed load, with whatever
  *     was loaded), then model.c frees the head, buffers and configs.
  *
@@ -60,7 +61,7 @@ typedef struct llm_activations
 	float	   *gate;			/* [T][ffn_dim] */
 	float	   *up;				/* [T][ffn_dim] */
 	float	   *out_h;			/* [cap_out][dim] gathered rows */
-	float	   *logits;			/* [cap_out][n_vocab] */
+	float	   *logits;			/* [cap_out][n_vocab]; NULL with host buffers (backend.h) */
 	int			cap_tokens;
 	int			cap_out;
 } llm_activations;

@@ -147,7 +147,7 @@ test_q5_0_kernels(void)
 {
 	const int64_t cols = 640,
 				rows = 37;
-	const int	nt = 9;
+	const int	nt = 19;
 	size_t		rb = llm_type_row_bytes(LLM_TYPE_Q5_0, cols);
 	float	   *wf = malloc(sizeof(float) * rows * cols),
 			   *wd = malloc(sizeof(float) * rows * cols),

@@ -18,6 +18,11 @@
  *    other sequences, with 1 or 2 threads, scalar or SIMD, in both
  *    reduction orders (multi-token and one-token llama.cpp paths);
  *  - rmsnorm, add_rmsnorm, add, silu_mul vs references; error paths;
+ *  - the row scan (finite, argmax): scalar and AVX2 kernels and the
+ *    backend's scan_rows (rows in pieces on 1 and 2 threads) give the
+ *    sampler's llm_logits_all_finite / llm_argmax answers, with ties
+ *    inside and across lanes and pieces, -0.0 / +0.0 maxima, and NaN or
+ *    infinities anywhere;
  *  - when llama.cpp's CPU library (the oracle build) is present: our
  *    activation quantization, dot products, SiLU and softmax exponentials
  *    are bit-identical to its exported quantize_row_q8_*, ggml_vec_dot_*,
@@ -33,6 +38,7 @@
 #include "cpu/quant_x86.h"
 #include "cpu/dispatch.h"
 #include "cpu/backend_cpu.h"
+#include "sampler.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -501,7 +507,7 @@ test_packed(uint32_t type, int impl)
 	const char *iname = impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI";
 	const int64_t lens[] = {64, 576, 1536};
 	const int	rows = 8,
-				toks = 6;
+				toks = 19;
 	int			rg;
 
 	if (kp == NULL || kg == NULL)
@@ -535,8 +541,8 @@ test_packed(uint32_t type, int impl)
 				   *back = malloc(rb),
 				   *a = malloc(ab * toks);
 		float	   *x = malloc(sizeof(float) * n);
-		float		ref[8][6],
-					out[6 * 8];
+		float		ref[8][19],
+					out[19 * 8];
 		bool		round_trip,
 					same = true;
 
@@ -563,9 +569,14 @@ test_packed(uint32_t type, int impl)
 			for (int r = 0; r < rows; r++)
 				ref[r][t] = kg->dot(n, w + r * rb, a + t * ab);
 		}
-		/* every (nr, nt) up to 8 x 5 in whole row groups, at every row/token offset that fits */
+		/*
+		 * every (nr, nt) up to 8 x 8 in whole row groups, and for groups
+		 * of rows (quant_packed_avx2.c's tiles run any token count, 4 at a
+		 * time) up to 8 x 19, at every row offset and every third token
+		 * offset that fits
+		 */
 		for (int nr = rg; nr <= (rg > 1 ? rows : 5); nr += rg)
-			for (int nt = 1; nt <= 5; nt++)
+			for (int nt = 1; nt <= (rg > 1 ? toks : 8); nt++)
 				for (int r0 = 0; r0 + nr <= rows; r0 += (rg > 1 ? rg : 2))
 					for (int t0 = 0; t0 + nt <= toks; t0 += 3)
 					{
@@ -761,6 +772,120 @@ test_matmul_multi(int threads)
 	}
 	free(x);
 	b->ops->destroy(b);
+}
+
+/* A row for the scan tests: kind 0 random, 1 planted ties of the maximum, 2 all equal (signed zeros), 3 non-finite. */
+static void
+scan_row(float *x, int64_t n, int kind)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] = kind == 2 ? ((rng_next() & 1) ? -0.0f : 0.0f) : rng_normal(3.0f);
+	if (kind == 1)
+	{
+		/* the maximum several times, in different lanes and (for long rows) pieces */
+		int			k = 2 + (int) (rng_next() % 5);
+
+		for (int i = 0; i < k; i++)
+			x[rng_next() % n] = 50.0f;
+	}
+	if (kind == 3)
+	{
+		const float bad[3] = {NAN, INFINITY, -INFINITY};
+
+		x[rng_next() % n] = bad[rng_next() % 3];
+	}
+}
+
+/*
+ * The row scan: every kernel and the backend's scan_rows answer as the
+ * sampler's scans do (finite always; argmax for finite rows).
+ */
+static void
+test_row_scan(void)
+{
+	const int64_t lens[] = {1, 2, 7, 8, 31, 32, 33, 63, 64, 65, 100, 1000, 16384, 16385, 40000, 262144};
+	const int64_t max_n = 262144;
+	float	   *x = malloc(sizeof(float) * max_n * 4);
+	int			bad_k = 0,
+				checked = 0;
+
+	for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+	{
+		llm_row_scan_fn fn = llm_row_scan_get(impl);
+
+		if (fn == NULL)
+		{
+			SKIP("row scan, implementation %d: not on this CPU", impl);
+			continue;
+		}
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+			for (int kind = 0; kind < 4; kind++)
+				for (int rep = 0; rep < (lens[li] > 20000 ? 2 : 6); rep++)
+				{
+					llm_row_scan s;
+					bool		fin;
+
+					scan_row(x, lens[li], kind);
+					fn(x, lens[li], &s);
+					fin = llm_logits_all_finite(x, (int32_t) lens[li]);
+					checked++;
+					if (s.finite != fin || (fin && (s.argmax != llm_argmax(x, (int32_t) lens[li]) ||
+												   memcmp(&s.max, &x[s.argmax], sizeof(float)) != 0)))
+						bad_k++;
+				}
+	}
+	CHECK(bad_k == 0, "row scan kernels: finite and argmax as llm_logits_all_finite / llm_argmax "
+		  "(%d rows of 1..262144, ties, signed zeros, NaN/inf; %d differ)", checked, bad_k);
+
+	/* scan_rows: 4 rows of each length in one call, 1 and 2 threads, each implementation */
+	for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX2; impl++)
+		for (int threads = 1; threads <= 2; threads++)
+		{
+			llm_backend *b = make_backend(threads, impl);
+			int			bad = 0,
+						rows = 0;
+
+			if (b == NULL)
+			{
+				SKIP("scan_rows, implementation %d: not on this CPU", impl);
+				continue;
+			}
+			for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+			{
+				const int64_t n = lens[li];
+				int32_t		am[4];
+				uint8_t		fin[4];
+
+				for (int r = 0; r < 4; r++)
+					scan_row(x + r * n, n, (r + (int) li) % 4);
+				if (n == 40000)
+				{
+					/* equal maxima in pieces 1 and 2 of row 0: the earlier piece wins */
+					x[16384 + 5] = 99.0f;
+					x[2 * 16384 + 1] = 99.0f;
+				}
+				if (b->ops->scan_rows(b, x, 4, (int) n, am, fin) != 0)
+				{
+					bad += 4;
+					continue;
+				}
+				for (int r = 0; r < 4; r++)
+				{
+					bool		f = llm_logits_all_finite(x + r * n, (int32_t) n);
+
+					rows++;
+					if ((fin[r] != 0) != f || (f && am[r] != llm_argmax(x + r * n, (int32_t) n)))
+						bad++;
+				}
+			}
+			CHECK(bad == 0 && b->ops->host_buffers,
+				  "scan_rows (%s, %d thread%s): %d rows of 1..262144 as the sampler's scans (%d differ)",
+				  llm_backend_cpu_impl_name(b), threads, threads > 1 ? "s" : "", rows, bad);
+			CHECK(b->ops->scan_rows(b, x, -1, 8, NULL, NULL) == -1 && b->ops->scan_rows(b, x, 0, 8, NULL, NULL) == 0,
+				  "scan_rows: a negative row count is refused, zero rows do nothing");
+			b->ops->destroy(b);
+		}
+	free(x);
 }
 
 static void
@@ -1694,6 +1819,7 @@ main(void)
 		test_packed_matmul(LLM_TYPE_Q4_1);
 		test_packed_matmul(LLM_TYPE_Q8_0);
 		test_elementwise();
+		test_row_scan();
 		test_attention();
 	}
 	test_errors();
