@@ -82,15 +82,23 @@ SELECT id, llm_filter(body, 'Is this about food?') AS food FROM bsec_docs ORDER 
 CREATE TABLE bsec_notes AS SELECT * FROM bsec_docs;
 CREATE TABLE bsec_plain AS SELECT * FROM bsec_docs;
 CREATE TABLE bsec_open AS SELECT * FROM bsec_docs;
+CREATE TABLE bsec_parts (id int, body text) PARTITION BY RANGE (id);
+CREATE TABLE bsec_parts_low PARTITION OF bsec_parts FOR VALUES FROM (1) TO (3);
+CREATE TABLE bsec_parts_high PARTITION OF bsec_parts FOR VALUES FROM (3) TO (5);
+INSERT INTO bsec_parts SELECT * FROM bsec_docs;
 GRANT SELECT ON bsec_open TO PUBLIC;
 ALTER TABLE bsec_docs OWNER TO regress_bsec_owner;
 ALTER TABLE bsec_notes OWNER TO regress_bsec_owner;
 ALTER TABLE bsec_plain OWNER TO regress_bsec_owner;
+ALTER TABLE bsec_parts OWNER TO regress_bsec_owner;
 
 SET ROLE regress_bsec_owner;
 ALTER TABLE bsec_docs ENABLE ROW LEVEL SECURITY;
 CREATE POLICY bsec_food ON bsec_docs FOR SELECT USING (llm_filter(body, 'Is this about food?'));
 GRANT SELECT ON bsec_docs TO regress_bsec_reader;
+ALTER TABLE bsec_parts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY bsec_food ON bsec_parts FOR SELECT USING (llm_filter(body, 'Is this about food?'));
+GRANT SELECT ON bsec_parts TO regress_bsec_reader;
 -- SELECT: every row; UPDATE and DELETE: only what the model admits
 ALTER TABLE bsec_notes ENABLE ROW LEVEL SECURITY;
 CREATE POLICY bsec_read ON bsec_notes FOR SELECT USING (true);
@@ -133,6 +141,9 @@ EXPLAIN (COSTS OFF) SELECT d.id FROM bsec_docs d JOIN bsec_open o USING (id)
 WHERE bsec_leaky(d.body) AND llm_filter(o.body, 'Is this about fruit?') AND bsec_costly(o.body);
 SELECT * FROM bsec_seen_by($$SELECT d.id FROM bsec_docs d JOIN bsec_open o USING (id)
 WHERE bsec_leaky(d.body) AND llm_filter(o.body, 'Is this about fruit?') AND bsec_costly(o.body)$$);
+-- a partitioned table: each partition's scan gets the policy's quals
+EXPLAIN (COSTS OFF) SELECT id FROM bsec_parts WHERE bsec_leaky(body);
+SELECT * FROM bsec_seen_by($$SELECT id FROM bsec_parts WHERE bsec_leaky(body)$$);
 RESET ROLE;
 
 --
@@ -191,7 +202,7 @@ SELECT count(*) AS unchanged FROM bsec_notes n JOIN bsec_docs d USING (id, body)
 SELECT count(*) AS unchanged FROM bsec_plain p JOIN bsec_docs d USING (id, body);
 SELECT count(*) AS seen_left FROM bsec_seen;
 
-DROP TABLE bsec_docs, bsec_notes, bsec_plain, bsec_open, bsec_seen CASCADE;
+DROP TABLE bsec_docs, bsec_notes, bsec_plain, bsec_open, bsec_parts, bsec_seen CASCADE;
 DROP FUNCTION bsec_leaky(text), bsec_sealed(text), bsec_costly(text), bsec_run(text, boolean),
   bsec_seen_by(text), bsec_requests(text);
 DROP ROLE regress_bsec_owner, regress_bsec_reader;
