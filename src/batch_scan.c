@@ -16,7 +16,9 @@
  *   quals          the AND-conjuncts of P's qual (and of an inner join's
  *                  join qual) that contain calls move into the node, which
  *                  evaluates them after their calls return; the call-free
- *                  conjuncts stay in P; P' then yields only the leaves
+ *                  conjuncts stay in P (on a scan whose quals mix security
+ *                  levels, those after the first call move too, in order:
+ *                  QualOrder); P' then yields only the leaves
  *                  (Vars, Aggrefs, Params) and the node evaluates the rest,
  *                  so nothing of P's target list runs for a row the moved
  *                  conjuncts reject;
