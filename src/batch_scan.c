@@ -16,7 +16,9 @@
  *   quals          the AND-conjuncts of P's qual (and of an inner join's
  *                  join qual) that contain calls move into the node, which
  *                  evaluates them after their calls return; the call-free
- *                  conjuncts stay in P; P' then yields only the leaves
+ *                  conjuncts stay in P (on a scan whose quals mix security
+ *                  levels, those after the first call move too, in order:
+ *                  QualOrder); P' then yields only the leaves
  *                  (Vars, Aggrefs, Params) and the node evaluates the rest,
  *                  so nothing of P's target list runs for a row the moved
  *                  conjuncts reject;
@@ -49,7 +51,9 @@
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/clauses.h"
+#include "optimizer/paths.h"
 #include "optimizer/planner.h"
+#include "parser/parsetree.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -72,6 +76,7 @@ int			llm_batch_window = 64;
 bool		llm_enable_batch_scan = true;
 
 static planner_hook_type prev_planner_hook = NULL;
+static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;
 
 static const CustomScanMethods batch_plan_methods;
 
@@ -87,6 +92,73 @@ typedef struct FunctionCache
 	List	   *known_nargs;	/* their argument counts */
 	List	   *known_others;	/* function oids found not to be */
 } FunctionCache;
+
+/*
+ * Which scans must keep PostgreSQL's qual order.  The planner orders a
+ * node's quals by security level (a row-level security policy's or a
+ * security-barrier view's quals before the query's own, unless those are
+ * leakproof; order_qual_clauses), then by cost; in the finished plan the
+ * levels are gone, only the order is left.  Within one level the order is
+ * the planner's cost guess and the node may change it (call-free conjuncts
+ * stay below and run first); across levels it is a security promise.  The
+ * levels are known while paths are built (RestrictInfo.security_level), so
+ * set_rel_pathlist_hook notes the relations whose scan quals mix levels.
+ * Security quals belong to one relation, so they are always scan quals;
+ * quals of joins and upper nodes all have the query's own level.
+ */
+typedef struct QualOrder
+{
+	List	   *relids;			/* relations (pg_class oids) scanned with mixed levels */
+	bool		all;			/* a non-relation scan mixes them: keep every order */
+	List	   *rtable;			/* the finished plan's range table */
+} QualOrder;
+
+/* The statement being planned (NULL outside batch_planner). */
+static QualOrder *planning_order = NULL;
+
+/*
+ * set_rel_pathlist_hook: note a relation whose scan evaluates quals of a
+ * lower security level than the query's own (qual_security_level, the level
+ * of every qual not from a policy or a security-barrier view): its
+ * restrictions, and join clauses a parameterized path moves into the scan.
+ */
+static void
+batch_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte)
+{
+	if (prev_set_rel_pathlist_hook)
+		prev_set_rel_pathlist_hook(root, rel, rti, rte);
+	if (planning_order == NULL || rel->baserestrict_min_security >= root->qual_security_level)
+		return;
+	if (rte->rtekind == RTE_RELATION)
+		planning_order->relids = list_append_unique_oid(planning_order->relids, rte->relid);
+	else
+		planning_order->all = true;
+}
+
+/* Whether plan's quals must be evaluated in the planner's order. */
+static bool
+keeps_qual_order(const QualOrder *order, Plan *plan)
+{
+	Index		scanrelid;
+
+	if (order->all)
+		return true;
+	switch (nodeTag(plan))
+	{
+		case T_SeqScan:
+		case T_SampleScan:
+		case T_IndexScan:
+		case T_IndexOnlyScan:
+		case T_BitmapHeapScan:
+		case T_TidScan:
+		case T_TidRangeScan:
+			scanrelid = ((Scan *) plan)->scanrelid;
+			return scanrelid > 0 &&
+				list_member_oid(order->relids, rt_fetch(scanrelid, order->rtable)->relid);
+		default:
+			return false;
+	}
+}
 
 /*
  * How the expressions of a node move into an LLM Batch node:
@@ -501,9 +573,11 @@ movable_quals(Plan *plan, List ***lists)
 /*
  * Place an LLM Batch node above a projecting node P for the batchable calls
  * of its target list and of its movable quals.  Returns the node, or P.
+ * keep_order: the conjuncts after the first one with calls move too, so
+ * the node evaluates them after it, in their order (keeps_qual_order).
  */
 static Plan *
-wrap_projection(FunctionCache *fc, Plan *plan, int *next_node_id)
+wrap_projection(FunctionCache *fc, Plan *plan, bool keep_order, int *next_node_id)
 {
 	List	  **lists[2];
 	List	   *kept[2];
@@ -519,7 +593,7 @@ wrap_projection(FunctionCache *fc, Plan *plan, int *next_node_id)
 		kept[i] = NIL;
 		foreach(lc, *lists[i])
 		{
-			if (contains_batchable(fc, lfirst(lc)))
+			if (contains_batchable(fc, lfirst(lc)) || (keep_order && moved != NIL))
 				moved = lappend(moved, lfirst(lc));
 			else
 				kept[i] = lappend(kept[i], lfirst(lc));
@@ -773,7 +847,8 @@ max_node_id(Plan *plan)
  * this node (merge join inner), which the batch node does not support.
  */
 static Plan *
-rewrite_plan(FunctionCache *fc, Plan *plan, bool no_wrap, int *next_node_id)
+rewrite_plan(FunctionCache *fc, const QualOrder *order, Plan *plan, bool no_wrap,
+			 int *next_node_id)
 {
 	ListCell   *lc;
 
@@ -791,32 +866,32 @@ rewrite_plan(FunctionCache *fc, Plan *plan, bool no_wrap, int *next_node_id)
 			return plan;
 		case T_Append:
 			foreach(lc, ((Append *) plan)->appendplans)
-				lfirst(lc) = rewrite_plan(fc, lfirst(lc), false, next_node_id);
+				lfirst(lc) = rewrite_plan(fc, order, lfirst(lc), false, next_node_id);
 			break;
 		case T_MergeAppend:
 			foreach(lc, ((MergeAppend *) plan)->mergeplans)
-				lfirst(lc) = rewrite_plan(fc, lfirst(lc), false, next_node_id);
+				lfirst(lc) = rewrite_plan(fc, order, lfirst(lc), false, next_node_id);
 			break;
 		case T_SubqueryScan:
 			((SubqueryScan *) plan)->subplan =
-				rewrite_plan(fc, ((SubqueryScan *) plan)->subplan, false, next_node_id);
+				rewrite_plan(fc, order, ((SubqueryScan *) plan)->subplan, false, next_node_id);
 			break;
 		case T_MergeJoin:
-			plan->lefttree = rewrite_plan(fc, plan->lefttree, false, next_node_id);
-			plan->righttree = rewrite_plan(fc, plan->righttree, true, next_node_id);
+			plan->lefttree = rewrite_plan(fc, order, plan->lefttree, false, next_node_id);
+			plan->righttree = rewrite_plan(fc, order, plan->righttree, true, next_node_id);
 			break;
 		case T_Limit:
-			plan->lefttree = rewrite_plan(fc, plan->lefttree, false, next_node_id);
+			plan->lefttree = rewrite_plan(fc, order, plan->lefttree, false, next_node_id);
 			return no_wrap ? plan : lift_above_limit((Limit *) plan);
 		default:
-			plan->lefttree = rewrite_plan(fc, plan->lefttree, false, next_node_id);
-			plan->righttree = rewrite_plan(fc, plan->righttree, false, next_node_id);
+			plan->lefttree = rewrite_plan(fc, order, plan->lefttree, false, next_node_id);
+			plan->righttree = rewrite_plan(fc, order, plan->righttree, false, next_node_id);
 			break;
 	}
 	if (IsA(plan, Agg))
 		wrap_agg_input(fc, (Agg *) plan, next_node_id);
 	if (!no_wrap && is_projecting_plan(plan))
-		return wrap_projection(fc, plan, next_node_id);
+		return wrap_projection(fc, plan, keeps_qual_order(order, plan), next_node_id);
 	return plan;
 }
 
@@ -829,15 +904,28 @@ static PlannedStmt *
 batch_planner(Query *parse, const char *query_string, int cursorOptions,
 			  ParamListInfo boundParams)
 {
-	PlannedStmt *stmt;
+	PlannedStmt *volatile stmt = NULL;
+	QualOrder  *outer_order = planning_order;
+	QualOrder	order;
 	FunctionCache fc;
 	int			next_id;
 	ListCell   *lc;
 
-	if (prev_planner_hook)
-		stmt = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
-	else
-		stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+	/* planning may plan other statements (SQL functions folded, SPI) */
+	memset(&order, 0, sizeof(order));
+	planning_order = &order;
+	PG_TRY();
+	{
+		if (prev_planner_hook)
+			stmt = prev_planner_hook(parse, query_string, cursorOptions, boundParams);
+		else
+			stmt = standard_planner(parse, query_string, cursorOptions, boundParams);
+	}
+	PG_FINALLY();
+	{
+		planning_order = outer_order;
+	}
+	PG_END_TRY();
 
 	if (!llm_enable_batch_scan || llm_shared == NULL || IsParallelWorker() ||
 		(cursorOptions & CURSOR_OPT_SCROLL) || stmt->commandType == CMD_UTILITY)
@@ -849,9 +937,10 @@ batch_planner(Query *parse, const char *query_string, int cursorOptions,
 		next_id = Max(next_id, max_node_id(lfirst(lc)));
 	next_id++;
 
-	stmt->planTree = rewrite_plan(&fc, stmt->planTree, false, &next_id);
+	order.rtable = stmt->rtable;
+	stmt->planTree = rewrite_plan(&fc, &order, stmt->planTree, false, &next_id);
 	foreach(lc, stmt->subplans)
-		lfirst(lc) = rewrite_plan(&fc, lfirst(lc), false, &next_id);
+		lfirst(lc) = rewrite_plan(&fc, &order, lfirst(lc), false, &next_id);
 	return stmt;
 }
 
@@ -1639,4 +1728,6 @@ llm_batch_init(void)
 
 	prev_planner_hook = planner_hook;
 	planner_hook = batch_planner;
+	prev_set_rel_pathlist_hook = set_rel_pathlist_hook;
+	set_rel_pathlist_hook = batch_set_rel_pathlist;
 }
