@@ -36,6 +36,14 @@
 /* Databases with jobs served at once by the registry (an entry is reused once its database has none). */
 #define LLM_JOB_MAX_DATABASES 256
 
+/*
+ * The least time between two starts of a runner for one database
+ * (job_launcher.c), and how many naptimes past it a database with active
+ * jobs may be without a runner before llm_jobs shows its jobs stalled.
+ */
+#define LLM_JOB_RUNNER_RESTART_MS 1000
+#define LLM_JOB_STALL_NAPTIMES 3
+
 /* settings (job_registry.c) */
 extern bool llm_enable_jobs;		/* llm.enable_jobs */
 extern int	llm_max_job_runners;	/* llm.max_job_runners */
