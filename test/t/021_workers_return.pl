@@ -157,7 +157,7 @@ ok($node->poll_query_until('postgres', "SELECT stalled_since IS NOT NULL FROM ll
 	'llm_jobs shows the job stalled');
 is(q1("SELECT state || '|' || (runner_pid IS NULL) || '|' || rows_done || '|' || rows_in_flight"
 		. " || '|' || (stalled_since >= created_at) FROM llm_jobs WHERE id = $jc"),
-	'queued|t|0|0|t', 'stalled: no runner, nothing done or in flight, since the job wanted one');
+	'queued|true|0|0|true', 'stalled: no runner, nothing done or in flight, since the job wanted one');
 is(q1("SELECT count(*) FROM llm_jobs WHERE stalled_since IS NOT NULL AND id <> $jc"), '0',
 	'jobs done are never stalled');
 q1('ALTER SYSTEM SET llm.max_job_runners = 2');
