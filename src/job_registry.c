@@ -32,7 +32,7 @@ typedef struct JobDatabase
 	uint64		wake_seq;
 	int			runner_pid;
 	Latch	   *runner_latch;
-	TimestampTz runnerless_since;	/* wanted with no runner since (0: a runner runs or not wanted) */
+	TimestampTz runnerless_since;	/* no runner since: its last left, or wanted without one (0: one runs) */
 } JobDatabase;
 
 typedef struct JobRegistry
@@ -356,8 +356,8 @@ llm_job_registry_runner_detach(Oid database)
  * stall).  The time counts from when the database was left wanted without a
  * runner, or from when its last runner left; a database the registry does
  * not know (the launcher has not looked at it since the server started) has
- * had no runner since the server started.  Whether a job needs a runner at all is
- * the view's to say (only queued or running jobs do).
+ * had no runner since the server started.  Whether a job needs a runner at
+ * all is the view's to say (only queued or running jobs do).
  */
 PG_FUNCTION_INFO_V1(pg_llm_job_runner_state);
 

@@ -22,6 +22,10 @@
  *     leave only through llm_job_registry_runner_done(), which clears
  *     "wanted" unless a wake arrived since the runner last looked, so a
  *     job committed while the runner decides to exit is never stranded.
+ *   - Each entry keeps since when its database has had no runner (its last
+ *     runner left, or it became wanted without one): llm_jobs shows the
+ *     active jobs of a database without a runner for longer than a few
+ *     naptimes as stalled (llm_job_runner_state()).
  *
  * Locking: one LWLock (tranche "llm jobs") guards everything; it is taken
  * briefly, a few times per runner loop and per commit that wakes.
