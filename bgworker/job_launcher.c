@@ -16,6 +16,15 @@
  * wanted, at most once per RESTART_DELAY_MS per database, at most
  * llm.max_job_runners at once.  A database that cannot take a connection
  * any more (dropped, datallowconn off) is no longer wanted.
+ *
+ * The launcher itself always exits with code 1, SIGTERM included: the
+ * postmaster forgets a background worker that exits with 0, so a launcher
+ * ended by pg_terminate_backend would never come back and every job would
+ * stop for good.  With 1 the postmaster starts it again after its
+ * bgw_restart_time; when the server shuts down the postmaster starts no
+ * worker, and on the postmaster's death it exits by WL_EXIT_ON_PM_DEATH.
+ * A new launcher knows no runner handle: it counts the runners the
+ * registry lists as running and starts the missing ones.
  */
 #include "postgres.h"
 
@@ -43,7 +52,7 @@
 extern PGDLLEXPORT void llm_job_launcher_main(Datum arg);
 
 /* the least time between two starts of a runner for one database */
-#define RESTART_DELAY_MS 1000
+#define RESTART_DELAY_MS LLM_JOB_RUNNER_RESTART_MS
 
 typedef struct Runner
 {
@@ -261,5 +270,6 @@ llm_job_launcher_main(Datum arg)
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(timeout, 10), PG_WAIT_EXTENSION);
 	}
-	proc_exit(0);
+	/* SIGTERM: pg_terminate_backend, or the server's shutdown (which restarts nothing) */
+	proc_exit(1);
 }

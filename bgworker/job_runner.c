@@ -16,9 +16,10 @@
  *      one subtransaction with one statement per step, or, if that fails,
  *      each row in its own; move jobs queued -> running -> done; claim rows
  *      (job_queue.h) while fewer than llm.batch_window are in flight, up to
- *      a quarter more, round robin over the jobs; add the counts to the
- *      jobs; commit (the claims, with their attempt counted, are durable
- *      before any row is evaluated);
+ *      a quarter more, shared among the jobs (the fewest in flight first;
+ *      a job below its share of the window takes any free slot, see
+ *      claim_rows); add the counts to the jobs; commit (the claims, with
+ *      their attempt counted, are durable before any row is evaluated);
  *   3. transaction B: for each claimed row, read its prompt as the job's
  *      role (job_rows.h) and submit the request (the job's options, its
  *      model among them, in the batch class, never above the owner's
@@ -848,26 +849,83 @@ model_ready(const char *alias)
 	return running && llm_registry_model_state(alias, NULL) == LLM_MODEL_READY;
 }
 
-/* Claim rows so at least llm.batch_window (and up to a quarter more) are in flight. */
+/*
+ * The in-flight window: claims top rows up to the cap (llm.batch_window and
+ * a quarter more) once fewer than llm.batch_window are in flight, so the
+ * engine's batch stays full without a claim per finished row.
+ */
+static int
+window_size(void)
+{
+	return Max(llm_batch_window, 1);
+}
+
+static int
+window_cap(void)
+{
+	return window_size() + Max(window_size() / 4, 1);
+}
+
+static bool
+job_active(const RunnerJob *rj)
+{
+	return rj->def->state == LLM_JOB_QUEUED || rj->def->state == LLM_JOB_RUNNING;
+}
+
+/*
+ * A job's share of the window: the window divided among the active jobs
+ * that have rows in flight or may have rows to claim (at least one row).
+ */
+static int
+job_share(void)
+{
+	ListCell   *lc;
+	int			n = 0;
+
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (job_active(rj) && (!rj->exhausted || rj->in_flight > 0))
+			n++;
+	}
+	return Max(window_size() / Max(n, 1), 1);
+}
+
+/*
+ * Claim rows, round robin over the jobs by what they have in flight (the
+ * fewest first, ties in turn): below the window, up to the cap; at or above
+ * it, only jobs below their share take the free slots, so a job that
+ * arrives while another holds the whole window gets the first slot a
+ * finished row frees and reaches its share as more free.  A job whose claim
+ * comes short has no more rows to claim (exhausted): what it did not take
+ * goes to the others.
+ */
 static void
 claim_rows(List *runnable)
 {
-	int			window = Max(llm_batch_window, 1);
-	int			budget;
+	int			cap = window_cap();
+	bool		refill = n_rows < window_size();
+	int			share = job_share();
 	int			n_jobs = list_length(runnable);
+	int			budget;
+	RunnerJob **cand;
+	int		   *want;
+	int			n_cand = 0;
 	LlmClaim   *claims;
 
-	if (n_jobs == 0 || n_rows >= window)
+	if (n_jobs == 0 || n_rows >= cap)
 		return;
-	budget = window + Max(window / 4, 1) - n_rows;
-	claims = palloc(sizeof(LlmClaim) * budget);
-	for (int k = 0; k < n_jobs && budget > 0; k++)
+	budget = cap - n_rows;
+	cand = palloc(sizeof(RunnerJob *) * n_jobs);
+	want = palloc(sizeof(int) * n_jobs);
+	for (int k = 0; k < n_jobs; k++)
 	{
 		RunnerJob  *rj = list_nth(runnable, (rotate + k) % n_jobs);
-		int			share = (budget + (n_jobs - k) - 1) / (n_jobs - k);
-		int			got;
 
-		if (job_failed(rj))
+		if (job_failed(rj) || rj->exhausted)
+			continue;
+		if (!refill && rj->in_flight >= share)
 			continue;
 		if (!model_ready(rj->model))
 		{
@@ -875,18 +933,61 @@ claim_rows(List *runnable)
 			rj->exhausted = true;
 			continue;
 		}
-		got = llm_queue_claim(rj->def->id, token, share, claims, runner_cxt);
-		rj->exhausted = got < share;
+		cand[n_cand++] = rj;
+	}
+	claims = palloc(sizeof(LlmClaim) * budget);
+	while (budget > 0 && n_cand > 0)
+	{
+		bool		short_claim = false;
+		int			kept = 0;
 
-		for (int i = 0; i < got; i++)
-			(void) row_new(rj, claims[i].key, claims[i].attempts);
-		budget -= got;
-		if (got > 0 && rj->def->state == LLM_JOB_QUEUED &&
-			llm_job_set_state(rj->def->id, LLM_JOB_QUEUED, LLM_JOB_RUNNING, NULL, false))
-			rj->def->state = LLM_JOB_RUNNING;
+		/* water-filling: each slot to the candidate with the fewest rows (in flight and about to be) */
+		memset(want, 0, sizeof(int) * n_cand);
+		for (int b = 0; b < budget; b++)
+		{
+			int			best = 0;
+
+			for (int i = 1; i < n_cand; i++)
+				if (cand[i]->in_flight + want[i] < cand[best]->in_flight + want[best])
+					best = i;
+			if (!refill && cand[best]->in_flight + want[best] >= share)
+				break;
+			want[best]++;
+		}
+		for (int i = 0; i < n_cand; i++)
+		{
+			RunnerJob  *rj = cand[i];
+			int			got;
+
+			if (want[i] == 0)
+			{
+				cand[kept++] = rj;
+				continue;
+			}
+			got = llm_queue_claim(rj->def->id, token, want[i], claims, runner_cxt);
+			for (int j = 0; j < got; j++)
+				(void) row_new(rj, claims[j].key, claims[j].attempts);
+			budget -= got;
+			if (got > 0 && rj->def->state == LLM_JOB_QUEUED &&
+				llm_job_set_state(rj->def->id, LLM_JOB_QUEUED, LLM_JOB_RUNNING, NULL, false))
+				rj->def->state = LLM_JOB_RUNNING;
+			if (got < want[i])
+			{
+				rj->exhausted = true;
+				short_claim = true;
+			}
+			else
+				cand[kept++] = rj;
+		}
+		n_cand = kept;
+		/* another round only to give what a short job left to the others */
+		if (!short_claim)
+			break;
 	}
 	rotate++;
 	pfree(claims);
+	pfree(want);
+	pfree(cand);
 }
 
 /* ---------- the loop ---------- */
@@ -1115,21 +1216,24 @@ receive_results(void)
 }
 
 /*
- * Rows could be claimed: fewer than llm.batch_window in flight and a job
- * whose last claim was not short of rows.
+ * Rows could be claimed (claim_rows): a job whose last claim was not short
+ * of rows, and fewer than llm.batch_window in flight, or fewer than the cap
+ * and that job below its share.
  */
 static bool
 claim_wanted(void)
 {
 	ListCell   *lc;
+	int			share;
 
-	if (n_rows >= Max(llm_batch_window, 1))
+	if (n_rows >= window_cap())
 		return false;
+	share = job_share();
 	foreach(lc, jobs)
 	{
 		RunnerJob  *rj = lfirst(lc);
 
-		if ((rj->def->state == LLM_JOB_QUEUED || rj->def->state == LLM_JOB_RUNNING) && !rj->exhausted)
+		if (job_active(rj) && !rj->exhausted && (n_rows < window_size() || rj->in_flight < share))
 			return true;
 	}
 	return false;
@@ -1219,9 +1323,10 @@ llm_job_runner_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, 0);
 	llm_am_job_runner = true;
 
+	/* before attaching: an exit at any point after it leaves the entry (runner_exit checks the pid) */
+	before_shmem_exit(runner_exit, (Datum) 0);
 	if (!llm_job_registry_runner_attach(database, &seq))
 		proc_exit(0);			/* another runner serves this database */
-	before_shmem_exit(runner_exit, (Datum) 0);
 	runner_cxt = AllocSetContextCreate(TopMemoryContext, "llm job runner", ALLOCSET_DEFAULT_SIZES);
 	dlist_init(&rows);
 	CacheRegisterRelcacheCallback(relcache_changed, (Datum) 0);

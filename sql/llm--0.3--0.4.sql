@@ -2,3 +2,48 @@
    order the features landed; a fresh install of 0.4 is 0.2 plus the updates. */
 
 \echo Use "ALTER EXTENSION llm UPDATE TO '0.4'" to load this file. \quit
+
+-- background workers that come back
+-- Every background worker of the extension comes back after
+-- pg_terminate_backend or an error of its own; llm_jobs says when nothing
+-- works on a job: runner_pid is the job runner of the job's database (NULL
+-- when none runs) and stalled_since is set while a queued or running job's
+-- database has had no runner for longer than three llm.job_naptime plus the
+-- launcher's delay between two starts (no free runner slot, the launcher
+-- away, llm.enable_jobs off).  Both NULL for jobs that need no runner.
+CREATE FUNCTION llm_job_runner_state(OUT runner_pid int, OUT stalled_since timestamptz)
+RETURNS record
+AS 'MODULE_PATHNAME', 'pg_llm_job_runner_state'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_job_runner_state() IS
+'The job runner of the current database (its pid, NULL when none runs) and, when none has run for longer than a few llm.job_naptime, since when (see the llm_jobs view).';
+
+CREATE OR REPLACE VIEW llm_jobs AS
+SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
+       j.state, j.mode, j.owner,
+       j.rows_done + j.rows_failed + j.rows_skipped + coalesce(q.queued, 0) AS rows_total,
+       j.rows_done, j.rows_failed, coalesce(q.in_flight, 0) AS rows_in_flight,
+       coalesce(q.queued, 0) AS rows_queued, j.rows_skipped, j.rows_requeued,
+       j.tokens_in, j.tokens_out,
+       CASE WHEN j.state = 'running' THEN j.rows_per_s END AS rows_per_s,
+       CASE WHEN j.state = 'running' AND j.rows_per_s > 0
+            THEN make_interval(secs => coalesce(q.queued, 0) / j.rows_per_s) END AS eta,
+       j.created_at, j.started_at, j.finished_at, j.last_error,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.runner_pid END AS runner_pid,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.stalled_since END AS stalled_since
+FROM llm_job j
+LEFT JOIN LATERAL (
+	SELECT count(*) AS queued,
+	       count(*) FILTER (WHERE claimed_by IS NOT NULL AND lease_until > now()) AS in_flight
+	FROM llm_job_queue WHERE job_id = j.id) q ON true
+CROSS JOIN llm_job_runner_state() r
+WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
+
+COMMENT ON VIEW llm_jobs IS
+'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
+
+REVOKE ALL ON FUNCTION llm_job_runner_state() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_job_runner_state() TO llm_user, pg_monitor;
+
+-- end of background workers that come back

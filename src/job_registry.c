@@ -4,12 +4,17 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
 
 #include "job_registry.h"
 #include "registry.h"
@@ -27,12 +32,14 @@ typedef struct JobDatabase
 	uint64		wake_seq;
 	int			runner_pid;
 	Latch	   *runner_latch;
+	TimestampTz runnerless_since;	/* no runner since: its last left, or wanted without one (0: one runs) */
 } JobDatabase;
 
 typedef struct JobRegistry
 {
 	LWLock	   *lock;
 	bool		probe_pending;	/* set at server start, taken by the launcher */
+	TimestampTz created_at;		/* server start (or restart after a crash) */
 	int			launcher_pid;
 	Latch	   *launcher_latch;
 	JobDatabase dbs[LLM_JOB_MAX_DATABASES];
@@ -57,6 +64,7 @@ registry_init(void *mem, bool found)
 	memset(reg, 0, sizeof(JobRegistry));
 	reg->lock = &(GetNamedLWLockTranche("llm jobs"))->lock;
 	reg->probe_pending = true;
+	reg->created_at = GetCurrentTimestamp();
 }
 
 void
@@ -95,6 +103,19 @@ entry(Oid database, bool make)
 	return free_entry;
 }
 
+/*
+ * d wants a runner from now on; caller holds the lock exclusively.  The
+ * time a database is first left wanted without a runner is kept (the
+ * stalled indication counts from it), not moved by later wakes.
+ */
+static void
+set_wanted(JobDatabase *d)
+{
+	if (d->runner_pid == 0 && (!d->wanted || d->runnerless_since == 0))
+		d->runnerless_since = GetCurrentTimestamp();
+	d->wanted = true;
+}
+
 /* Database has work: wanted, counter moved, its runner or the launcher woken. */
 static void
 wake(Oid database)
@@ -108,7 +129,7 @@ wake(Oid database)
 	d = entry(database, true);
 	if (d != NULL)
 	{
-		d->wanted = true;
+		set_wanted(d);
 		d->wake_seq++;
 		latch = d->runner_latch;
 	}
@@ -198,7 +219,7 @@ llm_job_registry_want(Oid database)
 	LWLockAcquire(reg->lock, LW_EXCLUSIVE);
 	d = entry(database, true);
 	if (d != NULL)
-		d->wanted = true;
+		set_wanted(d);
 	LWLockRelease(reg->lock);
 }
 
@@ -228,7 +249,8 @@ llm_job_registry_snapshot(LlmJobDatabaseState *out)
 			continue;
 		out[n].database = d->database;
 		out[n].wanted = d->wanted;
-		out[n].runner_pid = d->runner_pid;
+		/* a runner that died without leaving its entry holds nothing: the launcher replaces it */
+		out[n].runner_pid = d->runner_pid != 0 && BackendPidGetProc(d->runner_pid) != NULL ? d->runner_pid : 0;
 		n++;
 	}
 	LWLockRelease(reg->lock);
@@ -249,6 +271,7 @@ llm_job_registry_runner_attach(Oid database, uint64 *seq)
 	{
 		d->runner_pid = MyProcPid;
 		d->runner_latch = MyLatch;
+		d->runnerless_since = 0;
 		*seq = d->wake_seq;
 		ok = true;
 	}
@@ -293,6 +316,7 @@ llm_job_registry_runner_done(Oid database, uint64 seq)
 			d->wanted = false;
 			d->runner_pid = 0;
 			d->runner_latch = NULL;
+			d->runnerless_since = GetCurrentTimestamp();
 		}
 	}
 	LWLockRelease(reg->lock);
@@ -313,12 +337,78 @@ llm_job_registry_runner_detach(Oid database)
 	{
 		d->runner_pid = 0;
 		d->runner_latch = NULL;
+		d->runnerless_since = GetCurrentTimestamp();
 		launcher = reg->launcher_latch;
 	}
 	LWLockRelease(reg->lock);
 	/* a runner leaving while its database is still wanted is restarted */
 	if (launcher)
 		SetLatch(launcher);
+}
+
+/* ---------- what llm_jobs shows ---------- */
+
+/*
+ * llm_job_runner_state(): the runner of the current database, for the
+ * llm_jobs view: its pid (NULL: none runs), and since when none has run if
+ * that is longer than LLM_JOB_STALL_NAPTIMES naptimes plus the launcher's
+ * delay between two starts of a runner (a runner replaced at once is not a
+ * stall).  The time counts from when the database was left wanted without a
+ * runner, or from when its last runner left; a database the registry does
+ * not know (the launcher has not looked at it since the server started) has
+ * had no runner since the server started.  Whether a job needs a runner at
+ * all is the view's to say (only queued or running jobs do).
+ */
+PG_FUNCTION_INFO_V1(pg_llm_job_runner_state);
+
+Datum
+pg_llm_job_runner_state(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[2];
+	bool		nulls[2] = {true, true};
+	int			pid = 0;
+	TimestampTz since = 0;
+	bool		known = false;
+	int64		grace_us = ((int64) LLM_JOB_STALL_NAPTIMES * llm_job_naptime_ms + LLM_JOB_RUNNER_RESTART_MS) * 1000;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "llm_job_runner_state: return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (reg != NULL)
+	{
+		LWLockAcquire(reg->lock, LW_SHARED);
+		for (int i = 0; i < LLM_JOB_MAX_DATABASES; i++)
+		{
+			JobDatabase *d = &reg->dbs[i];
+
+			if (d->database == MyDatabaseId)
+			{
+				pid = d->runner_pid;
+				since = d->runnerless_since;
+				known = true;
+				break;
+			}
+		}
+		if (!known)
+			since = reg->created_at;
+		LWLockRelease(reg->lock);
+	}
+	/* a pid left by a runner that died without detaching is no runner */
+	if (pid != 0 && BackendPidGetProc(pid) == NULL)
+		pid = 0;
+	if (pid != 0)
+	{
+		values[0] = Int32GetDatum(pid);
+		nulls[0] = false;
+	}
+	/* a standby runs no jobs: they run on the primary, nothing is missing here */
+	else if (since != 0 && !RecoveryInProgress() && GetCurrentTimestamp() - since > grace_us)
+	{
+		values[1] = TimestampTzGetDatum(since);
+		nulls[1] = false;
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /* ---------- settings ---------- */

@@ -22,6 +22,10 @@
  *     leave only through llm_job_registry_runner_done(), which clears
  *     "wanted" unless a wake arrived since the runner last looked, so a
  *     job committed while the runner decides to exit is never stranded.
+ *   - Each entry keeps since when its database has had no runner (its last
+ *     runner left, or it became wanted without one): llm_jobs shows the
+ *     active jobs of a database without a runner for longer than a few
+ *     naptimes as stalled (llm_job_runner_state()).
  *
  * Locking: one LWLock (tranche "llm jobs") guards everything; it is taken
  * briefly, a few times per runner loop and per commit that wakes.
@@ -35,6 +39,14 @@
 
 /* Databases with jobs served at once by the registry (an entry is reused once its database has none). */
 #define LLM_JOB_MAX_DATABASES 256
+
+/*
+ * The least time between two starts of a runner for one database
+ * (job_launcher.c), and how many naptimes past it a database with active
+ * jobs may be without a runner before llm_jobs shows its jobs stalled.
+ */
+#define LLM_JOB_RUNNER_RESTART_MS 1000
+#define LLM_JOB_STALL_NAPTIMES 3
 
 /* settings (job_registry.c) */
 extern bool llm_enable_jobs;		/* llm.enable_jobs */
