@@ -18,27 +18,44 @@ FROM llm_stat s
 CROSS JOIN (SELECT * FROM llm_models WHERE alias = 'default') m
 LEFT JOIN llm_usage u ON u.role = current_user AND u.database = current_database()
 $$;
--- eight calls, each read back in the same PL/pgSQL block right after it
--- returns (no client round trip in between)
+-- forty calls, each read back in the same PL/pgSQL block right after it
+-- returns (no client round trip, llm_stat read first: the quickest look)
+CREATE TEMP TABLE call_snap (i int, running int, waiting int, finished_delta bigint, kv_used_delta int,
+                             model_running int, model_finished_delta bigint, model_kv_used_delta int,
+                             usage_requests_delta bigint, usage_completion_delta bigint);
 DO $$
 DECLARE
 	t text;
+	s0 record;
+	m0 record;
+	u0 record;
+	s1 record;
+	m1 record;
+	u1 record;
 BEGIN
-	FOR i IN 1..8 LOOP
-		PERFORM stat_snap_take(i, 'before');
-		t := llm_generate('Name a color number ' || i || '.', max_tokens => 3);
-		PERFORM stat_snap_take(i, 'after');
+	FOR i IN 1..40 LOOP
+		SELECT requests_running, requests_waiting, requests_finished, kv_blocks_used INTO s0 FROM llm_stat;
+		SELECT requests_running, requests_finished, kv_blocks_used INTO m0 FROM llm_models WHERE alias = 'default';
+		SELECT coalesce(sum(requests), 0) AS requests, coalesce(sum(completion_tokens), 0) AS completion INTO u0
+		FROM llm_usage WHERE role = current_user AND database = current_database();
+		t := llm_generate('Name a color number ' || i || '.', max_tokens => 2);
+		SELECT requests_running, requests_waiting, requests_finished, kv_blocks_used INTO s1 FROM llm_stat;
+		SELECT requests_running, requests_finished, kv_blocks_used INTO m1 FROM llm_models WHERE alias = 'default';
+		SELECT coalesce(sum(requests), 0) AS requests, coalesce(sum(completion_tokens), 0) AS completion INTO u1
+		FROM llm_usage WHERE role = current_user AND database = current_database();
+		INSERT INTO call_snap VALUES (i, s1.requests_running, s1.requests_waiting,
+									  s1.requests_finished - s0.requests_finished, s1.kv_blocks_used - s0.kv_blocks_used,
+									  m1.requests_running, m1.requests_finished - m0.requests_finished,
+									  m1.kv_blocks_used - m0.kv_blocks_used,
+									  u1.requests - u0.requests, u1.completion - u0.completion);
 	END LOOP;
 END
 $$;
-SELECT a.i, a.running AS running_after, a.waiting AS waiting_after,
-       a.finished - b.finished AS finished_delta, a.kv_used - b.kv_used AS kv_used_delta,
-       a.model_running AS model_running_after, a.model_finished - b.model_finished AS model_finished_delta,
-       a.model_kv_used - b.model_kv_used AS model_kv_used_delta,
-       a.usage_requests - b.usage_requests AS usage_requests_delta,
-       a.usage_completion - b.usage_completion AS usage_completion_delta
-FROM stat_snap a JOIN stat_snap b ON a.i = b.i AND a.phase = 'after' AND b.phase = 'before'
-ORDER BY a.i;
+SELECT i, running AS running_after, waiting AS waiting_after, finished_delta, kv_used_delta,
+       model_running AS model_running_after, model_finished_delta, model_kv_used_delta,
+       usage_requests_delta, usage_completion_delta
+FROM call_snap ORDER BY i;
+DROP TABLE call_snap;
 -- a constrained output cut at max_tokens is an error, and its tokens still count in llm_usage
 TRUNCATE stat_snap;
 SELECT stat_snap_take(1, 'before');
