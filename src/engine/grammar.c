@@ -190,7 +190,7 @@ compute_runs(llm_grammar *g)
  * when it accepts strings of any length.  Every state of d is reachable
  * and reaches acceptance, so the language is infinite exactly when a cycle
  * exists; otherwise the answer is the longest path from the start.  An
- * iterative depth-first walk (no recursion: up to 262,144 states) that
+ * iterative depth-first walk (no recursion: up to 65,536 live states) that
  * finishes each state after its successors.  -2 when memory runs out.
  */
 static int64_t
