@@ -7,6 +7,7 @@
 #include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
+#include "grammar.h"
 #include "intake.h"
 #include "registry.h"
 #include "protocol.h"
@@ -25,6 +26,7 @@ typedef struct WorkerRequest
 	llm_engine *engine;			/* the model's engine it lives in */
 	int			model;			/* its model's row (registry.h) */
 	bool		grammar;		/* constrained: a length finish is no valid result */
+	uint8		grammar_kind;	/* its llm_grammar_kind (the source's first byte), for messages */
 	int32		max_tokens;
 	Oid			role;			/* accounting tags of the request (protocol.h) */
 	Oid			database;
@@ -33,6 +35,11 @@ typedef struct WorkerRequest
 	llm_wire_client client;		/* its submitter */
 	int			async_index;	/* asynchronous: the store entry */
 	StringInfoData text;		/* asynchronous: the output so far */
+	/* asynchronous, ended in an engine step: its outcome, stored by intake_async_deliver */
+	llm_finish_reason end_reason;
+	llm_usage	end_usage;
+	int			end_sqlstate;	/* 0: finished, end_reason and end_usage; else failed */
+	char	   *end_message;	/* failed: the message (intake_cxt) */
 } WorkerRequest;
 
 #define ASYNC_SLOT (-1)
@@ -43,6 +50,7 @@ typedef struct WorkerRequest
 static MemoryContext intake_cxt;
 static dlist_head *slot_requests;	/* per slot: its WorkerRequests */
 static dlist_head async_requests;	/* the asynchronous ones */
+static dlist_head async_ended;	/* asynchronous ones ended, their outcome not yet stored */
 static int	n_slots;
 static IntakeRouteFn route;
 static uint64 next_engine_id = 1;
@@ -60,6 +68,7 @@ intake_init(int slots, MemoryContext cxt, IntakeRouteFn route_fn)
 	for (int i = 0; i < slots; i++)
 		dlist_init(&slot_requests[i]);
 	dlist_init(&async_requests);
+	dlist_init(&async_ended);
 }
 
 static void
@@ -68,6 +77,8 @@ free_request(WorkerRequest *r)
 	dlist_delete(&r->node);
 	if (r->text.data)
 		pfree(r->text.data);
+	if (r->end_message)
+		pfree(r->end_message);
 	pfree(r);
 }
 
@@ -106,6 +117,7 @@ engine_submit(WorkerRequest *r, const llm_wire_msg *m, llm_engine *engine, int m
 	r->model = model;
 	r->client = m->client;
 	r->grammar = m->request.grammar != NULL;
+	r->grammar_kind = r->grammar && m->request.grammar_len > 0 ? (uint8) m->request.grammar[0] : 0;
 	r->max_tokens = m->request.params.max_tokens;
 	r->role = m->role_id;
 	r->database = m->database_id;
@@ -353,6 +365,21 @@ async_request(uint64 id)
 	return NULL;
 }
 
+static void async_end(WorkerRequest *r, int sqlstate, const char *message);
+
+/* Store entry (index, id) failed before reaching an engine: stored by intake_async_deliver. */
+static void
+async_fail_later(int index, uint64 id, int sqlstate, const char *message)
+{
+	WorkerRequest *r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
+
+	r->slot = ASYNC_SLOT;
+	r->client_id = id;
+	r->async_index = index;
+	dlist_push_tail(&async_requests, &r->node);
+	async_end(r, sqlstate, message);
+}
+
 /* One entry taken from the store: decode its SUBMIT message and start it. */
 static void
 async_submit(const LlmAsyncTaken *t)
@@ -369,14 +396,14 @@ async_submit(const LlmAsyncTaken *t)
 	if (llm_wire_decode(t->request, t->request_len, &m, &wire_arrays, &why) != LLM_WIRE_OK ||
 		m.kind != LLM_WIRE_SUBMIT)
 	{
-		llm_async_fail(t->index, t->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
+		async_fail_later(t->index, t->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
 		llm_stats_note_failed(-1, NULL);
 		return;
 	}
 	engine = route(m.model, &model, &sqlstate, err, sizeof(err));
 	if (engine == NULL)
 	{
-		llm_async_fail(t->index, t->id, sqlstate, err);
+		async_fail_later(t->index, t->id, sqlstate, err);
 		llm_stats_note_failed(model, &m.client);
 		return;
 	}
@@ -387,7 +414,7 @@ async_submit(const LlmAsyncTaken *t)
 	st = engine_submit(r, &m, engine, model, err, sizeof(err));
 	if (st != LLM_OK)
 	{
-		llm_async_fail(t->index, t->id, llm_status_sqlstate(st), err[0] ? err : llm_status_name(st));
+		async_fail_later(t->index, t->id, llm_status_sqlstate(st), err[0] ? err : llm_status_name(st));
 		llm_stats_note_failed(model, &r->client);
 		pfree(r);
 		return;
@@ -438,22 +465,60 @@ intake_async(uint32 generation)
  * A constrained request cut before its output was complete under its
  * grammar: the text is not a valid result, so it is not returned as one
  * (the request still finished with "length" in the stats); true with the
- * error's message in msg.
+ * error's message in msg: where it was cut, after how many tokens, and
+ * what avoids it for the grammar's kind.
  */
 static bool
 grammar_cut(const WorkerRequest *r, const llm_event *ev, char *msg, size_t size)
 {
+	const char *what;
+	const char *bound;
+	int			n = ev->usage.completion_tokens;
+
 	if (!r->grammar || ev->finish_reason != LLM_FINISH_LENGTH)
 		return false;
-	if (ev->usage.completion_tokens >= r->max_tokens)
-		snprintf(msg, size, "the output reached max_tokens (%d) before it was complete "
-				 "under its grammar (choices, regex or json_schema); raise max_tokens",
-				 r->max_tokens);
+	switch (r->grammar_kind)
+	{
+		case LLM_GRAMMAR_JSON_SCHEMA:
+			what = "the JSON value of its json_schema";
+			bound = " or bound the schema (maxLength, maxItems, {m,n} instead of + or * in a pattern)";
+			break;
+		case LLM_GRAMMAR_REGEX:
+			what = "the match of its regex";
+			bound = " or bound the regex ({m,n} instead of + or *)";
+			break;
+		case LLM_GRAMMAR_CHOICES:
+			what = "one of its choices";
+			bound = "";
+			break;
+		default:
+			what = "its output under its grammar";
+			bound = "";
+			break;
+	}
+	if (n >= r->max_tokens)
+		snprintf(msg, size, "the output was cut at max_tokens (%d tokens, finish_reason length) "
+				 "before %s was complete; raise max_tokens%s", n, what, bound);
 	else
-		snprintf(msg, size, "the output reached the context length after %d tokens "
-				 "before it was complete under its grammar (choices, regex or json_schema)",
-				 ev->usage.completion_tokens);
+		snprintf(msg, size, "the output was cut at the context length (%d tokens, finish_reason length) "
+				 "before %s was complete; shorten the prompt%s", n, what, bound);
 	return true;
+}
+
+/*
+ * r ended in this engine step: noted in the statistics now, its outcome
+ * kept for intake_async_deliver, which stores it after the statistics are
+ * published (a backend that sees the result in the store then sees it
+ * counted).
+ */
+static void
+async_end(WorkerRequest *r, int sqlstate, const char *message)
+{
+	r->end_sqlstate = sqlstate;
+	if (sqlstate != 0)
+		r->end_message = MemoryContextStrdup(intake_cxt, message);
+	dlist_delete(&r->node);
+	dlist_push_tail(&async_ended, &r->node);
 }
 
 /* An event of an asynchronous request: its output collects here, its end goes to the store. */
@@ -470,26 +535,41 @@ async_event(WorkerRequest *r, const llm_event *ev)
 			appendBinaryStringInfo(&r->text, ev->text, ev->text_len);
 			break;
 		case LLM_EVENT_FINISHED:
-			if (grammar_cut(r, ev, msg, sizeof(msg)))
-				llm_async_fail(r->async_index, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-			else
-			{
-				llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
-								 ev->finish_reason, &ev->usage);
-				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			}
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
-			free_request(r);
+			r->end_reason = ev->finish_reason;
+			r->end_usage = ev->usage;
+			if (grammar_cut(r, ev, msg, sizeof(msg)))
+				async_end(r, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			else
+				async_end(r, 0, NULL);
 			break;
 		case LLM_EVENT_ERROR:
-			llm_async_fail(r->async_index, r->client_id, llm_status_sqlstate(ev->status),
-						   ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
 			llm_stats_note_failed(r->model, &r->client);
 			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			free_request(r);
+			async_end(r, llm_status_sqlstate(ev->status),
+					  ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
 			break;
 	}
 	llm_stats_note_change();
+}
+
+void
+intake_async_deliver(void)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &async_ended)
+	{
+		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+		if (r->end_sqlstate != 0)
+			llm_async_fail(r->async_index, r->client_id, r->end_sqlstate, r->end_message);
+		else
+			llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
+							 r->end_reason, &r->end_usage);
+		free_request(r);
+	}
 }
 
 void
@@ -527,6 +607,7 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			{
 				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
 				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
+				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 				free_request(r);
 				break;
 			}

@@ -55,4 +55,11 @@ extern void intake_fail_engine(llm_engine *e, int sqlstate, const char *message)
 /* Take new asynchronous requests of the store into the engine, abort the cancelled ones. */
 extern void intake_async(uint32 generation);
 
+/*
+ * Store the outcomes of the asynchronous requests that ended in the last
+ * engine step (their results and errors); called after the statistics
+ * that count them are published.
+ */
+extern void intake_async_deliver(void);
+
 #endif

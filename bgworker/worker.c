@@ -9,9 +9,11 @@
  * alias, queue in that model's engine) -> take the asynchronous requests
  * of the result store (intake_async, src/result_store.h; routed the same
  * way) -> one engine step of every model with work (models.c), its events
- * routed by the intake to the channels' outboxes or the store -> send
- * outboxes without blocking -> publish statistics (stats_publish.c) ->
- * sleep on the latch when idle.
+ * routed by the intake to the channels' outboxes (and the asynchronous
+ * requests' ends kept aside) -> publish statistics (stats_publish.c) ->
+ * store the asynchronous ends -> send outboxes without blocking -> sleep on
+ * the latch when idle.  Publishing before answering makes the statistics
+ * agree with every answer a backend can have received.
  *
  * It never crashes on bad input or a bad model: a model that cannot be loaded
  * leaves the worker up answering every request with an ERROR naming the file
@@ -176,11 +178,19 @@ llm_worker_main(Datum arg)
 		intake_async(generation);	/* llm_submit's requests (src/result_store.h) */
 		llm_async_sweep();
 		publish_stats();		/* show new/aborted requests before a long step */
+		intake_async_deliver();
 
 		busy = models_step(intake_on_event);
 
-		wch_flush_all();
+		/*
+		 * the statistics first, then the answers: a backend whose call
+		 * returns (or whose llm_submit result is stored) already sees the
+		 * request counted in llm_stat, llm_models and llm_usage, its KV
+		 * blocks released
+		 */
 		publish_stats();
+		intake_async_deliver();
+		wch_flush_all();
 
 		if (!busy && !got_sigterm)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -46,9 +46,9 @@ CREATE FUNCTION wait_engine(key text, val text) RETURNS boolean LANGUAGE sql AS 
 SELECT wait_until(format($q$SELECT info->>'status' = 'ready' AND info->'model'->>%L = %L
                           FROM llm_model_info() AS info$q$, key, val))
 $$;
--- wait_recent(n): the worker publishes its records of finished requests
--- after replying: wait (up to 30 s) until n are visible in
--- llm_recent_requests(); returns how many there are
+-- wait_recent(n): wait (up to 30 s) until n records are visible in
+-- llm_recent_requests() (a finished call's record is there when it returns;
+-- a cancelled one's by the end of the worker's step); returns how many there are
 CREATE FUNCTION wait_recent(n int) RETURNS bigint LANGUAGE sql AS $$
 SELECT wait_until(format('SELECT count(*) >= %s FROM llm_recent_requests()', n), 30);
 SELECT count(*) FROM llm_recent_requests();

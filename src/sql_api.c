@@ -373,7 +373,8 @@ batchable_call(FunctionCallInfo fcinfo)
 /*
  * llm_extract(input text, json_schema jsonb, instruction text, max_tokens,
  *             temperature, top_p, top_k, min_p, repetition_penalty, seed,
- *             system, on_error) -> jsonb, always valid against json_schema
+ *             system, on_error) -> jsonb, always valid against json_schema;
+ * max_tokens NULL follows the schema's longest output (sql_args.c)
  */
 Datum
 pg_llm_extract(PG_FUNCTION_ARGS)

@@ -277,6 +277,8 @@ static const LlmArgDesc arg_table[] = {
 };
 
 #define N_ARGS lengthof(arg_table)
+/* max_tokens' row: llm_extract's default follows the schema's bound */
+#define ARG_MAX_TOKENS 0
 
 /*
  * The AI functions' own inputs after their first argument (sql_ai.h), read
@@ -348,6 +350,7 @@ parse_defaults(void)
 
 	if (defaults_parsed)
 		return;
+	Assert(strcmp(arg_table[ARG_MAX_TOKENS].name, "max_tokens") == 0);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	for (int r = 0; r < N_ROWS; r++)
 	{
@@ -597,6 +600,7 @@ read_values(const NullableDatum *vals, int n, bool stored, LlmCall *call)
 	}
 	else
 		start_read(call);
+	call->grammar_max_bytes = -1;
 	for (int r = 0; r < n; r++)
 	{
 		const LlmArgDesc *d = row_desc(r);
@@ -605,6 +609,8 @@ read_values(const NullableDatum *vals, int n, bool stored, LlmCall *call)
 			d->apply(d, call, vals[r].value);
 		else if (!defaults[r].isnull)
 			d->apply(d, call, defaults[r].value);
+		if (r == ARG_MAX_TOKENS)
+			call->max_tokens_default = vals[r].isnull;
 	}
 	finish_read(call);
 }
@@ -950,6 +956,15 @@ llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int narg
 	llm_call_read(map, args, nargs, call);
 	if (call->json_schema == NULL)
 		invalid_input("%s must not be NULL", "json_schema");
+
+	/*
+	 * max_tokens NULL (llm_extract's default): at least the schema's
+	 * longest output in bytes when it has one, so that every output can
+	 * complete (a token covers at least one byte); an unbounded schema keeps
+	 * the table's default.
+	 */
+	if (call->max_tokens_default && call->grammar_max_bytes > call->req.params.max_tokens)
+		call->req.params.max_tokens = (int32) Min(call->grammar_max_bytes, (int64) PG_INT32_MAX);
 	*refused = llm_call_set_prompt_utf8(call, llm_prompt_extract(input, call->json_schema, call->instruction));
 	return true;
 }

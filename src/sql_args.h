@@ -77,6 +77,8 @@ typedef struct LlmCall
 	int			n_choices;
 	const char *regex;			/* regex text */
 	const char *json_schema;	/* json_schema jsonb: its JSON text */
+	int64		grammar_max_bytes;	/* the grammar's longest output in bytes; -1 none or unbounded */
+	bool		max_tokens_default; /* max_tokens absent or NULL: the table's default applied */
 
 	/* Inputs of the AI functions (sql_ai.h), UTF-8; NULL when absent or NULL */
 	const char **labels;		/* labels text[]: n_labels elements, NULL ones kept */

@@ -12,6 +12,7 @@ typedef struct CachedGrammar
 	size_t		key_len;
 	char	   *norm;			/* the normalized (tagged) source */
 	size_t		norm_len;
+	int64		max_bytes;		/* llm_grammar_max_bytes: -1 unbounded */
 	uint64		last_use;
 } CachedGrammar;
 
@@ -55,9 +56,12 @@ raise_compile_error(llm_grammar_status st, const char *err)
 	ereport(ERROR, (errcode(code), errmsg("%s", err)));
 }
 
-/* Compile key (a tagged source) and return its normalized source in cache memory. */
+/*
+ * Compile key (a tagged source) and return its normalized source in cache
+ * memory, and its longest output in *max_bytes.
+ */
 static char *
-compile_key(const char *key, size_t key_len, size_t *norm_len)
+compile_key(const char *key, size_t key_len, size_t *norm_len, int64 *max_bytes)
 {
 	llm_grammar *g = NULL;
 	char		err[512];
@@ -68,6 +72,7 @@ compile_key(const char *key, size_t key_len, size_t *norm_len)
 	if (st != LLM_GRAMMAR_OK)
 		raise_compile_error(st, err);
 	src = llm_grammar_source(g, norm_len);
+	*max_bytes = llm_grammar_max_bytes(g);
 	norm = MemoryContextAllocExtended(cache_cxt, *norm_len, MCXT_ALLOC_NO_OOM);
 	if (norm != NULL)
 		memcpy(norm, src, *norm_len);
@@ -121,7 +126,8 @@ llm_call_set_grammar(LlmCall *call)
 	if (slot == NULL)
 	{
 		size_t		norm_len;
-		char	   *norm = compile_key(key, key_len, &norm_len);
+		int64		max_bytes;
+		char	   *norm = compile_key(key, key_len, &norm_len, &max_bytes);
 
 		slot = &cache[0];
 		for (int i = 1; i < LLM_SQL_GRAMMAR_CACHE && slot->key != NULL; i++)
@@ -142,6 +148,7 @@ llm_call_set_grammar(LlmCall *call)
 		slot->key_len = key_len;
 		slot->norm = norm;
 		slot->norm_len = norm_len;
+		slot->max_bytes = max_bytes;
 	}
 	slot->last_use = ++cache_tick;
 	pfree(key);
@@ -149,4 +156,5 @@ llm_call_set_grammar(LlmCall *call)
 	memcpy(out, slot->norm, slot->norm_len);
 	call->req.grammar = out;
 	call->req.grammar_len = slot->norm_len;
+	call->grammar_max_bytes = slot->max_bytes;
 }

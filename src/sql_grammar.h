@@ -25,7 +25,8 @@
 /*
  * Compile the one grammar option call has (choices, regex or json_schema)
  * and point call->req.grammar at its normalized source (palloc'd in
- * CurrentMemoryContext); nothing without one.  ERROR 22023 when more than
+ * CurrentMemoryContext), call->grammar_max_bytes at its longest output
+ * (llm_grammar_max_bytes); nothing without one.  ERROR 22023 when more than
  * one is given, for an empty choices array or a NULL choice, and for a
  * source that does not compile.
  */

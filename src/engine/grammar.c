@@ -185,6 +185,74 @@ compute_runs(llm_grammar *g)
 	return true;
 }
 
+/*
+ * The longest string the minimal trimmed DFA d accepts, in bytes, or -1
+ * when it accepts strings of any length.  Every state of d is reachable
+ * and reaches acceptance, so the language is infinite exactly when a cycle
+ * exists; otherwise the answer is the longest path from the start.  An
+ * iterative depth-first walk (no recursion: up to 65,536 live states) that
+ * finishes each state after its successors.  -2 when memory runs out.
+ */
+static int64_t
+longest_output(const gdfa *d)
+{
+	int32_t		n = d->n_states,
+				nc = d->n_classes;
+	int64_t    *len = malloc(sizeof(int64_t) * (size_t) n);
+	uint8_t    *mark = calloc((size_t) n, 1);	/* 0 new, 1 on the stack, 2 done */
+	int32_t    *stack = malloc(sizeof(int32_t) * (size_t) n);
+	int32_t    *next_cls = malloc(sizeof(int32_t) * (size_t) n);
+	int32_t		top = 0;
+	int64_t		result = -2;
+
+	if (len == NULL || mark == NULL || stack == NULL || next_cls == NULL)
+		goto out;
+	stack[top++] = d->start;
+	mark[d->start] = 1;
+	next_cls[d->start] = 0;
+	result = -1;
+	while (top > 0)
+	{
+		int32_t		q = stack[top - 1];
+		bool		pushed = false;
+
+		while (next_cls[q] < nc)
+		{
+			int32_t		t = d->trans[(size_t) q * nc + next_cls[q]++];
+
+			if (t == 0 || mark[t] == 2)
+				continue;
+			if (mark[t] == 1)
+				goto out;		/* a cycle: unbounded */
+			mark[t] = 1;
+			next_cls[t] = 0;
+			stack[top++] = t;
+			pushed = true;
+			break;
+		}
+		if (pushed)
+			continue;
+		/* all successors done: the longest continuation from q */
+		len[q] = d->accept[q] ? 0 : -1;
+		for (int32_t k = 0; k < nc; k++)
+		{
+			int32_t		t = d->trans[(size_t) q * nc + k];
+
+			if (t != 0 && len[t] >= 0 && len[t] + 1 > len[q])
+				len[q] = len[t] + 1;
+		}
+		mark[q] = 2;
+		top--;
+	}
+	result = len[d->start];
+out:
+	free(len);
+	free(mark);
+	free(stack);
+	free(next_cls);
+	return result;
+}
+
 llm_grammar_status
 g_finish(gctx *c, const gnode *root, llm_grammar_kind kind, const char *source, size_t len,
 		 llm_grammar **out)
@@ -242,7 +310,8 @@ g_finish(gctx *c, const gnode *root, llm_grammar_kind kind, const char *source, 
 		}
 		g->flags[q] = (d->accept[q] ? G_FLAG_ACCEPT : 0) | (cont ? G_FLAG_CONTINUE : 0);
 	}
-	if (!compute_runs(g))
+	g->max_bytes = longest_output(d);
+	if (g->max_bytes < -1 || !compute_runs(g))
 	{
 		llm_grammar_free(g);
 		gdfa_free(d);
@@ -502,6 +571,12 @@ llm_grammar_build_sizes(const llm_grammar *g, int32_t *nfa_states, int32_t *dfa_
 		*nfa_states = g->nfa_states;
 	if (dfa_states)
 		*dfa_states = g->dfa_states;
+}
+
+int64_t
+llm_grammar_max_bytes(const llm_grammar *g)
+{
+	return g->max_bytes;
 }
 
 llm_grammar_state

@@ -229,6 +229,15 @@ size_t		llm_grammar_memory(const llm_grammar *g);
 /* Sizes on the way: NFA states and DFA states before minimization. */
 void		llm_grammar_build_sizes(const llm_grammar *g, int32_t *nfa_states, int32_t *dfa_states);
 
+/*
+ * The longest complete output in bytes, or -1 when outputs of any length
+ * are complete (a `*`, `+` or `{m,}` in a pattern, an unbounded string,
+ * array or number).  A token covers at least one byte and a request ends as
+ * soon as its state accepts and cannot continue, so max_tokens at least
+ * this always lets a constrained output complete.
+ */
+int64_t		llm_grammar_max_bytes(const llm_grammar *g);
+
 llm_grammar_state llm_grammar_start(const llm_grammar *g);
 /* The state after n more bytes (DEAD stays DEAD). */
 llm_grammar_state llm_grammar_advance(const llm_grammar *g, llm_grammar_state s, const void *bytes, size_t n);

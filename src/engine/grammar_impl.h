@@ -241,6 +241,7 @@ struct llm_grammar
 	uint8_t    *flags;			/* per state: G_FLAG_* */
 	int32_t		nfa_states,
 				dfa_states;
+	int64_t		max_bytes;		/* llm_grammar_max_bytes */
 
 	/*
 	 * Plain-text runs, for skipping whole trie subtrees in mask walks: a

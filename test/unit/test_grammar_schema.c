@@ -674,6 +674,75 @@ test_mutations(void)
 		  ok, failed, bad);
 }
 
+/* The longest complete output: exact for bounded schemas and patterns, -1 for unbounded ones. */
+static void
+test_max_bytes(void)
+{
+	static const struct
+	{
+		const char *json;
+		int64_t		want;
+	}			cases[] = {
+		/* the 5-field ticket schema (bench/harness/structured.py, TICKET_SCHEMA_MAX_BYTES) */
+		{"{\"type\":\"object\",\"properties\":{\"product\":{\"enum\":[\"Cloud Suite\",\"Billing\",\"Router RX\","
+		 "\"Sync\",\"Mobile App\"]},\"priority\":{\"enum\":[\"low\",\"normal\",\"high\",\"urgent\"]},"
+		 "\"customer\":{\"type\":[\"string\",\"null\"],\"maxLength\":40},\"summary\":{\"type\":\"string\","
+		 "\"maxLength\":120},\"refund_requested\":{\"type\":\"boolean\"}},\"required\":[\"product\","
+		 "\"priority\",\"customer\",\"summary\",\"refund_requested\"]}", 1057},
+		/* CVE ids: an unbounded digit run has no longest output */
+		{"{\"type\":\"object\",\"properties\":{\"cves\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+		 "\"pattern\":\"CVE-[0-9]{4}-[0-9]+\"},\"maxItems\":4},\"kind\":{\"enum\":[\"security\",\"bugfix\","
+		 "\"feature\",\"packaging\"]},\"urgent\":{\"type\":\"boolean\"}},\"required\":[\"cves\",\"kind\","
+		 "\"urgent\"]}", -1},
+		/* bounded by the pattern's counts: 9 + 4 x 18 + 3 + 1 + 8 + 11 + 10 + 5 + 1 */
+		{"{\"type\":\"object\",\"properties\":{\"cves\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+		 "\"pattern\":\"CVE-[0-9]{4}-[0-9]{4,7}\"},\"maxItems\":4},\"kind\":{\"enum\":[\"security\",\"bugfix\","
+		 "\"feature\",\"packaging\"]},\"urgent\":{\"type\":\"boolean\"}},\"required\":[\"cves\",\"kind\","
+		 "\"urgent\"]}", 120},
+		/* bounded by maxLength beside the unbounded pattern: strings of 20 characters */
+		{"{\"type\":\"object\",\"properties\":{\"cves\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+		 "\"pattern\":\"CVE-[0-9]{4}-[0-9]+\",\"maxLength\":20},\"maxItems\":4},\"kind\":{\"enum\":[\"security\","
+		 "\"bugfix\",\"feature\",\"packaging\"]},\"urgent\":{\"type\":\"boolean\"}},\"required\":[\"cves\","
+		 "\"kind\",\"urgent\"]}", 136},
+		/* int64 range: "-9223372036854775808" */
+		{"{\"type\":\"integer\"}", 20},
+		{"{\"type\":\"integer\",\"minimum\":0,\"maximum\":999}", 3},
+		{"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", -1},
+		{"{\"type\":\"string\"}", -1},
+		/* one character at its longest canonical form: a 6-byte \u00xx escape, plus the quotes */
+		{"{\"type\":\"string\",\"maxLength\":1}", 8},
+		{"{\"type\":\"array\",\"items\":{\"type\":\"boolean\"}}", -1},
+		{"{\"enum\":[\"a\",\"bcd\",null]}", 5},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		llm_grammar *g = schema(cases[i].json);
+		int64_t		got = g ? llm_grammar_max_bytes(g) : -99;
+
+		CHECK(got == cases[i].want, "max_bytes of schema %zu: %lld (want %lld)%s%s", i, (long long) got,
+			  (long long) cases[i].want, g ? "" : ": ", g ? "" : last_err);
+		llm_grammar_free(g);
+	}
+	{
+		llm_grammar *g = NULL;
+		const char *choices[] = {"bug", "bugfix", "x"};
+		size_t		lens[] = {3, 6, 1};
+
+		llm_grammar_compile_regex("[0-9]{3}-[0-9]{4}", 17, &g, last_err, sizeof(last_err));
+		CHECK(g && llm_grammar_max_bytes(g) == 8, "max_bytes of a counted regex: 8");
+		llm_grammar_free(g);
+		g = NULL;
+		llm_grammar_compile_regex("ab+c", 4, &g, last_err, sizeof(last_err));
+		CHECK(g && llm_grammar_max_bytes(g) == -1, "max_bytes of a regex with +: unbounded");
+		llm_grammar_free(g);
+		g = NULL;
+		llm_grammar_compile_choices(choices, lens, 3, &g, last_err, sizeof(last_err));
+		CHECK(g && llm_grammar_max_bytes(g) == 6, "max_bytes of choices: the longest, 6");
+		llm_grammar_free(g);
+	}
+}
+
 int
 main(void)
 {
@@ -686,5 +755,6 @@ main(void)
 	test_errors();
 	test_normalization();
 	test_sizes();
+	test_max_bytes();
 	return unit_done();
 }
