@@ -343,11 +343,21 @@ replace(int row, const llm_engine_config *now, MemoryContext cxt, const LlmModel
 
 	if (err[0] == '\0')
 	{
+		char		why[LLM_MODEL_ERROR_LEN];
+
 		llm_engine_get_config(m->engine, &old_resolved);
-		beside = strcmp(resolved.device ? resolved.device : "", "cpu") == 0 &&
-			llm_engine_check_kv_budget(old_resolved.kv_cache_bytes + resolved.kv_cache_bytes,
-									   err, sizeof(err)) == 0;
-		err[0] = '\0';
+		why[0] = '\0';
+		if (strcmp(resolved.device ? resolved.device : "", "cpu") != 0)
+			snprintf(why, sizeof(why), "device %s: one copy of the model in its memory", resolved.device);
+		else
+			(void) llm_engine_check_kv_budget(old_resolved.kv_cache_bytes + resolved.kv_cache_bytes,
+											  why, sizeof(why));
+		beside = why[0] == '\0';
+		if (!beside)
+			ereport(LOG,
+					(errmsg("llm worker: %snew configuration checked; the serving engine goes before it is built "
+							"(the two engines together: %s)",
+							row == 0 ? "" : psprintf("model %s: ", m->alias), why)));
 		if (beside)
 		{
 			set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));

@@ -125,6 +125,24 @@ bad_setting('KV cache of one block', "ALTER SYSTEM SET llm.block_size = 1024; AL
 	qr/^new llm\.kv_cache_size = '32MB' not applied: KV cache budget of \d+ bytes holds fewer than 2 blocks/);
 fixed('KV cache of one block', "ALTER SYSTEM RESET llm.block_size", 'kv_cache_bytes', whole_blocks(32 * 1024 * 1024));
 
+# a KV cache that fits alone but not beside the serving one (together over
+# half of the memory; its pages are mapped, not touched): checked first,
+# then the old engine goes and the new one is built alone
+{
+	my $phys_mb = int(`getconf _PHYS_PAGES` * `getconf PAGESIZE` / 1048576);
+	my $kv_mb = int($phys_mb / 2) - 16;
+	SKIP:
+	{
+		skip "no physical memory size ($phys_mb MB)", 9 unless $kv_mb > 64;
+		fixed('KV cache only one engine fits', "ALTER SYSTEM SET llm.kv_cache_size = '${kv_mb}MB'", 'kv_cache_bytes',
+			whole_blocks($kv_mb * 1048576));
+		like(slurp_file($node->logfile),
+			qr/LOG:  llm worker: new configuration checked; the serving engine goes before it is built \(the two engines together: a KV cache of \d+ MB is more than half/,
+			'built in place, as logged');
+		fixed('back from it', "ALTER SYSTEM SET llm.kv_cache_size = '64MB'", 'kv_cache_bytes', whole_blocks(64 * 1048576));
+	}
+}
+
 # back to the configuration being served: the refusal is no longer shown
 set_conf("ALTER SYSTEM SET llm.chat_template = 'gemma'");
 ok($node->poll_query_until('postgres', "SELECT llm_model_info()->>'error' LIKE 'new llm.chat_template%'"), 'refused again');
