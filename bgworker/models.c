@@ -160,15 +160,21 @@ setting_text(const LlmModelSpec *spec, const llm_engine_config *c, size_t field)
 {
 	const char *guc = llm_engine_config_field_guc(field);
 	char	   *value;
+	char	   *text = NULL;
 
 	if (guc == NULL)
 		return NULL;
 	value = llm_engine_config_field_value(c, field);
-	if (spec != NULL)
-		for (int i = 0; i < spec->n_settings; i++)
-			if (pg_strcasecmp(spec->settings[i].name, guc + 4) == 0)
-				return psprintf("%s = '%s' (llm.models)", guc + 4, value);
-	return psprintf("%s = '%s'", guc, value);
+	for (int i = 0; spec != NULL && i < spec->n_settings; i++)
+		if (pg_strcasecmp(spec->settings[i].name, guc + 4) == 0)
+		{
+			text = psprintf("%s = '%s' (llm.models)", guc + 4, value);
+			break;
+		}
+	if (text == NULL)
+		text = psprintf("%s = '%s'", guc, value);
+	pfree(value);
+	return text;
 }
 
 /* Announce row's load: its engine ready, or why it has none (m->error). */
@@ -256,8 +262,11 @@ create_engine(int row, const LlmModelSpec *spec)
 				setting_text(spec, &m->loaded, field);
 			m->sqlstate = setting ? ERRCODE_INVALID_PARAMETER_VALUE : ERRCODE_INTERNAL_ERROR;
 			if (setting)
+			{
 				snprintf(m->error, sizeof(m->error), "%s refused: %s", setting,
 						 err[0] ? err : "unknown error");
+				pfree(setting);
+			}
 			else
 				snprintf(m->error, sizeof(m->error), "could not load model file \"%s\": %s",
 						 m->loaded.model_path, err[0] ? err : "unknown error");
@@ -298,7 +307,10 @@ current_config(const LlmModelSpec *spec, llm_engine_config *c)
 static void
 keep_serving(int row, const char *msg)
 {
-	ereport(WARNING, (errmsg("llm worker: %s", msg), errhint("%s", fix_hint(row))));
+	ereport(WARNING,
+			(errmsg("llm worker: %s", msg),
+			 errhint("Fix the setting named and reload the configuration (SELECT pg_reload_conf()); "
+					 "the previous settings serve until then.")));
 	set_row_warning(row, msg);
 }
 
@@ -327,6 +339,7 @@ replace(int row, const llm_engine_config *now, MemoryContext cxt, const LlmModel
 	char	   *setting;
 	bool		file_changed = strcmp(now->model_path, m->loaded.model_path) != 0;
 	bool		beside;
+	int			rc = -1;
 
 	err[0] = '\0';
 	set_ps_display(row == 0 ? "checking new model configuration" :
@@ -339,9 +352,9 @@ replace(int row, const llm_engine_config *now, MemoryContext cxt, const LlmModel
 	else if (file_changed && llm_engine_check_model_file(now->model_path, err, sizeof(err)) != 0)
 		field = offsetof(llm_engine_config, model_path);
 	else
-		(void) llm_engine_check_config(now, &resolved, &field, err, sizeof(err));
+		rc = llm_engine_check_config(now, &resolved, &field, err, sizeof(err));
 
-	if (err[0] == '\0')
+	if (rc == 0)
 	{
 		char		why[LLM_MODEL_ERROR_LEN];
 
@@ -361,13 +374,18 @@ replace(int row, const llm_engine_config *now, MemoryContext cxt, const LlmModel
 		if (beside)
 		{
 			set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));
+			err[0] = '\0';
 			next = llm_engine_create_ex(now, &field, err, sizeof(err));
-			if (next == NULL && err[0] == '\0')
-				snprintf(err, sizeof(err), "unknown error");
+			if (next == NULL)
+			{
+				rc = -1;
+				if (err[0] == '\0')
+					snprintf(err, sizeof(err), "unknown error");
+			}
 		}
 	}
 
-	if (err[0] != '\0')
+	if (rc != 0)
 	{
 		char		msg[LLM_MODEL_ERROR_LEN];
 
@@ -389,6 +407,8 @@ replace(int row, const llm_engine_config *now, MemoryContext cxt, const LlmModel
 			snprintf(msg, sizeof(msg), "model %s: new %s not applied: %s; still serving with the previous settings",
 					 m->alias, setting ? setting : "configuration", err);
 		keep_serving(row, msg);
+		if (setting)
+			pfree(setting);
 		MemoryContextDelete(cxt);
 		set_ps_display(served[0].engine ? "ready" : "model failed");
 		return;
