@@ -10,6 +10,7 @@
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
 
+#include "engine_config.h"
 #include "file_digest.h"
 #include "model_list.h"
 #include "models.h"
@@ -127,14 +128,10 @@ unload(ServedModel *m, const char *why)
 	}
 }
 
-/* (Re)create row's engine from config c (adopted, with its context); failure is recorded, not raised. */
+/* Row's config becomes c (adopted, with its context): the engine comes next. */
 static void
-load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
+adopt_config(ServedModel *m, const llm_engine_config *c, MemoryContext cxt)
 {
-	ServedModel *m = &served[row];
-	struct stat st;
-	char		err[LLM_MODEL_ERROR_LEN];
-
 	if (m->loaded_cxt)
 		MemoryContextDelete(m->loaded_cxt);
 	m->loaded = *c;
@@ -143,38 +140,49 @@ load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
 	m->error[0] = '\0';
 	m->sqlstate = 0;
 	m->sha256[0] = '\0';
-	llm_stats_engine_replaced(row, fresh);
-	set_row(row, LLM_MODEL_LOADING);
-	set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));
+}
 
-	if (m->loaded.model_path[0] == '\0')
-	{
-		m->sqlstate = ERRCODE_UNDEFINED_FILE;
-		snprintf(m->error, sizeof(m->error), "llm.model is empty");
-	}
-	else if (stat(m->loaded.model_path, &st) != 0)
-	{
-		m->sqlstate = ERRCODE_UNDEFINED_FILE;
-		snprintf(m->error, sizeof(m->error), "could not access model file \"%s\": %m",
-				 m->loaded.model_path);
-	}
-	else if (m->loaded.kv_cache_bytes > 0 &&
-			 llm_engine_check_kv_budget(m->loaded.kv_cache_bytes, err, sizeof(err)) != 0)
-	{
-		m->sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
-		snprintf(m->error, sizeof(m->error), "llm.kv_cache_size refused: %s", err);
-	}
-	else
-	{
-		err[0] = '\0';
-		m->engine = llm_engine_create(&m->loaded, err, sizeof(err));
-		if (m->engine == NULL)
+static const char *
+fix_hint(int row)
+{
+	return row == 0 ? "Fix llm.model and reload the configuration (SELECT pg_reload_conf())." :
+		"Fix llm.models and reload the configuration (SELECT pg_reload_conf()).";
+}
+
+/*
+ * The setting at field (the engine's LLM_CONFIG_NO_FIELD: none) with its
+ * value in c, as the row's owner would change it: "llm.chat_template =
+ * 'gemma'", or for a model of llm.models whose entry sets it,
+ * "chat_template = 'gemma' (llm.models)"; NULL when no setting is at fault.
+ */
+static char *
+setting_text(const LlmModelSpec *spec, const llm_engine_config *c, size_t field)
+{
+	const char *guc = llm_engine_config_field_guc(field);
+	char	   *value;
+	char	   *text = NULL;
+
+	if (guc == NULL)
+		return NULL;
+	value = llm_engine_config_field_value(c, field);
+	for (int i = 0; spec != NULL && i < spec->n_settings; i++)
+		if (pg_strcasecmp(spec->settings[i].name, guc + 4) == 0)
 		{
-			m->sqlstate = ERRCODE_INTERNAL_ERROR;
-			snprintf(m->error, sizeof(m->error), "could not load model file \"%s\": %s",
-					 m->loaded.model_path, err[0] ? err : "unknown error");
+			text = psprintf("%s = '%s' (llm.models)", guc + 4, value);
+			break;
 		}
-	}
+	if (text == NULL)
+		text = psprintf("%s = '%s'", guc, value);
+	pfree(value);
+	return text;
+}
+
+/* Announce row's load: its engine ready, or why it has none (m->error). */
+static void
+announce(int row)
+{
+	ServedModel *m = &served[row];
+	char		err[LLM_MODEL_ERROR_LEN];
 
 	if (m->engine)
 	{
@@ -206,15 +214,78 @@ load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh)
 	{
 		set_row(row, LLM_MODEL_FAILED);
 		if (row == 0)
-			ereport(WARNING,
-					(errmsg("llm worker: %s", m->error),
-					 errhint("Fix llm.model and reload the configuration (SELECT pg_reload_conf()).")));
+			ereport(WARNING, (errmsg("llm worker: %s", m->error), errhint("%s", fix_hint(row))));
 		else
 			ereport(WARNING,
-					(errmsg("llm worker: model %s: %s", m->alias, m->error),
-					 errhint("Fix llm.models and reload the configuration (SELECT pg_reload_conf()).")));
+					(errmsg("llm worker: model %s: %s", m->alias, m->error), errhint("%s", fix_hint(row))));
 	}
 	set_ps_display(served[0].engine ? "ready" : "model failed");
+}
+
+/*
+ * Create row's engine from its config; failure is recorded in the row
+ * (naming the setting at fault, spec: its llm.models entry), not raised.
+ */
+static void
+create_engine(int row, const LlmModelSpec *spec)
+{
+	ServedModel *m = &served[row];
+	struct stat st;
+	char		err[LLM_MODEL_ERROR_LEN];
+	size_t		field = LLM_CONFIG_NO_FIELD;
+	char	   *setting;
+
+	if (m->loaded.model_path[0] == '\0')
+	{
+		m->sqlstate = ERRCODE_UNDEFINED_FILE;
+		snprintf(m->error, sizeof(m->error), "llm.model is empty");
+	}
+	else if (stat(m->loaded.model_path, &st) != 0)
+	{
+		m->sqlstate = ERRCODE_UNDEFINED_FILE;
+		snprintf(m->error, sizeof(m->error), "could not access model file \"%s\": %m",
+				 m->loaded.model_path);
+	}
+	else if (m->loaded.kv_cache_bytes > 0 &&
+			 llm_engine_check_kv_budget(m->loaded.kv_cache_bytes, err, sizeof(err)) != 0)
+	{
+		m->sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
+		snprintf(m->error, sizeof(m->error), "llm.kv_cache_size refused: %s", err);
+	}
+	else
+	{
+		err[0] = '\0';
+		m->engine = llm_engine_create_ex(&m->loaded, &field, err, sizeof(err));
+		if (m->engine == NULL)
+		{
+			setting = field == offsetof(llm_engine_config, model_path) ? NULL :
+				setting_text(spec, &m->loaded, field);
+			m->sqlstate = setting ? ERRCODE_INVALID_PARAMETER_VALUE : ERRCODE_INTERNAL_ERROR;
+			if (setting)
+			{
+				snprintf(m->error, sizeof(m->error), "%s refused: %s", setting,
+						 err[0] ? err : "unknown error");
+				pfree(setting);
+			}
+			else
+				snprintf(m->error, sizeof(m->error), "could not load model file \"%s\": %s",
+						 m->loaded.model_path, err[0] ? err : "unknown error");
+		}
+	}
+}
+
+/* (Re)create row's engine from config c (adopted, with its context); failure is recorded, not raised. */
+static void
+load(int row, const llm_engine_config *c, MemoryContext cxt, bool fresh, const LlmModelSpec *spec)
+{
+	ServedModel *m = &served[row];
+
+	adopt_config(m, c, cxt);
+	llm_stats_engine_replaced(row, fresh);
+	set_row(row, LLM_MODEL_LOADING);
+	set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));
+	create_engine(row, spec);
+	announce(row);
 }
 
 /* The config spec (NULL: the default model) describes now, in a context of its own. */
@@ -226,6 +297,161 @@ current_config(const LlmModelSpec *spec, llm_engine_config *c)
 	llm_model_config(spec, c, cxt);
 	c->shared_threads = true;
 	return cxt;
+}
+
+/*
+ * Serving row keeps its engine: the new configuration could not be
+ * applied, for the reason in msg (WARNING, and the row's error until the
+ * next reload).
+ */
+static void
+keep_serving(int row, const char *msg)
+{
+	ereport(WARNING,
+			(errmsg("llm worker: %s", msg),
+			 errhint("Fix the setting named and reload the configuration (SELECT pg_reload_conf()); "
+					 "the previous settings serve until then.")));
+	set_row_warning(row, msg);
+}
+
+/*
+ * Serving row changes to config now (context cxt, adopted on success).
+ * Nothing is given up before the new configuration has passed every
+ * check that needs neither weights nor KV cache
+ * (llm_engine_check_config: settings, file, chat template, device, KV
+ * budget); a failure leaves the old engine serving, its requests
+ * untouched, the setting at fault named.  Then the new engine is built
+ * beside the old one where both fit (on the CPU, the two KV budgets
+ * within llm_engine_check_kv_budget's share), so a failure there too
+ * leaves the old one serving; else (a GPU, or memory for one only) the
+ * old one goes first and, if the new one still fails, its configuration
+ * is loaded again.
+ */
+static void
+replace(int row, const llm_engine_config *now, MemoryContext cxt, const LlmModelSpec *spec)
+{
+	ServedModel *m = &served[row];
+	llm_engine_config old_resolved;
+	llm_engine_config resolved;
+	llm_engine *next = NULL;
+	size_t		field = LLM_CONFIG_NO_FIELD;
+	char		err[LLM_MODEL_ERROR_LEN];
+	char	   *setting;
+	bool		file_changed = strcmp(now->model_path, m->loaded.model_path) != 0;
+	bool		beside;
+	int			rc = -1;
+
+	err[0] = '\0';
+	set_ps_display(row == 0 ? "checking new model configuration" :
+				   psprintf("checking new configuration of model %s", m->alias));
+	if (now->model_path[0] == '\0')
+	{
+		field = offsetof(llm_engine_config, model_path);
+		snprintf(err, sizeof(err), "llm.model is empty");
+	}
+	else if (file_changed && llm_engine_check_model_file(now->model_path, err, sizeof(err)) != 0)
+		field = offsetof(llm_engine_config, model_path);
+	else
+		rc = llm_engine_check_config(now, &resolved, &field, err, sizeof(err));
+
+	if (rc == 0)
+	{
+		char		why[LLM_MODEL_ERROR_LEN];
+
+		llm_engine_get_config(m->engine, &old_resolved);
+		why[0] = '\0';
+		if (strcmp(resolved.device ? resolved.device : "", "cpu") != 0)
+			snprintf(why, sizeof(why), "device %s: one copy of the model in its memory", resolved.device);
+		else
+			(void) llm_engine_check_kv_budget(old_resolved.kv_cache_bytes + resolved.kv_cache_bytes,
+											  why, sizeof(why));
+		beside = why[0] == '\0';
+		if (!beside)
+			ereport(LOG,
+					(errmsg("llm worker: %snew configuration checked; the serving engine goes before it is built "
+							"(the two engines together: %s)",
+							row == 0 ? "" : psprintf("model %s: ", m->alias), why)));
+		if (beside)
+		{
+			set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));
+			err[0] = '\0';
+			next = llm_engine_create_ex(now, &field, err, sizeof(err));
+			if (next == NULL)
+			{
+				rc = -1;
+				if (err[0] == '\0')
+					snprintf(err, sizeof(err), "unknown error");
+			}
+		}
+	}
+
+	if (rc != 0)
+	{
+		char		msg[LLM_MODEL_ERROR_LEN];
+
+		setting = field == offsetof(llm_engine_config, model_path) && !file_changed ? NULL :
+			setting_text(spec, now, field);
+		if (field == offsetof(llm_engine_config, model_path) && file_changed)
+		{
+			if (row == 0)
+				snprintf(msg, sizeof(msg), "new llm.model \"%s\" not loaded: %s; still serving \"%s\"",
+						 now->model_path, err, m->loaded.model_path);
+			else
+				snprintf(msg, sizeof(msg), "model %s: new file \"%s\" not loaded: %s; still serving \"%s\"",
+						 m->alias, now->model_path, err, m->loaded.model_path);
+		}
+		else if (row == 0)
+			snprintf(msg, sizeof(msg), "new %s not applied: %s; still serving with the previous settings",
+					 setting ? setting : "configuration", err);
+		else
+			snprintf(msg, sizeof(msg), "model %s: new %s not applied: %s; still serving with the previous settings",
+					 m->alias, setting ? setting : "configuration", err);
+		keep_serving(row, msg);
+		if (setting)
+			pfree(setting);
+		MemoryContextDelete(cxt);
+		set_ps_display(served[0].engine ? "ready" : "model failed");
+		return;
+	}
+
+	/* the old engine goes: its requests fail, the new one (or its config) takes the row */
+	{
+		llm_engine_config old = m->loaded;
+		MemoryContext old_cxt = m->loaded_cxt;
+
+		m->loaded_cxt = NULL;	/* kept for a reload of the old configuration */
+		unload(m, "request aborted: the llm worker is reloading its model after a configuration change");
+		adopt_config(m, now, cxt);
+		llm_stats_engine_replaced(row, false);
+		if (next != NULL)
+		{
+			m->engine = next;
+			MemoryContextDelete(old_cxt);
+			announce(row);
+			return;
+		}
+		set_row(row, LLM_MODEL_LOADING);
+		set_ps_display(row == 0 ? "loading model" : psprintf("loading model %s", m->alias));
+		create_engine(row, spec);
+		if (m->engine != NULL)
+		{
+			MemoryContextDelete(old_cxt);
+			announce(row);
+			return;
+		}
+		/* the new configuration failed where only one engine fits: the old one again */
+		{
+			char		msg[LLM_MODEL_ERROR_LEN];
+
+			snprintf(msg, sizeof(msg), "%s%s; the previous settings were loaded again",
+					 row == 0 ? "" : psprintf("model %s: ", m->alias), m->error);
+			adopt_config(m, &old, old_cxt);
+			create_engine(row, NULL);
+			announce(row);
+			if (m->engine != NULL)
+				keep_serving(row, msg);
+		}
+	}
 }
 
 /* Bring row (alias, spec) to the config the settings describe now. */
@@ -244,37 +470,16 @@ refresh(int row, const char *alias, const LlmModelSpec *spec)
 		MemoryContextDelete(cxt);
 		return;
 	}
-	/* a new model file is checked before the one serving is given up */
-	if (m->in_use && m->engine != NULL && strcmp(now.model_path, m->loaded.model_path) != 0)
+	if (m->in_use && m->engine != NULL)
 	{
-		char		err[LLM_MODEL_ERROR_LEN];
-		char		msg[LLM_MODEL_ERROR_LEN];
-
-		err[0] = '\0';
-		if (now.model_path[0] == '\0')
-			snprintf(err, sizeof(err), "llm.model is empty");
-		if (err[0] != '\0' || llm_engine_check_model_file(now.model_path, err, sizeof(err)) != 0)
-		{
-			if (row == 0)
-				snprintf(msg, sizeof(msg), "new llm.model \"%s\" not loaded: %s; still serving \"%s\"",
-						 now.model_path, err, m->loaded.model_path);
-			else
-				snprintf(msg, sizeof(msg), "model %s: new file \"%s\" not loaded: %s; still serving \"%s\"",
-						 m->alias, now.model_path, err, m->loaded.model_path);
-			ereport(WARNING,
-					(errmsg("llm worker: %s", msg),
-					 errhint(row == 0 ? "Fix llm.model and reload the configuration (SELECT pg_reload_conf())." :
-							 "Fix llm.models and reload the configuration (SELECT pg_reload_conf()).")));
-			set_row_warning(row, msg);
-			MemoryContextDelete(cxt);
-			return;
-		}
+		/* changed settings or file of a model that serves */
+		replace(row, &now, cxt, spec);
+		return;
 	}
-	/* changed settings, a failed model to retry, or a new alias */
-	unload(m, "request aborted: the llm worker is reloading its model after a configuration change");
+	/* a failed model to retry, or a new alias */
 	m->in_use = true;
 	strlcpy(m->alias, alias, sizeof(m->alias));
-	load(row, &now, cxt, fresh);
+	load(row, &now, cxt, fresh, spec);
 }
 
 void

@@ -13,11 +13,14 @@
  * (llm_model_info(), llm_stat).
  *
  * Reload: only a model whose engine config changed (or that failed to
- * load) is reloaded, and only its requests are failed (55000 "request
+ * load) is reloaded, and only its requests are failed (57000 "request
  * aborted: ... reloading"); an alias gone from llm.models has its requests
- * failed and its engine destroyed; the others keep serving.  Loading is
- * synchronous: while a model loads no other model steps (their requests
- * wait, none is aborted).
+ * failed and its engine destroyed; the others keep serving.  A model that
+ * serves keeps its engine until the new config has been checked
+ * (llm_engine_check_config) and, on the CPU where both fit, built: a
+ * failure leaves it serving with the setting at fault named in its row
+ * (docs/MODELS.md, "Reloading").  Loading is synchronous: while a model
+ * loads no other model steps (their requests wait, none is aborted).
  *
  * Step: every model with work runs one step per loop iteration, in row
  * order, each on the whole thread pool (docs/MODELS.md, "The step loop").

@@ -21,9 +21,11 @@
  * KV cache over the engine's share of memory (llm_engine_check_kv_budget)
  * is refused the same way before anything is loaded; a thread count above
  * the CPUs is clamped by the engine, with a WARNING here; and a reload that
- * names a new model file first checks it (llm_engine_check_model_file): a
- * file that cannot be used leaves the old model serving, its requests
- * untouched, with a WARNING and the error in llm_model_info().  An ereport(ERROR)
+ * changes a serving model's file or settings first checks the new
+ * configuration (and, where both fit, builds it) beside the old engine
+ * (models.c): one that cannot be used leaves the old model serving, its
+ * requests untouched, with a WARNING and the error, naming the setting, in
+ * llm_model_info().  An ereport(ERROR)
  * in this process has no handler above it and so becomes FATAL, i.e. a clean
  * proc_exit(1) and a restart after bgw_restart_time, never a crash-restart of
  * the server.  The engine is plain C (malloc'd memory, its own compute

@@ -42,6 +42,7 @@ typedef struct EngineGuc
 	size_t		field;			/* offsetof(llm_engine_config, ...) */
 	int64		scale;			/* EG_INT into an int64 field: value * scale */
 	bool		per_model;		/* also settable per model in llm.models (model_list.h) */
+	GucIntCheckHook check_int;	/* EG_INT: values the bounds let through that have no use */
 	/* where the GUC machinery keeps the value */
 	union
 	{
@@ -92,6 +93,24 @@ static const struct config_enum_entry kv_cache_dtype_options[] = {
 	{NULL, 0, false}
 };
 
+/*
+ * llm.context_length: 0 (the model's) or a context that holds a chat turn
+ * and one generated token (LLM_MIN_N_CTX); anything between is refused
+ * here, as it would be by every load.
+ */
+static bool
+check_context_length(int *newval, void **extra, GucSource source)
+{
+	if (*newval != 0 && *newval < LLM_MIN_N_CTX)
+	{
+		GUC_check_errdetail("A context length of %d is too short: it must be 0 (the model's context length) "
+							"or at least %d tokens, an empty chat turn and one generated token.",
+							*newval, LLM_MIN_N_CTX);
+		return false;
+	}
+	return true;
+}
+
 #define FIELD(f) offsetof(llm_engine_config, f)
 
 static EngineGuc engine_gucs[] = {
@@ -125,6 +144,7 @@ static EngineGuc engine_gucs[] = {
 		.long_desc = "A prompt alone longer than this is an error; prompt plus max_tokens over it stops with finish reason 'length'.",
 		.type = EG_INT, .context = PGC_SIGHUP,
 		.boot_int = 0, .min_int = 0, .max_int = 1048576,
+		.check_int = check_context_length,
 		.field = FIELD(n_ctx),
 		.per_model = true,
 	},
@@ -306,7 +326,7 @@ llm_engine_config_define_gucs(void)
 			case EG_INT:
 				DefineCustomIntVariable(g->name, g->short_desc, g->long_desc, &g->value.i,
 										g->boot_int, g->min_int, g->max_int, g->context, g->flags,
-										NULL, NULL, NULL);
+										g->check_int, NULL, NULL);
 				break;
 			case EG_BOOL:
 				DefineCustomBoolVariable(g->name, g->short_desc, g->long_desc, &g->value.b,
@@ -433,6 +453,18 @@ llm_engine_config_set(llm_engine_config *c, const char *name, const char *value,
 						 (g->flags & GUC_UNIT_MB) ? " (MB, or with a unit)" : "", g->min_int, g->max_int);
 				return false;
 			}
+			if (g->check_int != NULL)
+			{
+				void	   *extra = NULL;
+
+				GUC_check_errdetail_string = NULL;
+				if (!g->check_int(&v, &extra, PGC_S_FILE))
+				{
+					snprintf(err, errlen, "model setting %s: %s", name,
+							 GUC_check_errdetail_string ? GUC_check_errdetail_string : "invalid value");
+					return false;
+				}
+			}
 			if (g->scale != 0)
 				*(int64_t *) field = (int64_t) v * g->scale;
 			else
@@ -444,4 +476,54 @@ llm_engine_config_set(llm_engine_config *c, const char *name, const char *value,
 	/* no string row is per-model: its value would need a memory context */
 	snprintf(err, errlen, "model setting %s cannot be set per model", name);
 	return false;
+}
+
+/* The row whose value goes to field; NULL if none. */
+static const EngineGuc *
+field_row(size_t field)
+{
+	for (int i = 0; i < lengthof(engine_gucs); i++)
+		if (engine_gucs[i].field == field)
+			return &engine_gucs[i];
+	return NULL;
+}
+
+const char *
+llm_engine_config_field_guc(size_t field)
+{
+	const EngineGuc *g = field == LLM_CONFIG_NO_FIELD ? NULL : field_row(field);
+
+	return g ? g->name : NULL;
+}
+
+char *
+llm_engine_config_field_value(const llm_engine_config *c, size_t field)
+{
+	const EngineGuc *g = field == LLM_CONFIG_NO_FIELD ? NULL : field_row(field);
+	const char *f;
+
+	if (g == NULL)
+		return NULL;
+	f = (const char *) c + g->field;
+	switch (g->type)
+	{
+		case EG_STRING:
+		case EG_ENUM:
+			{
+				const char *v = *(const char *const *) f;
+
+				/* an enum's NULL is its first option, as the engine reads it */
+				return pstrdup(v ? v : (g->type == EG_ENUM ? g->options[0].name : ""));
+			}
+		case EG_INT:
+			{
+				int64		v = g->scale != 0 ? *(const int64_t *) f / g->scale : *(const int *) f;
+				const char *unit = (g->flags & GUC_UNIT_MB) ? "MB" : (g->flags & GUC_UNIT_MS) ? "ms" : "";
+
+				return psprintf(INT64_FORMAT "%s", v, unit);
+			}
+		case EG_BOOL:
+			return pstrdup(*(const bool *) f ? "on" : "off");
+	}
+	return NULL;
 }

@@ -41,4 +41,15 @@ extern bool llm_engine_config_set(llm_engine_config *c, const char *name, const 
 /* The per-model setting names, "a, b, c" in table order, palloc'd. */
 extern char *llm_engine_config_per_model_names(void);
 
+/*
+ * The GUC ("llm.chat_template") whose value goes to the config field at
+ * offset field, as the engine names a failure's setting
+ * (llm_engine_check_config); NULL for LLM_CONFIG_NO_FIELD or a field no
+ * GUC sets.
+ */
+extern const char *llm_engine_config_field_guc(size_t field);
+
+/* c's value of that field as the GUC would take it ("gemma", "64MB", "on"), palloc'd; NULL as above. */
+extern char *llm_engine_config_field_value(const llm_engine_config *c, size_t field);
+
 #endif

@@ -338,18 +338,22 @@ plan_local_group(llm_engine *e, llm_kv_geometry *g)
 	return 0;
 }
 
-llm_engine *
-llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
+/*
+ * An engine from c; with check_only, only as far as needs neither the
+ * weights nor the KV cache: the model's config read (llm_model_read), the
+ * configuration resolved, and returned that way, good only for its
+ * config and llm_engine_destroy.  NULL + err and *field on failure.
+ */
+static llm_engine *
+engine_build(const llm_engine_config *c, bool check_only, size_t *field, char *err, size_t errlen)
 {
 	llm_engine *e;
 	llm_kv_geometry g;
 
-	if (c == NULL)
-	{
-		snprintf(err, errlen, "no configuration given");
-		return NULL;
-	}
-	if (engine_config_check(c, err, errlen) != 0)
+#define AT(f) (*field = offsetof(llm_engine_config, f))
+	*field = LLM_CONFIG_NO_FIELD;
+
+	if (engine_config_check(c, field, err, errlen) != 0)
 		return NULL;
 	e = calloc(1, sizeof(*e));
 	if (e == NULL)
@@ -371,6 +375,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	if (table_rehash(e, 64))
 		goto oom;
 
+	/* the file: its own faults are llm.model's */
+	AT(model_path);
 	e->gguf = gguf_open(e->model_path, err, errlen);
 	if (e->gguf == NULL)
 		goto fail;
@@ -384,6 +390,7 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 		goto fail;
 	if (strcmp(e->chat_template, "auto") == 0)
 	{
+		/* the file's own template: the file's fault */
 		if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 			goto fail;
 	}
@@ -393,9 +400,11 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 
 		/* checked by engine_config_check */
 		(void) llm_chat_family_parse(e->chat_template, &fam);
+		AT(chat_template);
 		if (llm_chat_template_init_family(&e->chat, fam, e->tok, err, errlen) != 0)
 			goto fail;
 	}
+	*field = LLM_CONFIG_NO_FIELD;
 	e->end_of_turn = find_end_of_turn(e->tok, &e->chat);
 	e->grammars = llm_grammar_store_create(e->tok);
 	if (e->grammars == NULL)
@@ -412,11 +421,14 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 			e->cfg.n_threads = cpus;
 		}
 	}
+	AT(device);
 	e->backend = llm_backend_open_opts(e->cfg.device, e->cfg.n_threads, false, e->cfg.shared_threads,
 									   err, errlen);
 	if (e->backend == NULL)
 		goto fail;
-	e->model = llm_model_load(e->gguf, e->backend, err, errlen);
+	AT(model_path);
+	e->model = check_only ? llm_model_read(e->gguf, e->backend, err, errlen) :
+		llm_model_load(e->gguf, e->backend, err, errlen);
 	if (e->model == NULL)
 		goto fail;
 	e->mc = llm_model_get_config(e->model);
@@ -440,6 +452,8 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	{
 		/* a loaded model has a valid shape; q8_0 also needs whole blocks of 32 per row */
 		if (g.kv_dtype == LLM_KV_Q8_0)
+			AT(kv_cache_dtype);
+		if (g.kv_dtype == LLM_KV_Q8_0)
 			snprintf(err, errlen, "a q8_0 KV cache needs head_dim a multiple of 32; the model's is %d",
 					 g.head_dim);
 		else
@@ -447,13 +461,17 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 					 g.head_dim, g.n_kv_heads, g.n_layers);
 		goto fail;
 	}
-	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), err, errlen) != 0)
+	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), field, err, errlen) != 0)
 		goto fail;
+	*field = LLM_CONFIG_NO_FIELD;
+	if (check_only)
+		return e;
 	g.n_blocks = (int) (e->cfg.kv_cache_bytes / (int64_t) llm_kv_block_bytes(&g));
 	if (plan_local_group(e, &g) != 0)
 		goto oom;
 	if (e->backend->ops->kv_init(e->backend, &g) != 0)
 	{
+		AT(kv_cache_bytes);
 		snprintf(err, errlen, "KV cache: %s", e->backend->ops->last_error(e->backend));
 		goto fail;
 	}
@@ -494,10 +512,60 @@ llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
 	return e;
 
 oom:
+	*field = LLM_CONFIG_NO_FIELD;
 	snprintf(err, errlen, "out of memory");
 fail:
 	llm_engine_destroy(e);
 	return NULL;
+#undef AT
+}
+
+llm_engine *
+llm_engine_create(const llm_engine_config *c, char *err, size_t errlen)
+{
+	size_t		field;
+
+	return llm_engine_create_ex(c, &field, err, errlen);
+}
+
+llm_engine *
+llm_engine_create_ex(const llm_engine_config *c, size_t *field, char *err, size_t errlen)
+{
+	*field = LLM_CONFIG_NO_FIELD;
+	if (c == NULL)
+	{
+		snprintf(err, errlen, "no configuration given");
+		return NULL;
+	}
+	return engine_build(c, false, field, err, errlen);
+}
+
+int
+llm_engine_check_config(const llm_engine_config *c, llm_engine_config *resolved, size_t *field,
+						char *err, size_t errlen)
+{
+	llm_engine *e;
+
+	*field = LLM_CONFIG_NO_FIELD;
+	if (c == NULL)
+	{
+		snprintf(err, errlen, "no configuration given");
+		return -1;
+	}
+	e = engine_build(c, true, field, err, errlen);
+	if (e == NULL)
+		return -1;
+	if (resolved != NULL)
+	{
+		/* the strings the driver gave, not the engine's copies; "auto" as the backend's name */
+		*resolved = e->cfg;
+		resolved->model_path = c->model_path;
+		resolved->chat_template = c->chat_template;
+		resolved->device = c->device != NULL && strcmp(c->device, "auto") != 0 ? c->device :
+			e->backend->ops->name;
+	}
+	llm_engine_destroy(e);
+	return 0;
 }
 
 void

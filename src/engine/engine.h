@@ -117,6 +117,21 @@ typedef struct llm_engine_config
 	int			interactive_step_slowdown;
 } llm_engine_config;
 
+/*
+ * The shortest context a configuration may name (n_ctx, when not 0): an
+ * empty user turn of either chat template family (ChatML 8 tokens, Gemma
+ * 9 with its BOS) plus one generated token, rounded up to one KV block of
+ * the default size.  The llm.context_length GUC refuses less.
+ */
+#define LLM_MIN_N_CTX 16
+
+/*
+ * Which setting a configuration failure is due to: offsetof(llm_engine_config,
+ * field) of it, or LLM_CONFIG_NO_FIELD (out of memory, an internal error).
+ * A driver maps it to its own name of the setting.
+ */
+#define LLM_CONFIG_NO_FIELD ((size_t) -1)
+
 /* Defaults for every field (model_path NULL). */
 void		llm_engine_config_defaults(llm_engine_config *c);
 
@@ -160,6 +175,27 @@ typedef void (*llm_event_cb) (const llm_event *ev, void *cb_arg);
 
 /* Load model and allocate everything; NULL + message on failure (never aborts). */
 llm_engine *llm_engine_create(const llm_engine_config *c, char *err, size_t errlen);
+
+/* llm_engine_create, and on failure *field: the setting at fault (LLM_CONFIG_NO_FIELD: none). */
+llm_engine *llm_engine_create_ex(const llm_engine_config *c, size_t *field, char *err, size_t errlen);
+
+/*
+ * Check that llm_engine_create(c) would get past everything that needs
+ * neither the weights nor the KV cache: the settings' ranges, the model
+ * file (opened and validated, its tokenizer built, its architecture known
+ * and hyper-parameters valid), the chat template against the vocabulary,
+ * the device (the backend opened: CUDA loadable with a device present),
+ * the KV geometry and the resolved budget (llm_engine_check_kv_budget,
+ * at least 2 blocks) and the context.  What it cannot see: the weights'
+ * tensors and the allocations themselves (weights, KV cache).  0, with
+ * the resolved configuration in *resolved when not NULL (strings: c's;
+ * an "auto" device as the backend's static name, e.g. "cpu");
+ * or -1 + err and *field (llm_engine_create_ex).  Memory it takes is
+ * given back before it returns, so a driver checks a new configuration
+ * with it while the old engine serves.
+ */
+int			llm_engine_check_config(const llm_engine_config *c, llm_engine_config *resolved,
+									size_t *field, char *err, size_t errlen);
 /*
  * Free everything.  Joins the grammar store's compile thread, which first
  * finishes a compile in progress (bounded by grammar.h's limits:

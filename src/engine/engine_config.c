@@ -94,53 +94,63 @@ engine_config_kv_dtype(const llm_engine_config *c)
 	return -1;
 }
 
+/* err and the offset of the field at fault; -1 */
+#define BAD(f, ...) \
+	do { \
+		*field = offsetof(llm_engine_config, f); \
+		snprintf(err, errlen, __VA_ARGS__); \
+		return -1; \
+	} while (0)
+
 int
-engine_config_check(const llm_engine_config *c, char *err, size_t errlen)
+engine_config_check(const llm_engine_config *c, size_t *field, char *err, size_t errlen)
 {
 	if (c->model_path == NULL || c->model_path[0] == '\0')
-		snprintf(err, errlen, "no model file given");
-	else if (c->n_threads < 0)
-		snprintf(err, errlen, "n_threads must be >= 0 (0 = all online CPUs), not %d", c->n_threads);
-	else if (c->n_ctx < 0)
-		snprintf(err, errlen, "n_ctx must be >= 0 (0 = the model's context length), not %d", c->n_ctx);
-	else if (c->block_size < 1)
-		snprintf(err, errlen, "block_size must be at least 1, not %d", c->block_size);
-	else if (c->kv_cache_bytes < 0)
-		snprintf(err, errlen, "kv_cache_bytes must be >= 0 (0 = automatic), not %lld",
-				 (long long) c->kv_cache_bytes);
-	else if (c->max_batched_tokens < 1)
-		snprintf(err, errlen, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
-	else if (c->max_running < 1)
-		snprintf(err, errlen, "max_running must be at least 1, not %d", c->max_running);
-	else if (c->reserved_interactive < -1)
-		snprintf(err, errlen, "reserved_interactive must be >= 0 (-1 = automatic), not %d", c->reserved_interactive);
-	else if (c->interactive_step_tokens < -1)
-		snprintf(err, errlen, "interactive_step_tokens must be >= -1 (-1 = automatic, 0 = no cap), not %d",
-				 c->interactive_step_tokens);
-	else if (c->prefill_cap < 0)
-		snprintf(err, errlen, "prefill_cap must be >= 0 (0 = no cap), not %d", c->prefill_cap);
-	else if (c->prefill_cap_decodes < 1)
-		snprintf(err, errlen, "prefill_cap_decodes must be at least 1, not %d", c->prefill_cap_decodes);
-	else if (c->spec_tokens < 0 || c->spec_tokens > LLM_SPEC_MAX_TOKENS)
-		snprintf(err, errlen, "spec_tokens must be in [0, %d] (0 = off), not %d", LLM_SPEC_MAX_TOKENS,
-				 c->spec_tokens);
-	else if (c->spec_max_batch < 1)
-		snprintf(err, errlen, "spec_max_batch must be at least 1, not %d", c->spec_max_batch);
-	else if (c->chat_template != NULL && strcmp(c->chat_template, "auto") != 0 &&
-			 !llm_chat_family_parse(c->chat_template, &(llm_chat_family) {0}))
-		snprintf(err, errlen, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
-	else if (engine_config_kv_dtype(c) < 0)
-		snprintf(err, errlen, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
-	else if (c->batch_prefill_tokens < 0)
-		snprintf(err, errlen, "batch_prefill_tokens must be >= 0 (0 = no cap), not %d", c->batch_prefill_tokens);
-	else if (c->batch_step_ms < 0)
-		snprintf(err, errlen, "batch_step_ms must be >= 0 (0 = no cap), not %d", c->batch_step_ms);
-	else if (c->interactive_step_slowdown < 0)
-		snprintf(err, errlen, "interactive_step_slowdown must be >= 0 (percent), not %d",
-				 c->interactive_step_slowdown);
-	else
-		return 0;
-	return -1;
+		BAD(model_path, "no model file given");
+	if (c->n_threads < 0)
+		BAD(n_threads, "n_threads must be >= 0 (0 = all online CPUs), not %d", c->n_threads);
+	if (c->n_ctx < 0 || (c->n_ctx > 0 && c->n_ctx < LLM_MIN_N_CTX))
+		BAD(n_ctx, "n_ctx must be 0 (the model's context length) or at least %d, not %d",
+			LLM_MIN_N_CTX, c->n_ctx);
+	if (c->block_size < 1)
+		BAD(block_size, "block_size must be at least 1, not %d", c->block_size);
+	if (c->kv_cache_bytes < 0)
+		BAD(kv_cache_bytes, "kv_cache_bytes must be >= 0 (0 = automatic), not %lld",
+			(long long) c->kv_cache_bytes);
+	if (c->max_batched_tokens < 1)
+		BAD(max_batched_tokens, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
+	if (c->max_running < 1)
+		BAD(max_running, "max_running must be at least 1, not %d", c->max_running);
+	if (c->reserved_interactive < -1)
+		BAD(reserved_interactive, "reserved_interactive must be >= 0 (-1 = automatic), not %d",
+			c->reserved_interactive);
+	if (c->interactive_step_tokens < -1)
+		BAD(interactive_step_tokens,
+			"interactive_step_tokens must be >= -1 (-1 = automatic, 0 = no cap), not %d",
+			c->interactive_step_tokens);
+	if (c->prefill_cap < 0)
+		BAD(prefill_cap, "prefill_cap must be >= 0 (0 = no cap), not %d", c->prefill_cap);
+	if (c->prefill_cap_decodes < 1)
+		BAD(prefill_cap_decodes, "prefill_cap_decodes must be at least 1, not %d", c->prefill_cap_decodes);
+	if (c->spec_tokens < 0 || c->spec_tokens > LLM_SPEC_MAX_TOKENS)
+		BAD(spec_tokens, "spec_tokens must be in [0, %d] (0 = off), not %d", LLM_SPEC_MAX_TOKENS,
+			c->spec_tokens);
+	if (c->spec_max_batch < 1)
+		BAD(spec_max_batch, "spec_max_batch must be at least 1, not %d", c->spec_max_batch);
+	if (c->chat_template != NULL && strcmp(c->chat_template, "auto") != 0 &&
+		!llm_chat_family_parse(c->chat_template, &(llm_chat_family) {0}))
+		BAD(chat_template, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
+	if (engine_config_kv_dtype(c) < 0)
+		BAD(kv_cache_dtype, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
+	if (c->batch_prefill_tokens < 0)
+		BAD(batch_prefill_tokens, "batch_prefill_tokens must be >= 0 (0 = no cap), not %d",
+			c->batch_prefill_tokens);
+	if (c->batch_step_ms < 0)
+		BAD(batch_step_ms, "batch_step_ms must be >= 0 (0 = no cap), not %d", c->batch_step_ms);
+	if (c->interactive_step_slowdown < 0)
+		BAD(interactive_step_slowdown, "interactive_step_slowdown must be >= 0 (percent), not %d",
+			c->interactive_step_slowdown);
+	return 0;
 }
 
 /* Physical memory of the machine in bytes; 0 if unknown. */
@@ -181,8 +191,10 @@ engine_online_cpus(void)
 
 int
 engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const llm_backend *b,
-					  size_t block_bytes, char *err, size_t errlen)
+					  size_t block_bytes, size_t *field, char *err, size_t errlen)
 {
+	bool		auto_ctx = c->n_ctx == 0;
+
 	int64_t		n_blocks;
 
 	if (c->device == NULL || strcmp(c->device, "auto") == 0)
@@ -196,11 +208,9 @@ engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const ll
 	c->n_threads = b->n_threads;
 	if (c->n_ctx == 0)
 		c->n_ctx = mc->n_ctx_train;
-	if (c->n_ctx < 2)
-	{
-		snprintf(err, errlen, "context length %d too small", c->n_ctx);
-		return -1;
-	}
+	if (c->n_ctx < LLM_MIN_N_CTX)
+		BAD(n_ctx, "context length %d%s is less than %d", c->n_ctx,
+			auto_ctx ? " (the model's)" : "", LLM_MIN_N_CTX);
 	if (c->kv_cache_bytes == 0)
 	{
 		int64_t		want = (int64_t) c->max_running * c->n_ctx / c->block_size * (int64_t) block_bytes;
@@ -208,20 +218,17 @@ engine_config_resolve(llm_engine_config *c, const llm_model_config *mc, const ll
 		c->kv_cache_bytes = want < AUTO_KV_CAP_BYTES ? want : AUTO_KV_CAP_BYTES;
 	}
 	if (llm_engine_check_kv_budget(c->kv_cache_bytes, err, errlen) != 0)
+	{
+		*field = offsetof(llm_engine_config, kv_cache_bytes);
 		return -1;
+	}
 	n_blocks = c->kv_cache_bytes / (int64_t) block_bytes;
 	if (n_blocks < 2)
-	{
-		snprintf(err, errlen, "KV cache budget of %lld bytes holds fewer than 2 blocks of %zu bytes",
-				 (long long) c->kv_cache_bytes, block_bytes);
-		return -1;
-	}
+		BAD(kv_cache_bytes, "KV cache budget of %lld bytes holds fewer than 2 blocks of %zu bytes",
+			(long long) c->kv_cache_bytes, block_bytes);
 	if (n_blocks > INT32_MAX)
-	{
-		snprintf(err, errlen, "KV cache budget of %lld bytes holds more than %d blocks",
-				 (long long) c->kv_cache_bytes, INT32_MAX);
-		return -1;
-	}
+		BAD(kv_cache_bytes, "KV cache budget of %lld bytes holds more than %d blocks",
+			(long long) c->kv_cache_bytes, INT32_MAX);
 	/* whole blocks: the resolved budget is what the pool holds */
 	c->kv_cache_bytes = n_blocks * (int64_t) block_bytes;
 	return 0;

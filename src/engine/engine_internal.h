@@ -241,8 +241,11 @@ struct llm_engine
 
 /* ---------- engine_config.c ---------- */
 
-/* 0 when c is a valid configuration (negative or zero where 0 is not auto: an error + err). */
-int			engine_config_check(const llm_engine_config *c, char *err, size_t errlen);
+/*
+ * 0 when c is a valid configuration; else -1 + err, *field the offset of
+ * the field at fault (engine.h, LLM_CONFIG_NO_FIELD).
+ */
+int			engine_config_check(const llm_engine_config *c, size_t *field, char *err, size_t errlen);
 
 /* llm_kv_dtype (backend.h) named by c->kv_cache_dtype; -1 for a name engine_config_check rejects. */
 int			engine_config_kv_dtype(const llm_engine_config *c);
@@ -254,12 +257,14 @@ int			engine_config_kv_dtype(const llm_engine_config *c);
  * reserved_interactive (-1: max_running / 16, at least 1; never more than
  * max_running - 1),
  * kv_cache_bytes (enough for max_running full contexts, capped at 1 GiB),
- * rounded down to whole blocks of block_bytes.  0, or -1 + err when the
- * result is unusable (context < 2, fewer than 2 blocks, a budget over
+ * rounded down to whole blocks of block_bytes.  0, or -1 + err and *field
+ * (as engine_config_check) when the result is unusable (context below
+ * LLM_MIN_N_CTX, fewer than 2 blocks, a budget over
  * llm_engine_check_kv_budget's share of memory).
  */
 int			engine_config_resolve(llm_engine_config *c, const llm_model_config *mc,
-								  const llm_backend *b, size_t block_bytes, char *err, size_t errlen);
+								  const llm_backend *b, size_t block_bytes, size_t *field,
+								  char *err, size_t errlen);
 
 /* CPUs this process may run on (its affinity mask; the online count if unknown), >= 1. */
 int			engine_online_cpus(void);

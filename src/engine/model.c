@@ -252,8 +252,9 @@ check_config(const llm_model_config *c, char *err, size_t errlen)
 	return 0;
 }
 
-llm_model *
-llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
+/* The config read and checked, then, with load, every tensor through the backend. */
+static llm_model *
+model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errlen)
 {
 	llm_model  *m = calloc(1, sizeof(llm_model));
 	llm_model_config *c;
@@ -292,13 +293,25 @@ llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 	c->n_vocab = (int32_t) toks->arr_n;
 
 	if (m->arch->read_config(m, f, err, errlen) != 0 || check_config(c, err, errlen) != 0 ||
-		m->arch->load(m, f, err, errlen) != 0)
+		(load && m->arch->load(m, f, err, errlen) != 0))
 		goto fail;
 	return m;
 
 fail:
 	llm_model_free(m);
 	return NULL;
+}
+
+llm_model *
+llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
+{
+	return model_open(f, b, true, err, errlen);
+}
+
+llm_model *
+llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
+{
+	return model_open(f, b, false, err, errlen);
 }
 
 static void

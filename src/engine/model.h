@@ -67,6 +67,13 @@ typedef struct llm_model llm_model;
  * failure (a bad or unsupported file, or a backend that rejects a weight).
  */
 llm_model  *llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen);
+/*
+ * llm_model_load without the tensors: the architecture known and the
+ * hyper-parameters read and checked (llm_model_get_config), no weight
+ * allocated on the backend; for checking a configuration before loading
+ * it.  Free with llm_model_free; never forward it.
+ */
+llm_model  *llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen);
 void		llm_model_free(llm_model *m);
 const llm_model_config *llm_model_get_config(const llm_model *m);
 

@@ -83,13 +83,18 @@ ok($node->poll_query_until('postgres',
 my $gemma_chat = $node->safe_psql('postgres',
 	q{SELECT llm_chat('[{"role": "user", "content": "Say hi."}]', max_tokens => 8) IS NOT NULL});
 is($gemma_chat, 't', 'llm_chat works with the configured template');
-# the configured family's markers must be in the vocabulary: ChatML's are not
+# the configured family's markers must be in the vocabulary: ChatML's are
+# not, so the reload is refused and the Gemma template keeps serving
 $node->safe_psql('postgres', "ALTER SYSTEM SET llm.chat_template = 'chatml'");
 $node->reload;
-ok($node->poll_query_until('postgres', "SELECT llm_model_info()->>'status' = 'failed'"),
-	'llm.chat_template = chatml on Gemma: the load fails');
+ok($node->poll_query_until('postgres',
+		"SELECT llm_model_info()->>'error' LIKE 'new llm.chat_template = ''chatml'' not applied: %'"),
+	'llm.chat_template = chatml on Gemma: refused');
 like($node->safe_psql('postgres', "SELECT llm_model_info()->>'error'"),
 	qr/chatml/, 'the error names the configured template');
+is($node->safe_psql('postgres',
+		q{SELECT (llm_model_info()->>'status') || ' ' || (llm_model_info()->'model'->>'chat_template')}),
+	'ready gemma', 'the Gemma template keeps serving');
 is(LlmTest::worker_pid($node), $pid, 'worker stayed up');
 
 # back to SmolLM2 and the file's own template
