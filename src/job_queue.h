@@ -122,6 +122,7 @@ typedef struct LlmJobCounts
 	int64		done;
 	int64		failed;
 	int64		skipped;
+	int64		skipped_by[LLM_SKIP_N];	/* skipped, by reason */
 	int64		requeued;
 	int64		tokens_in;
 	int64		tokens_out;
