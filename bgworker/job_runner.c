@@ -14,11 +14,12 @@
  *   2. transaction A: look at the jobs (state changes, definitions); write
  *      the finished results by the write protocol below, all of a job's in
  *      one subtransaction with one statement per step, or, if that fails,
- *      each row in its own; move jobs queued -> running -> done; claim rows
- *      (job_queue.h) while fewer than llm.batch_window are in flight, up to
- *      a quarter more, round robin over the jobs; add the counts to the
- *      jobs; commit (the claims, with their attempt counted, are durable
- *      before any row is evaluated);
+ *      each row in its own; abort the requests of rows no longer there
+ *      (deleted, truncated, moved: skipped); move jobs queued -> running ->
+ *      done; claim rows (job_queue.h) while fewer than llm.batch_window are
+ *      in flight, up to a quarter more, round robin over the jobs; add the
+ *      counts to the jobs; commit (the claims, with their attempt counted,
+ *      are durable before any row is evaluated);
  *   3. transaction B: for each claimed row, read its prompt as the job's
  *      role (job_rows.h) and submit the request (the job's options, its
  *      model among them, in the batch class, never above the owner's
@@ -34,7 +35,8 @@
  *   with the job's next write, at most DEFER_MS later, the result kept);
  *   then
  *     row gone, output no longer NULL, where clause false, prompt NULL
- *                                     -> remove the queue row (skipped);
+ *                                     -> remove the queue row (skipped,
+ *                                        counted by that reason);
  *     prompt text differs from the one generated from
  *                                     -> release the claim: the row is
  *                                        generated again (requeued);

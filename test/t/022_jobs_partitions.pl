@@ -96,11 +96,33 @@ wait_until(q{SELECT out IS NOT NULL FROM pr WHERE id = 7 AND part = 3}, 'a row m
 wait_until("SELECT rows_queued = 0 FROM llm_jobs WHERE id = $job", 'nothing left queued', $job);
 check_fresh('pr', 'row moved in flight');
 
+# A row moved while its request runs: the request is aborted (its result
+# would be for a key that no longer exists), the row is generated under its
+# new key.
+q1(q{CREATE TABLE mv (id int, part int, body text, out text, PRIMARY KEY (id, part)) PARTITION BY LIST (part);
+CREATE TABLE mv_1 PARTITION OF mv FOR VALUES IN (1);
+CREATE TABLE mv_2 PARTITION OF mv FOR VALUES IN (2);});
+my $mv = q1(q{SELECT llm_enrich('mv', 'out', 'body', max_tokens => 300, mode => 'continuous')});
+my $aborted = q1('SELECT requests_aborted FROM llm_stat');
+# (a prompt the model answers at length: generating, it is still running when the row moves)
+q1(q{INSERT INTO mv VALUES (1, 1, 'Write a very long story about a cat named 1.')});
+wait_until("SELECT rows_in_flight = 1 FROM llm_jobs WHERE id = $mv", 'the row in flight', $mv);
+wait_until(q{SELECT requests_running >= 1 FROM llm_stat}, 'its request generating');
+q1(q{UPDATE mv SET part = 2 WHERE id = 1});
+wait_until(q{SELECT out IS NOT NULL FROM mv WHERE id = 1 AND part = 2}, 'the row moved in flight filled under its new key', $mv);
+LlmTest::wait_idle($node, 'after the move');
+cmp_ok(q1('SELECT requests_aborted FROM llm_stat'), '>', $aborted, 'the request of its old key aborted');
+is(q1("SELECT rows_done || ':' || (skipped_by_reason->>'deleted') FROM llm_jobs WHERE id = $mv"), '1:1',
+	'written once, under its new key; its old key skipped as deleted');
+q1("SELECT llm_job_cancel($mv)");
+
 # ---------- a detached partition ----------
 q1("SELECT llm_job_pause($job)");
 q1(q{INSERT INTO pr VALUES (8, 2, 'Say the number eight in words.')});
 my $deleted = q1("SELECT skipped_by_reason->>'deleted' FROM llm_jobs WHERE id = $job");
 q1(q{ALTER TABLE pr DETACH PARTITION pr_2});
+is(q1(q{SELECT count(*) FROM pg_trigger WHERE tgrelid = 'pr_2'::regclass AND tgname LIKE 'llm_job%'}), '0',
+	'the detached partition lost the job\'s cloned triggers');
 is(q1(q{SELECT try_sql($$INSERT INTO pr_2 VALUES (9, 2, 'Say the number nine in words.')$$)}), 'ok',
 	'a write into the detached partition succeeds');
 is(q1(q{SELECT try_sql($$UPDATE pr_2 SET body = body || '!' WHERE id = 3$$)}), 'ok',
@@ -158,15 +180,19 @@ is(q1("SELECT rows_done || ':' || rows_skipped FROM llm_jobs WHERE id = $job"), 
 is(q1(q{SELECT count(*) FROM tr WHERE out IS NULL}), '0', 'every row filled');
 
 # rows generating long when the TRUNCATE commits: their requests are aborted
-q1(q{UPDATE tr SET out = NULL, body = 'Count from one to five hundred, in words, one number per line: ' || id;
-INSERT INTO tr SELECT i, 'Count from one to five hundred, in words, one number per line: ' || i FROM generate_series(25, 64) i;});
-my $aborted = q1('SELECT requests_aborted FROM llm_stat');
+q1(q{UPDATE tr SET out = NULL, body = 'Write a very long story about a cat named ' || id || '.';
+INSERT INTO tr SELECT i, 'Write a very long story about a cat named ' || i || '.' FROM generate_series(25, 64) i;});
+$aborted = q1('SELECT requests_aborted FROM llm_stat');
 $job = q1(qq{SELECT llm_enrich('tr', 'out', 'body', max_tokens => 400)});
 wait_until(q{SELECT requests_running >= 1 FROM llm_stat}, 'rows of the job generating');
 q1('TRUNCATE tr');
 wait_state($job, 'done', 'job after a committed TRUNCATE');
+# the llm worker takes the aborts after the step it is in
+LlmTest::wait_idle($node, 'after the TRUNCATE');
 cmp_ok(q1('SELECT requests_aborted FROM llm_stat'), '>', $aborted,
-	'the requests of truncated rows were aborted, not generated to the end');
+	'the requests of truncated rows were aborted, not generated to the end')
+  or diag(q1("SELECT * FROM llm_jobs WHERE id = $job") . "\n"
+	. q1('SELECT outcome, completion_tokens, finished_at FROM llm_recent_requests() ORDER BY seq DESC LIMIT 30'));
 is(q1("SELECT rows_done + (skipped_by_reason->>'deleted')::int FROM llm_jobs WHERE id = $job"), '64',
 	'every row either written before the TRUNCATE or skipped as deleted');
 cmp_ok(q1("SELECT (skipped_by_reason->>'deleted')::int FROM llm_jobs WHERE id = $job"), '>', 0,
