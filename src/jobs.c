@@ -521,57 +521,83 @@ pg_llm_job_retry_failed(PG_FUNCTION_ARGS)
 
 /*
  * The job of a continuous job's trigger, looked up once per transaction,
- * and where its columns are in the relation the trigger fired on: the
+ * and where its columns are in each relation the trigger fired on: the
  * job's table, or one of its partitions (PostgreSQL clones a partitioned
  * table's row triggers onto every partition, those attached later too),
  * whose columns may be in other positions (a table attached as a
  * partition keeps its own layout).
  */
-typedef struct TriggerTarget
+typedef struct TriggerRel
+{
+	Oid			relid;
+	bool		ours;			/* the job's table or one of its partitions */
+	AttrNumber	out_attnum;
+	AttrNumber	key_attnums[LLM_JOB_MAX_KEYS];
+} TriggerRel;
+
+typedef struct TriggerJob
 {
 	int64		id;				/* the trigger's job id */
 	LlmJob	   *job;			/* NULL: no such job, or its definition no longer resolves */
-	Oid			relid;			/* the relation the columns below are of */
-	bool		ours;			/* relid is the job's table or one of its partitions */
-	AttrNumber	out_attnum;
-	AttrNumber	key_attnums[LLM_JOB_MAX_KEYS];
-} TriggerTarget;
+	List	   *rels;			/* TriggerRel *, the relations fired on in this transaction */
+} TriggerJob;
 
-static TriggerTarget trigger_target;
+static TriggerJob trigger_job;
 static LocalTransactionId trigger_job_lxid = InvalidLocalTransactionId;
 static MemoryContext trigger_cxt = NULL;
 
-static AttrNumber
-column_in(const LlmJob *job, Oid relid, AttrNumber attnum)
+/* The columns of job in relid (ours false: relid is not in the job's partition tree). */
+static TriggerRel *
+trigger_rel(const LlmJob *job, Oid relid)
 {
-	if (relid == job->target)
-		return attnum;
-	return get_attnum(relid, get_attname(job->target, attnum, false));
+	TriggerRel *r = palloc0(sizeof(TriggerRel));
+
+	r->relid = relid;
+	r->ours = relid == job->target ||
+		(get_rel_relispartition(relid) && list_member_oid(get_partition_ancestors(relid), job->target));
+	if (!r->ours || relid == job->target)
+	{
+		r->out_attnum = job->out_attnum;
+		memcpy(r->key_attnums, job->key_attnums, sizeof(AttrNumber) * job->n_keys);
+		return r;
+	}
+	/* a partition has its parent's columns, by name */
+	r->out_attnum = get_attnum(relid, get_attname(job->target, job->out_attnum, false));
+	r->ours = r->out_attnum > 0;
+	for (int k = 0; k < job->n_keys; k++)
+	{
+		r->key_attnums[k] = get_attnum(relid, get_attname(job->target, job->key_attnums[k], false));
+		r->ours = r->ours && r->key_attnums[k] > 0;
+	}
+	return r;
 }
 
 /*
- * The job of trigger id and its columns in rel.  Nothing here fails the
- * statement that fired the trigger: a job whose definition no longer
- * resolves (its runner fails it), or a relation that is no longer in its
- * table's partition tree, gets nothing done by the trigger.
+ * The job of trigger id, and its columns in rel (NULL: nothing to do).
+ * Nothing here fails the statement that fired the trigger: a job whose
+ * definition no longer resolves (its runner fails it, with the reason), or
+ * a relation that is not in its table's partition tree, gets nothing done
+ * by the trigger.
  */
-static TriggerTarget *
-job_of_trigger(int64 id, Relation rel)
+static LlmJob *
+job_of_trigger(int64 id, Relation rel, TriggerRel **columns)
 {
-	TriggerTarget *t = &trigger_target;
+	TriggerJob *t = &trigger_job;
 	Oid			relid = RelationGetRelid(rel);
+	TriggerRel *r = NULL;
+	ListCell   *lc;
+	MemoryContext old;
 
 	if (t->id != id || trigger_job_lxid != MyProc->lxid)
 	{
 		LlmJob	   *job;
-		MemoryContext old;
 
 		if (trigger_cxt == NULL)
 			trigger_cxt = AllocSetContextCreate(TopMemoryContext, "llm job trigger", ALLOCSET_SMALL_SIZES);
 		MemoryContextReset(trigger_cxt);
 		t->id = id;
 		t->job = NULL;
-		t->relid = InvalidOid;
+		t->rels = NIL;
 		trigger_job_lxid = InvalidLocalTransactionId;
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "llm: SPI_connect failed");
@@ -586,21 +612,20 @@ job_of_trigger(int64 id, Relation rel)
 		}
 		trigger_job_lxid = MyProc->lxid;
 	}
-	if (t->job != NULL && t->relid != relid)
+	if (t->job == NULL)
+		return NULL;
+	foreach(lc, t->rels)
+		if (((TriggerRel *) lfirst(lc))->relid == relid)
+			r = lfirst(lc);
+	if (r == NULL)
 	{
-		LlmJob	   *job = t->job;
-
-		t->relid = relid;
-		t->ours = relid == job->target ||
-			(get_rel_relispartition(relid) && list_member_oid(get_partition_ancestors(relid), job->target));
-		if (t->ours)
-		{
-			t->out_attnum = column_in(job, relid, job->out_attnum);
-			for (int k = 0; k < job->n_keys; k++)
-				t->key_attnums[k] = column_in(job, relid, job->key_attnums[k]);
-		}
+		old = MemoryContextSwitchTo(trigger_cxt);
+		r = trigger_rel(t->job, relid);
+		t->rels = lappend(t->rels, r);
+		MemoryContextSwitchTo(old);
 	}
-	return t;
+	*columns = r;
+	return r->ours ? t->job : NULL;
 }
 
 /*
@@ -617,7 +642,7 @@ pg_llm_job_trigger(PG_FUNCTION_ARGS)
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	Trigger    *tg;
 	int64		id;
-	TriggerTarget *target;
+	TriggerRel *target = NULL;
 	LlmJob	   *job;
 	bool		clear;
 
@@ -632,8 +657,7 @@ pg_llm_job_trigger(PG_FUNCTION_ARGS)
 				 errmsg("llm_job_trigger needs two arguments: the job id and 'enqueue' or 'clear'")));
 	id = pg_strtoint64(tg->tgargs[0]);
 	clear = strcmp(tg->tgargs[1], "clear") == 0;
-	target = job_of_trigger(id, td->tg_relation);
-	job = target->ours ? target->job : NULL;
+	job = job_of_trigger(id, td->tg_relation, &target);
 
 	if (clear)
 	{
