@@ -864,8 +864,10 @@ typedef struct VanishStep
 /*
  * Which of rows[0..n) (of one job, generating) no longer exist under their
  * key, as committed: their queue rows are removed.  The queue rows are
- * locked first, as the write protocol does, so a row inserted again under
- * the same key meanwhile is queued again after this commits, not lost.
+ * locked first (those another transaction holds, queueing its key again,
+ * are passed over, not waited for), then the table is read under a new
+ * snapshot, so a row inserted again under the same key is either seen or
+ * queued again after this commits: never lost.
  */
 static void
 vanish_step(void *arg)
@@ -888,7 +890,7 @@ vanish_step(void *arg)
 		keys[i] = v->rows[i]->key;
 		v->gone[i] = false;
 	}
-	(void) llm_queue_lock_rows(job->id, keys, n, token, claimed);
+	(void) llm_queue_try_lock_rows(job->id, keys, n, token, claimed);
 	for (int i = 0; i < n; i++)
 		if (claimed[i])
 		{
@@ -898,6 +900,7 @@ vanish_step(void *arg)
 	if (m == 0)
 		return;
 	llm_job_enter(job, &c);
+	PushActiveSnapshot(GetTransactionSnapshot());
 
 	/*
 	 * A table a transaction holds locked (a TRUNCATE not yet committed) is
@@ -911,6 +914,7 @@ vanish_step(void *arg)
 	else
 		for (int j = 0; j < m; j++)
 			exists[j] = llm_job_row_exists(job, ckeys[j]);
+	PopActiveSnapshot();
 	llm_job_leave(&c);
 	for (int j = 0; j < m; j++)
 		if (!exists[j])

@@ -287,8 +287,13 @@ static const char lock_rows_sql[] =
 "JOIN @.llm_job_queue q ON q.job_id = $1 AND q.key = k.lit::pg_catalog.text[] "
 "WHERE q.claimed_by = $3 FOR UPDATE OF q";
 
-int
-llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+static const char try_lock_rows_sql[] =
+"SELECT k.i FROM pg_catalog.unnest($2::pg_catalog.text[]) WITH ORDINALITY AS k(lit, i) "
+"JOIN @.llm_job_queue q ON q.job_id = $1 AND q.key = k.lit::pg_catalog.text[] "
+"WHERE q.claimed_by = $3 FOR UPDATE OF q SKIP LOCKED";
+
+static int
+lock_rows(const char *sql, int64 job, const Datum *keys, int n, int64 token, bool *claimed)
 {
 	Oid			types[3] = {INT8OID, TEXTARRAYOID, INT8OID};
 	Datum		values[3];
@@ -297,7 +302,7 @@ llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *clai
 	values[0] = Int64GetDatum(job);
 	values[1] = key_literals(keys, n);
 	values[2] = Int64GetDatum(token);
-	llm_job_internal_exec(lock_rows_sql, 3, types, values, NULL, 0);
+	llm_job_internal_exec(sql, 3, types, values, NULL, 0);
 	for (uint64 t = 0; t < SPI_processed; t++)
 	{
 		bool		isnull;
@@ -308,6 +313,18 @@ llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *clai
 		claimed[i - 1] = true;
 	}
 	return (int) SPI_processed;
+}
+
+int
+llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+{
+	return lock_rows(lock_rows_sql, job, keys, n, token, claimed);
+}
+
+int
+llm_queue_try_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+{
+	return lock_rows(try_lock_rows_sql, job, keys, n, token, claimed);
 }
 
 static const char delete_rows_sql[] =
