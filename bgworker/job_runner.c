@@ -14,12 +14,14 @@
  *   2. transaction A: look at the jobs (state changes, definitions); write
  *      the finished results by the write protocol below, all of a job's in
  *      one subtransaction with one statement per step, or, if that fails,
- *      each row in its own; move jobs queued -> running -> done; claim rows
- *      (job_queue.h) while fewer than llm.batch_window are in flight, up to
- *      a quarter more, shared among the jobs (the fewest in flight first;
- *      a job below its share of the window takes any free slot, see
- *      claim_rows); add the counts to the jobs; commit (the claims, with
- *      their attempt counted, are durable before any row is evaluated);
+ *      each row in its own; abort the requests of rows no longer there
+ *      (deleted, truncated, moved: skipped); move jobs queued -> running ->
+ *      done; claim rows (job_queue.h) while fewer than llm.batch_window are
+ *      in flight, up to a quarter more, shared among the jobs (the fewest in
+ *      flight first; a job below its share of the window takes any free
+ *      slot, see claim_rows); add the counts to the jobs; commit (the
+ *      claims, with their attempt counted, are durable before any row is
+ *      evaluated);
  *   3. transaction B: for each claimed row, read its prompt as the job's
  *      role (job_rows.h) and submit the request (the job's options, its
  *      model among them, in the batch class, never above the owner's
@@ -35,7 +37,8 @@
  *   with the job's next write, at most DEFER_MS later, the result kept);
  *   then
  *     row gone, output no longer NULL, where clause false, prompt NULL
- *                                     -> remove the queue row (skipped);
+ *                                     -> remove the queue row (skipped,
+ *                                        counted by that reason);
  *     prompt text differs from the one generated from
  *                                     -> release the claim: the row is
  *                                        generated again (requeued);
@@ -266,6 +269,15 @@ transient(int sqlstate)
 
 /* ---------- jobs ---------- */
 
+/* A row rj needs no result for (llm_job.rows_skipped and skipped_by_reason). */
+static void
+count_skip(RunnerJob *rj, LlmSkipReason reason)
+{
+	Assert(reason >= 0 && reason < LLM_SKIP_N);
+	rj->counts.skipped++;
+	rj->counts.skipped_by[reason]++;
+}
+
 static void
 report_counts(RunnerJob *rj)
 {
@@ -352,6 +364,8 @@ prepare_step(void *arg)
 				 errmsg("the role of job " INT64_FORMAT " lost SELECT or UPDATE on its table", rj->def->id)));
 	llm_job_enter(rj->def, &c);
 	llm_job_prepare(rj->def, true);
+	/* EXECUTE on what the prompt calls, SELECT on what it reads: the job fails, not each row */
+	llm_job_check_rights(rj->def);
 	llm_job_leave(&c);
 	rj->prepared = true;
 	rj->stale = false;
@@ -517,6 +531,7 @@ typedef struct WriteStep
 {
 	RunnerRow  *row;
 	WriteOutcome outcome;
+	LlmSkipReason reason;		/* of WRITE_SKIPPED */
 } WriteStep;
 
 static void
@@ -546,10 +561,12 @@ write_step(void *arg)
 		{
 			llm_queue_delete(job->id, r->key);
 			w->outcome = WRITE_SKIPPED;
+			w->reason = LLM_SKIP_DELETED;
 		}
 		return;
 	}
-	if (!now.output_null || !now.matches || now.prompt == NULL)
+	w->reason = llm_job_row_skip_reason(&now);
+	if (w->reason != LLM_SKIP_NONE)
 	{
 		llm_job_leave(&c);
 		llm_queue_delete(job->id, r->key);
@@ -591,7 +608,7 @@ row_failed(RunnerRow *r, int sqlstate, const char *message)
 
 /* The effect of a committed write protocol's outcome on row r (and its job's counts). */
 static void
-settle_write(RunnerRow *r, WriteOutcome outcome, TimestampTz now)
+settle_write(RunnerRow *r, WriteOutcome outcome, LlmSkipReason reason, TimestampTz now)
 {
 	RunnerJob  *rj = r->job;
 
@@ -602,7 +619,7 @@ settle_write(RunnerRow *r, WriteOutcome outcome, TimestampTz now)
 			row_forget(r);
 			break;
 		case WRITE_SKIPPED:
-			rj->counts.skipped++;
+			count_skip(rj, reason);
 			row_forget(r);
 			break;
 		case WRITE_STALE:
@@ -639,7 +656,7 @@ static void
 write_finished(RunnerRow *r, TimestampTz now)
 {
 	RunnerJob  *rj = r->job;
-	WriteStep	w = {r, WRITE_LOST};
+	WriteStep	w = {r, WRITE_LOST, LLM_SKIP_NONE};
 	ErrorData  *err;
 
 	if (!write_due(r, now))
@@ -666,7 +683,7 @@ write_finished(RunnerRow *r, TimestampTz now)
 			row_failed(r, err->sqlerrcode, err->message);
 		return;
 	}
-	settle_write(r, w.outcome, now);
+	settle_write(r, w.outcome, w.reason, now);
 }
 
 /*
@@ -680,6 +697,7 @@ typedef struct BatchStep
 	RunnerRow **rows;
 	int			n;
 	WriteOutcome *outcome;
+	LlmSkipReason *reason;		/* of each WRITE_SKIPPED */
 } BatchStep;
 
 static void
@@ -709,6 +727,7 @@ batch_write_step(void *arg)
 	{
 		keys[i] = b->rows[i]->key;
 		b->outcome[i] = WRITE_LOST;
+		b->reason[i] = LLM_SKIP_DELETED;
 	}
 	(void) llm_queue_lock_rows(job->id, keys, n, token, claimed);
 	for (int i = 0; i < n; i++)
@@ -739,7 +758,8 @@ batch_write_step(void *arg)
 
 		if (!now[j].found)
 			continue;
-		if (!now[j].output_null || !now[j].matches || now[j].prompt == NULL)
+		b->reason[at[j]] = llm_job_row_skip_reason(&now[j]);
+		if (b->reason[at[j]] != LLM_SKIP_NONE)
 			b->outcome[at[j]] = WRITE_SKIPPED;
 		else if (strcmp(now[j].prompt, r->prompt) != 0)
 			b->outcome[at[j]] = WRITE_STALE;
@@ -810,12 +830,13 @@ write_job_results(RunnerJob *rj, TimestampTz now)
 	if (n_batch > 0)
 	{
 		WriteOutcome *outcome = palloc(sizeof(WriteOutcome) * n_batch);
-		BatchStep	b = {rj, batch, n_batch, outcome};
+		LlmSkipReason *reason = palloc(sizeof(LlmSkipReason) * n_batch);
+		BatchStep	b = {rj, batch, n_batch, outcome, reason};
 		ErrorData  *err = guarded(batch_write_step, &b);
 
 		if (err == NULL)
 			for (int i = 0; i < n_batch; i++)
-				settle_write(batch[i], outcome[i], now);
+				settle_write(batch[i], outcome[i], reason[i], now);
 		else
 		{
 			ereport(DEBUG1, (errmsg("llm job " INT64_FORMAT ": %d rows written one at a time: %s",
@@ -824,11 +845,130 @@ write_job_results(RunnerJob *rj, TimestampTz now)
 				write_finished(batch[i], now);	/* passes over a row not due */
 		}
 		pfree(outcome);
+		pfree(reason);
 	}
 	for (int i = 0; i < n_single && !job_failed(rj); i++)
 		write_finished(single[i], now);
 	pfree(batch);
 	pfree(single);
+}
+
+/* ---------- rows gone while generating ---------- */
+
+typedef struct VanishStep
+{
+	RunnerJob  *job;
+	RunnerRow **rows;
+	int			n;
+	bool	   *gone;
+} VanishStep;
+
+/*
+ * Which of rows[0..n) (of one job, generating) no longer exist under their
+ * key, as committed: their queue rows are removed.  The queue rows are
+ * locked first (those another transaction holds, queueing its key again,
+ * are passed over, not waited for), then the table is read under a new
+ * snapshot, so a row inserted again under the same key is either seen or
+ * queued again after this commits: never lost.
+ */
+static void
+vanish_step(void *arg)
+{
+	VanishStep *v = arg;
+	LlmJob	   *job = v->job->def;
+	int			n = v->n;
+	Datum	   *keys = palloc(sizeof(Datum) * n);
+	bool	   *claimed = palloc(sizeof(bool) * n);
+	int		   *at = palloc(sizeof(int) * n);
+	Datum	   *ckeys = palloc(sizeof(Datum) * n);
+	bool	   *exists = palloc(sizeof(bool) * n);
+	Datum	   *dkeys = palloc(sizeof(Datum) * n);
+	int			m = 0;
+	int			n_gone = 0;
+	LlmJobContext c;
+
+	for (int i = 0; i < n; i++)
+	{
+		keys[i] = v->rows[i]->key;
+		v->gone[i] = false;
+	}
+	(void) llm_queue_try_lock_rows(job->id, keys, n, token, claimed);
+	for (int i = 0; i < n; i++)
+		if (claimed[i])
+		{
+			at[m] = i;
+			ckeys[m++] = keys[i];
+		}
+	if (m == 0)
+		return;
+	llm_job_enter(job, &c);
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	/*
+	 * A table a transaction holds locked (a TRUNCATE not yet committed) is
+	 * looked at again in the next pass, not waited for: only a committed
+	 * change stops a row.
+	 */
+	(void) set_config_option("lock_timeout", "1", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (v->job->batch)
+		llm_job_rows_exist(job, ckeys, m, exists);
+	else
+		for (int j = 0; j < m; j++)
+			exists[j] = llm_job_row_exists(job, ckeys[j]);
+	PopActiveSnapshot();
+	llm_job_leave(&c);
+	for (int j = 0; j < m; j++)
+		if (!exists[j])
+		{
+			v->gone[at[j]] = true;
+			dkeys[n_gone++] = ckeys[j];
+		}
+	if (n_gone > 0)
+		llm_queue_delete_rows(job->id, dkeys, n_gone);
+}
+
+/*
+ * Stop generating for the rows of rj that were deleted (a DELETE, a
+ * TRUNCATE, a key changed, a partition detached) while their requests run:
+ * looked at in every pass, so within llm.job_naptime of the commit; their
+ * requests are aborted and they count as skipped (deleted).  Any error
+ * leaves them to the write protocol, which finds the same when their
+ * results arrive.
+ */
+static void
+drop_vanished_rows(RunnerJob *rj)
+{
+	dlist_iter	it;
+	RunnerRow **running = palloc(sizeof(RunnerRow *) * Max(n_rows, 1));
+	bool	   *gone = palloc(sizeof(bool) * Max(n_rows, 1));
+	int			n = 0;
+
+	dlist_foreach(it, &rows)
+	{
+		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
+
+		if (r->job == rj && r->state == ROW_RUNNING)
+			running[n++] = r;
+	}
+	if (n > 0)
+	{
+		VanishStep	v = {rj, running, n, gone};
+		ErrorData  *err = guarded(vanish_step, &v);
+
+		if (err != NULL)
+			ereport(DEBUG1, (errmsg("llm job " INT64_FORMAT ": rows in flight not looked for: %s",
+									rj->def->id, err->message)));
+		else
+			for (int i = 0; i < n; i++)
+				if (gone[i])
+				{
+					count_skip(rj, LLM_SKIP_DELETED);
+					row_forget(running[i]);
+				}
+	}
+	pfree(running);
+	pfree(gone);
 }
 
 /* ---------- claiming ---------- */
@@ -1038,6 +1178,8 @@ write_and_claim(void)
 
 		if (!job_failed(rj))
 			write_job_results(rj, now);
+		if (!job_failed(rj))
+			drop_vanished_rows(rj);
 	}
 	forget_failed_rows();
 	claim_rows(runnable);
@@ -1066,7 +1208,7 @@ write_and_claim(void)
 typedef struct SubmitStep
 {
 	RunnerRow  *row;
-	bool		skipped;
+	LlmSkipReason skipped;		/* LLM_SKIP_NONE: submitted or refused */
 	LlmResult  *refused;
 } SubmitStep;
 
@@ -1082,13 +1224,13 @@ submit_step(void *arg)
 
 	llm_job_enter(job, &c);
 	llm_job_read_row(job, r->key, false, &row, runner_cxt);
-	if (!row.found || !row.output_null || !row.matches || row.prompt == NULL)
+	s->skipped = llm_job_row_skip_reason(&row);
+	if (s->skipped != LLM_SKIP_NONE)
 	{
 		llm_job_leave(&c);
 		if (row.prompt)
 			pfree(row.prompt);
 		llm_queue_delete(job->id, r->key);
-		s->skipped = true;
 		return;
 	}
 	/* built as the job's role: its prefix-cache isolation and its name in llm_recent_requests */
@@ -1135,7 +1277,7 @@ submit_claimed(void)
 	{
 		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
 		RunnerJob  *rj = r->job;
-		SubmitStep	s = {r, false, NULL};
+		SubmitStep	s = {r, LLM_SKIP_NONE, NULL};
 		ErrorData  *err;
 
 		if (r->state != ROW_CLAIMED || job_failed(rj))
@@ -1162,9 +1304,9 @@ submit_claimed(void)
 			else
 				row_failed(r, err->sqlerrcode, err->message);
 		}
-		else if (s.skipped)
+		else if (s.skipped != LLM_SKIP_NONE)
 		{
-			rj->counts.skipped++;
+			count_skip(rj, s.skipped);
 			row_forget(r);
 		}
 		else if (s.refused != NULL)

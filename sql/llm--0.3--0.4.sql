@@ -19,30 +19,6 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION llm_job_runner_state() IS
 'The job runner of the current database (its pid, NULL when none runs) and, when none has run for longer than a few llm.job_naptime, since when (see the llm_jobs view).';
 
-CREATE OR REPLACE VIEW llm_jobs AS
-SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
-       j.state, j.mode, j.owner,
-       j.rows_done + j.rows_failed + j.rows_skipped + coalesce(q.queued, 0) AS rows_total,
-       j.rows_done, j.rows_failed, coalesce(q.in_flight, 0) AS rows_in_flight,
-       coalesce(q.queued, 0) AS rows_queued, j.rows_skipped, j.rows_requeued,
-       j.tokens_in, j.tokens_out,
-       CASE WHEN j.state = 'running' THEN j.rows_per_s END AS rows_per_s,
-       CASE WHEN j.state = 'running' AND j.rows_per_s > 0
-            THEN make_interval(secs => coalesce(q.queued, 0) / j.rows_per_s) END AS eta,
-       j.created_at, j.started_at, j.finished_at, j.last_error,
-       CASE WHEN j.state IN ('queued', 'running') THEN r.runner_pid END AS runner_pid,
-       CASE WHEN j.state IN ('queued', 'running') THEN r.stalled_since END AS stalled_since
-FROM llm_job j
-LEFT JOIN LATERAL (
-	SELECT count(*) AS queued,
-	       count(*) FILTER (WHERE claimed_by IS NOT NULL AND lease_until > now()) AS in_flight
-	FROM llm_job_queue WHERE job_id = j.id) q ON true
-CROSS JOIN llm_job_runner_state() r
-WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
-
-COMMENT ON VIEW llm_jobs IS
-'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
-
 REVOKE ALL ON FUNCTION llm_job_runner_state() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION llm_job_runner_state() TO llm_user, pg_monitor;
 
@@ -76,3 +52,44 @@ LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
 
 COMMENT ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text, text, text) IS
 'The information json_schema describes, extracted from input: always a value valid against the schema (constrained decoding). NULL input gives NULL. max_tokens NULL (the default): the schema''s longest output in bytes when it is bounded (at least 256), else 256. Errors: 22023 unsupported or invalid schema, 54000 output cut by max_tokens before it was complete.';
+
+-- Jobs on partitioned tables, TRUNCATE, privileges: rows a job skipped are
+-- counted by reason (deleted: gone under their key, by a DELETE, a
+-- TRUNCATE, a changed key, a move to another partition or a detached
+-- partition; filled: the output was set meanwhile; where_false: the where
+-- clause no longer holds; prompt_null: the prompt is NULL for the row),
+-- shown in llm_jobs after its other columns.
+ALTER TABLE llm_job ADD COLUMN skipped_by_reason jsonb NOT NULL DEFAULT '{}';
+
+-- end of jobs on partitioned tables, TRUNCATE, privileges
+
+-- the llm_jobs view, once, with the columns the blocks above add: the
+-- runner and since when none has run for the job (background workers that
+-- come back), rows skipped by reason (jobs on partitioned tables).
+
+CREATE OR REPLACE VIEW llm_jobs AS
+SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
+       j.state, j.mode, j.owner,
+       j.rows_done + j.rows_failed + j.rows_skipped + coalesce(q.queued, 0) AS rows_total,
+       j.rows_done, j.rows_failed, coalesce(q.in_flight, 0) AS rows_in_flight,
+       coalesce(q.queued, 0) AS rows_queued, j.rows_skipped, j.rows_requeued,
+       j.tokens_in, j.tokens_out,
+       CASE WHEN j.state = 'running' THEN j.rows_per_s END AS rows_per_s,
+       CASE WHEN j.state = 'running' AND j.rows_per_s > 0
+            THEN make_interval(secs => coalesce(q.queued, 0) / j.rows_per_s) END AS eta,
+       j.created_at, j.started_at, j.finished_at, j.last_error,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.runner_pid END AS runner_pid,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.stalled_since END AS stalled_since,
+       j.skipped_by_reason
+FROM llm_job j
+LEFT JOIN LATERAL (
+	SELECT count(*) AS queued,
+	       count(*) FILTER (WHERE claimed_by IS NOT NULL AND lease_until > now()) AS in_flight
+	FROM llm_job_queue WHERE job_id = j.id) q ON true
+CROSS JOIN llm_job_runner_state() r
+WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
+
+COMMENT ON VIEW llm_jobs IS
+'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since), rows skipped by reason (deleted, filled, where_false, prompt_null). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
+
+-- end of the llm_jobs view

@@ -287,8 +287,13 @@ static const char lock_rows_sql[] =
 "JOIN @.llm_job_queue q ON q.job_id = $1 AND q.key = k.lit::pg_catalog.text[] "
 "WHERE q.claimed_by = $3 FOR UPDATE OF q";
 
-int
-llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+static const char try_lock_rows_sql[] =
+"SELECT k.i FROM pg_catalog.unnest($2::pg_catalog.text[]) WITH ORDINALITY AS k(lit, i) "
+"JOIN @.llm_job_queue q ON q.job_id = $1 AND q.key = k.lit::pg_catalog.text[] "
+"WHERE q.claimed_by = $3 FOR UPDATE OF q SKIP LOCKED";
+
+static int
+lock_rows(const char *sql, int64 job, const Datum *keys, int n, int64 token, bool *claimed)
 {
 	Oid			types[3] = {INT8OID, TEXTARRAYOID, INT8OID};
 	Datum		values[3];
@@ -297,7 +302,7 @@ llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *clai
 	values[0] = Int64GetDatum(job);
 	values[1] = key_literals(keys, n);
 	values[2] = Int64GetDatum(token);
-	llm_job_internal_exec(lock_rows_sql, 3, types, values, NULL, 0);
+	llm_job_internal_exec(sql, 3, types, values, NULL, 0);
 	for (uint64 t = 0; t < SPI_processed; t++)
 	{
 		bool		isnull;
@@ -308,6 +313,18 @@ llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *clai
 		claimed[i - 1] = true;
 	}
 	return (int) SPI_processed;
+}
+
+int
+llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+{
+	return lock_rows(lock_rows_sql, job, keys, n, token, claimed);
+}
+
+int
+llm_queue_try_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed)
+{
+	return lock_rows(try_lock_rows_sql, job, keys, n, token, claimed);
 }
 
 static const char delete_rows_sql[] =
@@ -597,18 +614,32 @@ llm_job_set_state(int64 id, LlmJobState from, LlmJobState to, const char *error,
 	return SPI_processed > 0;
 }
 
+/* skipped_by_reason gains $9 (an object of counts by reason), added key by key */
 static const char add_counts_sql[] =
 "UPDATE @.llm_job SET rows_done = rows_done + $2, rows_failed = rows_failed + $3, "
 "  rows_skipped = rows_skipped + $4, rows_requeued = rows_requeued + $5, tokens_in = tokens_in + $6, "
 "  tokens_out = tokens_out + $7, rows_per_s = CASE WHEN $8 >= 0 THEN $8 ELSE rows_per_s END, "
+"  skipped_by_reason = CASE WHEN $4 = 0 THEN skipped_by_reason ELSE "
+"    (SELECT pg_catalog.jsonb_object_agg(k, n) FROM "
+"      (SELECT k, pg_catalog.sum(v::pg_catalog.int8) AS n FROM "
+"        (SELECT key, value FROM pg_catalog.jsonb_each_text(skipped_by_reason) "
+"         UNION ALL SELECT key, value FROM pg_catalog.jsonb_each_text($9::pg_catalog.jsonb)) s(k, v) "
+"       GROUP BY k) t) END, "
 "  last_progress_at = pg_catalog.now() WHERE id = $1";
 
 void
 llm_job_add_counts(int64 id, const LlmJobCounts *c, double rows_per_s)
 {
-	Oid			types[8] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, FLOAT8OID};
-	Datum		values[8];
+	Oid			types[9] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, FLOAT8OID, TEXTOID};
+	Datum		values[9];
+	StringInfoData by;
 
+	initStringInfo(&by);
+	for (int r = 0; r < LLM_SKIP_N; r++)
+		if (c->skipped_by[r] != 0)
+			appendStringInfo(&by, "%s\"%s\": " INT64_FORMAT, by.len ? ", " : "{",
+							 llm_skip_reason_name((LlmSkipReason) r), c->skipped_by[r]);
+	appendStringInfoString(&by, by.len ? "}" : "{}");
 	values[0] = Int64GetDatum(id);
 	values[1] = Int64GetDatum(c->done);
 	values[2] = Int64GetDatum(c->failed);
@@ -617,7 +648,9 @@ llm_job_add_counts(int64 id, const LlmJobCounts *c, double rows_per_s)
 	values[5] = Int64GetDatum(c->tokens_in);
 	values[6] = Int64GetDatum(c->tokens_out);
 	values[7] = Float8GetDatum(rows_per_s);
-	llm_job_internal_exec(add_counts_sql, 8, types, values, NULL, 0);
+	values[8] = CStringGetTextDatum(by.data);
+	llm_job_internal_exec(add_counts_sql, 9, types, values, NULL, 0);
+	pfree(by.data);
 }
 
 static const char clear_sql[] = "DELETE FROM @.llm_job_queue WHERE job_id = $1";

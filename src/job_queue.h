@@ -70,6 +70,9 @@ extern void llm_queue_delete(int64 job, Datum key);
  * token still claims (claimed[i] set; returns how many); remove them.
  */
 extern int	llm_queue_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed);
+
+/* The same, passing over the queue rows another transaction holds (a trigger queueing a key again). */
+extern int	llm_queue_try_lock_rows(int64 job, const Datum *keys, int n, int64 token, bool *claimed);
 extern void llm_queue_delete_rows(int64 job, const Datum *keys, int n);
 
 /*
@@ -122,6 +125,7 @@ typedef struct LlmJobCounts
 	int64		done;
 	int64		failed;
 	int64		skipped;
+	int64		skipped_by[LLM_SKIP_N];	/* skipped, by reason */
 	int64		requeued;
 	int64		tokens_in;
 	int64		tokens_out;

@@ -49,6 +49,32 @@ llm_job_state_from_name(const char *name)
 	return LLM_JOB_FAILED;
 }
 
+static const char *const skip_reason_names[] = {
+	"deleted", "filled", "where_false", "prompt_null"
+};
+
+StaticAssertDecl(lengthof(skip_reason_names) == LLM_SKIP_N, "a name for every skip reason");
+
+const char *
+llm_skip_reason_name(LlmSkipReason r)
+{
+	return (r >= 0 && r < LLM_SKIP_N) ? skip_reason_names[r] : "unknown";
+}
+
+LlmSkipReason
+llm_job_row_skip_reason(const LlmJobRow *row)
+{
+	if (!row->found)
+		return LLM_SKIP_DELETED;
+	if (!row->output_null)
+		return LLM_SKIP_FILLED;
+	if (!row->matches)
+		return LLM_SKIP_WHERE;
+	if (row->prompt == NULL)
+		return LLM_SKIP_PROMPT_NULL;
+	return LLM_SKIP_NONE;
+}
+
 /* ---------- expressions ---------- */
 
 /*
@@ -285,6 +311,23 @@ llm_job_prepare(LlmJob *job, bool keep)
 	types[job->n_keys] = job->out_type;
 	job->write_plan = prepare(buf.data, job->n_keys + 1, types, keep);
 	job->kept = keep;
+}
+
+void
+llm_job_check_rights(const LlmJob *job)
+{
+	char	   *sql = psprintf("SELECT (%s\n), (%s\n) FROM %s WHERE false", job->prompt,
+							   job->where_clause ? job->where_clause : "true", job->target_sql);
+	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
+	Portal		portal;
+
+	if (plan == NULL)
+		elog(ERROR, "llm: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result), sql);
+	/* opening the cursor starts the executor (its permission checks), fetching nothing */
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	SPI_cursor_close(portal);
+	SPI_freeplan(plan);
+	pfree(sql);
 }
 
 /*

@@ -125,6 +125,15 @@ extern void llm_job_prepare(LlmJob *job, bool keep);
  */
 extern bool llm_job_prepare_batch(LlmJob *job);
 
+/*
+ * Initialise, without running it, SELECT (prompt), (where_clause) FROM
+ * target WHERE false as the current user with the current search_path:
+ * the executor checks what running the job's statements would check
+ * (SELECT on the columns read, EXECUTE on every function and operator
+ * called) and raises PostgreSQL's own error (42501).
+ */
+extern void llm_job_check_rights(const LlmJob *job);
+
 /* Free kept plans, the batch ones too (the definition changed or the job is forgotten). */
 extern void llm_job_unprepare(LlmJob *job);
 
@@ -155,6 +164,28 @@ typedef struct LlmJobRow
 	bool		output_null;
 	bool		matches;		/* the where clause holds */
 } LlmJobRow;
+
+/*
+ * Why a row needs no result (llm_job.skipped_by_reason counts them by
+ * these names): it is gone under its key (deleted, truncated, its key
+ * changed, moved to another partition or its partition detached), its
+ * output is no longer NULL, the where clause no longer holds, or the
+ * prompt is NULL for it.
+ */
+typedef enum LlmSkipReason
+{
+	LLM_SKIP_NONE = -1,
+	LLM_SKIP_DELETED = 0,
+	LLM_SKIP_FILLED,
+	LLM_SKIP_WHERE,
+	LLM_SKIP_PROMPT_NULL,
+	LLM_SKIP_N
+} LlmSkipReason;
+
+extern const char *llm_skip_reason_name(LlmSkipReason r);
+
+/* Why row (as read or locked, found) needs no result; LLM_SKIP_NONE: it does. */
+extern LlmSkipReason llm_job_row_skip_reason(const LlmJobRow *row);
 
 /* read / lock (SKIP LOCKED) the row of key (text[]); strings in the caller's context cxt. */
 extern void llm_job_read_row(LlmJob *job, Datum key, bool lock, LlmJobRow *row, MemoryContext cxt);

@@ -16,6 +16,8 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
@@ -23,6 +25,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -240,6 +243,44 @@ drop_triggers(LlmJob *job)
 }
 
 /*
+ * A job not done or cancelled that fills column of target, of a partition
+ * of target (at any level) or of a partitioned table target is a partition
+ * of: 0 if none.  Their rows are the same rows, so two such jobs would
+ * write the same column twice.  The root of the partition tree is locked
+ * (SHARE UPDATE EXCLUSIVE, which conflicts with itself, not with reads or
+ * writes) until the creating transaction ends, so two jobs created at once
+ * in one tree see each other.
+ */
+static int64
+job_in_partition_tree(Oid target, const char *column, LlmJobState *state, Oid *on)
+{
+	List	   *ancestors = get_rel_relispartition(target) ? get_partition_ancestors(target) : NIL;
+	List	   *tree;
+	ListCell   *lc;
+
+	if (ancestors != NIL)
+		LockRelationOid(llast_oid(ancestors), ShareUpdateExclusiveLock);
+	else if (get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
+		LockRelationOid(target, ShareUpdateExclusiveLock);
+	/* a plain inheritance child is not in the job's rows (the job reads ONLY its table) */
+	tree = get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE ?
+		find_all_inheritors(target, AccessShareLock, NULL) : list_make1_oid(target);
+	tree = list_concat(tree, ancestors);
+	foreach(lc, tree)
+	{
+		Oid			rel = lfirst_oid(lc);
+		int64		other = llm_job_find_active(rel, column, state);
+
+		if (other != 0)
+		{
+			*on = rel;
+			return other;
+		}
+	}
+	return 0;
+}
+
+/*
  * With choices, every result is one of them: each must be a value of the
  * output column's type (its input function with the column's typmod, so an
  * enum's labels, a length limit and a domain's checks apply), or every row
@@ -281,6 +322,7 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 	const LlmArgMap *map;
 	int64		other;
 	LlmJobState other_state;
+	Oid			other_table;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -349,6 +391,8 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "llm: SPI_connect failed");
 	llm_job_prepare(job, false);
+	/* what running the job's statements checks, checked now as the creator: EXECUTE, SELECT (42501) */
+	llm_job_check_rights(job);
 	inputs = llm_job_read_columns(job, &volatile_expr);
 	if (volatile_expr)
 		ereport(ERROR,
@@ -360,12 +404,15 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("prompt and where_clause must not read the output column \"%s\"", job->output_column)));
 
-	other = llm_job_find_active(job->target, job->output_column, &other_state);
+	other = job_in_partition_tree(job->target, job->output_column, &other_state, &other_table);
 	if (other != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("job " INT64_FORMAT " (%s) already fills column \"%s\" of table %s",
-						other, llm_job_state_name(other_state), job->output_column, get_rel_name(job->target)),
+						other, llm_job_state_name(other_state), job->output_column, get_rel_name(other_table)),
+				 other_table != job->target ?
+				 errdetail("Table %s and table %s are in one partition tree: they share their rows.",
+						   get_rel_name(other_table), get_rel_name(job->target)) : 0,
 				 errhint("Cancel it first: SELECT llm_job_cancel(" INT64_FORMAT ").", other)));
 
 	job->id = llm_job_insert(job);
@@ -472,39 +519,113 @@ pg_llm_job_retry_failed(PG_FUNCTION_ARGS)
 
 /* ---------- triggers ---------- */
 
-/* The job of a continuous job's trigger, looked up once per transaction. */
-static LlmJob *trigger_job = NULL;
+/*
+ * The job of a continuous job's trigger, looked up once per transaction,
+ * and where its columns are in each relation the trigger fired on: the
+ * job's table, or one of its partitions (PostgreSQL clones a partitioned
+ * table's row triggers onto every partition, those attached later too),
+ * whose columns may be in other positions (a table attached as a
+ * partition keeps its own layout).
+ */
+typedef struct TriggerRel
+{
+	Oid			relid;
+	bool		ours;			/* the job's table or one of its partitions */
+	AttrNumber	out_attnum;
+	AttrNumber	key_attnums[LLM_JOB_MAX_KEYS];
+} TriggerRel;
+
+typedef struct TriggerJob
+{
+	int64		id;				/* the trigger's job id */
+	LlmJob	   *job;			/* NULL: no such job, or its definition no longer resolves */
+	List	   *rels;			/* TriggerRel *, the relations fired on in this transaction */
+} TriggerJob;
+
+static TriggerJob trigger_job;
 static LocalTransactionId trigger_job_lxid = InvalidLocalTransactionId;
 static MemoryContext trigger_cxt = NULL;
 
-static LlmJob *
-job_of_trigger(int64 id, Relation rel)
+/* The columns of job in relid (ours false: relid is not in the job's partition tree). */
+static TriggerRel *
+trigger_rel(const LlmJob *job, Oid relid)
 {
-	if (trigger_job != NULL && trigger_job->id == id && trigger_job_lxid == MyProc->lxid)
-		return trigger_job;
-	if (trigger_cxt == NULL)
-		trigger_cxt = AllocSetContextCreate(TopMemoryContext, "llm job trigger", ALLOCSET_SMALL_SIZES);
-	MemoryContextReset(trigger_cxt);
-	trigger_job = NULL;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "llm: SPI_connect failed");
-	trigger_job = llm_job_fetch(id, false, trigger_cxt);
-	SPI_finish();
-	if (trigger_job != NULL)
-	{
-		MemoryContext old;
+	TriggerRel *r = palloc0(sizeof(TriggerRel));
 
-		if (trigger_job->target != RelationGetRelid(rel))
-			ereport(ERROR,
-					(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
-					 errmsg("trigger of llm job " INT64_FORMAT " is on table %s, not on the job's table",
-							id, RelationGetRelationName(rel))));
+	r->relid = relid;
+	r->ours = relid == job->target ||
+		(get_rel_relispartition(relid) && list_member_oid(get_partition_ancestors(relid), job->target));
+	if (!r->ours || relid == job->target)
+	{
+		r->out_attnum = job->out_attnum;
+		memcpy(r->key_attnums, job->key_attnums, sizeof(AttrNumber) * job->n_keys);
+		return r;
+	}
+	/* a partition has its parent's columns, by name */
+	r->out_attnum = get_attnum(relid, get_attname(job->target, job->out_attnum, false));
+	r->ours = r->out_attnum > 0;
+	for (int k = 0; k < job->n_keys; k++)
+	{
+		r->key_attnums[k] = get_attnum(relid, get_attname(job->target, job->key_attnums[k], false));
+		r->ours = r->ours && r->key_attnums[k] > 0;
+	}
+	return r;
+}
+
+/*
+ * The job of trigger id, and its columns in rel (NULL: nothing to do).
+ * Nothing here fails the statement that fired the trigger: a job whose
+ * definition no longer resolves (its runner fails it, with the reason), or
+ * a relation that is not in its table's partition tree, gets nothing done
+ * by the trigger.
+ */
+static LlmJob *
+job_of_trigger(int64 id, Relation rel, TriggerRel **columns)
+{
+	TriggerJob *t = &trigger_job;
+	Oid			relid = RelationGetRelid(rel);
+	TriggerRel *r = NULL;
+	ListCell   *lc;
+	MemoryContext old;
+
+	if (t->id != id || trigger_job_lxid != MyProc->lxid)
+	{
+		LlmJob	   *job;
+
+		if (trigger_cxt == NULL)
+			trigger_cxt = AllocSetContextCreate(TopMemoryContext, "llm job trigger", ALLOCSET_SMALL_SIZES);
+		MemoryContextReset(trigger_cxt);
+		t->id = id;
+		t->job = NULL;
+		t->rels = NIL;
+		trigger_job_lxid = InvalidLocalTransactionId;
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "llm: SPI_connect failed");
+		job = llm_job_fetch(id, false, trigger_cxt);
+		SPI_finish();
+		if (job != NULL)
+		{
+			old = MemoryContextSwitchTo(trigger_cxt);
+			if (llm_job_resolve(job, false) == NULL)
+				t->job = job;
+			MemoryContextSwitchTo(old);
+		}
+		trigger_job_lxid = MyProc->lxid;
+	}
+	if (t->job == NULL)
+		return NULL;
+	foreach(lc, t->rels)
+		if (((TriggerRel *) lfirst(lc))->relid == relid)
+			r = lfirst(lc);
+	if (r == NULL)
+	{
 		old = MemoryContextSwitchTo(trigger_cxt);
-		(void) llm_job_resolve(trigger_job, true);
+		r = trigger_rel(t->job, relid);
+		t->rels = lappend(t->rels, r);
 		MemoryContextSwitchTo(old);
 	}
-	trigger_job_lxid = MyProc->lxid;
-	return trigger_job;
+	*columns = r;
+	return r->ours ? t->job : NULL;
 }
 
 /*
@@ -521,6 +642,7 @@ pg_llm_job_trigger(PG_FUNCTION_ARGS)
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	Trigger    *tg;
 	int64		id;
+	TriggerRel *target = NULL;
 	LlmJob	   *job;
 	bool		clear;
 
@@ -535,7 +657,7 @@ pg_llm_job_trigger(PG_FUNCTION_ARGS)
 				 errmsg("llm_job_trigger needs two arguments: the job id and 'enqueue' or 'clear'")));
 	id = pg_strtoint64(tg->tgargs[0]);
 	clear = strcmp(tg->tgargs[1], "clear") == 0;
-	job = job_of_trigger(id, td->tg_relation);
+	job = job_of_trigger(id, td->tg_relation, &target);
 
 	if (clear)
 	{
@@ -561,13 +683,13 @@ pg_llm_job_trigger(PG_FUNCTION_ARGS)
 			n = heap_getattr(new_tup, a, desc, &nnull);
 			changed = onull != nnull || (!onull && !datum_image_eq(o, n, att->attbyval, att->attlen));
 		}
-		att = TupleDescAttr(desc, job->out_attnum - 1);
-		o = heap_getattr(old_tup, job->out_attnum, desc, &onull);
-		n = heap_getattr(new_tup, job->out_attnum, desc, &nnull);
+		att = TupleDescAttr(desc, target->out_attnum - 1);
+		o = heap_getattr(old_tup, target->out_attnum, desc, &onull);
+		n = heap_getattr(new_tup, target->out_attnum, desc, &nnull);
 		out_set = onull != nnull || (!onull && !datum_image_eq(o, n, att->attbyval, att->attlen));
 		if (changed && !out_set && !nnull)
 		{
-			int			col = job->out_attnum;
+			int			col = target->out_attnum;
 			Datum		value = (Datum) 0;
 			bool		isnull = true;
 
@@ -586,11 +708,11 @@ pg_llm_job_trigger(PG_FUNCTION_ARGS)
 
 		if (job == NULL || job->state == LLM_JOB_CANCELLED || job->state == LLM_JOB_DONE)
 			return PointerGetDatum(NULL);
-		(void) heap_getattr(tup, job->out_attnum, desc, &out_null);
+		(void) heap_getattr(tup, target->out_attnum, desc, &out_null);
 		if (!out_null)
 			return PointerGetDatum(NULL);
 		for (int k = 0; k < job->n_keys; k++)
-			values[k] = heap_getattr(tup, job->key_attnums[k], desc, &isnull[k]);
+			values[k] = heap_getattr(tup, target->key_attnums[k], desc, &isnull[k]);
 		key = llm_job_key_of(job, values, isnull);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "llm: SPI_connect failed");
