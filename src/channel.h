@@ -24,6 +24,8 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+
 #include "protocol.h"
 
 /* Define the channel's setting, llm.worker_wait_timeout (from _PG_init). */
@@ -51,12 +53,18 @@ typedef struct LlmResult
 /*
  * Send a request (request.h; checked by the caller with
  * llm_request_validate) and return its id.  Waits (interruptibly) for a
- * running worker and for room in the queue.
+ * running worker and for room in the queue.  The request is first
+ * admitted under the session's token limit (quota.h): ERROR 53400 if it
+ * does not fit.
  */
 extern uint64 llm_submit(const llm_request *req);
 
-/* llm_submit, but not aborted at the end of the (sub)transaction. */
-extern uint64 llm_submit_session(const llm_request *req);
+/*
+ * llm_submit, but not aborted at the end of the (sub)transaction, and
+ * admitted under limit (the job owner's): when it does not fit, nothing is
+ * sent, 0 is returned and *retry_at says when it may fit.
+ */
+extern uint64 llm_submit_session(const llm_request *req, int limit, TimestampTz *retry_at);
 
 /* This backend as a request's submitter: pid, current role, database. */
 extern void llm_fill_client(llm_wire_client *client);
