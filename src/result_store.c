@@ -232,14 +232,18 @@ role_cap(void)
 	return Max(Min(cap, store->n_entries), 1);
 }
 
-/* Entries role holds (any state but FREE); caller holds the lock. */
+/*
+ * Entries role holds (any state but FREE, except those of failed
+ * statements the worker is about to free); caller holds the lock.
+ */
 static int
 role_entries(Oid role)
 {
 	int			n = 0;
 
 	for (int i = 0; i < store->n_entries; i++)
-		if (store->entries[i].state != LLM_ASYNC_FREE && store->entries[i].role == role)
+		if (store->entries[i].state != LLM_ASYNC_FREE && store->entries[i].role == role &&
+			!store->entries[i].drop_at_end)
 			n++;
 	return n;
 }
@@ -284,32 +288,53 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	}
 	(void) llm_wire_encode(&m, dsa_get_address(area, chunk), len);
 
-	LWLockAcquire(store->lock, LW_EXCLUSIVE);
-	cap = role_cap();
-	for (int pass = 0; pass < 2 && e == NULL; pass++)
+	/* an error (a full store, a cancel while waiting) must not keep the chunk or the reservation */
+	PG_TRY();
 	{
-		if (pass == 1 && sweep_locked(GetCurrentTimestamp()) == 0)
-			break;
-		if (role_entries(GetUserId()) >= cap)
-			continue;
-		for (int i = 0; i < store->n_entries; i++)
-			if (store->entries[i].state == LLM_ASYNC_FREE)
-			{
-				e = &store->entries[i];
-				break;
-			}
-	}
-	if (e == NULL)
-	{
-		bool		over_cap = role_entries(GetUserId()) >= cap;
+		for (TimestampTz start = GetCurrentTimestamp();;)
+		{
+			int			dropping = 0;
+			bool		over_cap;
 
-		dsa_free(area, chunk);
-		LWLockRelease(store->lock);
-		llm_quota_refund(&ticket);
-		if (over_cap)
-			role_full(cap);
-		store_full("every entry is in use, llm.async_max_requests");
+			LWLockAcquire(store->lock, LW_EXCLUSIVE);
+			cap = role_cap();
+			for (int pass = 0; pass < 2 && e == NULL; pass++)
+			{
+				if (pass == 1 && sweep_locked(GetCurrentTimestamp()) == 0)
+					break;
+				if (role_entries(GetUserId()) >= cap)
+					continue;
+				for (int i = 0; i < store->n_entries; i++)
+					if (store->entries[i].state == LLM_ASYNC_FREE)
+					{
+						e = &store->entries[i];
+						break;
+					}
+			}
+			if (e != NULL)
+				break;			/* the lock still held */
+			over_cap = role_entries(GetUserId()) >= cap;
+			for (int i = 0; i < store->n_entries; i++)
+				if (store->entries[i].drop_at_end)
+					dropping++;
+			LWLockRelease(store->lock);
+			if (over_cap)
+				role_full(cap);
+			/* entries of failed statements are freed once the worker has aborted them: wait for that */
+			if (dropping == 0 || TimestampDifferenceExceeds(start, GetCurrentTimestamp(), llm_worker_wait_timeout()))
+				store_full("every entry is in use, llm.async_max_requests");
+			(void) ConditionVariableTimedSleep(&store->cv, 100, PG_WAIT_EXTENSION);
+		}
 	}
+	PG_CATCH();
+	{
+		ConditionVariableCancelSleep();
+		dsa_free(area, chunk);
+		llm_quota_refund(&ticket);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	ConditionVariableCancelSleep();
 	memset(e, 0, sizeof(*e));
 	e->id = id;
 	e->state = LLM_ASYNC_QUEUED;
