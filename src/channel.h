@@ -17,7 +17,10 @@
  *    llm_abort_request, a dropped channel or the process's exit ends it
  *    (the job runner's requests span its short transactions);
  *  - the worker exiting makes every waiter raise ERROR 55000 at once;
- *  - a channel built for an older worker generation is rebuilt on next use.
+ *  - a channel built for an older worker generation is rebuilt on next use;
+ *  - a SUBMIT's token reservation (quota.h) is settled exactly once: with
+ *    its usage when DONE arrives, else (an ERROR, an abort, a dropped
+ *    channel, the backend's exit) at the whole reservation.
  */
 #ifndef LLM_CHANNEL_H
 #define LLM_CHANNEL_H
