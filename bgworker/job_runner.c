@@ -94,6 +94,7 @@
 #include "job_registry.h"
 #include "job_rows.h"
 #include "model_list.h"
+#include "quota.h"
 #include "registry.h"
 #include "sql_args.h"
 #include "utf8_text.h"
@@ -117,7 +118,10 @@ typedef struct RunnerJob
 	bool		batch;			/* its finished rows are written together (llm_job_prepare_batch) */
 	bool		exhausted;		/* its last claim got fewer rows than asked: none to claim until a wake */
 	llm_priority ceiling;		/* its owner's llm.max_priority, read once per submitting transaction */
+	int			token_limit;	/* its owner's llm.max_tokens_per_minute, read with the ceiling */
 	bool		ceiling_read;
+	TimestampTz throttled_until;	/* its rows wait for the owner's token limit until then */
+	bool		throttle_shown; /* llm_job.throttled_until is set */
 	int			in_flight;
 	LlmJobCounts counts;		/* since the last report */
 	int64		total_done;		/* by this runner */
@@ -326,6 +330,47 @@ static bool
 job_failed(const RunnerJob *rj)
 {
 	return rj->def->state == LLM_JOB_FAILED;
+}
+
+/* Whether rj's rows wait for its owner's token limit at now. */
+static bool
+throttled(const RunnerJob *rj, TimestampTz now)
+{
+	return rj->throttled_until > now;
+}
+
+typedef struct ThrottleStep
+{
+	RunnerJob  *job;
+	bool		on;
+} ThrottleStep;
+
+static void
+show_throttle_step(void *arg)
+{
+	ThrottleStep *t = arg;
+
+	if (t->on)
+		llm_job_set_throttled(t->job->def->id, t->job->throttled_until,
+							  psprintf("the token limit of its owner, llm.max_tokens_per_minute = %d",
+									   t->job->token_limit));
+	else
+		llm_job_set_throttled(t->job->def->id, 0, NULL);
+}
+
+/*
+ * Show in llm_jobs whether rj waits for its owner's token limit (a catalog
+ * not yet updated has no column for it: the job runs on, unshown).
+ */
+static void
+show_throttle(RunnerJob *rj, bool on)
+{
+	ThrottleStep t = {rj, on};
+	ErrorData  *err = guarded(show_throttle_step, &t);
+
+	if (err != NULL)
+		ereport(DEBUG1, (errmsg("llm job " INT64_FORMAT ": %s", rj->def->id, err->message)));
+	rj->throttle_shown = on;
 }
 
 /* Forget the rows of failed jobs (aborting their requests); outside any loop over the rows. */
@@ -1063,7 +1108,7 @@ claim_rows(List *runnable)
 	{
 		RunnerJob  *rj = list_nth(runnable, (rotate + k) % n_jobs);
 
-		if (job_failed(rj) || rj->exhausted)
+		if (job_failed(rj) || rj->exhausted || throttled(rj, GetCurrentTimestamp()))
 			continue;
 		if (!refill && rj->in_flight >= share)
 			continue;
@@ -1210,6 +1255,7 @@ typedef struct SubmitStep
 	RunnerRow  *row;
 	LlmSkipReason skipped;		/* LLM_SKIP_NONE: submitted or refused */
 	LlmResult  *refused;
+	TimestampTz throttled_until;	/* non-zero: the owner's token limit holds the row back */
 } SubmitStep;
 
 static void
@@ -1241,14 +1287,16 @@ submit_step(void *arg)
 	if (!r->job->ceiling_read)
 	{
 		r->job->ceiling = llm_role_max_priority(job->owner);
+		r->job->token_limit = llm_quota_role_limit(job->owner);
 		r->job->ceiling_read = true;
 	}
 	llm_call_cap_priority(&call, r->job->ceiling);
 	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));
-	if (s->refused == NULL)
+	/* under the owner's token limit as it is now: a row that does not fit waits, it does not fail */
+	if (s->refused == NULL &&
+		(r->request = llm_submit_session(&call.req, r->job->token_limit, &s->throttled_until)) != 0)
 	{
 		r->prompt = row.prompt;
-		r->request = llm_submit_session(&call.req);
 		r->state = ROW_RUNNING;
 	}
 	else
@@ -1277,11 +1325,18 @@ submit_claimed(void)
 	{
 		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
 		RunnerJob  *rj = r->job;
-		SubmitStep	s = {r, LLM_SKIP_NONE, NULL};
+		SubmitStep	s = {r, LLM_SKIP_NONE, NULL, 0};
 		ErrorData  *err;
 
 		if (r->state != ROW_CLAIMED || job_failed(rj))
 			continue;
+		if (throttled(rj, GetCurrentTimestamp()))
+		{
+			/* back to the queue, attempt given back, until the window has room */
+			llm_queue_release(rj->def->id, r->key, token, true, NULL);
+			row_forget(r);
+			continue;
+		}
 		if (r->attempts > rj->def->max_attempts)
 		{
 			/* its earlier attempts ended with the runner */
@@ -1311,6 +1366,24 @@ submit_claimed(void)
 		}
 		else if (s.refused != NULL)
 			row_failed(r, s.refused->sqlstate, s.refused->message);
+		else if (s.throttled_until != 0)
+		{
+			rj->throttled_until = s.throttled_until;
+			llm_queue_release(rj->def->id, r->key, token, true, NULL);
+			row_forget(r);
+		}
+		else if (rj->throttle_shown)
+		{
+			/* a row went out: the job is no longer held back */
+			show_throttle(rj, false);
+		}
+	}
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (throttled(rj, GetCurrentTimestamp()) && !rj->throttle_shown && !job_failed(rj))
+			show_throttle(rj, true);
 	}
 	forget_failed_rows();
 	foreach(lc, jobs)
@@ -1375,7 +1448,8 @@ claim_wanted(void)
 	{
 		RunnerJob  *rj = lfirst(lc);
 
-		if (job_active(rj) && !rj->exhausted && (n_rows < window_size() || rj->in_flight < share))
+		if (job_active(rj) && !rj->exhausted && !throttled(rj, GetCurrentTimestamp()) &&
+			(n_rows < window_size() || rj->in_flight < share))
 			return true;
 	}
 	return false;
@@ -1416,6 +1490,16 @@ next_timeout(void)
 	dlist_iter	it;
 	TimestampTz now = GetCurrentTimestamp();
 	long		timeout = llm_job_naptime_ms - (long) ((now - pass_at) / 1000);
+	ListCell   *lc;
+
+	/* a job held back by its owner's token limit is claimed from again when the window has room */
+	foreach(lc, jobs)
+	{
+		RunnerJob  *rj = lfirst(lc);
+
+		if (throttled(rj, now))
+			timeout = Min(timeout, (long) ((rj->throttled_until - now) / 1000) + 1);
+	}
 
 	dlist_foreach(it, &rows)
 	{

@@ -40,7 +40,22 @@ set_row(int row, LlmModelState state)
 {
 	ServedModel *m = &served[row];
 	LlmModelRow *r = &llm_shared->models[row];
+	int32		overhead = -1;
 
+	if (state == LLM_MODEL_READY)
+	{
+		llm_request probe;
+		int32_t    *ids = NULL;
+		char		err[128];
+
+		/* a one-byte user message: the template's own tokens, plus one */
+		llm_request_init(&probe);
+		probe.prompt_kind = LLM_PROMPT_TEXT;
+		probe.prompt = "x";
+		probe.prompt_len = 1;
+		overhead = (int32) llm_engine_prompt_ids(m->engine, &probe, &ids, err, sizeof(err));
+		free(ids);
+	}
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	r->in_use = m->in_use;
 	strlcpy(r->alias, m->alias, sizeof(r->alias));
@@ -53,6 +68,7 @@ set_row(int row, LlmModelState state)
 		strlcpy(r->architecture, llm_engine_architecture(m->engine), sizeof(r->architecture));
 		r->n_params = llm_engine_n_params(m->engine);
 		r->n_ctx = llm_engine_n_ctx(m->engine);
+		r->prompt_overhead = overhead;
 	}
 	else
 	{
@@ -60,6 +76,7 @@ set_row(int row, LlmModelState state)
 		r->architecture[0] = '\0';
 		r->n_params = 0;
 		r->n_ctx = 0;
+		r->prompt_overhead = -1;
 	}
 	if (row == 0)
 	{

@@ -63,9 +63,40 @@ ALTER TABLE llm_job ADD COLUMN skipped_by_reason jsonb NOT NULL DEFAULT '{}';
 
 -- end of jobs on partitioned tables, TRUNCATE, privileges
 
+-- Quotas
+-- llm.max_tokens_per_minute is applied at admission: each request reserves
+-- what it may use before it is sent.  A job's rows that do not fit wait:
+-- llm_jobs shows until when and why.
+ALTER TABLE llm_job ADD COLUMN throttled_until timestamptz, ADD COLUMN throttled_reason text;
+
+-- end of quotas
+
+-- Asynchronous store
+-- a role lists its own asynchronous requests and drops them all
+CREATE FUNCTION llm_async_requests(
+	OUT id bigint, OUT status text, OUT submitted_at timestamptz, OUT ended_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_async_requests'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+CREATE FUNCTION llm_cancel_all() RETURNS bigint
+AS 'MODULE_PATHNAME', 'pg_llm_cancel_all'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION llm_async_requests() IS 'The current role''s asynchronous requests (llm_submit) in the store: id, status (queued, running, cancelling, done, failed, cancelled), submitted and ended times.';
+COMMENT ON FUNCTION llm_cancel_all() IS 'Drop every asynchronous request of the current role: queued and running ones cancelled, results discarded, their entries freed; returns how many.';
+
+REVOKE ALL ON FUNCTION llm_async_requests() FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_cancel_all() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_async_requests() TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_cancel_all() TO llm_user;
+
+-- end of asynchronous store
+
 -- the llm_jobs view, once, with the columns the blocks above add: the
 -- runner and since when none has run for the job (background workers that
--- come back), rows skipped by reason (jobs on partitioned tables).
+-- come back), rows skipped by reason (jobs on partitioned tables), until when
+-- and why the owner's token limit holds the job back (quotas).
 
 CREATE OR REPLACE VIEW llm_jobs AS
 SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
@@ -80,7 +111,9 @@ SELECT j.id, current_database() AS database, j.target AS "table", j.output_colum
        j.created_at, j.started_at, j.finished_at, j.last_error,
        CASE WHEN j.state IN ('queued', 'running') THEN r.runner_pid END AS runner_pid,
        CASE WHEN j.state IN ('queued', 'running') THEN r.stalled_since END AS stalled_since,
-       j.skipped_by_reason
+       j.skipped_by_reason,
+       CASE WHEN j.state = 'running' AND j.throttled_until > now() THEN j.throttled_until END AS throttled_until,
+       CASE WHEN j.state = 'running' AND j.throttled_until > now() THEN j.throttled_reason END AS throttled_reason
 FROM llm_job j
 LEFT JOIN LATERAL (
 	SELECT count(*) AS queued,
@@ -90,6 +123,6 @@ CROSS JOIN llm_job_runner_state() r
 WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
 
 COMMENT ON VIEW llm_jobs IS
-'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since), rows skipped by reason (deleted, filled, where_false, prompt_null). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
+'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since), rows skipped by reason (deleted, filled, where_false, prompt_null), and while the owner''s token limit (llm.max_tokens_per_minute) holds its rows back, until when and why (throttled_until, throttled_reason). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
 
 -- end of the llm_jobs view

@@ -10,6 +10,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "result_store.h"
 #include "sql_args.h"
@@ -19,12 +20,16 @@
 PG_FUNCTION_INFO_V1(pg_llm_submit);
 PG_FUNCTION_INFO_V1(pg_llm_result);
 PG_FUNCTION_INFO_V1(pg_llm_cancel);
+PG_FUNCTION_INFO_V1(pg_llm_async_requests);
+PG_FUNCTION_INFO_V1(pg_llm_cancel_all);
 
 /*
  * llm_submit(prompt text, the options of llm_generate) -> bigint: the id of
  * the stored request; NULL for a NULL prompt.  Invalid options and a prompt
- * refused before sending (empty) raise here; on_error applies to what
- * llm_result later finds.
+ * refused before sending (empty) raise here, as do a full store, the
+ * role's share of it and its token limit (53400); on_error applies to
+ * what llm_result later finds.  If the statement making the call fails,
+ * the request is dropped (result_store.h: ids no statement returned).
  */
 Datum
 pg_llm_submit(PG_FUNCTION_ARGS)
@@ -114,4 +119,48 @@ Datum
 pg_llm_cancel(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(llm_async_cancel((uint64) PG_GETARG_INT64(0)));
+}
+
+/*
+ * llm_cancel_all() -> bigint: drop every asynchronous request of the
+ * current role (queued and running ones cancelled, results discarded, the
+ * entries freed); returns how many.
+ */
+Datum
+pg_llm_cancel_all(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(llm_async_cancel_all());
+}
+
+#define LLM_ASYNC_REQUESTS_COLS 4
+
+/*
+ * llm_async_requests() -> setof (id bigint, status text, submitted_at
+ * timestamptz, ended_at timestamptz): the current role's asynchronous
+ * requests in the store, with llm_result's status names ('queued',
+ * 'running', 'cancelling' for a running one cancelled, 'done', 'failed',
+ * 'cancelled').
+ */
+Datum
+pg_llm_async_requests(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LlmAsyncListed *list;
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	n = llm_async_list(&list);
+	for (int i = 0; i < n; i++)
+	{
+		Datum		values[LLM_ASYNC_REQUESTS_COLS];
+		bool		nulls[LLM_ASYNC_REQUESTS_COLS] = {false};
+
+		values[0] = Int64GetDatum((int64) list[i].id);
+		values[1] = CStringGetTextDatum(list[i].cancelling ? "cancelling" : llm_async_state_name(list[i].state));
+		values[2] = TimestampTzGetDatum(list[i].submitted_at);
+		values[3] = TimestampTzGetDatum(list[i].ended_at);
+		nulls[3] = list[i].ended_at == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

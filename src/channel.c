@@ -26,6 +26,7 @@
 
 #include "channel.h"
 #include "progress.h"
+#include "quota.h"
 #include "registry.h"
 
 /*
@@ -74,6 +75,7 @@ typedef struct PendingRequest
 	int			n_scores;
 	int			sqlstate;		/* ERROR */
 	char	   *message;
+	LlmQuotaTicket quota;		/* a SUBMIT's reservation, settled when it ends */
 } PendingRequest;
 
 static MemoryContext channel_cxt = NULL;
@@ -231,6 +233,7 @@ drop_channel(const char *reason)
 			p->failed = true;
 			p->sqlstate = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
 			p->message = MemoryContextStrdup(channel_cxt, reason);
+			llm_quota_settle(&p->quota, NULL);
 			if (p->generation)
 				llm_progress_note_failed();
 		}
@@ -240,6 +243,16 @@ drop_channel(const char *reason)
 static void
 llm_backend_exit(int code, Datum arg)
 {
+	HASH_SEQ_STATUS st;
+	PendingRequest *p;
+
+	/* requests still in flight end with us: charged what they reserved */
+	if (pending != NULL)
+	{
+		hash_seq_init(&st, pending);
+		while ((p = hash_seq_search(&st)) != NULL)
+			llm_quota_settle(&p->quota, NULL);
+	}
 	/* the DSM mapping goes away with the process; just leave the registry clean */
 	if (channel != NULL && llm_shared != NULL)
 		unpublish(dsm_segment_handle(channel->seg));
@@ -382,6 +395,7 @@ dispatch(const char *data, Size nbytes)
 			p->done = true;
 			p->finish_reason = m.finish_reason;
 			p->usage = m.usage;
+			llm_quota_settle(&p->quota, &m.usage);
 			p->n_scores = m.n_scores;
 			if (m.n_scores > 0)
 			{
@@ -398,6 +412,7 @@ dispatch(const char *data, Size nbytes)
 			p->message = MemoryContextAlloc(channel_cxt, m.text_len + 1);
 			memcpy(p->message, m.text, m.text_len);
 			p->message[m.text_len] = '\0';
+			llm_quota_settle(&p->quota, NULL);
 			if (p->generation)
 				llm_progress_note_failed();
 			break;
@@ -475,9 +490,14 @@ channel_send(const char *data, Size len)
 	channel->send_in_progress = false;
 }
 
-/* Register a pending request for m (its id assigned here) at nest_level, then send it. */
+/*
+ * Register a pending request for m (its id assigned here) at nest_level,
+ * then send it.  A SUBMIT is admitted under the token limit first
+ * (quota.h): over it, with retry_at NULL, ERROR 53400; else 0 is returned
+ * with *retry_at set, nothing sent.
+ */
 static uint64
-submit_at(llm_wire_msg *m, int nest_level)
+submit_at(llm_wire_msg *m, int nest_level, int limit, TimestampTz *retry_at)
 {
 	PendingRequest *p;
 	bool		found;
@@ -485,6 +505,7 @@ submit_at(llm_wire_msg *m, int nest_level)
 	size_t		len;
 	char	   *buf;
 	MemoryContext old;
+	LlmQuotaTicket ticket = {0};
 
 	ensure_channel();
 	id = next_request_id++;
@@ -494,18 +515,40 @@ submit_at(llm_wire_msg *m, int nest_level)
 		elog(ERROR, "llm: request cannot be encoded");
 	buf = palloc(len);
 	(void) llm_wire_encode(m, buf, len);
+	if (m->kind == LLM_WIRE_SUBMIT && !llm_quota_admit(&m->request, limit, &ticket, retry_at))
+	{
+		pfree(buf);
+		return 0;
+	}
 
+	/* from here the ticket is the pending request's: settled when it ends, is aborted or we exit */
 	p = hash_search(pending, &id, HASH_ENTER, &found);
 	memset(((char *) p) + sizeof(uint64), 0, sizeof(PendingRequest) - sizeof(uint64));
 	p->nest_level = nest_level;
 	p->generation = m->kind == LLM_WIRE_SUBMIT;
+	p->quota = ticket;
 	old = MemoryContextSwitchTo(channel_cxt);
 	initStringInfo(&p->text);
 	MemoryContextSwitchTo(old);
 	if (p->generation)
 		llm_progress_note_submitted();
 
-	channel_send(buf, len);
+	if (nest_level == SESSION_LEVEL)
+	{
+		/* no (sub)transaction abort forgets it: an error while sending must */
+		PG_TRY();
+		{
+			channel_send(buf, len);
+		}
+		PG_CATCH();
+		{
+			llm_abort_request(id);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	else
+		channel_send(buf, len);
 	pfree(buf);
 	return id;
 }
@@ -513,7 +556,7 @@ submit_at(llm_wire_msg *m, int nest_level)
 static uint64
 submit(llm_wire_msg *m)
 {
-	return submit_at(m, GetCurrentTransactionNestLevel());
+	return submit_at(m, GetCurrentTransactionNestLevel(), 0, NULL);
 }
 
 void
@@ -542,16 +585,16 @@ llm_submit(const llm_request *req)
 	llm_wire_msg m;
 
 	submit_message(&m, req);
-	return submit(&m);
+	return submit_at(&m, GetCurrentTransactionNestLevel(), llm_quota_session_limit(), NULL);
 }
 
 uint64
-llm_submit_session(const llm_request *req)
+llm_submit_session(const llm_request *req, int limit, TimestampTz *retry_at)
 {
 	llm_wire_msg m;
 
 	submit_message(&m, req);
-	return submit_at(&m, SESSION_LEVEL);
+	return submit_at(&m, SESSION_LEVEL, limit, retry_at);
 }
 
 uint64
@@ -615,6 +658,8 @@ forget(PendingRequest *p)
 {
 	uint64		id = p->id;
 
+	/* aborted before its end: what it used is not known */
+	llm_quota_settle(&p->quota, NULL);
 	if (p->text.data)
 		pfree(p->text.data);
 	if (p->tokens)

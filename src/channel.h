@@ -17,12 +17,17 @@
  *    llm_abort_request, a dropped channel or the process's exit ends it
  *    (the job runner's requests span its short transactions);
  *  - the worker exiting makes every waiter raise ERROR 55000 at once;
- *  - a channel built for an older worker generation is rebuilt on next use.
+ *  - a channel built for an older worker generation is rebuilt on next use;
+ *  - a SUBMIT's token reservation (quota.h) is settled exactly once: with
+ *    its usage when DONE arrives, else (an ERROR, an abort, a dropped
+ *    channel, the backend's exit) at the whole reservation.
  */
 #ifndef LLM_CHANNEL_H
 #define LLM_CHANNEL_H
 
 #include "postgres.h"
+
+#include "datatype/timestamp.h"
 
 #include "protocol.h"
 
@@ -51,12 +56,18 @@ typedef struct LlmResult
 /*
  * Send a request (request.h; checked by the caller with
  * llm_request_validate) and return its id.  Waits (interruptibly) for a
- * running worker and for room in the queue.
+ * running worker and for room in the queue.  The request is first
+ * admitted under the session's token limit (quota.h): ERROR 53400 if it
+ * does not fit.
  */
 extern uint64 llm_submit(const llm_request *req);
 
-/* llm_submit, but not aborted at the end of the (sub)transaction. */
-extern uint64 llm_submit_session(const llm_request *req);
+/*
+ * llm_submit, but not aborted at the end of the (sub)transaction, and
+ * admitted under limit (the job owner's): when it does not fit, nothing is
+ * sent, 0 is returned and *retry_at says when it may fit.
+ */
+extern uint64 llm_submit_session(const llm_request *req, int limit, TimestampTz *retry_at);
 
 /* This backend as a request's submitter: pid, current role, database. */
 extern void llm_fill_client(llm_wire_client *client);

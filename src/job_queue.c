@@ -653,6 +653,27 @@ llm_job_add_counts(int64 id, const LlmJobCounts *c, double rows_per_s)
 	pfree(by.data);
 }
 
+static const char throttled_sql[] =
+"UPDATE @.llm_job SET throttled_until = $2, throttled_reason = $3 WHERE id = $1";
+
+void
+llm_job_set_throttled(int64 id, TimestampTz until, const char *reason)
+{
+	Oid			types[3] = {INT8OID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	values[0] = Int64GetDatum(id);
+	values[1] = TimestampTzGetDatum(until);
+	if (until == 0)
+		nulls[1] = 'n';
+	if (reason != NULL)
+		values[2] = CStringGetTextDatum(reason);
+	else
+		nulls[2] = 'n';
+	llm_job_internal_exec(throttled_sql, 3, types, values, nulls, 0);
+}
+
 static const char clear_sql[] = "DELETE FROM @.llm_job_queue WHERE job_id = $1";
 
 void

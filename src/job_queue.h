@@ -23,6 +23,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "utils/array.h"
 
 #include "job_rows.h"
@@ -133,6 +134,13 @@ typedef struct LlmJobCounts
 
 /* Add counts to job's totals; rows_per_s (< 0: unknown) is the runner's recent rate. */
 extern void llm_job_add_counts(int64 id, const LlmJobCounts *counts, double rows_per_s);
+
+/*
+ * Job id waits for its owner's token limit until until, for reason
+ * (llm_jobs' throttled_until, throttled_reason); until 0: it no longer
+ * waits (both NULL).
+ */
+extern void llm_job_set_throttled(int64 id, TimestampTz until, const char *reason);
 
 /* Remove every queued row of job (cancelled). */
 extern void llm_queue_clear(int64 job);

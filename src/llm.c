@@ -23,6 +23,7 @@
 #include "model_list.h"
 #include "on_error.h"
 #include "progress.h"
+#include "quota.h"
 #include "registry.h"
 #include "result_store.h"
 #include "sql_args.h"
@@ -84,6 +85,7 @@ _PG_init(void)
 	llm_engine_config_define_gucs();
 	llm_model_list_define_gucs();
 	llm_sql_args_define_gucs();
+	llm_quota_define_gucs();
 	llm_channel_define_gucs();
 	llm_result_store_define_gucs();
 	llm_jobs_define_gucs();
@@ -93,6 +95,7 @@ _PG_init(void)
 	llm_on_error_init();		/* the statement's on_error => 'null' summary (on_error.c) */
 	llm_progress_request();		/* llm_progress's slots (progress.c) */
 	llm_result_store_request();	/* llm_submit's store (result_store.c) */
+	llm_quota_request();		/* the token limit's ledger (quota.c) */
 	llm_job_registry_request();	/* databases with jobs (job_registry.c) */
 	llm_registry_request();
 	llm_register_worker();

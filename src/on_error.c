@@ -1,6 +1,7 @@
 /*
  * on_error.c — the statement-level WARNING summary of on_error => 'null'
- * failures (on_error.h): executor hooks track the executor nesting level,
+ * failures (on_error.h): executor hooks track the executor nesting level
+ * (also what tells result_store.c that a query finished),
  * ExecutorEnd at level 0 emits the summary, a pre-commit callback emits what
  * was noted outside any executor, an abort forgets it.
  */
@@ -11,6 +12,7 @@
 #include "utils/memutils.h"
 
 #include "on_error.h"
+#include "result_store.h"
 
 static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
@@ -98,6 +100,14 @@ on_error_ExecutorFinish(QueryDesc *queryDesc)
 		exec_nesting--;
 	}
 	PG_END_TRY();
+	/* the query finished: the asynchronous ids it made are returned */
+	llm_async_query_finished(exec_nesting);
+}
+
+int
+llm_exec_nesting(void)
+{
+	return exec_nesting;
 }
 
 static void

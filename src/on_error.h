@@ -19,6 +19,9 @@
 /* Install the executor hooks and the transaction callback (from _PG_init). */
 extern void llm_on_error_init(void);
 
+/* The executor nesting level now: 0 outside any executor run, 1 in a top-level query's. */
+extern int	llm_exec_nesting(void);
+
 /* Count one failed request of the running statement; the first message is kept. */
 extern void llm_note_null_failure(int sqlstate, const char *message);
 

@@ -86,6 +86,26 @@ llm_registry_model_state(const char *alias, int32 *n_ctx)
 	return state;
 }
 
+int32
+llm_registry_prompt_overhead(const char *alias)
+{
+	int32		overhead = -1;
+
+	if (alias == NULL)
+		alias = LLM_DEFAULT_MODEL;
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+	{
+		LlmModelRow *r = &llm_shared->models[row];
+
+		if (r->in_use && r->state == LLM_MODEL_READY &&
+			(row == 0 ? strcmp(alias, LLM_DEFAULT_MODEL) == 0 : strcmp(r->alias, alias) == 0))
+			overhead = r->prompt_overhead;
+	}
+	LWLockRelease(llm_shared->lock);
+	return overhead;
+}
+
 static Size
 llm_shmem_size(void)
 {

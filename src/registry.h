@@ -73,6 +73,12 @@ typedef struct LlmModelRow
 	char		architecture[32];
 	int64		n_params;
 	int32		n_ctx;
+	/*
+	 * Tokens the chat template adds around a one-byte user message (the
+	 * template's markers, its default system text, a BOS): with the bytes
+	 * of a request's texts, an upper bound of its prompt (quota.h).
+	 */
+	int32		prompt_overhead;
 	LlmModelStats stats;
 } LlmModelRow;
 
@@ -107,6 +113,9 @@ extern LlmShared *llm_shared;
  * holds.  Takes the lock shared.
  */
 extern LlmModelState llm_registry_model_state(const char *alias, int32 *n_ctx);
+
+/* The prompt_overhead of the model served as alias (as above); -1 when it is not ready. */
+extern int32 llm_registry_prompt_overhead(const char *alias);
 
 /* Ask the postmaster for the registry's shared memory and lock (from _PG_init). */
 extern void llm_registry_request(void);

@@ -5,6 +5,8 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/condition_variable.h"
@@ -15,7 +17,9 @@
 #include "utils/timestamp.h"
 
 #include "channel.h"
+#include "on_error.h"
 #include "protocol.h"
+#include "quota.h"
 #include "registry.h"
 #include "result_store.h"
 
@@ -24,6 +28,7 @@ typedef struct LlmAsyncEntry
 	uint64		id;
 	LlmAsyncState state;
 	bool		cancel_requested;	/* RUNNING: llm_cancel asked the worker to abort it */
+	bool		drop_at_end;	/* RUNNING: nobody wants the result; freed when it ends */
 	bool		on_error_null;
 	Oid			role;			/* submitter: who may fetch or cancel */
 	uint32		generation;		/* RUNNING: the worker generation running it */
@@ -37,6 +42,7 @@ typedef struct LlmAsyncEntry
 	llm_usage	usage;
 	int			sqlstate;		/* FAILED */
 	char		error[LLM_ASYNC_ERROR_LEN];
+	LlmQuotaTicket quota;		/* QUEUED, RUNNING: its reservation under the token limit */
 } LlmAsyncEntry;
 
 typedef struct LlmAsyncStore
@@ -56,6 +62,7 @@ typedef struct LlmAsyncStore
 static int	async_max_requests = 1024;
 static int	async_memory_mb = 32;
 static int	async_result_ttl_s = 600;
+static int	async_max_requests_per_role = 0;	/* 0: half of async_max_requests */
 
 static LlmAsyncStore *store = NULL;
 static dsa_area *area = NULL;
@@ -166,6 +173,8 @@ release_chunks(LlmAsyncEntry *e)
 static void
 free_entry(LlmAsyncEntry *e)
 {
+	/* a request freed before it ended never ran (QUEUED): nothing to charge */
+	llm_quota_refund(&e->quota);
 	release_chunks(e);
 	memset(e, 0, sizeof(*e));
 	e->request = InvalidDsaPointer;
@@ -214,6 +223,34 @@ store_full(const char *what)
 					 "(llm.async_result_ttl), or raise llm.async_max_requests / llm.async_memory.")));
 }
 
+/* The most entries one role may hold: llm.async_max_requests_per_role, 0 meaning half the store. */
+static int
+role_cap(void)
+{
+	int			cap = async_max_requests_per_role > 0 ? async_max_requests_per_role : store->n_entries / 2;
+
+	return Max(Min(cap, store->n_entries), 1);
+}
+
+/*
+ * Entries role holds (any state but FREE, except those of failed
+ * statements the worker is about to free); caller holds the lock.
+ */
+static int
+role_entries(Oid role)
+{
+	int			n = 0;
+
+	for (int i = 0; i < store->n_entries; i++)
+		if (store->entries[i].state != LLM_ASYNC_FREE && store->entries[i].role == role &&
+			!store->entries[i].drop_at_end)
+			n++;
+	return n;
+}
+
+static void role_full(int cap);
+static void track_submitted(uint64 id);
+
 uint64
 llm_async_submit(const llm_request *req, bool on_error_null)
 {
@@ -223,6 +260,8 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	LlmAsyncEntry *e = NULL;
 	uint64		id;
 	Latch	   *worker_latch;
+	LlmQuotaTicket ticket;
+	int			cap;
 
 	llm_async_attach();
 	memset(&m, 0, sizeof(m));
@@ -239,29 +278,63 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	len = llm_wire_encode(&m, NULL, 0);
 	if (len == 0)
 		elog(ERROR, "llm: request cannot be encoded");
+	/* under the role's token limit (ERROR 53400 over it); refunded if it is not stored */
+	(void) llm_quota_admit(req, llm_quota_session_limit(), &ticket, NULL);
 	chunk = dsa_allocate_extended(area, len, DSA_ALLOC_NO_OOM);
 	if (!DsaPointerIsValid(chunk))
+	{
+		llm_quota_refund(&ticket);
 		store_full("no memory left for the request, llm.async_memory");
+	}
 	(void) llm_wire_encode(&m, dsa_get_address(area, chunk), len);
 
-	LWLockAcquire(store->lock, LW_EXCLUSIVE);
-	for (int pass = 0; pass < 2 && e == NULL; pass++)
+	/* an error (a full store, a cancel while waiting) must not keep the chunk or the reservation */
+	PG_TRY();
 	{
-		if (pass == 1 && sweep_locked(GetCurrentTimestamp()) == 0)
-			break;
-		for (int i = 0; i < store->n_entries; i++)
-			if (store->entries[i].state == LLM_ASYNC_FREE)
+		for (TimestampTz start = GetCurrentTimestamp();;)
+		{
+			int			dropping = 0;
+			bool		over_cap;
+
+			LWLockAcquire(store->lock, LW_EXCLUSIVE);
+			cap = role_cap();
+			for (int pass = 0; pass < 2 && e == NULL; pass++)
 			{
-				e = &store->entries[i];
-				break;
+				if (pass == 1 && sweep_locked(GetCurrentTimestamp()) == 0)
+					break;
+				if (role_entries(GetUserId()) >= cap)
+					continue;
+				for (int i = 0; i < store->n_entries; i++)
+					if (store->entries[i].state == LLM_ASYNC_FREE)
+					{
+						e = &store->entries[i];
+						break;
+					}
 			}
+			if (e != NULL)
+				break;			/* the lock still held */
+			over_cap = role_entries(GetUserId()) >= cap;
+			for (int i = 0; i < store->n_entries; i++)
+				if (store->entries[i].drop_at_end)
+					dropping++;
+			LWLockRelease(store->lock);
+			if (over_cap)
+				role_full(cap);
+			/* entries of failed statements are freed once the worker has aborted them: wait for that */
+			if (dropping == 0 || TimestampDifferenceExceeds(start, GetCurrentTimestamp(), llm_worker_wait_timeout()))
+				store_full("every entry is in use, llm.async_max_requests");
+			(void) ConditionVariableTimedSleep(&store->cv, 100, PG_WAIT_EXTENSION);
+		}
 	}
-	if (e == NULL)
+	PG_CATCH();
 	{
+		ConditionVariableCancelSleep();
 		dsa_free(area, chunk);
-		LWLockRelease(store->lock);
-		store_full("every entry is in use, llm.async_max_requests");
+		llm_quota_refund(&ticket);
+		PG_RE_THROW();
 	}
+	PG_END_TRY();
+	ConditionVariableCancelSleep();
 	memset(e, 0, sizeof(*e));
 	e->id = id;
 	e->state = LLM_ASYNC_QUEUED;
@@ -271,8 +344,10 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	e->request = chunk;
 	e->request_len = len;
 	e->text = InvalidDsaPointer;
+	e->quota = ticket;
 	store->version++;
 	LWLockRelease(store->lock);
+	track_submitted(id);
 
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
 	worker_latch = llm_shared->worker_latch;
@@ -280,6 +355,17 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	if (worker_latch)
 		SetLatch(worker_latch);
 	return id;
+}
+
+static void
+role_full(int cap)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("role \"%s\" holds its share of the llm asynchronous request store (%d requests)",
+					GetUserNameFromId(GetUserId(), true) ? GetUserNameFromId(GetUserId(), true) : "?", cap),
+			 errhint("Fetch or cancel its requests (llm_result, llm_cancel, llm_cancel_all), wait for results "
+					 "to expire (llm.async_result_ttl), or raise llm.async_max_requests_per_role.")));
 }
 
 /* Entry id for the caller, who must be its submitter or a superuser; caller holds the lock. */
@@ -400,6 +486,7 @@ llm_async_cancel(uint64 id)
 	{
 		case LLM_ASYNC_QUEUED:
 			release_chunks(e);
+			llm_quota_refund(&e->quota);
 			e->state = LLM_ASYNC_CANCELLED;
 			e->ended_at = GetCurrentTimestamp();
 			ended = true;
@@ -426,8 +513,233 @@ llm_async_cancel(uint64 id)
 	return true;
 }
 
+/*
+ * Drop entry e for its owner, who will never fetch it: QUEUED is freed now
+ * (nothing ran); RUNNING is cancelled and freed as soon as the worker has
+ * aborted it; an ended one is freed.  Returns whether the worker must look.
+ * Caller holds the lock exclusively.
+ */
+static bool
+drop_entry(LlmAsyncEntry *e)
+{
+	switch (e->state)
+	{
+		case LLM_ASYNC_FREE:
+			return false;
+		case LLM_ASYNC_RUNNING:
+			e->cancel_requested = true;
+			e->drop_at_end = true;
+			store->version++;
+			return true;
+		default:
+			free_entry(e);
+			return false;
+	}
+}
+
+static void
+wake_worker(void)
+{
+	Latch	   *worker_latch;
+
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	worker_latch = llm_shared->worker_latch;
+	LWLockRelease(llm_shared->lock);
+	if (worker_latch)
+		SetLatch(worker_latch);
+}
+
+/* ----- ids no statement has returned yet ----- */
+
+/*
+ * An id this backend's llm_submit gave out that no statement has returned
+ * yet: the (sub)transaction level and the executor nesting level of the
+ * call.  Once the query that made the call finishes (its executor's finish
+ * at a lower nesting level), or the transaction commits, the id is
+ * returned: it may be anywhere (a table, a variable, the client) and the
+ * request lives on as documented.  An id still unreturned when its
+ * (sub)transaction aborts was lost with the failed statement: its request
+ * is dropped at once.
+ */
+typedef struct Unreturned
+{
+	uint64		id;
+	int			xact_level;
+	int			exec_level;
+} Unreturned;
+
+static Unreturned *unreturned = NULL;	/* TopMemoryContext */
+static int	n_unreturned = 0;
+static int	cap_unreturned = 0;
+static bool xact_callbacks = false;
+
+static void async_xact_callback(XactEvent event, void *arg);
+static void async_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+								   SubTransactionId parentSubid, void *arg);
+
+static void
+track_submitted(uint64 id)
+{
+	if (!xact_callbacks)
+	{
+		RegisterXactCallback(async_xact_callback, NULL);
+		RegisterSubXactCallback(async_subxact_callback, NULL);
+		xact_callbacks = true;
+	}
+	if (n_unreturned == cap_unreturned)
+	{
+		int			cap = Max(cap_unreturned * 2, 64);
+
+		unreturned = unreturned == NULL
+			? MemoryContextAlloc(TopMemoryContext, cap * sizeof(Unreturned))
+			: repalloc(unreturned, cap * sizeof(Unreturned));
+		cap_unreturned = cap;
+	}
+	unreturned[n_unreturned].id = id;
+	unreturned[n_unreturned].xact_level = GetCurrentTransactionNestLevel();
+	unreturned[n_unreturned].exec_level = llm_exec_nesting();
+	n_unreturned++;
+}
+
+void
+llm_async_query_finished(int level)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n_unreturned; i++)
+		if (unreturned[i].exec_level <= level)
+			unreturned[kept++] = unreturned[i];
+	n_unreturned = kept;
+}
+
+/* Drop the requests of the unreturned ids made at (sub)transaction level >= level. */
+static void
+drop_unreturned(int level)
+{
+	int			kept = 0;
+	bool		wake = false;
+
+	if (n_unreturned == 0 || store == NULL || area == NULL)
+	{
+		n_unreturned = 0;
+		return;
+	}
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < n_unreturned; i++)
+	{
+		LlmAsyncEntry *e;
+
+		if (unreturned[i].xact_level < level)
+		{
+			unreturned[kept++] = unreturned[i];
+			continue;
+		}
+		e = find_entry(unreturned[i].id);
+		if (e != NULL)
+			wake |= drop_entry(e);
+	}
+	LWLockRelease(store->lock);
+	n_unreturned = kept;
+	ConditionVariableBroadcast(&store->cv);
+	if (wake)
+		wake_worker();
+}
+
+static void
+async_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			drop_unreturned(0);
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PREPARE:
+			/* what the committed statements made is theirs now */
+			n_unreturned = 0;
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+async_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		drop_unreturned(level);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/* the parent now answers for them */
+		for (int i = 0; i < n_unreturned; i++)
+			if (unreturned[i].xact_level >= level)
+				unreturned[i].xact_level = level - 1;
+	}
+}
+
+/* ----- a role's own requests ----- */
+
+int64
+llm_async_cancel_all(void)
+{
+	int64		n = 0;
+	bool		wake = false;
+	Oid			role = GetUserId();
+
+	llm_async_attach();
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < store->n_entries; i++)
+	{
+		LlmAsyncEntry *e = &store->entries[i];
+
+		if (e->state == LLM_ASYNC_FREE || e->role != role)
+			continue;
+		wake |= drop_entry(e);
+		n++;
+	}
+	LWLockRelease(store->lock);
+	ConditionVariableBroadcast(&store->cv);
+	if (wake)
+		wake_worker();
+	return n;
+}
+
+int
+llm_async_list(LlmAsyncListed **out)
+{
+	Oid			role = GetUserId();
+	int			n = 0;
+	LlmAsyncListed *list;
+
+	llm_async_attach();
+	list = palloc(sizeof(LlmAsyncListed) * Max(store->n_entries, 1));
+	LWLockAcquire(store->lock, LW_SHARED);
+	for (int i = 0; i < store->n_entries; i++)
+	{
+		LlmAsyncEntry *e = &store->entries[i];
+
+		if (e->state == LLM_ASYNC_FREE || e->role != role)
+			continue;
+		list[n].id = e->id;
+		list[n].state = e->state;
+		list[n].cancelling = e->cancel_requested;
+		list[n].submitted_at = e->submitted_at;
+		list[n].ended_at = e->ended_at;
+		n++;
+	}
+	LWLockRelease(store->lock);
+	*out = list;
+	return n;
+}
+
 /* ---------- worker side ---------- */
 
+/* e ends in state: its request freed, its reservation settled; freed whole if nobody wants it. */
 static void
 end_entry(LlmAsyncEntry *e, LlmAsyncState state)
 {
@@ -438,6 +750,9 @@ end_entry(LlmAsyncEntry *e, LlmAsyncState state)
 	e->state = state;
 	e->cancel_requested = false;
 	e->ended_at = GetCurrentTimestamp();
+	llm_quota_settle(&e->quota, state == LLM_ASYNC_DONE ? &e->usage : NULL);
+	if (e->drop_at_end)
+		free_entry(e);
 }
 
 
@@ -651,5 +966,12 @@ llm_result_store_define_gucs(void)
 							&async_result_ttl_s,
 							600, 1, INT_MAX / 1000,
 							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("llm.async_max_requests_per_role",
+							"Entries of the asynchronous request store one role may hold at once; 0 = half of llm.async_max_requests.",
+							"So that one role's requests never fill the store for the others; over it llm_submit fails with SQLSTATE 53400.",
+							&async_max_requests_per_role,
+							0, 0, 1000000,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 }

@@ -34,7 +34,22 @@
  * A server restart or crash empties the store.
  *
  * Who may fetch or cancel: the role that submitted (GetUserId() at
- * submission), or a superuser.
+ * submission), or a superuser.  A role holds at most
+ * llm.async_max_requests_per_role entries (0: half the store), so one
+ * role's requests never fill the store for the others.
+ *
+ * Ids no statement returned: an id llm_submit gives out is returned once
+ * the query whose call made it finishes (at any nesting level: the
+ * client's statement, a query inside a function), or its transaction
+ * commits.  A PL/pgSQL assignment that is no query (x := llm_submit(...))
+ * is part of the query running the function.  When a (sub)transaction
+ * aborts, the requests of the ids made in it and not returned (the failed
+ * statement's) are dropped at once: a queued one is freed, a running one
+ * is cancelled and freed when the worker has aborted it.  Returned ids
+ * outlive the transaction.
+ *
+ * Token limit: each entry holds its reservation (quota.h) from submission
+ * until it ends.
  *
  * Locking: store->lock (its own LWLock tranche "llm async") guards every
  * entry field and the counters; readers copy an entry's text out while
@@ -46,6 +61,8 @@
 #define LLM_RESULT_STORE_H
 
 #include "postgres.h"
+
+#include "datatype/timestamp.h"
 
 #include "request.h"
 
@@ -87,7 +104,8 @@ typedef struct LlmAsyncResult
 /*
  * Store req (checked by the caller) and return its id; on_error_null is
  * kept for llm_result.  ERROR 53400 when the store has no free entry or no
- * room for the request.
+ * room for the request, the role holds its share, or the request does
+ * not fit the role's token limit.
  */
 extern uint64 llm_async_submit(const llm_request *req, bool on_error_null);
 
@@ -105,6 +123,32 @@ extern void llm_async_fetch(uint64 id, bool wait, LlmAsyncResult *out);
  * entry; ERROR 42501 if the caller may not touch it.
  */
 extern bool llm_async_cancel(uint64 id);
+
+/*
+ * Drop every entry of the current role (QUEUED and ended ones freed now,
+ * RUNNING ones cancelled and freed once the worker aborted them); returns
+ * how many.
+ */
+extern int64 llm_async_cancel_all(void);
+
+/* One entry of the current role, as llm_async_requests() lists it. */
+typedef struct LlmAsyncListed
+{
+	uint64		id;
+	LlmAsyncState state;
+	bool		cancelling;		/* RUNNING: cancelled, the worker has not aborted it yet */
+	TimestampTz submitted_at;
+	TimestampTz ended_at;		/* 0 until it ends */
+} LlmAsyncListed;
+
+/* The current role's entries (palloc'd array into *out); returns how many. */
+extern int	llm_async_list(LlmAsyncListed **out);
+
+/*
+ * The query at executor nesting level level finished (on_error.c's
+ * executor hooks): the ids its calls of llm_submit gave out are returned.
+ */
+extern void llm_async_query_finished(int level);
 
 /* ---------- worker side (bgworker/intake.c) ---------- */
 

@@ -59,9 +59,6 @@ static int	debug_poison_logits = 0;
 static int	session_priority = LLM_PRIORITY_INTERACTIVE;
 static int	max_priority = LLM_PRIORITY_INTERACTIVE;
 
-/* llm.max_tokens_per_minute: 0 = no limit */
-static int	max_tokens_per_minute = 0;
-
 /* ---------- the argument table ---------- */
 
 typedef struct LlmArgDesc LlmArgDesc;
@@ -547,37 +544,15 @@ finish_read(LlmCall *call)
 }
 
 /*
- * Refuse the call while the current role has used llm.max_tokens_per_minute
- * tokens in the last minute.
- */
-static void
-check_quota(void)
-{
-	int64		used;
-
-	if (max_tokens_per_minute <= 0)
-		return;
-	used = llm_usage_recent_tokens(GetUserId());
-	if (used >= max_tokens_per_minute)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("token limit of role \"%s\" exceeded: %lld tokens in the last minute, "
-						"llm.max_tokens_per_minute = %d",
-						GetUserNameFromId(GetUserId(), true) ? GetUserNameFromId(GetUserId(), true) : "?",
-						(long long) used, max_tokens_per_minute),
-				 errhint("Retry later, or ask a superuser to raise llm.max_tokens_per_minute for the role.")));
-}
-
-/*
- * A fresh call: the role's quota checked, the session's class (never above
- * the ceiling; a priority option overrides it when the arguments are read).
+ * A fresh call: the session's class (never above the ceiling; a priority
+ * option overrides it when the arguments are read).  The role's token limit
+ * is applied when a request is sent (quota.h).
  */
 static void
 start_read(LlmCall *call)
 {
 	memset(call, 0, sizeof(*call));
 	llm_request_init(&call->req);
-	check_quota();
 	call->req.priority = (llm_priority) Max(session_priority, max_priority);
 }
 
@@ -585,7 +560,7 @@ start_read(LlmCall *call)
  * The one read of a call's options: vals[r] (N_ARGS rows, NULL for absent)
  * applied in the table's order, absent ones taking the table's default, then
  * the session's request settings and the checks.  A stored call (a job's
- * options) skips the caller's own checks, quota and class ceiling: the call
+ * options) skips the caller's own check, the class ceiling: the call
  * that stored the options made them as its caller.
  */
 static void
@@ -1093,18 +1068,17 @@ check_session_priority(int *newval, void **extra, GucSource source)
 }
 
 /*
- * llm.max_priority as the pg_db_role_setting entry (database, role) sets
- * it, into *out; false if the entry does not name it.  Names and values
- * are compared as the GUC machinery compares them (case-insensitively).
+ * The value entry (database, role) of pg_db_role_setting gives setting name
+ * (a later item of one entry replaces an earlier one, as when a session
+ * applies them) into *out (palloc'd); false if it does not name it.
  */
 static bool
-stored_ceiling(Relation rel, Oid database, Oid role, int *out)
+stored_setting(Relation rel, Oid database, Oid role, const char *name, char **out)
 {
 	ScanKeyData keys[2];
 	SysScanDesc scan;
 	HeapTuple	tup;
 	bool		found = false;
-	static const char name[] = "llm.max_priority";
 
 	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(database));
@@ -1122,7 +1096,6 @@ stored_ceiling(Relation rel, Oid database, Oid role, int *out)
 		if (isnull)
 			continue;
 		deconstruct_array(DatumGetArrayTypeP(config), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-		/* a later item of one entry replaces an earlier one, as when a session applies them */
 		for (int i = 0; i < n; i++)
 		{
 			char	   *item;
@@ -1133,12 +1106,10 @@ stored_ceiling(Relation rel, Oid database, Oid role, int *out)
 			item = TextDatumGetCString(elems[i]);
 			eq = strchr(item, '=');
 			if (eq != NULL && eq - item == (int) strlen(name) && pg_strncasecmp(item, name, eq - item) == 0)
-				for (const struct config_enum_entry *e = priority_options; e->name; e++)
-					if (pg_strcasecmp(e->name, eq + 1) == 0)
-					{
-						*out = e->val;
-						found = true;
-					}
+			{
+				*out = pstrdup(eq + 1);
+				found = true;
+			}
 			pfree(item);
 		}
 	}
@@ -1146,20 +1117,33 @@ stored_ceiling(Relation rel, Oid database, Oid role, int *out)
 	return found;
 }
 
-llm_priority
-llm_role_max_priority(Oid role)
+char *
+llm_role_setting(Oid role, const char *name)
 {
 	/* the order in which a new session applies them: the first found wins */
 	const Oid	entries[4][2] = {
 		{MyDatabaseId, role}, {InvalidOid, role}, {MyDatabaseId, InvalidOid}, {InvalidOid, InvalidOid}
 	};
 	Relation	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
-	int			ceiling = max_priority;
+	char	   *value = NULL;
 
 	for (int i = 0; i < lengthof(entries); i++)
-		if (stored_ceiling(rel, entries[i][0], entries[i][1], &ceiling))
+		if (stored_setting(rel, entries[i][0], entries[i][1], name, &value))
 			break;
 	table_close(rel, AccessShareLock);
+	return value;
+}
+
+llm_priority
+llm_role_max_priority(Oid role)
+{
+	char	   *value = llm_role_setting(role, "llm.max_priority");
+	int			ceiling = max_priority;
+
+	if (value != NULL)
+		for (const struct config_enum_entry *e = priority_options; e->name; e++)
+			if (pg_strcasecmp(e->name, value) == 0)
+				ceiling = e->val;
 	return (llm_priority) ceiling;
 }
 
@@ -1202,14 +1186,6 @@ llm_sql_args_define_gucs(void)
 							 priority_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
-
-	DefineCustomIntVariable("llm.max_tokens_per_minute",
-							"Tokens (prompt + completion) the current role's requests may use per minute; 0 = no limit.",
-							"Set per role by a superuser (ALTER ROLE ... SET); a call over it fails with SQLSTATE 53400.",
-							&max_tokens_per_minute,
-							0, 0, INT_MAX,
-							PGC_SUSET, 0,
-							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("llm.debug_poison_logits",
 							"Developer option: make the logits of the next N rows non-finite after this session's next generation request.",

@@ -41,9 +41,8 @@
 
 /*
  * Define the session settings every request carries, llm.prefix_cache_isolation
- * and llm.debug_poison_logits, and those of its class and quota,
- * llm.priority, llm.max_priority and llm.max_tokens_per_minute (from
- * _PG_init).
+ * and llm.debug_poison_logits, and those of its class, llm.priority and
+ * llm.max_priority (from _PG_init).
  *
  * Class of a call (request.h's llm_priority; the scheduler serves
  * interactive before batch): a priority => argument names it; else a
@@ -55,10 +54,8 @@
  * refused, as a priority => argument above it is (ERROR 42501).  Lowering
  * is always allowed.
  *
- * Quota: with llm.max_tokens_per_minute > 0 (superuser-set, e.g. per role),
- * a call is refused with ERROR 53400 while the current role's requests have
- * used that many tokens (prompt + completion, accounted as requests end)
- * in the last minute.
+ * The token limit, llm.max_tokens_per_minute, is applied when a request
+ * is sent, not when its options are read (quota.h).
  */
 extern void llm_sql_args_define_gucs(void);
 
@@ -88,9 +85,9 @@ typedef struct LlmCall
 	bool		explicit_priority;	/* req.priority came from a priority => argument */
 
 	/*
-	 * Read from stored options (llm_call_read_stored): the checks that
-	 * belong to the caller, its quota and its class ceiling, were made by
-	 * the call that stored them and are not made again.
+	 * Read from stored options (llm_call_read_stored): the check that
+	 * belongs to the caller, its class ceiling, was made by the call that
+	 * stored them and is not made again.
 	 */
 	bool		stored;
 } LlmCall;
@@ -176,6 +173,13 @@ extern void llm_call_cap_priority(LlmCall *call, llm_priority ceiling);
 extern llm_priority llm_role_max_priority(Oid role);
 
 /*
+ * The value of setting name a new session of role in this database would
+ * take from pg_db_role_setting (in the order above; palloc'd), NULL if no
+ * entry names it.  Needs a transaction.
+ */
+extern char *llm_role_setting(Oid role, const char *name);
+
+/*
  * Make prompt the call's prompt (user message through the chat template,
  * or with raw => true as is).  Returns NULL, or the failed result of a
  * prompt refused before sending (empty: 22023 "prompt must not be empty").
@@ -249,7 +253,7 @@ extern Jsonb *llm_call_options_encode(const LlmArgMap *map, const NullableDatum 
  * reads and checks a call's arguments (the same apply functions and
  * checks: ERROR 22023 naming an unknown or invalid option, 54000 for a
  * grammar over a limit), except the caller's own checks, made when the
- * options were stored (LlmCall.stored): quota and the class ceiling.
+ * options were stored (LlmCall.stored): the class ceiling.
  */
 extern void llm_call_read_stored(Jsonb *options, LlmCall *call);
 

@@ -2,8 +2,7 @@
  * stats.c — SQL views of the worker's shared state (stats.h, registry.h):
  * llm_stat() (behind the llm_stat view), llm_recent_requests(),
  * llm_stat_reset(), llm_model_info(), llm_models() and llm_usage() (behind
- * the llm_usage view); and the per-role token count of the last minute that
- * llm.max_tokens_per_minute is checked against.  These read main shared
+ * the llm_usage view).  These read main shared
  * memory only, so they work while the worker is down or the model failed
  * to load.
  */
@@ -431,21 +430,6 @@ window_tokens(const LlmRoleUsage *u, int64 now_sec)
 	for (int b = 0; b < LLM_USAGE_WINDOW; b++)
 		if (u->second[b] > now_sec - LLM_USAGE_WINDOW && u->second[b] <= now_sec)
 			sum += u->tokens[b];
-	return sum;
-}
-
-int64
-llm_usage_recent_tokens(Oid role)
-{
-	int64		now_sec = (int64) time(NULL);
-	int64		sum = 0;
-
-	require_registry();
-	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
-		if (llm_shared->stats.usage[i].role == role)
-			sum += window_tokens(&llm_shared->stats.usage[i], now_sec);
-	LWLockRelease(llm_shared->lock);
 	return sum;
 }
 

@@ -47,8 +47,9 @@ typedef struct LlmLatencyRing
 /*
  * Token usage of one (role, database): the requests the worker took for it
  * and what they used, behind the llm_usage view; and the tokens (prompt +
- * completion) noted in each of the last LLM_USAGE_WINDOW seconds, behind
- * llm.max_tokens_per_minute.  A request is noted when it ends (finished,
+ * completion) noted in each of the last LLM_USAGE_WINDOW seconds
+ * (llm_usage.tokens_last_minute; the limit, llm.max_tokens_per_minute, has
+ * its own ledger, quota.h).  A request is noted when it ends (finished,
  * failed or aborted: an aborted one with the tokens it had generated).
  * The table holds LLM_USAGE_ENTRIES pairs; a new pair beyond that takes the
  * entry of the pair noted least recently.
@@ -198,10 +199,5 @@ extern void llm_stats_publish(llm_engine *const *engines, int n);
 
 /* The worker exits: no requests run any more (caller holds the lock exclusively). */
 extern void llm_stats_worker_gone_locked(LlmStats *s);
-
-/* ---------- backend side (stats.c) ---------- */
-
-/* Tokens noted for role (all databases) in the last LLM_USAGE_WINDOW seconds. */
-extern int64 llm_usage_recent_tokens(Oid role);
 
 #endif
