@@ -102,8 +102,11 @@ like(as_role('q_agg', 200,
 		q{SELECT try_sql($$SELECT llm_agg('Ticket ' || g || ': the printer on floor ' || g || ' is out of paper again.', 'Summarize the tickets.',
 		                   '{"max_tokens": 8}') FROM generate_series(1, 400) g$$)}),
 	qr/^53400: token limit of role "q_agg" exceeded/, 'llm_agg whose pieces are over the limit fails with 53400');
-# each piece is bigger than the limit: only the first, into the empty window, is admitted
-is(role_requests('q_agg'), '1', 'llm_agg: one piece admitted, the limit plus one request');
+# each piece is bigger than the limit: only the first, into the empty window,
+# is admitted; the statement's failure may abort it before the worker starts
+# it, so the worker sees at most that one
+my $agg_seen = role_requests('q_agg');
+ok($agg_seen <= 1, "llm_agg: at most one piece admitted, the limit plus one request ($agg_seen reached the worker)");
 
 my @sessions;
 for my $s (1 .. 8)
