@@ -68,7 +68,7 @@ on_event(const llm_event *ev, void *arg)
 	r->why = ev->finish_reason;
 	if (ev->kind == LLM_EVENT_ERROR)
 		snprintf(r->error, sizeof(r->error), "%s", ev->text);
-	if (ev->kind == LLM_EVENT_FINISHED && ev->n_scores <= 4)
+	if (ev->kind == LLM_EVENT_FINISHED && ev->n_scores > 0 && ev->n_scores <= 4)
 	{
 		r->n_scores = ev->n_scores;
 		memcpy(r->scores, ev->scores, sizeof(double) * (size_t) ev->n_scores);
