@@ -263,9 +263,10 @@ int64_t		llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, 
 
 /*
  * Text below this many bytes is tokenized on the caller's (driver's)
- * thread: up to 16 KiB take about a millisecond, less than handing the
- * text to the tokenizer thread and back across a step; a larger text goes
- * to the tokenizer thread (llm_engine_submit, llm_engine_tokenize_request).
+ * thread: 16 KiB take 1 to 2 ms (SmolLM2, bench/tokenize_stall), less than
+ * the step by which the hand-over to the tokenizer thread delays the
+ * request; a larger text goes to the tokenizer thread (llm_engine_submit,
+ * llm_engine_tokenize_request), where 1 MB takes about 0.3 s.
  */
 #define LLM_TOKENIZE_INLINE_BYTES 16384
 
