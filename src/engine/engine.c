@@ -11,6 +11,7 @@
 #include "engine_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1498,6 +1499,7 @@ typedef struct tokenize_job
 	llm_request *req;			/* llm_request_copy of the submitted request */
 	bool		text_only;		/* llm_engine_tokenize_request: req->prompt as plain text */
 	live_request *owner;		/* driver: the waiting stand-in; NULL once it was dropped */
+	atomic_bool dropped;		/* set with owner = NULL: a job not started yet is skipped */
 	tokenized	out;
 } tokenize_job;
 
@@ -1506,6 +1508,8 @@ tokenize_job_run(llm_offload_job *base)
 {
 	tokenize_job *job = (tokenize_job *) base;
 
+	if (atomic_load(&job->dropped))
+		return;					/* nobody waits for it: collected and freed unseen */
 	if (!job->text_only)
 	{
 		tokenize_request(job->e, job->req, &job->out);
@@ -1534,6 +1538,7 @@ tokenize_wait_cancel(llm_engine *e, live_request *r)
 	if (r->tok_job == NULL)
 		return;
 	r->tok_job->owner = NULL;
+	atomic_store(&r->tok_job->dropped, true);
 	r->tok_job = NULL;
 	e->n_tokenizing--;
 }
