@@ -12,6 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#endif
+
+/* the thread's nice value above the process's own */
+#define LLM_OFFLOAD_NICE 10
 
 struct llm_offload
 {
@@ -112,6 +120,14 @@ offload_main(void *arg)
 	/* signals are the driver's (the worker's PostgreSQL handlers) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+#ifdef __linux__
+	/*
+	 * Linux gives each thread its own nice value: where the thread and the
+	 * compute threads share a CPU, the steps keep most of it and the job
+	 * takes what is left (failure only loses that preference)
+	 */
+	(void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), LLM_OFFLOAD_NICE);
+#endif
 	pthread_mutex_lock(&o->mu);
 	for (;;)
 	{

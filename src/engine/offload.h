@@ -4,7 +4,8 @@
  *
  * The driver (the thread that calls llm_engine_step) queues a job; the
  * thread runs it (signals blocked, no PostgreSQL: a job touches only its
- * own memory and read-only engine state) and moves it to a done list; the
+ * own memory and read-only engine state; at nice +10 on Linux, so the
+ * steps keep a CPU they share with it) and moves it to a done list; the
  * driver takes the finished jobs at the start of a step (one atomic load
  * when none finished).  A job is owned by the offload from llm_offload_push
  * to llm_offload_take; llm_offload_free discards the jobs it still owns.
