@@ -126,6 +126,11 @@ build/bench/grammar_stall: bench/grammar_stall.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# A large prompt and a large tokenize text beside decoding requests: their step gaps (docs/ARCHITECTURE.md).
+build/bench/tokenize_stall: bench/tokenize_stall.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 # -MMD -MP: a test is rebuilt when a header it includes changes (the shared
 # test helpers: unit.h, *_test_util.h).
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)

@@ -27,6 +27,7 @@ typedef struct WorkerRequest
 	int			model;			/* its model's row (registry.h) */
 	bool		grammar;		/* constrained: a length finish is no valid result */
 	uint8		grammar_kind;	/* its llm_grammar_kind (the source's first byte), for messages */
+	bool		tokenize;		/* an llm_tokenize() text on the tokenizer thread: ends with TOKENS */
 	int32		max_tokens;
 	Oid			role;			/* accounting tags of the request (protocol.h) */
 	Oid			database;
@@ -157,28 +158,60 @@ submit(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
 	dlist_push_tail(&slot_requests[slot], &r->node);
 }
 
+/* The TOKENS answer to a channel's llm_tokenize() request. */
 static void
-tokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
+answer_tokens(int slot, uint64 id, const int32 *ids, int64 n)
 {
-	int32	   *ids;
-	int64		n;
-	char		err[512];
 	llm_wire_msg out;
 
-	err[0] = '\0';
-	n = llm_engine_tokenize(engine, m->text, m->text_len, &ids, err, sizeof(err));
-	if (n < 0)
-	{
-		answer_error(slot, m->id, LLM_ERR_INVALID_TEXT, err[0] ? err : "could not tokenize the text");
-		return;
-	}
 	memset(&out, 0, sizeof(out));
 	out.kind = LLM_WIRE_TOKENS;
-	out.id = m->id;
-	out.ids = ids;
+	out.id = id;
+	out.ids = (int32 *) ids;
 	out.n_ids = (int32) n;
 	wch_queue(slot, &out);
-	free(ids);
+}
+
+/*
+ * llm_tokenize(): a short text is answered now; a long one is tokenized on
+ * the engine's tokenizer thread as a request of its own, answered from its
+ * TOKENS or ERROR event, so the steps of every other session go on
+ * meanwhile.
+ */
+static void
+tokenize(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
+{
+	WorkerRequest *r;
+	int32	   *ids;
+	int64		n;
+	char		err[1100];
+	llm_status	st;
+
+	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
+	r->slot = slot;
+	r->client_id = m->id;
+	r->engine_id = next_engine_id++;
+	r->engine = engine;
+	r->model = model;
+	r->client = m->client;
+	r->tokenize = true;
+	err[0] = '\0';
+	st = llm_engine_tokenize_request(engine, r->engine_id, m->text, m->text_len, r, &ids, &n,
+									 err, sizeof(err));
+	if (st != LLM_OK)
+	{
+		answer_error(slot, m->id, st, err);
+		pfree(r);
+		return;
+	}
+	if (ids != NULL)
+	{
+		answer_tokens(slot, m->id, ids, n);
+		free(ids);
+		pfree(r);
+		return;
+	}
+	dlist_push_tail(&slot_requests[slot], &r->node);
 }
 
 static void
@@ -224,8 +257,11 @@ abort_request(int slot, uint64 client_id)
 		if (r->client_id == client_id)
 		{
 			llm_engine_abort(r->engine, r->engine_id);
-			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(r->model, &r->client);
+			if (!r->tokenize)
+			{
+				llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
+				llm_stats_note_aborted(r->model, &r->client);
+			}
 			free_request(r);
 			return;
 		}
@@ -277,7 +313,7 @@ intake_message(int slot, const void *data, Size len)
 			submit(slot, &m, engine, model);
 			break;
 		case LLM_WIRE_TOKENIZE:
-			tokenize(slot, &m, engine);
+			tokenize(slot, &m, engine, model);
 			break;
 		case LLM_WIRE_DETOKENIZE:
 			detokenize(slot, &m, engine);
@@ -298,8 +334,11 @@ intake_abort_slot(int slot)
 		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
 		llm_engine_abort(r->engine, r->engine_id);
-		llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-		llm_stats_note_aborted(r->model, &r->client);
+		if (!r->tokenize)
+		{
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
+			llm_stats_note_aborted(r->model, &r->client);
+		}
 		free_request(r);
 	}
 	llm_stats_note_change();
@@ -319,9 +358,12 @@ intake_fail_engine(llm_engine *e, int sqlstate, const char *message)
 			if (r->engine != e)
 				continue;
 			llm_engine_abort(e, r->engine_id);
-			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
 			wch_queue_error(i, r->client_id, sqlstate, message);
-			llm_stats_note_failed(r->model, &r->client);
+			if (!r->tokenize)
+			{
+				llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
+				llm_stats_note_failed(r->model, &r->client);
+			}
 			free_request(r);
 		}
 	}
@@ -506,6 +548,18 @@ grammar_cut(const WorkerRequest *r, const llm_event *ev, char *msg, size_t size)
 }
 
 /*
+ * Whether the request of an ERROR event had been queued: every queued
+ * request has prompt ids; one whose prompt failed on the tokenizer thread
+ * has none and, like a submission refused at once, is no request in
+ * llm_usage.
+ */
+static bool
+queued(const llm_event *ev)
+{
+	return ev->usage.prompt_tokens > 0;
+}
+
+/*
  * r ended in this engine step: noted in the statistics now, its outcome
  * kept for intake_async_deliver, which stores it after the statistics are
  * published (a backend that sees the result in the store then sees it
@@ -546,10 +600,13 @@ async_event(WorkerRequest *r, const llm_event *ev)
 			break;
 		case LLM_EVENT_ERROR:
 			llm_stats_note_failed(r->model, &r->client);
-			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
+			if (queued(ev))
+				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			async_end(r, llm_status_sqlstate(ev->status),
 					  ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
 			break;
+		case LLM_EVENT_TOKENS:
+			break;				/* only tokenize requests have them */
 	}
 	llm_stats_note_change();
 }
@@ -584,6 +641,16 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 	if (r->slot == ASYNC_SLOT)
 	{
 		async_event(r, ev);
+		return;
+	}
+	if (r->tokenize)
+	{
+		/* an llm_tokenize() text, answered as the inline path answers it; no statistics */
+		if (ev->kind == LLM_EVENT_TOKENS)
+			answer_tokens(r->slot, r->client_id, ev->ids, ev->n_ids);
+		else
+			answer_error(r->slot, r->client_id, ev->status, ev->text);
+		free_request(r);
 		return;
 	}
 	memset(&m, 0, sizeof(m));
@@ -624,9 +691,12 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 		case LLM_EVENT_ERROR:
 			answer_error(r->slot, r->client_id, ev->status, ev->text);
 			llm_stats_note_failed(r->model, &r->client);
-			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
+			if (queued(ev))
+				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
+		case LLM_EVENT_TOKENS:
+			break;				/* only tokenize requests have them */
 	}
 	llm_stats_note_change();
 }

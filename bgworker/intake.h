@@ -18,7 +18,11 @@
  * statistics (src/stats.h).  A request with a grammar that finishes with
  * "length" is answered with ERROR 54000 instead of its text: its output is
  * incomplete under the grammar, so it is no valid result (the statistics
- * still record the "length" finish).
+ * still record the "length" finish).  An llm_tokenize() text of at least
+ * LLM_TOKENIZE_INLINE_BYTES is tokenized on the engine's tokenizer thread
+ * as a request of its own (listed under its slot like any other, no
+ * statistics), answered from its TOKENS or ERROR event; a shorter one is
+ * answered at once.
  */
 #ifndef LLM_INTAKE_H
 #define LLM_INTAKE_H

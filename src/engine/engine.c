@@ -1,8 +1,9 @@
 /*
  * engine.c — the engine's request table, the lifecycle of the engine and of
  * its requests, and the public API around them (engine.h): create/destroy,
- * prompts to token ids (the one place: chat template or tokenizer),
- * submission of GENERATE and SCORE requests, abort, statistics.  One step
+ * prompts to token ids (the one place: chat template or tokenizer; a large
+ * prompt on the tokenizer thread), submission of GENERATE and SCORE
+ * requests, abort, statistics.  One step
  * lives in engine_step.c, a request's output in engine_output.c, the
  * configuration in engine_config.c; what they share is engine_internal.h.
  */
@@ -10,6 +11,7 @@
 #include "engine_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,16 +171,22 @@ grammar_wait_cancel(llm_engine *e, live_request *r)
 	r->grammar_wait = NULL;
 }
 
+static void tokenize_wait_cancel(llm_engine *e, live_request *r);
+
 void
 engine_drop_request(llm_engine *e, live_request *r)
 {
+	bool		stand_in = r->tok_job != NULL || r->tokenize_only;
+
 	if (r->dropped)
 		return;
 	grammar_wait_cancel(e, r);
+	tokenize_wait_cancel(e, r);
 	for (int32_t k = 0; k < r->n_seqs; k++)
 		llm_sched_remove(e->sched, &r->seqs[k]);
 	table_del(e, r->id);
-	if (r->mode == LLM_MODE_SCORE)
+	/* a stand-in was never counted: only the request built from its ids is */
+	if (r->mode == LLM_MODE_SCORE && !stand_in)
 		e->n_live_score--;
 	r->dropped = true;
 	if (e->in_step)
@@ -409,6 +417,10 @@ engine_build(const llm_engine_config *c, bool check_only, size_t *field, char *e
 	e->grammars = llm_grammar_store_create(e->tok);
 	if (e->grammars == NULL)
 		goto oom;
+	e->tokenizer = llm_offload_create("tokenizer");
+	if (e->tokenizer == NULL)
+		goto oom;
+	e->tokenize_inline_bytes = LLM_TOKENIZE_INLINE_BYTES;
 
 	{
 		int			cpus = engine_online_cpus();
@@ -574,6 +586,9 @@ llm_engine_destroy(llm_engine *e)
 	if (e == NULL)
 		return;
 	engine_free_dropped(e);
+	/* first: its jobs read the tokenizer; the stand-ins in the table no longer point at them */
+	llm_offload_free(e->tokenizer);
+	e->tokenizer = NULL;
 	if (e->table)
 	{
 		for (uint32_t i = 0; i <= e->table_mask; i++)
@@ -585,6 +600,7 @@ llm_engine_destroy(llm_engine *e)
 					for (int32_t k = 0; k < r->n_seqs; k++)
 						llm_sched_remove(e->sched, &r->seqs[k]);
 				grammar_wait_cancel(e, r);
+				r->tok_job = NULL;
 				request_free(r);
 			}
 		free(e->table);
@@ -1023,6 +1039,71 @@ continuation_ids(const llm_engine *e, const llm_request *req, int k, int32_t **i
 	return LLM_OK;
 }
 
+/*
+ * Every token id a request's submission needs: the prompt's, and a SCORE
+ * request's continuations' in order up to the first that fails.  Made by
+ * tokenize_request from read-only engine state only (the tokenizer, the
+ * chat template, end_of_turn), so on the driver or on the tokenizer thread
+ * alike; consumed by submit_ids on the driver.
+ */
+typedef struct tokenized
+{
+	int32_t    *ids;			/* the prompt's (malloc'd) */
+	int64_t		n;				/* their count; -1: the prompt failed (err) */
+	int32_t   **cont;			/* SCORE: [n_continuations], the first n_cont_ok set */
+	int32_t    *n_cont;
+	int32_t		n_cont_ok;
+	llm_status	cont_st;		/* continuation n_cont_ok's failure (err), if any */
+	char		err[1100];
+} tokenized;
+
+static void
+tokenized_free(tokenized *t)
+{
+	free(t->ids);
+	if (t->cont != NULL)
+		for (int32_t k = 0; k < t->n_cont_ok; k++)
+			free(t->cont[k]);
+	free(t->cont);
+	free(t->n_cont);
+	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * Tokenize req (validated) into t: the prompt (its error in t->err, or
+ * "could not tokenize the prompt"), then, when it gave ids, a SCORE
+ * request's continuations until one fails.
+ */
+static void
+tokenize_request(const llm_engine *e, const llm_request *req, tokenized *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->n = prompt_ids(e, req, &t->ids, t->err, sizeof(t->err));
+	if (t->n < 0)
+	{
+		if (t->err[0] == '\0')
+			snprintf(t->err, sizeof(t->err), "could not tokenize the prompt");
+		return;
+	}
+	if (req->mode != LLM_MODE_SCORE || t->n == 0)
+		return;
+	t->cont = calloc((size_t) req->n_continuations, sizeof(int32_t *));
+	t->n_cont = calloc((size_t) req->n_continuations, sizeof(int32_t));
+	if (t->cont == NULL || t->n_cont == NULL)
+	{
+		t->cont_st = LLM_ERR_OUT_OF_MEMORY;
+		snprintf(t->err, sizeof(t->err), "out of memory queueing request");
+		return;
+	}
+	for (int32_t k = 0; k < req->n_continuations; k++)
+	{
+		t->cont_st = continuation_ids(e, req, k, &t->cont[k], &t->n_cont[k], t->err, sizeof(t->err));
+		if (t->cont_st != LLM_OK)
+			return;
+		t->n_cont_ok++;
+	}
+}
+
 static live_request *
 request_new(uint64_t id, void *user_data, const llm_request *req, int32_t n_prompt, int32_t n_seqs)
 {
@@ -1258,8 +1339,10 @@ score_seq_init(llm_seq *seq, live_request *r, const llm_request *req, uint64_t s
  */
 static llm_status
 new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
-		  const int32_t *ids, int32_t n, live_request **out, char *err, size_t errlen)
+		  const tokenized *t, live_request **out, char *err, size_t errlen)
 {
+	const int32_t *ids = t->ids;
+	int32_t		n = (int32_t) t->n;
 	int32_t		nc = req->n_continuations;
 	bool		fork = nc > 1 && e->score_sharing != LLM_SCORE_SHARE_PER_CONTINUATION;
 	live_request *r = request_new(id, user_data, req, n, nc + (fork ? 1 : 0));
@@ -1285,31 +1368,29 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 	for (int32_t k = 0; k < nc; k++)
 	{
 		llm_seq    *seq = &r->seqs[k];
-		int32_t    *cont;
-		int32_t		m;
-		llm_status	st = continuation_ids(e, req, k, &cont, &m, err, errlen);
+		const int32_t *cont = t->cont[k];
+		int32_t		m = t->n_cont[k];
 
-		if (st != LLM_OK)
-			return st;
+		if (k >= t->n_cont_ok)
+		{
+			/* the continuation that could not be tokenized */
+			snprintf(err, errlen, "%s", t->err);
+			return t->cont_st;
+		}
 		if ((int64_t) n + m > e->cfg.n_ctx)
 		{
 			snprintf(err, errlen, "prompt of %d tokens plus continuation %d of %d tokens does not fit "
 					 "the context length of %d tokens", n, k + 1, m, e->cfg.n_ctx);
-			free(cont);
 			return LLM_ERR_PROMPT_TOO_LONG;
 		}
 		if (score_seq_init(seq, r, req, salt, !e->cfg.prefix_caching, n + m - 1) != 0)
-		{
-			free(cont);
 			goto oom;
-		}
 		memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
 		memcpy(seq->tokens + n, cont, (size_t) (m - 1) * sizeof(int32_t));
 		seq->n_tail_logits = m;
 		seq->fork_from = r->prompt_seq;
 		r->score[k].n_targets = m;
 		r->score[k].last_token = cont[m - 1];
-		free(cont);
 	}
 	r->n_unscored = nc;
 	if (req->continuation_echo && echo_continuations(r, req) != 0)
@@ -1321,20 +1402,16 @@ oom:
 }
 
 /*
- * A prompt that cannot fit the context, known from its size alone: the
- * prompt and system texts (or the messages) and the longest continuation
- * have at least bytes / llm_tokenizer_max_token_bytes tokens.  Tokenizing
- * runs on the driver thread, so a prompt of megabytes would hold every
- * request's next step for seconds only to be refused.
+ * The bytes of text req's prompt is made of: the prompt and system texts,
+ * or the messages' contents (0 for token ids); *longest: its longest
+ * continuation's, *all: all of its continuations'.
  */
-static llm_status
-prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t errlen)
+static uint64_t
+prompt_text_bytes(const llm_request *req, uint64_t *longest, uint64_t *all)
 {
-	int32_t		per_token = llm_tokenizer_max_token_bytes(e->tok);
 	uint64_t	bytes = 0;
-	uint64_t	longest = 0;
-	uint64_t	at_least;
 
+	*longest = *all = 0;
 	switch (req->prompt_kind)
 	{
 		case LLM_PROMPT_RAW:
@@ -1348,13 +1425,35 @@ prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t 
 				bytes += req->messages[i].content_len;
 			break;
 		case LLM_PROMPT_TOKENS:
-			return LLM_OK;
+			return 0;
 	}
 	if (req->mode == LLM_MODE_SCORE)
 		for (int k = 0; k < req->n_continuations; k++)
-			if (req->continuation_lens[k] > longest)
-				longest = req->continuation_lens[k];
-	if (per_token < 1)
+		{
+			*all += req->continuation_lens[k];
+			if (req->continuation_lens[k] > *longest)
+				*longest = req->continuation_lens[k];
+		}
+	return bytes;
+}
+
+/*
+ * A prompt that cannot fit the context, known from its size alone: the
+ * prompt and system texts (or the messages) and the longest continuation
+ * have at least bytes / llm_tokenizer_max_token_bytes tokens.  Refused
+ * before it is tokenized, so a prompt of megabytes never keeps the
+ * tokenizer thread busy only to be refused.
+ */
+static llm_status
+prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t errlen)
+{
+	int32_t		per_token = llm_tokenizer_max_token_bytes(e->tok);
+	uint64_t	longest,
+				all;
+	uint64_t	bytes = prompt_text_bytes(req, &longest, &all);
+	uint64_t	at_least;
+
+	if (req->prompt_kind == LLM_PROMPT_TOKENS || per_token < 1)
 		return LLM_OK;
 	at_least = (bytes + longest) / (uint64_t) per_token;
 	if (at_least < (uint64_t) e->cfg.n_ctx)
@@ -1365,35 +1464,28 @@ prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t 
 	return LLM_ERR_PROMPT_TOO_LONG;
 }
 
-llm_status
-llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
-				  char *err, size_t errlen)
+/*
+ * The rest of a submission once req's ids are known (t, owned by the
+ * caller): the checks on the ids, the request built and queued (or
+ * waiting for its grammar).  The same on the driver's inline path and for
+ * a request coming back from the tokenizer thread.
+ */
+static llm_status
+submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, const tokenized *t,
+		   char *err, size_t errlen)
 {
 	llm_status	st;
-	int32_t    *ids = NULL;
-	int64_t		n;
+	const int32_t *ids = t->ids;
+	int64_t		n = t->n;
 	live_request *r = NULL;
 
-	if ((st = llm_request_validate(req, err, errlen)) != LLM_OK)
-		return st;
-	if (req->mode == LLM_MODE_SCORE && req->continuation_eot && e->end_of_turn < 0)
-	{
-		snprintf(err, errlen, "continuation_eot: the model has no end-of-turn token");
-		return LLM_ERR_INVALID_PARAM;
-	}
-	if ((st = prompt_size_fits(e, req, err, errlen)) != LLM_OK)
-		return st;
-	err[0] = '\0';
-	n = prompt_ids(e, req, &ids, err, errlen);
 	if (n < 0)
 	{
-		if (err[0] == '\0')
-			snprintf(err, errlen, "could not tokenize the prompt");
+		snprintf(err, errlen, "%s", t->err);
 		return LLM_ERR_INVALID_PARAM;
 	}
 	if (n == 0)
 	{
-		free(ids);
 		snprintf(err, errlen, "prompt must not be empty");
 		return LLM_ERR_EMPTY_PROMPT;
 	}
@@ -1401,29 +1493,23 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 	{
 		snprintf(err, errlen, "prompt of %lld tokens does not fit the context length of %d tokens "
 				 "(at most %d prompt tokens)", (long long) n, e->cfg.n_ctx, e->cfg.n_ctx - 1);
-		free(ids);
 		return LLM_ERR_PROMPT_TOO_LONG;
 	}
 	for (int64_t i = 0; i < n; i++)
 		if (ids[i] < 0 || ids[i] >= e->mc->n_vocab)
 		{
 			snprintf(err, errlen, "token id %d out of range [0, %d)", ids[i], e->mc->n_vocab);
-			free(ids);
 			return LLM_ERR_INVALID_PARAM;
 		}
 	if (table_get(e, id) != NULL)
 	{
 		snprintf(err, errlen, "request id %llu is already live", (unsigned long long) id);
-		free(ids);
 		return LLM_ERR_DUPLICATE_ID;
 	}
 	if (req->mode == LLM_MODE_SCORE)
-		st = new_score(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
+		st = new_score(e, id, req, user_data, t, &r, err, errlen);
 	else
-	{
 		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
-	}
-	free(ids);
 	if (st != LLM_OK)
 	{
 		if (r != NULL)
@@ -1467,6 +1553,222 @@ oom:
 	return LLM_ERR_OUT_OF_MEMORY;
 }
 
+/* ---------- the tokenizer thread ---------- */
+
+/*
+ * One request's tokenization on the tokenizer thread.  The thread reads
+ * only req (its own copy) and the engine's read-only tokenizer, chat
+ * template and end_of_turn, and writes only out; owner is the driver's.
+ */
+typedef struct tokenize_job
+{
+	llm_offload_job base;		/* first: the offload's view of the job */
+	const llm_engine *e;
+	llm_request *req;			/* llm_request_copy of the submitted request */
+	bool		text_only;		/* llm_engine_tokenize_request: req->prompt as plain text */
+	live_request *owner;		/* driver: the waiting stand-in; NULL once it was dropped */
+	atomic_bool dropped;		/* set with owner = NULL: a job not started yet is skipped */
+	tokenized	out;
+} tokenize_job;
+
+static void
+tokenize_job_run(llm_offload_job *base)
+{
+	tokenize_job *job = (tokenize_job *) base;
+
+	if (atomic_load(&job->dropped))
+		return;					/* nobody waits for it: collected and freed unseen */
+	if (!job->text_only)
+	{
+		tokenize_request(job->e, job->req, &job->out);
+		return;
+	}
+	job->out.n = llm_engine_tokenize(job->e, job->req->prompt, job->req->prompt_len, &job->out.ids,
+									 job->out.err, sizeof(job->out.err));
+	if (job->out.n < 0 && job->out.err[0] == '\0')
+		snprintf(job->out.err, sizeof(job->out.err), "could not tokenize the text");
+}
+
+static void
+tokenize_job_free(llm_offload_job *base)
+{
+	tokenize_job *job = (tokenize_job *) base;
+
+	tokenized_free(&job->out);
+	free(job->req);
+	free(job);
+}
+
+/* A dropped stand-in leaves its job to finish on its own: collected and freed unseen. */
+static void
+tokenize_wait_cancel(llm_engine *e, live_request *r)
+{
+	if (r->tok_job == NULL)
+		return;
+	r->tok_job->owner = NULL;
+	atomic_store(&r->tok_job->dropped, true);
+	r->tok_job = NULL;
+	e->n_tokenizing--;
+}
+
+/*
+ * Queue req (validated, its size checked) for the tokenizer thread: a
+ * stand-in takes id in the table now, the request is submitted over its
+ * ids in engine_tokenize_admit.
+ */
+static llm_status
+submit_async(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, bool text_only,
+			 char *err, size_t errlen)
+{
+	tokenize_job *job;
+	live_request *r;
+
+	if (table_get(e, id) != NULL)
+	{
+		snprintf(err, errlen, "request id %llu is already live", (unsigned long long) id);
+		return LLM_ERR_DUPLICATE_ID;
+	}
+	job = calloc(1, sizeof(*job));
+	r = request_new(id, user_data, req, 0, 1);
+	if (job == NULL || r == NULL || (job->req = llm_request_copy(req)) == NULL)
+		goto oom;
+	job->base.run = tokenize_job_run;
+	job->base.discard = tokenize_job_free;
+	job->e = e;
+	job->text_only = text_only;
+	job->owner = r;
+	r->seqs[0].state = LLM_SEQ_DETACHED;
+	r->seqs[0].owner = r;
+	r->tokenize_only = text_only;
+	r->t_add = engine_now_ms();
+	if (table_put(e, r) != 0)
+		goto oom;
+	if (llm_offload_push(e->tokenizer, &job->base, err, errlen) != 0)
+	{
+		table_del(e, id);
+		request_free(r);
+		tokenize_job_free(&job->base);
+		return LLM_ERR_OUT_OF_MEMORY;
+	}
+	r->tok_job = job;
+	e->n_tokenize_jobs++;
+	e->n_tokenizing++;
+	return LLM_OK;
+oom:
+	request_free(r);
+	if (job != NULL)
+		tokenize_job_free(&job->base);
+	snprintf(err, errlen, "out of memory queueing request");
+	return LLM_ERR_OUT_OF_MEMORY;
+}
+
+/* A finished job whose stand-in still waits: its request submitted over the ids, or failed. */
+static void
+admit_tokenized(llm_engine *e, tokenize_job *job, llm_event_cb cb, void *arg)
+{
+	live_request *r = job->owner;
+	llm_status	st;
+	char		err[1100];
+
+	r->tok_job = NULL;
+	e->n_tokenizing--;
+	if (r->tokenize_only)
+	{
+		if (job->out.n < 0)
+			engine_output_error(r, LLM_ERR_INVALID_TEXT, job->out.err, cb, arg);
+		else
+			engine_output_tokens(r, job->out.ids, job->out.n, cb, arg);
+		engine_drop_request(e, r);
+		return;
+	}
+	/* the request built from the ids takes the stand-in's place under its id */
+	table_del(e, r->id);
+	err[0] = '\0';
+	st = submit_ids(e, r->id, job->req, r->user_data, &job->out, err, sizeof(err));
+	if (st != LLM_OK)
+		engine_output_error(r, st, err[0] ? err : llm_status_name(st), cb, arg);
+	request_free(r);
+}
+
+void
+engine_tokenize_admit(llm_engine *e, llm_event_cb cb, void *arg)
+{
+	llm_offload_job *done;
+
+	if (e->n_tokenize_jobs == 0)
+		return;
+	done = llm_offload_take(e->tokenizer);
+	if (done == NULL && e->n_tokenizing > 0 &&
+		llm_sched_n_waiting(e->sched) + llm_sched_n_running(e->sched) == 0 &&
+		llm_offload_wait(e->tokenizer, ENGINE_GRAMMAR_IDLE_MS))
+		done = llm_offload_take(e->tokenizer);
+	while (done != NULL)
+	{
+		tokenize_job *job = (tokenize_job *) done;
+
+		done = done->next;
+		e->n_tokenize_jobs--;
+		if (job->owner != NULL)
+			admit_tokenized(e, job, cb, arg);
+		tokenize_job_free(&job->base);
+	}
+}
+
+/* ---------- submission: the entry points ---------- */
+
+llm_status
+llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+				  char *err, size_t errlen)
+{
+	llm_status	st;
+	tokenized	t;
+	uint64_t	longest,
+				all;
+
+	if ((st = llm_request_validate(req, err, errlen)) != LLM_OK)
+		return st;
+	if (req->mode == LLM_MODE_SCORE && req->continuation_eot && e->end_of_turn < 0)
+	{
+		snprintf(err, errlen, "continuation_eot: the model has no end-of-turn token");
+		return LLM_ERR_INVALID_PARAM;
+	}
+	if ((st = prompt_size_fits(e, req, err, errlen)) != LLM_OK)
+		return st;
+	if (req->prompt_kind != LLM_PROMPT_TOKENS &&
+		prompt_text_bytes(req, &longest, &all) + all >= e->tokenize_inline_bytes)
+		return submit_async(e, id, req, user_data, false, err, errlen);
+	err[0] = '\0';
+	tokenize_request(e, req, &t);
+	st = submit_ids(e, id, req, user_data, &t, err, errlen);
+	tokenized_free(&t);
+	return st;
+}
+
+llm_status
+llm_engine_tokenize_request(llm_engine *e, uint64_t id, const char *text, size_t len, void *user_data,
+							int32_t **ids, int64_t *n, char *err, size_t errlen)
+{
+	llm_request q;
+
+	*ids = NULL;
+	*n = -1;
+	if (len < e->tokenize_inline_bytes)
+	{
+		err[0] = '\0';
+		*n = llm_engine_tokenize(e, text, len, ids, err, errlen);
+		if (*n >= 0)
+			return LLM_OK;
+		if (err[0] == '\0')
+			snprintf(err, errlen, "could not tokenize the text");
+		return LLM_ERR_INVALID_TEXT;
+	}
+	llm_request_init(&q);
+	q.prompt_kind = LLM_PROMPT_RAW;
+	q.prompt = text;
+	q.prompt_len = len;
+	return submit_async(e, id, &q, user_data, true, err, errlen);
+}
+
 llm_status
 llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
 					   const llm_sampling_params *p, void *user_data, char *err, size_t errlen)
@@ -1489,7 +1791,7 @@ llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out)
 	*out = e->stats;
 	out->n_waiting = llm_sched_n_waiting(e->sched);
 	out->n_running = llm_sched_n_running(e->sched);
-	out->n_waiting += e->n_grammar_waiting;	/* not in the scheduler yet */
+	out->n_waiting += e->n_grammar_waiting + e->n_tokenizing;	/* not in the scheduler yet */
 	if (e->n_live_score > 0)
 	{
 		/* sequences are not requests: a SCORE request runs while any of its sequences does */
@@ -1545,6 +1847,24 @@ bool
 llm_engine_debug_grammar_drain(llm_engine *e)
 {
 	return llm_grammar_store_debug_drain(e->grammars);
+}
+
+void
+llm_engine_debug_tokenize_hold(llm_engine *e, bool hold)
+{
+	llm_offload_debug_hold(e->tokenizer, hold);
+}
+
+bool
+llm_engine_debug_tokenize_drain(llm_engine *e)
+{
+	return llm_offload_debug_drain(e->tokenizer);
+}
+
+void
+llm_engine_debug_tokenize_inline_bytes(llm_engine *e, size_t bytes)
+{
+	e->tokenize_inline_bytes = bytes;
 }
 
 void

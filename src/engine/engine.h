@@ -150,7 +150,8 @@ typedef enum llm_event_kind
 {
 	LLM_EVENT_TEXT,				/* text delta (valid UTF-8, may be empty) */
 	LLM_EVENT_FINISHED,			/* final: finish_reason + usage */
-	LLM_EVENT_ERROR				/* final: status + message */
+	LLM_EVENT_ERROR,			/* final: status + message */
+	LLM_EVENT_TOKENS			/* final, llm_engine_tokenize_request only: ids */
 } llm_event_kind;
 
 typedef struct llm_event
@@ -169,6 +170,9 @@ typedef struct llm_event
 	 * during the callback only */
 	const double *scores;
 	int32_t		n_scores;
+	/* TOKENS: the text's token ids; valid during the callback only */
+	const int32_t *ids;
+	int64_t		n_ids;
 } llm_event;
 
 typedef void (*llm_event_cb) (const llm_event *ev, void *cb_arg);
@@ -243,6 +247,18 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  * construct), PROMPT_TOO_LONG (over a grammar limit), OUT_OF_MEMORY.
  * Requests for a source being compiled share that one compile.
  *
+ * A prompt of at least LLM_TOKENIZE_INLINE_BYTES bytes of text (prompt,
+ * system or messages, plus all continuations) is tokenized (and its chat
+ * template rendered) on the engine's tokenizer thread, never here: the
+ * request waits outside the scheduler (counted in n_waiting, abortable)
+ * and is submitted over its ids at the first step after the thread
+ * finished, in the order such requests came, so its ids and its output
+ * are what an inline submission gives.  An error found then (an invalid
+ * prompt, a prompt or continuation too long for the context, an empty
+ * prompt, out of memory) finishes the request with one ERROR event of
+ * the status and message submission returns for a smaller prompt.
+ * Validation, the size bound and a duplicate id are still answered here.
+ *
  * SCORE: for each continuation k (tokenized as plain text, followed by the
  * model's end-of-turn token when continuation_eot: <|im_end|> for ChatML,
  * <end_of_turn> for Gemma, else the EOS token if it ends generation),
@@ -282,6 +298,29 @@ int64_t		llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, 
 								char *err, size_t errlen);
 
 /*
+ * Text below this many bytes is tokenized on the caller's (driver's)
+ * thread: 16 KiB take 1 to 2 ms (SmolLM2, bench/tokenize_stall), less than
+ * the step by which the hand-over to the tokenizer thread delays the
+ * request; a larger text goes to the tokenizer thread (llm_engine_submit,
+ * llm_engine_tokenize_request), where 1 MB takes about 0.3 s.
+ */
+#define LLM_TOKENIZE_INLINE_BYTES 16384
+
+/*
+ * llm_engine_tokenize of text for a driver that answers later: below
+ * LLM_TOKENIZE_INLINE_BYTES it tokenizes now (LLM_OK with *ids (free() it)
+ * and *n, or LLM_ERR_INVALID_TEXT + err; no event).  A larger text is
+ * tokenized on the tokenizer thread as request id (*ids NULL, *n -1,
+ * LLM_OK; DUPLICATE_ID / OUT_OF_MEMORY + err): a later llm_engine_step
+ * sends its one final event, TOKENS with the ids, or ERROR with
+ * LLM_ERR_INVALID_TEXT and the message the inline call gives.
+ * llm_engine_abort drops it; until its event it counts as waiting.
+ */
+llm_status	llm_engine_tokenize_request(llm_engine *e, uint64_t id, const char *text, size_t len,
+										void *user_data, int32_t **ids, int64_t *n,
+										char *err, size_t errlen);
+
+/*
  * Text of token ids (special tokens as their text; invalid UTF-8 as U+FFFD)
  * into a malloc'd NUL-terminated buffer (*text, free() it); returns its
  * length, or -1 + err (an id outside the vocabulary).
@@ -304,11 +343,13 @@ bool		llm_engine_abort(llm_engine *e, uint64_t id);
 bool		llm_engine_has_work(const llm_engine *e);
 
 /*
- * One iteration: admit the requests whose grammar finished compiling (or
+ * One iteration: submit the requests whose prompt the tokenizer thread
+ * finished (or fail them; an llm_engine_tokenize_request gets its event),
+ * admit the requests whose grammar finished compiling (or
  * fail those whose compile failed), schedule, forward, process logits,
  * sample or score, emit events through cb (which must not call back into
  * the engine).  When the only work left is requests waiting for their
- * grammar, it waits at most a couple of milliseconds for a compile to
+ * grammar or their tokens, it waits at most a couple of milliseconds for a compile to
  * finish (engine_internal.h ENGINE_GRAMMAR_IDLE_MS) instead of returning
  * at once, so a driver looping on it does not spin.  Returns
  * LLM_OK, or an error for an engine-wide failure (backend error): then every
@@ -407,6 +448,16 @@ void		llm_engine_debug_score_sharing(llm_engine *e, llm_score_sharing mode);
  */
 void		llm_engine_debug_grammar_hold(llm_engine *e, bool hold);
 bool		llm_engine_debug_grammar_drain(llm_engine *e);
+
+/*
+ * Test seams of the tokenizer thread, as for grammars: while held it starts
+ * no job (a large prompt stays "being tokenized" for exactly the steps a
+ * test chooses); drain waits until every queued job finished (false while
+ * held); inline_bytes replaces LLM_TOKENIZE_INLINE_BYTES for this engine.
+ */
+void		llm_engine_debug_tokenize_hold(llm_engine *e, bool hold);
+bool		llm_engine_debug_tokenize_drain(llm_engine *e);
+void		llm_engine_debug_tokenize_inline_bytes(llm_engine *e, size_t bytes);
 
 /* Test hook: force the next n logits rows to NaN (non-finite logits path). */
 void		llm_engine_debug_poison_logits(llm_engine *e, int n);

@@ -32,6 +32,7 @@
 #include "logits_processor.h"
 #include "lp_grammar.h"
 #include "model.h"
+#include "offload.h"
 #include "sampler.h"
 #include "scheduler.h"
 #include "spec_lookup.h"
@@ -64,6 +65,8 @@ typedef struct score_part
  *   engine.c, waiting for a grammar: grammar_wait, next_grammar_wait, the
  *     grammar's processor added last to chain, seqs[0] into the scheduler
  *     (engine_grammar_admit);
+ *   engine.c, waiting for the tokenizer thread: tok_job, tokenize_only
+ *     (engine_tokenize_admit);
  *   engine_step.c: seqs[k].tokens (accepted tokens appended),
  *     seqs[k].n_tail_logits (lowered as rows are scored), rng, score[].n_scored
  *     and logprob, n_unscored, removal of a scored sequence from the scheduler,
@@ -147,6 +150,19 @@ typedef struct live_request
 	 */
 	llm_grammar_ref *grammar_wait;
 	struct live_request *next_grammar_wait;
+	/*
+	 * A stand-in waiting for its prompt's ids from the tokenizer thread
+	 * (engine.c): it holds the request's id in the table (so abort, a
+	 * duplicate id and has_work see it) with one sequence that never enters
+	 * the scheduler (LLM_SEQ_DETACHED), mode and params from the request,
+	 * nothing else.  engine_tokenize_admit takes it out of the table and
+	 * submits the request over the ids, or fails it with the error a
+	 * submission tokenizing inline would have returned; a drop detaches it
+	 * from its job.  tokenize_only: an llm_engine_tokenize_request, which
+	 * ends with its TOKENS event.
+	 */
+	struct tokenize_job *tok_job;
+	bool		tokenize_only;
 } live_request;
 
 struct llm_engine
@@ -227,6 +243,16 @@ struct llm_engine
 	live_request *grammar_waiting;
 	int32_t		n_grammar_waiting;
 	/*
+	 * engine.c: the tokenizer thread (offload.h), its jobs not collected yet
+	 * (a dropped stand-in's included), the stand-ins waiting for one, and
+	 * the prompt size from which a submission is tokenized there
+	 * (LLM_TOKENIZE_INLINE_BYTES unless a test changed it)
+	 */
+	llm_offload *tokenizer;
+	int32_t		n_tokenize_jobs;
+	int32_t		n_tokenizing;
+	size_t		tokenize_inline_bytes;
+	/*
 	 * engine_step.c: the backend's scan of this step's logits rows
 	 * (llm_model_scan_logits: per row finite, and argmax for greedy rows
 	 * without processors), valid while have_scan
@@ -303,6 +329,17 @@ live_request *engine_next_live(const llm_engine *e, uint32_t *pos);
  */
 #define ENGINE_GRAMMAR_IDLE_MS 2.0
 void		engine_grammar_admit(llm_engine *e, llm_event_cb cb, void *arg);
+/*
+ * Start of a step, before engine_grammar_admit: collect the tokenizer
+ * thread's finished jobs (never waits) in the order they were queued and
+ * submit each waiting request over its ids (its grammar may then make it
+ * wait again), or fail it (ERROR through cb, the status and message the
+ * inline submission would have returned); an llm_engine_tokenize_request
+ * gets its TOKENS (or ERROR) event.  Only when the scheduler holds nothing
+ * and requests wait for the tokenizer does it wait, at most
+ * ENGINE_GRAMMAR_IDLE_MS, for a job to finish.
+ */
+void		engine_tokenize_admit(llm_engine *e, llm_event_cb cb, void *arg);
 
 /* ---------- engine_output.c ---------- */
 
@@ -320,6 +357,8 @@ void		engine_output_free(live_request *r);
 bool		engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb, void *arg);
 /* FINISHED of a SCORE request with its scores (after a TEXT of r->echo, if any); the caller drops r. */
 void		engine_output_scores(live_request *r, llm_event_cb cb, void *arg);
+/* TOKENS of an llm_engine_tokenize_request: ids[0..n); the caller drops r. */
+void		engine_output_tokens(live_request *r, const int32_t *ids, int64_t n, llm_event_cb cb, void *arg);
 /* ERROR for r; the caller drops r. */
 void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);
 

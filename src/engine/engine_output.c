@@ -62,6 +62,18 @@ event_init(llm_event *ev, const live_request *r, llm_event_kind kind)
 }
 
 void
+engine_output_tokens(live_request *r, const int32_t *ids, int64_t n, llm_event_cb cb, void *arg)
+{
+	llm_event	ev;
+
+	event_init(&ev, r, LLM_EVENT_TOKENS);
+	ev.ids = ids;
+	ev.n_ids = n;
+	fill_usage(r, &ev.usage, engine_now_ms());
+	cb(&ev, arg);
+}
+
+void
 engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg)
 {
 	llm_event	ev;

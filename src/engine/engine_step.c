@@ -614,6 +614,7 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	double		t0,
 				dt;
 
+	engine_tokenize_admit(e, cb, cb_arg);	/* requests whose prompt was tokenized off the driver */
 	engine_grammar_admit(e, cb, cb_arg);	/* requests whose grammar finished compiling */
 	propose_drafts(e);
 	if (llm_sched_plan_step(e->sched, &p) != 0)

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *
@@ -233,4 +234,113 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 		return LLM_ERR_INVALID_PARAM;
 	}
 	return LLM_OK;
+}
+
+/* Bytes of a copy of n bytes at the arena's next 8-byte boundary (copy_into keeps that alignment). */
+static size_t
+copy_size(size_t n)
+{
+	return (n + 8) & ~(size_t) 7;
+}
+
+/* n bytes of src at *at (NUL-terminated), *at advanced; the copy. */
+static void *
+copy_into(char **at, const void *src, size_t n)
+{
+	char	   *dst = *at;
+
+	if (n > 0)
+		memcpy(dst, src, n);
+	dst[n] = '\0';
+	*at += copy_size(n);
+	return dst;
+}
+
+llm_request *
+llm_request_copy(const llm_request *r)
+{
+	size_t		total = copy_size(sizeof(llm_request));
+	llm_request *c;
+	char	   *at;
+
+	/* pass 1: the size; pass 2 below copies in the same order */
+	if (r->prompt)
+		total += copy_size(r->prompt_len);
+	if (r->system)
+		total += copy_size(r->system_len);
+	if (r->messages)
+	{
+		total += copy_size(sizeof(llm_chat_message) * (size_t) r->n_messages);
+		for (int32_t i = 0; i < r->n_messages; i++)
+			total += copy_size(r->messages[i].role ? strlen(r->messages[i].role) : 0) +
+				copy_size(r->messages[i].content_len);
+	}
+	if (r->tokens)
+		total += copy_size(sizeof(int32_t) * (size_t) r->n_tokens);
+	if (r->params.stop)
+	{
+		total += copy_size(sizeof(char *) * (size_t) r->params.n_stop);
+		for (int i = 0; i < r->params.n_stop; i++)
+			total += copy_size(strlen(r->params.stop[i]));
+	}
+	if (r->continuations)
+	{
+		total += copy_size(sizeof(char *) * (size_t) r->n_continuations) +
+			copy_size(sizeof(size_t) * (size_t) r->n_continuations);
+		for (int32_t k = 0; k < r->n_continuations; k++)
+			total += copy_size(r->continuation_lens[k]);
+	}
+	if (r->grammar)
+		total += copy_size(r->grammar_len);
+	if (r->model)
+		total += copy_size(strlen(r->model));
+
+	c = malloc(total);
+	if (c == NULL)
+		return NULL;
+	*c = *r;
+	at = (char *) c + copy_size(sizeof(llm_request));
+	if (r->prompt)
+		c->prompt = copy_into(&at, r->prompt, r->prompt_len);
+	if (r->system)
+		c->system = copy_into(&at, r->system, r->system_len);
+	if (r->messages)
+	{
+		llm_chat_message *m = copy_into(&at, r->messages, sizeof(llm_chat_message) * (size_t) r->n_messages);
+
+		for (int32_t i = 0; i < r->n_messages; i++)
+		{
+			m[i].role = copy_into(&at, r->messages[i].role ? r->messages[i].role : "",
+								  r->messages[i].role ? strlen(r->messages[i].role) : 0);
+			if (r->messages[i].role == NULL)
+				m[i].role = NULL;
+			m[i].content = copy_into(&at, r->messages[i].content, r->messages[i].content_len);
+		}
+		c->messages = m;
+	}
+	if (r->tokens)
+		c->tokens = copy_into(&at, r->tokens, sizeof(int32_t) * (size_t) r->n_tokens);
+	if (r->params.stop)
+	{
+		const char **stop = copy_into(&at, r->params.stop, sizeof(char *) * (size_t) r->params.n_stop);
+
+		for (int i = 0; i < r->params.n_stop; i++)
+			stop[i] = copy_into(&at, r->params.stop[i], strlen(r->params.stop[i]));
+		c->params.stop = stop;
+	}
+	if (r->continuations)
+	{
+		const char **cont = copy_into(&at, r->continuations, sizeof(char *) * (size_t) r->n_continuations);
+
+		c->continuation_lens = copy_into(&at, r->continuation_lens,
+										 sizeof(size_t) * (size_t) r->n_continuations);
+		for (int32_t k = 0; k < r->n_continuations; k++)
+			cont[k] = copy_into(&at, r->continuations[k], r->continuation_lens[k]);
+		c->continuations = cont;
+	}
+	if (r->grammar)
+		c->grammar = copy_into(&at, r->grammar, r->grammar_len);
+	if (r->model)
+		c->model = copy_into(&at, r->model, strlen(r->model));
+	return c;
 }

@@ -218,4 +218,12 @@ void		llm_request_init(llm_request *r);
  */
 llm_status	llm_request_validate(const llm_request *r, char *err, size_t errlen);
 
+/*
+ * A deep copy of r in one malloc'd block (free() it): every string and
+ * array it points at (prompt, system, messages, tokens, stop strings,
+ * continuations, grammar, model alias) copied, so the copy outlives the
+ * caller's buffers.  NULL: out of memory.
+ */
+llm_request *llm_request_copy(const llm_request *r);
+
 #endif

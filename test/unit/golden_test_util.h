@@ -267,6 +267,8 @@ collect(const llm_event *ev, void *cb_arg)
 			r->status = ev->status;
 			snprintf(r->error, sizeof(r->error), "%s", ev->text ? ev->text : "");
 			break;
+		case LLM_EVENT_TOKENS:
+			break;				/* tokenize requests only */
 	}
 }
 

@@ -1,13 +1,84 @@
 /*
  * test_request.c — the one check of a request (request.h): defaults are
  * valid, every out-of-range option and every malformed shape is rejected
- * with a message naming the argument as SQL names it.
+ * with a message naming the argument as SQL names it; a deep copy
+ * (llm_request_copy) owns every string and array it points at.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "request.h"
 #include "unit.h"
+
+/* A request with every pointer field set, copied, then its sources overwritten: the copy is intact. */
+static void
+test_copy(void)
+{
+	char		prompt[] = "the prompt",
+				sys[] = "be brief",
+				role[] = "user",
+				content[] = "hello",
+				stop0[] = "END",
+				cont0[] = "yes",
+				cont1[] = "no",
+				grammar[] = "\x02(yes|no)",
+				model[] = "small";
+	llm_chat_message msgs[1] = {{role, content, 5}};
+	int32_t		toks[3] = {7, 8, 9};
+	const char *stops[1] = {stop0};
+	const char *conts[2] = {cont0, cont1};
+	size_t		lens[2] = {3, 2};
+	llm_request q,
+			   *c;
+	bool		ok;
+
+	llm_request_init(&q);
+	q.prompt = prompt;
+	q.prompt_len = strlen(prompt);
+	q.system = sys;
+	q.system_len = strlen(sys);
+	q.messages = msgs;
+	q.n_messages = 1;
+	q.tokens = toks;
+	q.n_tokens = 3;
+	q.params.stop = stops;
+	q.params.n_stop = 1;
+	q.continuations = conts;
+	q.continuation_lens = lens;
+	q.n_continuations = 2;
+	q.grammar = grammar;
+	q.grammar_len = strlen(grammar);
+	q.model = model;
+	q.params.max_tokens = 77;
+	c = llm_request_copy(&q);
+	CHECK(c != NULL, "copied");
+	if (c == NULL)
+		return;
+	memset(prompt, 'x', sizeof(prompt) - 1);
+	memset(sys, 'x', sizeof(sys) - 1);
+	memset(role, 'x', sizeof(role) - 1);
+	memset(content, 'x', sizeof(content) - 1);
+	memset(stop0, 'x', sizeof(stop0) - 1);
+	memset(cont0, 'x', sizeof(cont0) - 1);
+	memset(grammar, 'x', sizeof(grammar) - 1);
+	memset(model, 'x', sizeof(model) - 1);
+	toks[1] = -1;
+	lens[1] = 99;
+	msgs[0].content_len = 99;
+	ok = c->prompt_len == 10 && memcmp(c->prompt, "the prompt", 10) == 0 && c->prompt[10] == '\0' &&
+		c->system_len == 8 && strcmp(c->system, "be brief") == 0 &&
+		c->n_messages == 1 && strcmp(c->messages[0].role, "user") == 0 &&
+		c->messages[0].content_len == 5 && strcmp(c->messages[0].content, "hello") == 0 &&
+		c->n_tokens == 3 && c->tokens[0] == 7 && c->tokens[1] == 8 && c->tokens[2] == 9 &&
+		c->params.n_stop == 1 && strcmp(c->params.stop[0], "END") == 0 &&
+		c->n_continuations == 2 && c->continuation_lens[0] == 3 && c->continuation_lens[1] == 2 &&
+		strcmp(c->continuations[0], "yes") == 0 && strcmp(c->continuations[1], "no") == 0 &&
+		c->grammar_len == strlen("\x02(yes|no)") && memcmp(c->grammar, "\x02(yes|no)", c->grammar_len) == 0 &&
+		strcmp(c->model, "small") == 0 && c->params.max_tokens == 77 && c->mode == LLM_MODE_GENERATE;
+	CHECK(ok, "the copy keeps every field after its sources were overwritten");
+	free(c);
+}
 
 static llm_status
 check(const llm_request *r, char *err, size_t errlen)
@@ -133,5 +204,6 @@ main(void)
 		  strcmp(llm_finish_reason_name(LLM_FINISH_LENGTH), "length") == 0 &&
 		  strcmp(llm_finish_reason_name(LLM_FINISH_ABORT), "aborted") == 0 &&
 		  strcmp(llm_finish_reason_name(LLM_FINISH_ERROR), "error") == 0, "finish reason names");
+	test_copy();
 	return unit_done();
 }
