@@ -1506,6 +1506,20 @@ llm_job_runner_main(Datum arg)
 			/* the window, the naptime or the models may have changed */
 			pass_at = 0;
 		}
+
+		/*
+		 * llm.enable_jobs off: the jobs wait, this runner too.  It leaves as
+		 * a terminated runner does: its database stays wanted, so the
+		 * launcher starts a runner again once the setting is on, and that
+		 * runner releases these claims; the rows in flight are generated
+		 * again then.
+		 */
+		if (!llm_enable_jobs)
+		{
+			ereport(LOG,
+					(errmsg("llm job runner: llm.enable_jobs is off, the jobs of this database wait")));
+			proc_exit(0);
+		}
 		receive_results();
 		now = GetCurrentTimestamp();
 		if (pass_wanted(seq, now))

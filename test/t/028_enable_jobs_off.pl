@@ -1,0 +1,60 @@
+# llm.enable_jobs turned off by a reload stops the jobs that are running:
+# the database's runner leaves (llm_jobs shows no runner_pid and, after a
+# few naptimes, a stalled_since) and no row is written while it is off;
+# turned on again, a runner comes back and finishes the job, and the audit
+# of every write finds no row lost, none written twice, each value what the
+# prompt generates.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use LlmTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = LlmTest::new_node('enable_jobs_off', q{
+llm.job_naptime = 200ms
+llm.batch_window = 4
+max_worker_processes = 16
+});
+
+sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+my $ROWS = 60;
+LlmTest::job_table($node, $ROWS, q{'Say the number ' || i || ' in words.'});
+my $job = q1(q{SELECT llm_enrich('tickets', 'summary', 'body', max_tokens => 8)});
+ok($node->poll_query_until('postgres', "SELECT rows_done >= 1 FROM llm_jobs WHERE id = $job"), 'the job writes rows');
+
+q1('ALTER SYSTEM SET llm.enable_jobs = off');
+$node->reload;
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'llm job runner'"),
+	'the runner left once llm.enable_jobs is off')
+  or diag(q1("SELECT * FROM llm_jobs WHERE id = $job"));
+ok($node->poll_query_until('postgres',
+		"SELECT runner_pid IS NULL AND stalled_since IS NOT NULL FROM llm_jobs WHERE id = $job"),
+	'llm_jobs shows the job without a runner, stalled');
+like(slurp_file($node->logfile), qr/llm job runner: llm\.enable_jobs is off, the jobs of this database wait/,
+	'the runner logged why it left');
+my $done = q1("SELECT rows_done FROM llm_jobs WHERE id = $job");
+my $writes = q1('SELECT count(*) FROM writes');
+cmp_ok($done, '<', $ROWS, "the job is not finished ($done rows done)");
+# a few naptimes with the jobs off
+sleep 2;
+is(q1("SELECT rows_done FROM llm_jobs WHERE id = $job"), $done, 'no row done while llm.enable_jobs is off');
+is(q1('SELECT count(*) FROM writes'), $writes, 'no row written while llm.enable_jobs is off');
+is(q1("SELECT state FROM llm_jobs WHERE id = $job"), 'running', 'the job still wants to run');
+
+q1('ALTER SYSTEM SET llm.enable_jobs = on');
+$node->reload;
+LlmTest::wait_job_state($node, $job, 'done', 'once llm.enable_jobs is on again');
+is(q1("SELECT rows_done || ':' || rows_skipped FROM llm_jobs WHERE id = $job"), "$ROWS:0", 'every row done, none skipped');
+is(q1('SELECT count(*) FROM tickets WHERE summary IS NULL'), '0', 'no row lost');
+is(q1('SELECT count(*) FROM (SELECT id FROM writes GROUP BY id HAVING count(*) > 1) d'), '0', 'no row written twice');
+is(q1(q{SELECT count(*) FROM tickets WHERE summary IS DISTINCT FROM llm_generate(body, max_tokens => 8)}), '0',
+	'each value what the prompt generates');
+is(q1("SELECT count(*) FROM llm_job_errors WHERE job_id = $job"), '0', 'no row given up on');
+
+LlmTest::no_crash($node);
+$node->stop;
+done_testing();
