@@ -1,9 +1,15 @@
+# Jobs an administrator stops or a partition tree joins.
+#
 # llm.enable_jobs turned off by a reload stops the jobs that are running:
 # the database's runner leaves (llm_jobs shows no runner_pid and, after a
 # few naptimes, a stalled_since) and no row is written while it is off;
 # turned on again, a runner comes back and finishes the job, and the audit
 # of every write finds no row lost, none written twice, each value what the
 # prompt generates.
+#
+# A table with its own job attached as a partition of a table whose job
+# fills the same column (which llm_enrich would have refused, 42710): the
+# newer job fails with the reason, the older one fills every row.
 use strict;
 use warnings;
 use FindBin;
@@ -12,7 +18,7 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = LlmTest::new_node('enable_jobs_off', q{
+my $node = LlmTest::new_node('jobs_stop_attach', q{
 llm.job_naptime = 200ms
 llm.batch_window = 4
 max_worker_processes = 16
@@ -54,6 +60,37 @@ is(q1('SELECT count(*) FROM (SELECT id FROM writes GROUP BY id HAVING count(*) >
 is(q1(q{SELECT count(*) FROM tickets WHERE summary IS DISTINCT FROM llm_generate(body, max_tokens => 8)}), '0',
 	'each value what the prompt generates');
 is(q1("SELECT count(*) FROM llm_job_errors WHERE job_id = $job"), '0', 'no row given up on');
+
+# ---------- one job per column across a partition tree, after ATTACH ----------
+# llm_enrich refuses a second job in a partition tree (42710), but a table
+# with its own job attached later as a partition of a table with a job on
+# the same column would make two jobs fill the same rows, each with its own
+# prompt: the newer job fails with the reason, the older one fills the rows.
+q1(q{CREATE TABLE p (id int, part int, body text, out text, PRIMARY KEY (id, part)) PARTITION BY LIST (part);
+CREATE TABLE p_1 PARTITION OF p FOR VALUES IN (1);
+CREATE TABLE x (id int NOT NULL, part int NOT NULL, body text, out text, PRIMARY KEY (id, part));});
+my $older = q1(q{SELECT llm_enrich('p', 'out', 'body', max_tokens => 4, mode => 'continuous')});
+my $newer = q1(q{SELECT llm_enrich('x', 'out', $$'Reverse: ' || body$$, max_tokens => 4, mode => 'continuous')});
+q1(q{ALTER TABLE p ATTACH PARTITION x FOR VALUES IN (2)});
+q1(q{INSERT INTO p VALUES (1, 2, 'Say hello'), (2, 1, 'Say goodbye')});
+LlmTest::wait_job_state($node, $newer, 'failed', 'the newer job of the tree after the attach');
+like(q1("SELECT last_error FROM llm_jobs WHERE id = $newer"),
+	qr/^job $older \((queued|running)\) already fills column "out" of table p, in the partition tree of this job's table$/,
+	'its last error names the older job');
+ok($node->poll_query_until('postgres', q{SELECT count(out) = 2 FROM p}), 'the older job fills every row of the tree');
+is(q1(q{SELECT count(*) FROM p WHERE out IS DISTINCT FROM llm_generate(body, max_tokens => 4)}), '0',
+	'each row filled by the older job\'s prompt');
+is(q1("SELECT state FROM llm_jobs WHERE id = $older"), 'running', 'the older job still runs');
+# a once job on a table then attached under a table whose job fills the column
+q1(q{CREATE TABLE y (id int NOT NULL, part int NOT NULL, body text, out text, PRIMARY KEY (id, part));
+INSERT INTO y SELECT i, 3, 'Say the number ' || i FROM generate_series(1, 4) i;});
+my $paused = q1(q{SELECT llm_enrich('y', 'out', $$'Reverse: ' || body$$, max_tokens => 4)});
+q1("SELECT llm_job_pause($paused)");
+q1(q{ALTER TABLE p ATTACH PARTITION y FOR VALUES IN (3)});
+q1("SELECT llm_job_resume($paused)");
+LlmTest::wait_job_state($node, $paused, 'failed', 'a resumed job of a table attached into a tree with a job');
+is(q1(q{SELECT count(*) FROM y WHERE out IS NOT NULL}), '0', 'it wrote nothing');
+q1("SELECT llm_job_cancel($older)");
 
 LlmTest::no_crash($node);
 $node->stop;
