@@ -1,4 +1,4 @@
-# Jobs an administrator stops or a partition tree joins.
+# What an administrator changes under running jobs and models.
 #
 # llm.enable_jobs turned off by a reload stops the jobs that are running:
 # the database's runner leaves (llm_jobs shows no runner_pid and, after a
@@ -10,6 +10,10 @@
 # A table with its own job attached as a partition of a table whose job
 # fills the same column (which llm_enrich would have refused, 42710): the
 # newer job fails with the reason, the older one fills every row.
+#
+# A model added to llm.models whose entry asks for a KV cache over the
+# memory share fails alone, its error naming the entry's setting (not the
+# llm.kv_cache_size GUC, which it does not use), with 53400 for its calls.
 use strict;
 use warnings;
 use FindBin;
@@ -18,7 +22,7 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = LlmTest::new_node('jobs_stop_attach', q{
+my $node = LlmTest::new_node('admin_changes', q{
 llm.job_naptime = 200ms
 llm.batch_window = 4
 max_worker_processes = 16
@@ -91,6 +95,22 @@ q1("SELECT llm_job_resume($paused)");
 LlmTest::wait_job_state($node, $paused, 'failed', 'a resumed job of a table attached into a tree with a job');
 is(q1(q{SELECT count(*) FROM y WHERE out IS NOT NULL}), '0', 'it wrote nothing');
 q1("SELECT llm_job_cancel($older)");
+
+# ---------- a new llm.models entry with a KV cache over the memory share ----------
+my $path = q1("SELECT llm_model_info()->>'model_path'");
+q1("ALTER SYSTEM SET llm.models = 'big=$path (kv_cache_size=1TB)'");
+$node->reload;
+ok($node->poll_query_until('postgres', q{SELECT state = 'failed' FROM llm_models WHERE alias = 'big'}),
+	'the entry over the memory share fails');
+like(q1(q{SELECT error FROM llm_models WHERE alias = 'big'}),
+	qr/^kv_cache_size = '1048576MB' \(llm\.models\) refused: a KV cache of 1048576 MB is more than half of the physical memory/,
+	'its error names the entry\'s setting');
+like(q1(q{SELECT try_sql($$SELECT llm_generate('hi', max_tokens => 2, model => 'big')$$)}),
+	qr/^53400: llm model big is not available: kv_cache_size = '1048576MB' \(llm\.models\) refused/,
+	'a call to it fails with 53400 and the reason');
+is(q1(q{SELECT state FROM llm_models WHERE alias = 'default'}), 'ready', 'the default model serves');
+q1('ALTER SYSTEM RESET llm.models');
+$node->reload;
 
 LlmTest::no_crash($node);
 $node->stop;
