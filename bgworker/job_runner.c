@@ -81,6 +81,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/ps_status.h"
 #include "utils/resowner.h"
@@ -394,6 +395,9 @@ prepare_step(void *arg)
 	RunnerJob  *rj = arg;
 	LlmJobContext c;
 	char	   *problem;
+	int64		other;
+	LlmJobState other_state;
+	Oid			other_table;
 
 	llm_job_unprepare(rj->def);
 	rj->prepared = false;
@@ -412,6 +416,19 @@ prepare_step(void *arg)
 	/* EXECUTE on what the prompt calls, SELECT on what it reads: the job fails, not each row */
 	llm_job_check_rights(rj->def);
 	llm_job_leave(&c);
+
+	/*
+	 * One job per column of a partition tree, as llm_enrich checks; a table
+	 * with a job attached later as a partition of a table with one (or the
+	 * reverse) makes two: the newer one yields, failing as it would have at
+	 * creation (both would fill the same rows, each with its own prompt).
+	 */
+	other = llm_job_find_in_tree(rj->def->target, rj->def->output_column, rj->def->id, &other_state, &other_table);
+	if (other != 0 && other < rj->def->id)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("job " INT64_FORMAT " (%s) already fills column \"%s\" of table %s, in the partition tree of this job's table",
+						other, llm_job_state_name(other_state), rj->def->output_column, get_rel_name(other_table))));
 	rj->prepared = true;
 	rj->stale = false;
 }
@@ -1589,6 +1606,20 @@ llm_job_runner_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			/* the window, the naptime or the models may have changed */
 			pass_at = 0;
+		}
+
+		/*
+		 * llm.enable_jobs off: the jobs wait, this runner too.  It leaves as
+		 * a terminated runner does: its database stays wanted, so the
+		 * launcher starts a runner again once the setting is on, and that
+		 * runner releases these claims; the rows in flight are generated
+		 * again then.
+		 */
+		if (!llm_enable_jobs)
+		{
+			ereport(LOG,
+					(errmsg("llm job runner: llm.enable_jobs is off, the jobs of this database wait")));
+			proc_exit(0);
 		}
 		receive_results();
 		now = GetCurrentTimestamp();

@@ -266,8 +266,11 @@ create_engine(int row, const LlmModelSpec *spec)
 	else if (m->loaded.kv_cache_bytes > 0 &&
 			 llm_engine_check_kv_budget(m->loaded.kv_cache_bytes, err, sizeof(err)) != 0)
 	{
+		/* named as the row's owner set it: the GUC, or its llm.models entry */
+		setting = setting_text(spec, &m->loaded, offsetof(llm_engine_config, kv_cache_bytes));
 		m->sqlstate = ERRCODE_CONFIGURATION_LIMIT_EXCEEDED;
-		snprintf(m->error, sizeof(m->error), "llm.kv_cache_size refused: %s", err);
+		snprintf(m->error, sizeof(m->error), "%s refused: %s", setting, err);
+		pfree(setting);
 	}
 	else
 	{

@@ -9,7 +9,9 @@
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
 #include "catalog/namespace.h"
+#include "catalog/partition.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -569,22 +571,51 @@ llm_job_insert(const LlmJob *job)
 
 static const char find_active_sql[] =
 "SELECT id, state::pg_catalog.text FROM @.llm_job "
-"WHERE target = $1 AND output_column = $2 AND state NOT IN ('done', 'cancelled') ORDER BY id LIMIT 1";
+"WHERE target = $1 AND output_column = $2 AND id <> $3 AND state NOT IN ('done', 'cancelled') ORDER BY id LIMIT 1";
 
 int64
-llm_job_find_active(Oid target, const char *column, LlmJobState *state)
+llm_job_find_active(Oid target, const char *column, int64 except, LlmJobState *state)
 {
-	Oid			types[2] = {REGCLASSOID, NAMEOID};
-	Datum		values[2];
+	Oid			types[3] = {REGCLASSOID, NAMEOID, INT8OID};
+	Datum		values[3];
 	bool		isnull;
 
 	values[0] = ObjectIdGetDatum(target);
 	values[1] = DirectFunctionCall1(namein, CStringGetDatum(column));
-	llm_job_internal_exec(find_active_sql, 2, types, values, NULL, 1);
+	values[2] = Int64GetDatum(except);
+	llm_job_internal_exec(find_active_sql, 3, types, values, NULL, 1);
 	if (SPI_processed == 0)
 		return 0;
 	*state = llm_job_state_from_name(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+int64
+llm_job_find_in_tree(Oid target, const char *column, int64 except, LlmJobState *state, Oid *on)
+{
+	List	   *tree;
+	ListCell   *lc;
+	int64		found = 0;
+
+	/* a plain inheritance child is not in the job's rows (the job reads ONLY its table) */
+	tree = get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE ?
+		find_all_inheritors(target, AccessShareLock, NULL) : list_make1_oid(target);
+	if (get_rel_relispartition(target))
+		tree = list_concat(tree, get_partition_ancestors(target));
+	foreach(lc, tree)
+	{
+		Oid			rel = lfirst_oid(lc);
+		LlmJobState rel_state;
+		int64		other = llm_job_find_active(rel, column, except, &rel_state);
+
+		if (other != 0 && (found == 0 || other < found))
+		{
+			found = other;
+			*state = rel_state;
+			*on = rel;
+		}
+	}
+	return found;
 }
 
 static const char set_state_sql[] =

@@ -109,8 +109,15 @@ extern LlmJob **llm_job_fetch_active(MemoryContext cxt, int *n);
 /* Insert a job (id assigned) and return its id. */
 extern int64 llm_job_insert(const LlmJob *job);
 
-/* Id and state of a job that fills (target, column) and is not done or cancelled; 0 if none. */
-extern int64 llm_job_find_active(Oid target, const char *column, LlmJobState *state);
+/* Id and state of a job other than except that fills (target, column) and is not done or cancelled; 0 if none. */
+extern int64 llm_job_find_active(Oid target, const char *column, int64 except, LlmJobState *state);
+
+/*
+ * The same over target's partition tree: target, its partitions (all
+ * levels) and its ancestors, which share its rows: the oldest such job
+ * (lowest id), *on its table.  The caller holds what keeps the tree still.
+ */
+extern int64 llm_job_find_in_tree(Oid target, const char *column, int64 except, LlmJobState *state, Oid *on);
 
 /*
  * Move job from state from to state to (stamping started_at, finished_at);

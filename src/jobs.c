@@ -255,29 +255,12 @@ static int64
 job_in_partition_tree(Oid target, const char *column, LlmJobState *state, Oid *on)
 {
 	List	   *ancestors = get_rel_relispartition(target) ? get_partition_ancestors(target) : NIL;
-	List	   *tree;
-	ListCell   *lc;
 
 	if (ancestors != NIL)
 		LockRelationOid(llast_oid(ancestors), ShareUpdateExclusiveLock);
 	else if (get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE)
 		LockRelationOid(target, ShareUpdateExclusiveLock);
-	/* a plain inheritance child is not in the job's rows (the job reads ONLY its table) */
-	tree = get_rel_relkind(target) == RELKIND_PARTITIONED_TABLE ?
-		find_all_inheritors(target, AccessShareLock, NULL) : list_make1_oid(target);
-	tree = list_concat(tree, ancestors);
-	foreach(lc, tree)
-	{
-		Oid			rel = lfirst_oid(lc);
-		int64		other = llm_job_find_active(rel, column, state);
-
-		if (other != 0)
-		{
-			*on = rel;
-			return other;
-		}
-	}
-	return 0;
+	return llm_job_find_in_tree(target, column, 0, state, on);
 }
 
 /*
