@@ -9,7 +9,7 @@
 # its package lists in a copy.
 # Ends with "N passed, N failed, N skipped" (test/run-all counts it).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 pass=0; fail=0; skip=0
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
