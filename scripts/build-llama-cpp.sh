@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# Build llama.cpp as vendored in the PyPI sdist of llama-cpp-python==0.3.36.
-# Cached outside the repo (never committed).  Prints the build directory on
-# stdout (last line).
+# Build llama.cpp as vendored in the PyPI sdist of llama-cpp-python==0.3.36:
+# the benchmark's peer (bench/harness/llamacpp.py) and the golden-file oracle
+# (scripts/oracle/, test/golden/, test_kernels' bit-identity checks).  Cached
+# outside the repo (never committed) in $CACHE/llama.cpp-build.  Prints the
+# build directory on stdout (last line).
 #
-#   scripts/build-llama-cpp.sh peer     (default) the benchmark's peer:
-#       $CACHE/llama.cpp-peer.  Run-time CPU dispatch (GGML_NATIVE=OFF,
-#       GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON): one CPU backend per x86
-#       level, llama.cpp loads the best one the host runs (with AMX where the
-#       host has it, "sapphirerapids"), as its own release builds do.
-#   scripts/build-llama-cpp.sh oracle   the golden-file oracle (scripts/oracle/,
-#       test/golden/, test_kernels' bit-identity checks): $CACHE/llama.cpp-build.
-#       One statically chosen CPU backend, GGML_NATIVE=OFF with explicit flags:
-#       the host's x86 features up to AVX512 + VBMI + VNNI + BF16 and never
-#       AMX, because the committed goldens come from such a build and AMX's
-#       matmuls (and -march=native's AVX512-FP16 arithmetic) round differently.
+# CPU flags: GGML_NATIVE=OFF with explicit flags, the host's x86 features up to
+# AVX512 + VBMI + VNNI + BF16, never AMX:
+# - GGML_NATIVE=ON built binaries that crash on Sapphire Rapids hosts
+#   (llama-server: illegal instruction, llama-bench: segmentation fault);
+# - the committed SmolLM2 goldens come from such an AVX512 build without AMX
+#   (their "# system:" header line), and AMX's matmuls and -march=native's
+#   AVX512-FP16 vector arithmetic round differently;
+# - pg_llm's CPU backend has no AMX kernels either (kernels/cpu/dispatch.h),
+#   so the peer and pg_llm run the same instruction sets.
+# (llama.cpp's run-time dispatch build, GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS,
+# would load its AMX "sapphirerapids" backend on such hosts, and compiles 14
+# CPU backends.)
 #
-# GGML_NATIVE=ON is not used: on Sapphire Rapids hosts it built binaries that
-# crash (llama-server: illegal instruction, llama-bench: segmentation fault).
 # Every build is smoke-tested on the model in models/ (llama-bench, and
 # llama-server answering one completion); the script fails loudly if either
-# crashes, and writes what the CPU backend reported to $BUILD/cpu-backend.txt.
-# A cached build is reused only if it was made by this configuration and passed
-# the smoke test (recorded in $BUILD/pg_llm-build.txt).
+# crashes, and writes what llama.cpp's CPU backend reported (its system_info
+# line: SSE3 = 1 | ... | AVX512 = 1 | ..., with AMX_INT8 = 1 where it uses AMX)
+# to $BUILD/cpu-backend.txt.  A cached build is reused only if it was made by
+# this configuration and passed the smoke test ($BUILD/pg_llm-build.txt).
 #
 # Env: LLM_ORACLE_CACHE (default ~/.cache/pg_llm), LLM_SMOKE_MODEL (default
 # models/SmolLM2-135M-Instruct.Q4_1.gguf), LLM_BUILD_JOBS (default nproc).
@@ -29,7 +31,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VER=0.3.36
-KIND=${1:-peer}
 CACHE=${LLM_ORACLE_CACHE:-$HOME/.cache/pg_llm}
 SRC=$CACHE/llama_cpp_python-$VER/vendor/llama.cpp
 MODEL=${LLM_SMOKE_MODEL:-$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -39,8 +40,8 @@ die() { echo "build-llama-cpp: $*" >&2; exit 1; }
 
 have() { grep -qw "$1" /proc/cpuinfo; }
 
-# The oracle's x86 flags: what this host runs, capped at the goldens' set.
-oracle_flags() {
+# x86 flags: what this host runs, capped at the goldens' set.
+cpu_flags() {
 	local f=()
 	have sse4_2 && f+=(-DGGML_SSE42=ON) || f+=(-DGGML_SSE42=OFF)
 	have avx && f+=(-DGGML_AVX=ON) || f+=(-DGGML_AVX=OFF)
@@ -62,20 +63,10 @@ oracle_flags() {
 	echo "${f[@]}"
 }
 
-case $KIND in
-peer)
-	BUILD=$CACHE/llama.cpp-peer
-	CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON"
-	TARGETS="llama-server llama-bench"
-	;;
-oracle)
-	BUILD=$CACHE/llama.cpp-build
-	CPU_FLAGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=OFF $(oracle_flags)"
-	TARGETS="llama-server llama-bench llama-tokenize llama"
-	;;
-*) die "usage: $0 [peer|oracle]" ;;
-esac
-CONFIG="llama-cpp-python $VER $KIND: $CPU_FLAGS"
+BUILD=$CACHE/llama.cpp-build
+CPU_FLAGS="-DGGML_NATIVE=OFF $(cpu_flags)"
+TARGETS="llama-server llama-bench llama-tokenize llama"
+CONFIG="llama-cpp-python $VER: $CPU_FLAGS"
 STAMP=$BUILD/pg_llm-build.txt
 
 # Run llama-bench and llama-server briefly; fail loudly on a crash or no answer.
@@ -87,10 +78,11 @@ smoke() {
 	timeout 300 "$bin/llama-bench" -m "$MODEL" -p 16 -n 4 -r 1 -t 2 >>"$log" 2>&1 && i=0 || i=$?
 	if [ "$i" != 0 ]; then
 		tail -20 "$log" >&2
-		die "SMOKE TEST FAILED: llama-bench exited with status $i (see $log); this build does not run on this host"
+		die "SMOKE TEST FAILED: llama-bench exited with status $i (see $log): this build does not run here, or the model is bad"
 	fi
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	"$bin/llama-server" -m "$MODEL" -t 2 -c 512 --host 127.0.0.1 --port "$port" >>"$log" 2>&1 &
+	# -lv 4: its system_info line (the CPU features) is logged at that verbosity
+	"$bin/llama-server" -m "$MODEL" -t 2 -c 512 -lv 4 --host 127.0.0.1 --port "$port" >>"$log" 2>&1 &
 	pid=$!
 	for i in $(seq 1 240); do
 		kill -0 "$pid" 2>/dev/null || break
@@ -107,7 +99,7 @@ smoke() {
 	else
 		wait "$pid" 2>/dev/null && i=0 || i=$?
 		tail -20 "$log" >&2
-		die "SMOKE TEST FAILED: llama-server died with status $i (see $log); this build does not run on this host"
+		die "SMOKE TEST FAILED: llama-server died with status $i (see $log): this build does not run here, or the model is bad"
 	fi
 	[ $ok = 1 ] || { tail -20 "$log" >&2; die "SMOKE TEST FAILED: llama-server gave no completion (see $log)"; }
 	# what the CPU backend reported: the variant loaded (dynamic builds) and its features
