@@ -1020,6 +1020,7 @@ cmd_bench(llm_engine *e, cli_opts *o)
 	else
 		printf("batch %d, prompt %d tokens, %d new tokens, %d threads\n", B, o->bench_prompt, o->bench_gen,
 			   ec.n_threads);
+	printf("kernels: %s\n", llm_engine_kernels(e));
 	printf("prefill: %.1f tokens/s (%.3f s)\n", (double) prompt_tokens / (t_prefill_end - t0), t_prefill_end - t0);
 	printf("decode:  %.1f tokens/s aggregate, %.2f ms/step (%ld tokens after the first, %.3f s)\n",
 		   (gen - B) / (t_end - t_prefill_end), 1e3 * (t_end - t_prefill_end) / (o->bench_gen - 1),

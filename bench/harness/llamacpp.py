@@ -34,6 +34,23 @@ def build(root):
     return bindir
 
 
+def cpu_backend(bindir):
+    """What llama.cpp's CPU backend reported in scripts/build-llama-cpp.sh's smoke
+    test of this build (its cpu-backend.txt: llama-server's system_info line,
+    and the variant a dynamic-backend build loaded): {"system_info": the
+    features, "amx": whether they include AMX (AMX_INT8 = 1, or a
+    sapphirerapids variant)}, or None when the build has no such record."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(bindir)), "cpu-backend.txt")) as f:
+            text = f.read()
+    except OSError:
+        return None
+    feats = " ".join(line.split("|", 1)[1].strip() if "|" in line else line.strip()
+                     for line in text.splitlines() if line.strip())
+    return {"system_info": feats,
+            "amx": "AMX_INT8 = 1" in text or "sapphirerapids" in text}
+
+
 def version(bindir):
     try:
         p = subprocess.run([os.path.join(bindir, "llama-server"), "--version"], capture_output=True,

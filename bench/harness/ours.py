@@ -11,6 +11,7 @@ import re
 from .common import BenchError, run_cmd
 
 _PREFILL = re.compile(r"^prefill:\s*([0-9.eE+-]+|inf|nan) tokens/s \(([0-9.eE+-]+) s\)", re.M)
+_KERNELS = re.compile(r"^kernels: (\S+)", re.M)
 _DECODE = re.compile(r"^decode:\s*([0-9.eE+-]+|inf|nan) tokens/s aggregate, ([0-9.eE+-]+) ms/step "
                      r"\((\d+) tokens after the first, ([0-9.eE+-]+) s\)", re.M)
 
@@ -22,6 +23,17 @@ def build(root):
     if not os.access(cli, os.X_OK):
         raise BenchError("make did not produce build/llm-cli")
     return cli
+
+
+def kernels(cli, model, threads, timeout=300):
+    """The engine's kernel implementation on this host, as a short `llm-cli bench`
+    reports it: {"kernels": "avx512vnni" (kernels/cpu/dispatch.h) or "cuda", "amx": False}.
+    The engine has no AMX kernels, so "amx" is true only for an implementation named so."""
+    out = run_cmd([cli, "bench", "-m", model, "-b", "1", "-p", "8", "-n", "2", "-t", str(threads)], timeout=timeout)
+    m = _KERNELS.search(out)
+    if not m:
+        raise BenchError("llm-cli bench printed no kernels line: %r" % out[-300:])
+    return {"kernels": m.group(1), "amx": "amx" in m.group(1).lower()}
 
 
 def bench(cli, model, batch, n_gen, threads, prompt_file, timeout=600, extra=()):

@@ -2,9 +2,10 @@
 python3 bench/harness/selftest.py  -> "N passed, N failed" last, exit 1 on a failure."""
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import shards, workloads  # noqa: E402
+from harness import llamacpp, shards, workloads  # noqa: E402
 
 failures = []
 checks = 0
@@ -100,6 +101,24 @@ check(shards.SqlShards(65).rows_n == 64, "W10 rows: even")
 ov, short = shards.window_overlap([(0.0, 10.0), (1.0, 9.0)])
 check(close(ov, 8.0) and close(short, 8.0), "W10 overlap of nested windows")
 check(shards.window_overlap([(0.0, 1.0), (2.0, 3.0)])[0] == 0.0, "W10 sequential windows do not overlap")
+
+# the peer's AMX column: from the CPU features its build's smoke test recorded
+with tempfile.TemporaryDirectory() as d:
+    os.mkdir(os.path.join(d, "bin"))
+    bindir = os.path.join(d, "bin")
+    check(llamacpp.cpu_backend(bindir) is None, "peer CPU backend: no record, unknown")
+    with open(os.path.join(d, "cpu-backend.txt"), "w") as f:
+        f.write("main: system_info: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | AVX2 = 1 | "
+                "AVX512 = 1 | AVX512_VNNI = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |\n")
+    pc = llamacpp.cpu_backend(bindir)
+    check(pc is not None and pc["amx"] is False and pc["system_info"].startswith("CPU : SSE3 = 1"),
+          "peer CPU backend without AMX")
+    with open(os.path.join(d, "cpu-backend.txt"), "w") as f:
+        f.write("system_info: n_threads = 2 | CPU : SSE3 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |\n")
+    check(llamacpp.cpu_backend(bindir)["amx"] is True, "peer CPU backend with AMX_INT8")
+    with open(os.path.join(d, "cpu-backend.txt"), "w") as f:
+        f.write("load_backend: loaded CPU backend from /x/libggml-cpu-sapphirerapids.so\n")
+    check(llamacpp.cpu_backend(bindir)["amx"] is True, "peer CPU backend: the sapphirerapids variant loaded")
 
 if failures:
     print("selftest: %d of %d checks FAILED: %s" % (len(failures), checks, "; ".join(failures)))

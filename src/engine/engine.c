@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "backend_loader.h"
+#include "cpu/backend_cpu.h"
 #include "json_min.h"
 #include "quant_types.h"
 
@@ -697,6 +698,14 @@ const char *
 llm_engine_notes(const llm_engine *e)
 {
 	return e->notes;
+}
+
+const char *
+llm_engine_kernels(const llm_engine *e)
+{
+	if (strcmp(e->backend->ops->name, "cpu") != 0)
+		return e->backend->ops->name;
+	return llm_backend_cpu_impl_name(e->backend);
 }
 
 int

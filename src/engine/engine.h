@@ -485,6 +485,13 @@ llm_status	llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids
 const char *llm_engine_notes(const llm_engine *e);
 
 /*
+ * The compute kernels e runs on (static string): on the CPU backend its
+ * implementation (kernels/cpu/dispatch.h: "scalar", "avx2", "avx512vnni";
+ * none uses AMX), otherwise the backend's name ("cuda").
+ */
+const char *llm_engine_kernels(const llm_engine *e);
+
+/*
  * Check that path is a GGUF file the engine can open: the file mapped, its
  * header, metadata and tensor directory read and validated (gguf.h), and
  * general.architecture present.  0, or -1 + err.  Loads no weights (an
