@@ -57,9 +57,12 @@ for my $i (1 .. 3)
 	ok($ret == 0 || $stderr =~ /canceling statement due to statement timeout/,
 		"tokenize $i under a 20 ms statement timeout: answered or cancelled");
 }
-# a backend terminated while its text is being tokenized
-my $victim = LlmTest::start_query($node, "SELECT llm_tokenize(repeat(' sea', 250000)) IS NOT NULL");
-my $victim_pid = LlmTest::backend_pid($node, '250000)) IS NOT NULL');
+# a backend terminated while its text is being tokenized: one long text
+# after another, so the statement is still running when it is found (a
+# single text can be answered before the poll sees the query)
+my $victim = LlmTest::start_query($node,
+	"SELECT count(llm_tokenize(repeat(' sea', 250000) || g)) FROM generate_series(1, 10000) g");
+my $victim_pid = LlmTest::backend_pid($node, 'generate_series(1, 10000) g');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($victim_pid)");
 LlmTest::finish_query($victim);
 
