@@ -20,9 +20,13 @@ EXTENSION   = llm
 MODULE_big  = llm
 DATA        = $(wildcard sql/llm--*.sql)
 PGFILEDESC  = "pg_llm - LLM inference inside PostgreSQL"
-OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
+# The PostgreSQL side, by layer: the wire and the mailbox (channel/), what the
+# three kinds of process share (common/), the backend's SQL surface and the
+# LLM Batch node (pg/), the inference worker (worker/), the job system (jobs/).
+PG_DIRS     = channel common pg pg/sql pg/batch worker jobs
+OBJS        = $(patsubst %.c,%.o,$(foreach d,$(PG_DIRS),$(wildcard $(d)/*.c)))
 
-# pg_regress suites, PGXS style: every sql/*.sql but the extension scripts,
+# pg_regress suites, PGXS style (test/sql, test/expected): every suite,
 # setup first (it defines the helpers the others use), then in name order.
 # `make installcheck` runs them against the running server of PG_CONFIG,
 # which must have shared_preload_libraries = 'llm', the settings of
@@ -32,8 +36,8 @@ OBJS        = $(patsubst %.c,%.o,$(wildcard src/*.c bgworker/*.c))
 #   make installcheck EXTRA_REGRESS_OPTS="--temp-instance=/tmp/llm_check --temp-config=test/regress.conf"
 # test/run-regress does the same on this checkout's private copy of the
 # installation (test/private-pg) and never touches the system's.
-REGRESS      = setup $(sort $(filter-out setup llm--%,$(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --inputdir=. --load-extension=llm --encoding=UTF8 --no-locale
+REGRESS      = setup $(sort $(filter-out setup,$(basename $(notdir $(wildcard test/sql/*.sql)))))
+REGRESS_OPTS = --inputdir=test --load-extension=llm --encoding=UTF8 --no-locale
 
 # The server was built with LLVM; our objects need no JIT bitcode.
 override with_llvm = no
@@ -41,17 +45,21 @@ override with_llvm = no
 PG_CONFIG  ?= pg_config
 PGXS       := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
-ENGINE_SRCS := $(wildcard src/engine/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
+# The PostgreSQL-free engine (engine/: core, sample, sched, spec, gguf, model,
+# text, grammar, util) over the kernels (kernels/, kernels/cpu/): one static
+# library shared by llm.so, llm-cli, the unit tests and the benchmarks.
+ENGINE_DIRS := engine $(patsubst %/,%,$(sort $(dir $(wildcard engine/*/*.c)))) kernels kernels/cpu
+ENGINE_SRCS := $(foreach d,$(ENGINE_DIRS),$(wildcard $(d)/*.c))
 ENGINE_OBJS := $(patsubst %.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  := build/libllm_engine.a
 ENGINE_CFLAGS ?= -O3 -g
-ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -Isrc/engine -Ikernels
+ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -I.
 ENGINE_LIBS := -lpcre2-8 -lpthread -lm -ldl
 
 # -MMD -MP: the server was configured without dependency tracking, so PGXS
-# alone would not rebuild an object whose headers changed (a stale src/llm.o
+# alone would not rebuild an object whose headers changed (a stale llm.o
 # once kept an old shared-memory layout beside new code).
-PG_CPPFLAGS = -Isrc/engine -Ikernels -Isrc -MMD -MP
+PG_CPPFLAGS = -I. -MMD -MP
 SHLIB_LINK += $(ENGINE_LIB) $(ENGINE_LIBS)
 
 UNIT_SRCS  := $(wildcard test/unit/test_*.c)

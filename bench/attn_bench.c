@@ -12,13 +12,13 @@
  * layer.
  *
  * Build:
- *   cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/attn_bench.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/attn_bench
+ *   cc -O3 -std=gnu11 -I. bench/attn_bench.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/attn_bench
  * Usage: build/bench/attn_bench [THREADS (2)] [DEPTH (6144)] [PROMPT_ROWS (512)] [DECODE_SEQS (1)] [REPEATS (5)]
  *        [f16|q8_0] [LAYERS (1)]
  */
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/quant.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>

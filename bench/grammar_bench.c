@@ -1,5 +1,5 @@
 /*
- * grammar_bench.c — cost of constrained decoding (src/engine/grammar.h):
+ * grammar_bench.c — cost of constrained decoding (engine/grammar/grammar.h):
  * grammar compile times, token index build, and the allowed-token mask per
  * decode step, cold (computed) and warm (from the mask cache), on the real
  * vocabulary and on a synthesized 262,144-token one (Gemma 3's size).
@@ -14,9 +14,9 @@
  * tokens, CJK, Cyrillic, Arabic, digit and punctuation runs) so that its
  * trie resembles a multilingual vocabulary's.
  */
-#include "grammar.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "engine/grammar/grammar.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
 
 #include <stdint.h>
 #include <stdio.h>

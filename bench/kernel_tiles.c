@@ -7,14 +7,14 @@
  * 32 elements for every type), so that a kernel change is measured without
  * the rest of a step (docs/PERFORMANCE.md).
  *
- * Build: cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
+ * Build: cc -O3 -std=gnu11 -I. bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
  * Usage: build/bench/kernel_tiles [COLS (576)] [REPEATS (7)]
  * Prints one line per (type, kernel, tokens): the best of REPEATS runs, in
  * the thread's CPU time.
  */
-#include "cpu/dispatch.h"
-#include "cpu/quant.h"
-#include "quant_types.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/quant_types.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,15 +22,15 @@
  * A measurement, not a test.  Prints the CPU's kernel implementation.
  *
  * Build:
- *   cc -O3 -std=gnu11 -Isrc/engine -Ikernels bench/kv_agree.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -ldl -o build/bench/kv_agree
+ *   cc -O3 -std=gnu11 -I. bench/kv_agree.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -ldl -o build/bench/kv_agree
  * Usage: build/bench/kv_agree [MODEL] [GREEDY_TSV] [THREADS]
  */
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/dispatch.h"
-#include "engine.h"
-#include "gguf.h"
-#include "model.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/dispatch.h"
+#include "engine/engine.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
 
 #include <float.h>
 #include <stdio.h>

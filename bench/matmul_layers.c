@@ -11,10 +11,10 @@
  * Usage: build/bench/matmul_layers [THREADS (1)] [TOKENS (16)] [SECONDS (3)]
  * Prints GFLOP/s (2 FLOPs per weight per token), ms per pass and per token.
  */
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/quant.h"
-#include "quant_types.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/quant_types.h"
 
 #include <stdio.h>
 #include <stdlib.h>

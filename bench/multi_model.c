@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 typedef struct run
 {

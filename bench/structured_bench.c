@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 #define MAXB 64
 

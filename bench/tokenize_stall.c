@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 #define MAX_STEPS 4096
 #define MAX_STREAMS 64

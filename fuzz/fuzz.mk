@@ -18,15 +18,15 @@ FUZZ_TARGETS ?= gguf tokenizer protocol chat_template
 FUZZ_FLAGS   ?=
 FUZZ_CFLAGS  := -g -O2 -fno-omit-frame-pointer -std=gnu11 \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-                -Isrc/engine -Ikernels -Isrc -Ifuzz
+                -I. -Ifuzz
 
 # the sources each target links (the engine files under test, nothing else)
-FUZZ_VOCAB_SRCS := src/engine/gguf.c src/engine/tokenizer.c src/engine/chat_template.c \
-                   src/engine/text_util.c kernels/quant_types.c
+FUZZ_VOCAB_SRCS := engine/gguf/gguf.c engine/text/tokenizer.c engine/text/tokenizer_spm.c engine/text/chat_template.c \
+                   engine/util/text_util.c kernels/quant_types.c
 fuzz_gguf_SRCS          := $(FUZZ_VOCAB_SRCS)
 fuzz_tokenizer_SRCS     := $(FUZZ_VOCAB_SRCS)
 fuzz_chat_template_SRCS := $(FUZZ_VOCAB_SRCS)
-fuzz_protocol_SRCS      := src/protocol.c src/engine/request.c src/engine/text_util.c
+fuzz_protocol_SRCS      := channel/protocol.c engine/request.c engine/util/text_util.c
 
 # largest input per target (a GGUF seed is a few hundred bytes to a few KB)
 fuzz_gguf_MAXLEN          := 16384
@@ -37,7 +37,7 @@ fuzz_protocol_MAXLEN      := 8192
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
 define FUZZ_RULE
-build/fuzz/fuzz_$(1): fuzz/fuzz_$(1).c fuzz/fuzz_vocab.h $$(fuzz_$(1)_SRCS) $$(wildcard src/engine/*.h src/*.h kernels/*.h)
+build/fuzz/fuzz_$(1): fuzz/fuzz_$(1).c fuzz/fuzz_vocab.h $$(fuzz_$(1)_SRCS) $$(wildcard engine/*.h engine/*/*.h channel/*.h kernels/*.h)
 	@mkdir -p $$(dir $$@)
 	$$(FUZZ_CC) $$(FUZZ_CFLAGS) $$< $$(fuzz_$(1)_SRCS) -o $$@ -lpcre2-8 -lm
 endef
@@ -63,9 +63,9 @@ fuzz: $(FUZZ_BINS) $(MODEL_FILE)
 # Regenerate the committed seeds (deterministic): GGUF files, texts and
 # message lists from fuzz/make_seeds.py, channel messages from the real
 # encoder (fuzz/seed_protocol.c).
-build/fuzz/seed_protocol: fuzz/seed_protocol.c src/protocol.c src/engine/request.c src/engine/text_util.c
+build/fuzz/seed_protocol: fuzz/seed_protocol.c channel/protocol.c engine/request.c engine/util/text_util.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -Isrc/engine -Ikernels -Isrc $^ -o $@ -lm
+	$(CC) -std=gnu11 -I. $^ -o $@ -lm
 
 fuzz-seeds: build/fuzz/seed_protocol
 	python3 fuzz/make_seeds.py

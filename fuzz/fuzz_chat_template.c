@@ -1,6 +1,6 @@
 /*
  * fuzz_chat_template.c — libFuzzer target: the chat-template renderer
- * (src/engine/chat_template.c) with random message lists, on the real
+ * (engine/text/chat_template.c) with random message lists, on the real
  * vocabulary and template (fuzz_vocab.h).
  *
  * Input: byte 0 = number of messages (mod 9), byte 1 = the first call's
@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "fuzz_vocab.h"
-#include "text_util.h"
+#include "engine/util/text_util.h"
 
 #define MAX_MSGS 8
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_protocol.c — libFuzzer target: the channel's message decoder
- * (src/protocol.c).
+ * (channel/protocol.c).
  *
  * Any bytes are decoded from an 8-byte-aligned exact-size copy.  A refusal
  * must name its defect.  An accepted message must re-encode to exactly as
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol.h"
+#include "channel/protocol.h"
 
 static llm_wire_arrays arrays,
 			arrays2;

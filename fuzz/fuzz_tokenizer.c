@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "fuzz_vocab.h"
-#include "text_util.h"
+#include "engine/util/text_util.h"
 
 #define MAX_IDS 8192
 

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "engine/text/chat_template.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
 
 typedef struct fuzz_vocab
 {

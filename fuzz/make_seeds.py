@@ -4,7 +4,7 @@ tokenizer and chat-template targets into fuzz/corpus/<target>/ (the
 protocol target's seeds come from fuzz/seed_protocol.c, which encodes
 every message kind with the real encoder).
 
-GGUF seeds are small files in the layout src/engine/gguf.c reads: a tiny
+GGUF seeds are small files in the layout engine/gguf/gguf.c reads: a tiny
 byte-level BPE vocabulary (256 byte tokens, a few merges, ChatML and Gemma
 markers) with a chat template, so accepted mutants reach the tokenizer and
 template detection; tensors of several types; a version 2 file.  Tokenizer

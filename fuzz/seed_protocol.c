@@ -2,14 +2,14 @@
  * seed_protocol.c — writes the protocol target's seed corpus: one message
  * of every kind (SUBMIT with each prompt kind and mode, TOKENIZE,
  * DETOKENIZE, ABORT, TEXT, DONE with scores, ERROR, TOKENS), encoded by
- * the real encoder (src/protocol.c) into fuzz/corpus/protocol/.
+ * the real encoder (channel/protocol.c) into fuzz/corpus/protocol/.
  * Built and run by `make fuzz-seeds`; deterministic.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protocol.h"
+#include "channel/protocol.h"
 
 static int	failed;
 

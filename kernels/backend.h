@@ -1,7 +1,7 @@
 /*
  * backend.h — the compute interface every backend (CPU, CUDA) implements.
  *
- * The model (src/engine/model*.c) drives a forward pass only through these
+ * The model (engine/model*.c) drives a forward pass only through these
  * ops; it never touches device memory directly.  All activations are fp32,
  * row-major, one row per token.  The paged KV cache is owned by the backend:
  * per layer one K and one V array of n_blocks blocks of block_size
@@ -216,7 +216,7 @@ typedef struct llm_backend_ops
 
 	int			(*sync) (llm_backend *b);
 
-	/* ---- ops added with Gemma 3 (model_gemma3.c) ---- */
+	/* ---- ops added with Gemma 3 (arch_gemma3.c) ---- */
 
 	/* x[i] = x[i] * s for i < n: one float multiply each (ggml_scale without bias). */
 	int			(*scale) (llm_backend *b, float *x, float s, size_t n);
@@ -272,7 +272,7 @@ typedef struct llm_backend_ops
 	 */
 	int			(*copy_blocks) (llm_backend *b, int group, const int32_t *src, const int32_t *dst, int n);
 
-	/* ---- added with the logits rows read in place (model.c, engine_step.c) ---- */
+	/* ---- added with the logits rows read in place (model.c, step.c) ---- */
 
 	/*
 	 * True when alloc_f32's buffers are host memory and every op takes any

@@ -529,7 +529,7 @@ GRANT SELECT ON llm_models TO llm_user, pg_monitor;
 -- a failed row is retried, never written NULL), in the argument table's
 -- order (choices, regex, json_schema, priority, model last), read by name.
 
--- Appending result columns to a function returning record, in place (src/widen.c).
+-- Appending result columns to a function returning record, in place (pg/sql/widen.c).
 CREATE FUNCTION llm_widen_result(target regprocedure, template regprocedure)
 RETURNS void
 AS 'MODULE_PATHNAME', 'pg_llm_widen_result'

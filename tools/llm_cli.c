@@ -42,7 +42,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 
 typedef struct cli_opts
 {

@@ -40,11 +40,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "backend_loader.h"
-#include "cpu/quant.h"
-#include "engine.h"
-#include "quant_types.h"
+#include "kernels/backend.h"
+#include "engine/backend_loader.h"
+#include "kernels/cpu/quant.h"
+#include "engine/engine.h"
+#include "kernels/quant_types.h"
 
 /* ------------------------------------------------------------------------
  * small helpers

@@ -1,6 +1,6 @@
 """W10 (shards): W1's statement over the tickets split evenly between two
 shard instances with one compute thread each, issued as ONE statement on a
-coordinator through sql/contrib/llm_shard_helpers.sql (dblink fan-out: every
+coordinator through scripts/llm_shard_helpers.sql (dblink fan-out: every
 shard runs its half at once, batching its rows in its own worker), against
 one instance with one thread (the target: two shards >= 1.8x) and one
 instance with two threads (the same cores in one server: what sharding costs

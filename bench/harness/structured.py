@@ -51,7 +51,7 @@ def sql_array(labels):
 
 
 def classify_prompt_sql(labels, input_sql="body"):
-    """The user message llm_classify builds (src/ai_prompts.c, llm_prompt_classify),
+    """The user message llm_classify builds (pg/sql/ai_prompts.c, llm_prompt_classify),
     as a SQL expression: the free-text baseline sends the same prompt."""
     head = ("Classify the text into exactly one of these categories: %s.\nAnswer with the category only."
             "\n\nText:\n" % ", ".join(labels))

@@ -309,7 +309,7 @@ PER_SLOT_CTX = 1024  # llama-server positions per slot: the longest W1 prompt (~
 
 
 def chatml(user, system=CHATML_SYSTEM):
-    """The text llm_generate(user) renders (src/engine/chat_template.c):
+    """The text llm_generate(user) renders (engine/text/chat_template.c):
     special tokens between plain-text pieces; llama-server parses the
     special tokens and tokenizes the pieces in between, as pg_llm does."""
     return ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n"

@@ -31,7 +31,7 @@
  * dispatch.h.
  */
 #define _GNU_SOURCE
-#include "backend.h"
+#include "kernels/backend.h"
 #include "backend_cpu.h"
 #include "dispatch.h"
 #include "elementwise.h"

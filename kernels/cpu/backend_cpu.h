@@ -7,7 +7,7 @@
 #ifndef LLM_BACKEND_CPU_H
 #define LLM_BACKEND_CPU_H
 
-#include "backend.h"
+#include "kernels/backend.h"
 
 /*
  * Choose the kernel implementation of a CPU backend: LLM_IMPL_BEST

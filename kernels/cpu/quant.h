@@ -44,8 +44,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "backend.h"
-#include "quant_types.h"
+#include "kernels/backend.h"
+#include "kernels/quant_types.h"
 
 #define LLM_QK 32				/* elements of a Q4_0/Q4_1/Q8_0/Q8_1 block */
 #define LLM_QK_K 256			/* elements of a k-quant super-block */

@@ -5,7 +5,7 @@
  *
  * This is what the engine asks of every logits row of a step: the
  * non-finite check before the row's logits processors, and the argmax
- * that a greedy row without processors samples (src/engine/sampler.c's
+ * that a greedy row without processors samples (engine/sample/sampler.c's
  * llm_logits_all_finite and llm_argmax give the same answers).  The CPU
  * backend runs the rows of a step on its threads (backend.h scan_rows),
  * each row cut into pieces whose scans llm_row_scan_join combines in piece

@@ -31,8 +31,8 @@
 #include "cuda_internal.h"
 extern "C"
 {
-#include "quant_types.h"
-#include "cpu/elementwise.h"
+#include "kernels/quant_types.h"
+#include "kernels/cpu/elementwise.h"
 }
 
 #include <cublas_v2.h>

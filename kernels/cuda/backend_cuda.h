@@ -2,7 +2,7 @@
  * backend_cuda.h — the CUDA compute backend (kernels/backend.h), built as its
  * own shared object build/llm_cuda.so so that the engine, the CLI and the
  * PostgreSQL extension never link against CUDA: the engine dlopen()s the
- * library when llm.device asks for it (src/engine/backend_loader.c), and only
+ * library when llm.device asks for it (engine/backend_loader.c), and only
  * in the process that owns the GPU (a CUDA context does not survive fork()).
  *
  * The library exports exactly these C symbols.
@@ -15,7 +15,7 @@
 #define LLM_BACKEND_CUDA_H
 
 #include <stddef.h>
-#include "backend.h"
+#include "kernels/backend.h"
 
 #ifdef __cplusplus
 extern "C"

@@ -1,6 +1,6 @@
 # kernels/cuda/cuda.mk — build rules of the CUDA backend, kept out of PGXS's
 # OBJS: build/llm_cuda.so is its own shared object that the engine dlopen()s
-# (src/engine/backend_loader.c), so neither the extension nor the CLI links
+# (engine/backend_loader.c), so neither the extension nor the CLI links
 # against CUDA.  Included by the top-level Makefile; also usable alone where
 # PostgreSQL is absent (the GPU machine: bench/gpu-check):
 #
@@ -16,7 +16,7 @@ CUDA_ARCH_FLAGS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,
 CUDA_HOST_FLAGS := -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Wno-unused-parameter,-Werror
 NVCC_FLAGS ?= -O3 -lineinfo
 NVCC_FLAGS += -std=c++17 $(CUDA_ARCH_FLAGS) -Xcompiler $(CUDA_HOST_FLAGS) -Werror all-warnings \
-	-Ikernels -Ikernels/cuda
+	-I. -Ikernels/cuda
 CUDA_CC ?= $(or $(CC),cc)
 
 CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
@@ -32,19 +32,19 @@ build/kernels/cuda/%.o: kernels/cuda/%.cu kernels/cuda/cuda_internal.h kernels/c
 # quant_types.c linked into the library (hidden) so that it needs nothing from its host program.
 build/kernels/cuda/quant_types.o: kernels/quant_types.c kernels/quant_types.h
 	@mkdir -p $(dir $@)
-	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Ikernels -c $< -o $@
+	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I. -c $< -o $@
 
 # The CPU backend's GELU table (elementwise.c, with quant.c's fp16 conversion) built in the same way,
 # so that gelu_mul uses the very table the CPU backend uses.
 build/kernels/cuda/elementwise.o: kernels/cpu/elementwise.c kernels/cpu/elementwise.h kernels/cpu/quant.h
 	@mkdir -p $(dir $@)
 	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter \
-		-Ikernels -Ikernels/cpu -c $< -o $@
+		-I. -c $< -o $@
 
 build/kernels/cuda/quant.o: kernels/cpu/quant.c kernels/cpu/quant.h kernels/quant_types.h
 	@mkdir -p $(dir $@)
 	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter \
-		-Ikernels -Ikernels/cpu -c $< -o $@
+		-I. -c $< -o $@
 
 # cudart linked statically (nvcc's default); cuBLAS from CUDA_HOME, found through the rpath.
 $(CUDA_LIB): $(CUDA_OBJS)

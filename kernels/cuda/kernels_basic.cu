@@ -14,9 +14,9 @@
  *
  * Compile-verified only (no GPU on the development machine); see docs/GPU.md.
  */
-#include "backend.h"
+#include "kernels/backend.h"
 #include "cuda_internal.h"
-#include "quant_types.h"
+#include "kernels/quant_types.h"
 
 #include <math.h>
 

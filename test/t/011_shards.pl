@@ -1,7 +1,7 @@
 # Shards: a coordinator and two shard instances, each with the extension and
 # its own llm worker; the rows of one logical table (a partitioned table on
 # the coordinator whose partitions are postgres_fdw foreign tables) live on
-# the shards.  The helpers of sql/contrib/llm_shard_helpers.sql run ONE
+# the shards.  The helpers of scripts/llm_shard_helpers.sql run ONE
 # statement from the coordinator on every shard at once (dblink):
 #   * a generating SELECT: every row, in the order of the ORDER BY on the call,
 #     with the texts one instance computes for the same rows; each shard

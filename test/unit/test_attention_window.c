@@ -19,10 +19,10 @@
  * Every check runs for a fixed and a fresh seed (LLM_TEST_SEED reruns one).
  */
 #include "unit.h"
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/dispatch.h"
-#include "cpu/quant.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/quant.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -10,7 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "unit.h"
-#include "backend_loader.h"
+#include "engine/backend_loader.h"
 
 #include <ftw.h>
 #include <stdio.h>

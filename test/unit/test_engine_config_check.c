@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "request.h"
+#include "engine/engine.h"
+#include "engine/request.h"
 #include "model_path_test_util.h"
 #include "unit.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_gemma3.c — the Gemma 3 architecture (model_gemma3.c) end to end on
+ * test_gemma3.c — the Gemma 3 architecture (arch_gemma3.c) end to end on
  * Gemma 3 270M against llama.cpp's goldens, and the raw-prompt BOS.
  *
  * Model: $LLM_TEST_MODEL_GEMMA3, else gemma-3-270m-q4_k_m.gguf in the
@@ -47,10 +47,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "golden_test_util.h"
 #include "model_path_test_util.h"
-#include "tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "unit.h"
 
 #define N_CTX		8192

@@ -40,13 +40,13 @@
  *    rotated k rounded to fp16 (CPU); a bad mode is an error.
  */
 #include "unit.h"
-#include "backend.h"
-#include "backend_loader.h"
-#include "quant_types.h"
-#include "cpu/quant.h"
-#include "cpu/dispatch.h"
-#include "cpu/elementwise.h"
-#include "cpu/backend_cpu.h"
+#include "kernels/backend.h"
+#include "engine/backend_loader.h"
+#include "kernels/quant_types.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/backend_cpu.h"
 
 #include <dlfcn.h>
 #include <math.h>

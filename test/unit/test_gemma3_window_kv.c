@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "model_path_test_util.h"
-#include "scheduler.h"
+#include "engine/sched/scheduler.h"
 #include "unit.h"
 
 #define GEN 16

@@ -1,5 +1,5 @@
 /*
- * test_gguf.c — GGUF reader (src/engine/gguf.c) and type table
+ * test_gguf.c — GGUF reader (engine/gguf/gguf.c) and type table
  * (kernels/quant_types.c).
  *
  * 1. quant_types row sizes (hand-computed from the block layouts).
@@ -18,8 +18,8 @@
  * Buffers passed to gguf_open_buffer are malloc'd with their exact size so
  * AddressSanitizer (when enabled) catches any read past the end.
  */
-#include "gguf.h"
-#include "quant_types.h"
+#include "engine/gguf/gguf.h"
+#include "kernels/quant_types.h"
 #include "unit.h"
 
 #include <math.h>

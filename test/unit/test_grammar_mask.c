@@ -23,9 +23,9 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "unit.h"
-#include "grammar.h"
-#include "gguf.h"
-#include "tokenizer.h"
+#include "engine/grammar/grammar.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
 
 #include <math.h>
 #include <pcre2.h>

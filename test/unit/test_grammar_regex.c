@@ -15,7 +15,7 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "unit.h"
-#include "grammar.h"
+#include "engine/grammar/grammar.h"
 
 #include <pcre2.h>
 #include <stdint.h>

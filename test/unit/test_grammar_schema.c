@@ -14,7 +14,7 @@
  * state limits; normalized source and hash.
  */
 #include "unit.h"
-#include "grammar.h"
+#include "engine/grammar/grammar.h"
 
 #include <inttypes.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * fixed point.
  */
 #include "unit.h"
-#include "json_min.h"
+#include "engine/grammar/json_min.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -32,13 +32,13 @@
  * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
  */
 #include "unit.h"
-#include "backend.h"
-#include "quant_types.h"
-#include "cpu/quant.h"
-#include "cpu/quant_x86.h"
-#include "cpu/dispatch.h"
-#include "cpu/backend_cpu.h"
-#include "sampler.h"
+#include "kernels/backend.h"
+#include "kernels/quant_types.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_x86.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "engine/sample/sampler.h"
 
 #include <dlfcn.h>
 #include <math.h>

@@ -20,10 +20,10 @@
  *    bench/kv_agree.c).
  */
 #include "unit.h"
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/dispatch.h"
-#include "cpu/quant.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/quant.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -11,9 +11,9 @@
  * copy nothing.
  */
 #include "unit.h"
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/quant.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/quant.h"
 
 #include <stdint.h>
 #include <stdlib.h>

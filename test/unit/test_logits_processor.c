@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "logits_processor.h"
-#include "sampler.h"
+#include "engine/sample/logits_processor.h"
+#include "engine/sample/sampler.h"
 #include "unit.h"
 
 #define V 3000

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "logprob.h"
+#include "engine/sample/logprob.h"
 #include "unit.h"
 
 #define V 5000

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "json_min.h"
+#include "engine/engine.h"
+#include "engine/grammar/json_min.h"
 #include "unit.h"
 
 #define MAXTOK 512

@@ -1,5 +1,5 @@
 /*
- * test_model.c — the model layer (src/engine/model*.c) on the real model
+ * test_model.c — the model layer (engine/model*.c) on the real model
  * (LLM_TEST_MODEL, default models/SmolLM2-135M-Instruct.Q4_1.gguf) and the
  * CPU backend, without the engine.  Checks:
  *  1. the config llama fills: hyper-parameters of the file, every layer
@@ -21,11 +21,11 @@
  * Env: LLM_TEST_MODEL, LLM_TEST_THREADS (default: all CPUs).
  */
 #include "unit.h"
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/dispatch.h"
-#include "gguf.h"
-#include "model.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/dispatch.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -43,9 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "golden_test_util.h"
-#include "tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "unit.h"
 
 /* llm_engine_debug_prompt_logits() is declared in engine.h. */

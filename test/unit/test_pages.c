@@ -9,9 +9,9 @@
 #define _GNU_SOURCE
 #include "unit.h"
 
-#include "backend.h"
-#include "cpu/backend_cpu.h"
-#include "cpu/huge_pages.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/huge_pages.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "request.h"
-#include "tokenizer.h"
+#include "engine/engine.h"
+#include "engine/request.h"
+#include "engine/text/tokenizer.h"
 #include "model_path_test_util.h"
 #include "unit.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_protocol.c — the channel's messages (src/protocol.h): every kind
+ * test_protocol.c — the channel's messages (channel/protocol.h): every kind
  * survives encode -> decode unchanged; the decoder refuses every
  * truncation, trailing byte, count over its limit, NUL in a request
  * string, bad enum value and misaligned buffer, and never reads outside
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/protocol.c"
+#include "channel/protocol.c"
 #include "unit.h"
 
 static unsigned char *

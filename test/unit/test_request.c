@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "request.h"
+#include "engine/request.h"
 #include "unit.h"
 
 /* A request with every pointer field set, copied, then its sources overwritten: the copy is intact. */

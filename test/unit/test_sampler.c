@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "logits_processor.h"
-#include "sampler.h"
+#include "engine/engine.h"
+#include "engine/sample/logits_processor.h"
+#include "engine/sample/sampler.h"
 #include "unit.h"
 
 #define V 1000

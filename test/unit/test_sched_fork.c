@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv_block_pool.h"
-#include "scheduler.h"
+#include "engine/sched/kv_block_pool.h"
+#include "engine/sched/scheduler.h"
 #include "unit.h"
 
 #define BS 16

@@ -18,7 +18,7 @@
 
 #include <unistd.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "model_path_test_util.h"
 #include "unit.h"
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "../../kernels/cpu/threadpool.h"
+#include "engine/engine.h"
+#include "kernels/cpu/threadpool.h"
 #include "unit.h"
 
 static const char *model_path;

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "spec_lookup.h"
+#include "engine/engine.h"
+#include "engine/spec/spec_lookup.h"
 #include "unit.h"
 
 #define MAXTOK 256

@@ -1,6 +1,6 @@
 /*
  * test_structured_wire.c — the structured-output fields of a SUBMIT
- * (src/protocol.c): a grammar source (bytes, binary lengths of a choices
+ * (channel/protocol.c): a grammar source (bytes, binary lengths of a choices
  * source included) and continuation_echo survive encode -> decode; a
  * request without them decodes without them; every truncation of a message
  * with a grammar is refused and single-byte mutations never fault.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/protocol.c"
+#include "channel/protocol.c"
 #include "unit.h"
 
 static llm_wire_arrays arrays;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/cpu/threadpool.h"
+#include "kernels/cpu/threadpool.h"
 #include "unit.h"
 
 #define N_ITEMS 600

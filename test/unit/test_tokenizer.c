@@ -18,9 +18,9 @@
  * id from text; Gemma 3's real vocabulary is test_tokenizer_gemma.c).
  */
 #include "unit.h"
-#include "gguf.h"
-#include "tokenizer.h"
-#include "chat_template.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/chat_template.h"
 #include "tokenizer_test_util.h"
 
 #include <stdint.h>

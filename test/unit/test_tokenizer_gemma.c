@@ -21,10 +21,10 @@
  */
 #include "unit.h"
 #include "model_path_test_util.h"
-#include "gguf.h"
-#include "tokenizer.h"
-#include "chat_template.h"
-#include "text_util.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/chat_template.h"
+#include "engine/util/text_util.h"
 #include "tokenizer_test_util.h"
 
 #include <stdint.h>

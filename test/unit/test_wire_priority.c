@@ -1,6 +1,6 @@
 /*
  * test_wire_priority.c — the scheduling and accounting fields of a SUBMIT
- * (src/protocol.h): the request's priority and the role and database tags
+ * (channel/protocol.h): the request's priority and the role and database tags
  * survive encode -> decode; an unknown priority is refused by the encoder
  * and by the decoder; the session is never carried; the one check refuses
  * an out-of-range priority and names the classes.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/protocol.c"
+#include "channel/protocol.c"
 #include "unit.h"
 
 static llm_wire_arrays arrays;

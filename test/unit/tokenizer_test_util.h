@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat_template.h"
-#include "tokenizer.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
 
 static inline int
 hexval(char c)

@@ -1,0 +1,513 @@
+/*
+ * engine.h — the inference engine: model + tokenizer + paged KV cache +
+ * continuous-batching scheduler + sampler, driven one step at a time.
+ *
+ * Plain C, no PostgreSQL headers: the inference worker (worker/) and the
+ * CLI (tools/) are its two drivers.  Not thread-safe: one driver thread calls
+ * everything; compute threads live inside the backend, the grammar compile
+ * thread inside the grammar store (lp_grammar.h).
+ *
+ * Lifecycle of a request: llm_engine_submit() queues it (waiting);
+ * llm_engine_step() runs one iteration (Orca-style iteration-level
+ * scheduling, Yu et al. OSDI 2022; chunked prefill as in Sarathi/vLLM) and
+ * reports events through the callback: for a GENERATE request TEXT deltas
+ * as tokens are sampled, then exactly one FINISHED or ERROR; for a SCORE
+ * request exactly one FINISHED (with the scores) or ERROR.
+ * llm_engine_abort() drops a request at once (no event) and frees its KV
+ * blocks.
+ */
+#ifndef LLM_ENGINE_H
+#define LLM_ENGINE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#include "engine/text/chat_template.h"
+#include "engine/grammar/lp_grammar.h"
+#include "request.h"
+
+typedef struct llm_engine llm_engine;
+
+/*
+ * The engine's one configuration.  Start from llm_engine_config_defaults()
+ * and change what the driver sets; llm_engine_create() rejects values out
+ * of range (no silent re-defaulting) and resolves the "auto" ones, once, from
+ * the model and backend: llm_engine_get_config() and
+ * llm_engine_model_info_json() report the resolved values.
+ */
+typedef struct llm_engine_config
+{
+	const char *model_path;		/* GGUF file (required) */
+	const char *device;			/* "cpu", "cuda", "cuda:N", "auto" (default; NULL = "auto") */
+	int			n_threads;		/* CPU compute threads, >= 0; 0 (default) = all online CPUs */
+	int			n_ctx;			/* max tokens per sequence, >= 0; 0 (default) = the model's context length */
+	int			block_size;		/* tokens per KV block, >= 1; default 16 */
+	int64_t		kv_cache_bytes;	/* KV memory budget, >= 0; 0 (default) = enough for max_running
+								 * full contexts, capped at 1 GiB; resolved to whole blocks */
+	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
+	int			max_running;	/* max sequences in a step, >= 1; default 64 */
+	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
+
+	/*
+	 * Scheduling between classes and sessions (scheduler.h): running slots
+	 * batch requests leave free for interactive ones (>= 0, at most
+	 * max_running - 1; default -1 = automatic: max_running / 16, at least
+	 * 1, i.e. 4 of the default 64); the step's total tokens while an
+	 * interactive request is in it, batch work filling up to it (> 0; 0 =
+	 * no cap; default -1 = automatic: what takes at most
+	 * interactive_step_slowdown percent longer than the interactive work
+	 * alone, below, by a model of step time fitted to the steps run,
+	 * scheduler.h); prefill tokens per step of a class once at least
+	 * prefill_cap_decodes of its sequences decode (>= 0, 0 = no cap;
+	 * default 0; prefill_cap_decodes >= 1, default 16).
+	 */
+	int			reserved_interactive;
+	int			interactive_step_tokens;
+	int			prefill_cap;
+	int			prefill_cap_decodes;
+	/*
+	 * Speculative decoding by prompt lookup (spec_lookup.h): up to
+	 * spec_tokens draft tokens per sequence and step (>= 0, 0 = off;
+	 * default 4), only while at most spec_max_batch sequences run (>= 1;
+	 * default 1: at 4 sequences it measured slower than plain decoding on
+	 * an AVX2 host, whose batched steps are already compute-bound).
+	 */
+	int			spec_tokens;
+	int			spec_max_batch;
+	const char *chat_template;	/* "auto" (default; NULL = "auto"): the family of the GGUF's
+								 * tokenizer.chat_template, "none" when it has none; "none",
+								 * "chatml", "gemma": that family whatever the file says (its
+								 * marker tokens must be in the vocabulary) */
+	const char *kv_cache_dtype;	/* element type of the KV cache: "f16" (default; NULL = "f16") or
+								 * "q8_0" (blocks of 32 int8 + fp16 scale: 34 bytes per 32 values
+								 * instead of 64, so a budget holds 64/34 times the blocks; the
+								 * backend must support it) */
+	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
+								 * n_threads, for engines one thread steps in turn (several
+								 * models in one driver); default false (a pool of its own) */
+	/*
+	 * Prefill tokens per step of the batch class (scheduler.h, "Batch
+	 * prefill per step"), so an interactive request arriving during a batch
+	 * step waits about one decode step, not a step of max_batched_tokens of
+	 * prefill (>= 0, 0 = no cap; default 128: on two AVX2 cores such a
+	 * chunk costs about what 100 decode rows do, a full 512-token one four
+	 * times that; a GPU, whose steps take about the same time up to
+	 * hundreds of tokens, wants it larger or 0).
+	 */
+	int			batch_prefill_tokens;
+	bool		kv_keep_windowed;	/* keep every position of a model's sliding-window layers
+									 * (one KV group); default false: their KV lives in a local
+									 * group freed behind the window (scheduler.h), where the
+									 * backend supports it (CPU) */
+	/*
+	 * Short steps (scheduler.h): the batch class's tokens per step are
+	 * steered so that a step of batch work alone takes about batch_step_ms
+	 * by the rate such steps measure (raised to ten times a small step's
+	 * time, so the fixed cost stays under a tenth of a step on a loaded
+	 * host), since an interactive request arriving during a step waits for
+	 * it (>= 0 ms, 0 = no cap; default 200: about half the tokens of a
+	 * step of 38 decodes and a 128-token chunk on two AVX2 cores; a GPU's
+	 * cap is max_batched_tokens); and
+	 * with interactive_step_tokens automatic, batch work may make a step
+	 * holding interactive work at most interactive_step_slowdown percent
+	 * longer than that work alone (>= 0, default 25; 100 is twice).
+	 */
+	int			batch_step_ms;
+	int			interactive_step_slowdown;
+} llm_engine_config;
+
+/*
+ * The shortest context a configuration may name (n_ctx, when not 0): an
+ * empty user turn of either chat template family (ChatML 8 tokens, Gemma
+ * 9 with its BOS) plus one generated token, rounded up to one KV block of
+ * the default size.  The llm.context_length GUC refuses less.
+ */
+#define LLM_MIN_N_CTX 16
+
+/*
+ * Which setting a configuration failure is due to: offsetof(llm_engine_config,
+ * field) of it, or LLM_CONFIG_NO_FIELD (out of memory, an internal error).
+ * A driver maps it to its own name of the setting.
+ */
+#define LLM_CONFIG_NO_FIELD ((size_t) -1)
+
+/* Defaults for every field (model_path NULL). */
+void		llm_engine_config_defaults(llm_engine_config *c);
+
+/*
+ * 0 when a KV cache of bytes is within the engine's share of this
+ * machine's memory: at most half of the physical memory
+ * (sysconf(_SC_PHYS_PAGES)); else -1 + err naming both sizes.
+ * llm_engine_create applies it to the resolved budget.
+ */
+int			llm_engine_check_kv_budget(int64_t bytes, char *err, size_t errlen);
+
+/* True when an engine created from a would be the same as one from b (strings compared by value). */
+bool		llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b);
+
+typedef enum llm_event_kind
+{
+	LLM_EVENT_TEXT,				/* text delta (valid UTF-8, may be empty) */
+	LLM_EVENT_FINISHED,			/* final: finish_reason + usage */
+	LLM_EVENT_ERROR,			/* final: status + message */
+	LLM_EVENT_TOKENS			/* final, llm_engine_tokenize_request only: ids */
+} llm_event_kind;
+
+typedef struct llm_event
+{
+	llm_event_kind kind;
+	uint64_t	request_id;
+	void	   *user_data;		/* as given to llm_engine_submit */
+	const char *text;			/* TEXT: delta; ERROR: message (NUL-terminated) */
+	size_t		text_len;
+	int32_t		token_id;		/* TEXT: the sampled token, -1 for a flush */
+	llm_finish_reason finish_reason;
+	llm_status	status;
+	llm_usage	usage;
+	/* FINISHED of a SCORE request: per continuation, the sum of the natural
+	 * log-probabilities of its tokens (n_scores = n_continuations); valid
+	 * during the callback only */
+	const double *scores;
+	int32_t		n_scores;
+	/* TOKENS: the text's token ids; valid during the callback only */
+	const int32_t *ids;
+	int64_t		n_ids;
+} llm_event;
+
+typedef void (*llm_event_cb) (const llm_event *ev, void *cb_arg);
+
+/* Load model and allocate everything; NULL + message on failure (never aborts). */
+llm_engine *llm_engine_create(const llm_engine_config *c, char *err, size_t errlen);
+
+/* llm_engine_create, and on failure *field: the setting at fault (LLM_CONFIG_NO_FIELD: none). */
+llm_engine *llm_engine_create_ex(const llm_engine_config *c, size_t *field, char *err, size_t errlen);
+
+/*
+ * Check that llm_engine_create(c) would get past everything that needs
+ * neither the weights nor the KV cache: the settings' ranges, the model
+ * file (opened and validated, its tokenizer built, its architecture known
+ * and hyper-parameters valid), the chat template against the vocabulary,
+ * the device (the backend opened: CUDA loadable with a device present),
+ * the KV geometry and the resolved budget (llm_engine_check_kv_budget,
+ * at least 2 blocks) and the context.  What it cannot see: the weights'
+ * tensors and the allocations themselves (weights, KV cache).  0, with
+ * the resolved configuration in *resolved when not NULL (strings: c's;
+ * an "auto" device as the backend's static name, e.g. "cpu");
+ * or -1 + err and *field (llm_engine_create_ex).  Memory it takes is
+ * given back before it returns, so a driver checks a new configuration
+ * with it while the old engine serves.
+ */
+int			llm_engine_check_config(const llm_engine_config *c, llm_engine_config *resolved,
+									size_t *field, char *err, size_t errlen);
+/*
+ * Free everything.  Joins the grammar store's compile thread, which first
+ * finishes a compile in progress (bounded by grammar.h's limits:
+ * milliseconds for realistic grammars, under a second measured at the
+ * state limits; lp_grammar.h, Shutdown).
+ */
+void		llm_engine_destroy(llm_engine *e);
+
+const llm_tokenizer *llm_engine_tokenizer(const llm_engine *e);
+const llm_chat_template *llm_engine_chat_template(const llm_engine *e);
+int32_t		llm_engine_n_ctx(const llm_engine *e);
+
+/* The configuration the engine runs with: every auto value resolved (strings owned by e). */
+void		llm_engine_get_config(const llm_engine *e, llm_engine_config *out);
+
+/*
+ * Model facts for llm_model_info(): writes a JSON object into out (cap
+ * bytes, NUL-terminated); returns length needed.
+ */
+size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
+
+/*
+ * Queue a request (request.h): validates it, turns its prompt into token ids
+ * (chat template, tokenizer) and queues it; everything it points at is
+ * copied.  id must be unique among live requests.  Errors (nothing queued,
+ * no event): INVALID_PARAM / EMPTY_PROMPT (validation; also a prompt or
+ * continuation that cannot be rendered: invalid UTF-8, an unknown role, a
+ * TEXT/MESSAGES prompt on a model without a chat template, a token id
+ * outside the vocabulary, continuation_eot on a model without an
+ * end-of-turn token), PROMPT_TOO_LONG (GENERATE: the prompt's ids alone
+ * fill the context; SCORE: prompt + a continuation (+ end of turn) exceed
+ * it; err names the lengths), OUT_OF_MEMORY, DUPLICATE_ID.
+ *
+ * GENERATE: a request whose prompt + max_tokens exceeds n_ctx is accepted
+ * and stops with LLM_FINISH_LENGTH at the context.  A grammar (request.h)
+ * the engine's grammar store holds compiled is attached here; any other is
+ * compiled on the store's compile thread (lp_grammar.h), never here: the
+ * request is queued waiting for its grammar (counted in n_waiting, not
+ * admitted by the scheduler: no KV blocks, no prefill) and joins the
+ * scheduler at the first step after the compile finished, with the same
+ * processor, so its output is what it would have been with the grammar
+ * compiled inline.  A source that does not compile then finishes the
+ * request with one ERROR event (no other event before it) of the status
+ * and message submission used to return: INVALID_PARAM (err names the
+ * construct), PROMPT_TOO_LONG (over a grammar limit), OUT_OF_MEMORY.
+ * Requests for a source being compiled share that one compile.
+ *
+ * A prompt of at least LLM_TOKENIZE_INLINE_BYTES bytes of text (prompt,
+ * system or messages, plus all continuations) is tokenized (and its chat
+ * template rendered) on the engine's tokenizer thread, never here: the
+ * request waits outside the scheduler (counted in n_waiting, abortable)
+ * and is submitted over its ids at the first step after the thread
+ * finished, in the order such requests came, so its ids and its output
+ * are what an inline submission gives.  An error found then (an invalid
+ * prompt, a prompt or continuation too long for the context, an empty
+ * prompt, out of memory) finishes the request with one ERROR event of
+ * the status and message submission returns for a smaller prompt.
+ * Validation, the size bound and a duplicate id are still answered here.
+ *
+ * SCORE: for each continuation k (tokenized as plain text, followed by the
+ * model's end-of-turn token when continuation_eot: <|im_end|> for ChatML,
+ * <end_of_turn> for Gemma, else the EOS token if it ends generation),
+ * scores[k] = sum over its tokens t_j of log softmax(logits after prompt +
+ * t_0..t_{j-1})[t_j], natural log, float64 sums over the fp32 rows, no
+ * sampling options or processors applied (params other than cache_salt are
+ * ignored).  The FINISHED event carries scores[0..n_continuations) in
+ * continuation order, finish_reason LLM_FINISH_STOP, usage.prompt_tokens =
+ * the prompt's ids, completion_tokens 0.  Each continuation is one
+ * sequence of its own (prompt + continuation) whose prefill asks for the
+ * logits of every row from the prompt's last token on; the sequences share
+ * the prompt's full KV blocks (through the prefix cache, or, with prefix
+ * caching off, among themselves only).  With two or more continuations the
+ * prompt has a sequence of its own, computed once, whose last row scores
+ * every continuation's first token; each continuation's sequence then
+ * shares its full blocks, gets a private copy of its partly filled last
+ * block (backend copy_blocks; without the op, or with no block free for
+ * the copy, it recomputes that block) and computes only its own tokens.
+ * With one continuation, its sequence computes the whole prompt.
+ */
+llm_status	llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+							  char *err, size_t errlen);
+
+/*
+ * The token ids llm_engine_submit would queue for req's prompt (req
+ * validated first) into a malloc'd array (*ids, free() it); returns the
+ * count, or -1 + err (and *ids NULL).
+ */
+int64_t		llm_engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids,
+								  char *err, size_t errlen);
+
+/*
+ * Token ids of text as plain text (no template, no BOS) into a malloc'd
+ * array (*ids, free() it); returns the count, or -1 + err (invalid UTF-8).
+ */
+int64_t		llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, int32_t **ids,
+								char *err, size_t errlen);
+
+/*
+ * Text below this many bytes is tokenized on the caller's (driver's)
+ * thread: 16 KiB take 1 to 2 ms (SmolLM2, bench/tokenize_stall), less than
+ * the step by which the hand-over to the tokenizer thread delays the
+ * request; a larger text goes to the tokenizer thread (llm_engine_submit,
+ * llm_engine_tokenize_request), where 1 MB takes about 0.3 s.
+ */
+#define LLM_TOKENIZE_INLINE_BYTES 16384
+
+/*
+ * llm_engine_tokenize of text for a driver that answers later: below
+ * LLM_TOKENIZE_INLINE_BYTES it tokenizes now (LLM_OK with *ids (free() it)
+ * and *n, or LLM_ERR_INVALID_TEXT + err; no event).  A larger text is
+ * tokenized on the tokenizer thread as request id (*ids NULL, *n -1,
+ * LLM_OK; DUPLICATE_ID / OUT_OF_MEMORY + err): a later llm_engine_step
+ * sends its one final event, TOKENS with the ids, or ERROR with
+ * LLM_ERR_INVALID_TEXT and the message the inline call gives.
+ * llm_engine_abort drops it; until its event it counts as waiting.
+ */
+llm_status	llm_engine_tokenize_request(llm_engine *e, uint64_t id, const char *text, size_t len,
+										void *user_data, int32_t **ids, int64_t *n,
+										char *err, size_t errlen);
+
+/*
+ * Text of token ids (special tokens as their text; invalid UTF-8 as U+FFFD)
+ * into a malloc'd NUL-terminated buffer (*text, free() it); returns its
+ * length, or -1 + err (an id outside the vocabulary).
+ */
+int64_t		llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t n, char **text,
+								  char *err, size_t errlen);
+
+/*
+ * llm_engine_submit() of a GENERATE request over prompt token ids (n >= 1,
+ * copied) with options p: the same checks, errors and behaviour.
+ */
+llm_status	llm_engine_add_request(llm_engine *e, uint64_t id, const int32_t *prompt, int32_t n,
+								   const llm_sampling_params *p, void *user_data,
+								   char *err, size_t errlen);
+
+/* Drop a live request (waiting or running) and free its KV blocks; no event.  False if unknown. */
+bool		llm_engine_abort(llm_engine *e, uint64_t id);
+
+/* True while any request is waiting or running. */
+bool		llm_engine_has_work(const llm_engine *e);
+
+/*
+ * One iteration: submit the requests whose prompt the tokenizer thread
+ * finished (or fail them; an llm_engine_tokenize_request gets its event),
+ * admit the requests whose grammar finished compiling (or
+ * fail those whose compile failed), schedule, forward, process logits,
+ * sample or score, emit events through cb (which must not call back into
+ * the engine).  When the only work left is requests waiting for their
+ * grammar or their tokens, it waits at most a couple of milliseconds for a compile to
+ * finish (engine_internal.h ENGINE_GRAMMAR_IDLE_MS) instead of returning
+ * at once, so a driver looping on it does not spin.  Returns
+ * LLM_OK, or an error for an engine-wide failure (backend error): then every
+ * live request has received an ERROR event and been dropped.
+ */
+llm_status	llm_engine_step(llm_engine *e, llm_event_cb cb, void *cb_arg);
+
+typedef struct llm_engine_stats
+{
+	int32_t		n_waiting;			/* live requests none of whose sequences runs */
+	int32_t		n_running;			/* live requests with a sequence in the running set */
+	int32_t		last_batch_seqs;	/* sequences in the last step */
+	int32_t		max_batch_seqs;		/* max sequences seen in one step */
+	int32_t		last_batch_tokens;
+	int32_t		kv_blocks_total;
+	int32_t		kv_blocks_used;		/* referenced by live requests */
+	int32_t		kv_blocks_cached;	/* unreferenced but holding a reusable prefix */
+	int64_t		n_steps;
+	int64_t		n_preemptions;
+	int64_t		prompt_tokens;		/* cumulative */
+	int64_t		cached_prompt_tokens;
+	int64_t		completion_tokens;
+	int64_t		prefix_queries;		/* prompt tokens looked up in the prefix cache */
+	int64_t		computed_tokens;	/* cumulative token rows through the forward pass */
+	int64_t		logits_rows;		/* cumulative logits rows the forward pass produced */
+	int64_t		draft_tokens;		/* cumulative speculative tokens proposed and computed */
+	int64_t		accepted_tokens;	/* of those, accepted */
+	/*
+	 * With a local KV group (sliding-window layers, scheduler.h) the
+	 * kv_blocks_* counts above are of both pools' blocks together; these
+	 * are the local pool's alone (0 without one), and the bytes of both:
+	 * a global block holds the other layers' K/V of block_size positions,
+	 * a local one the sliding-window layers'.
+	 */
+	int32_t		kv_local_blocks_total;
+	int32_t		kv_local_blocks_used;
+	int32_t		kv_local_blocks_cached;
+	int64_t		kv_bytes_total;
+	int64_t		kv_bytes_used;		/* of blocks referenced by live requests */
+	/* bytes of one block of each pool; their sum is one block of every layer */
+	int64_t		kv_block_bytes;
+	int64_t		kv_local_block_bytes;	/* 0 without a local group */
+	/* cumulative KV blocks copied (both pools) for SCORE continuations forking from their prompt */
+	int64_t		copied_blocks;
+	/*
+	 * Steps by what they carried (cumulative): steps holding work of the
+	 * interactive class, with their token rows and forward time; steps of
+	 * batch work only, likewise, and the longest of these (what an
+	 * interactive request arriving during one waits at most).
+	 */
+	int64_t		interactive_steps;
+	int64_t		interactive_step_tokens;
+	double		interactive_step_ms;
+	int64_t		batch_steps;
+	int64_t		batch_step_tokens;
+	double		batch_step_ms;
+	double		batch_step_max_ms;
+} llm_engine_stats;
+
+void		llm_engine_get_stats(const llm_engine *e, llm_engine_stats *out);
+
+/*
+ * Constrained decoding: grammars compiled and held, token index build time,
+ * mask cache, and the time to mask one row; compiles pending on the
+ * compile thread, requests waiting for a grammar, failures, the longest
+ * wait (lp_grammar.h).
+ */
+void		llm_engine_grammar_stats(const llm_engine *e, llm_grammar_store_stats *out);
+
+/*
+ * How a SCORE request of several continuations shares its prompt's KV:
+ * COPY (the default where the backend has copy_blocks): the prompt's own
+ * sequence computes it once, then each continuation shares its full blocks
+ * and gets a copy of its partly filled last block; RECOMPUTE: the same
+ * sequences, but every continuation recomputes that last block, as when
+ * the pool has no block free for a copy; PER_CONTINUATION: one sequence per
+ * continuation, each computing the prompt's last block and its last row.
+ * The scores are bit-identical in all three.
+ */
+typedef enum llm_score_sharing
+{
+	LLM_SCORE_SHARE_COPY = 0,
+	LLM_SCORE_SHARE_RECOMPUTE,
+	LLM_SCORE_SHARE_PER_CONTINUATION
+} llm_score_sharing;
+
+/* Test hook: the sharing of SCORE requests submitted from now on (COPY falls back to RECOMPUTE without copy_blocks). */
+void		llm_engine_debug_score_sharing(llm_engine *e, llm_score_sharing mode);
+
+/*
+ * Test hooks (lp_grammar.h, "Test seam"): hold (true) or open the gate of
+ * the grammar compile thread, which starts no compile while held, so a
+ * test keeps requests waiting for their grammar as long as it likes; and,
+ * with the gate open, wait until every queued compile has finished and
+ * collect them (false while held).
+ */
+void		llm_engine_debug_grammar_hold(llm_engine *e, bool hold);
+bool		llm_engine_debug_grammar_drain(llm_engine *e);
+
+/*
+ * Test seams of the tokenizer thread, as for grammars: while held it starts
+ * no job (a large prompt stays "being tokenized" for exactly the steps a
+ * test chooses); drain waits until every queued job finished (false while
+ * held); inline_bytes replaces LLM_TOKENIZE_INLINE_BYTES for this engine.
+ */
+void		llm_engine_debug_tokenize_hold(llm_engine *e, bool hold);
+bool		llm_engine_debug_tokenize_drain(llm_engine *e);
+void		llm_engine_debug_tokenize_inline_bytes(llm_engine *e, size_t bytes);
+
+/* Test hook: force the next n logits rows to NaN (non-finite logits path). */
+void		llm_engine_debug_poison_logits(llm_engine *e, int n);
+
+/*
+ * Test hook: prefill ids (n >= 1) alone in one step on fresh blocks and copy
+ * the last position's n_vocab logits to out.  Requires no live requests.
+ */
+llm_status	llm_engine_debug_prompt_logits(llm_engine *e, const int32_t *ids, int32_t n,
+										   float *out, char *err, size_t errlen);
+
+/*
+ * Test hook: as llm_engine_debug_prompt_logits, but copy the logits of every
+ * position from .. n-1 (0 <= from < n) of that one prefill to out
+ * ([n - from][n_vocab]).
+ */
+llm_status	llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n,
+												int32_t from, float *out, char *err, size_t errlen);
+
+/*
+ * What llm_engine_create adjusted in the configuration it was given (a
+ * thread count above the CPUs this process may run on, clamped), one
+ * sentence each, or "" (owned by e).
+ */
+const char *llm_engine_notes(const llm_engine *e);
+
+/*
+ * The compute kernels e runs on (static string): on the CPU backend its
+ * implementation (kernels/cpu/dispatch.h: "scalar", "avx2", "avx512vnni";
+ * none uses AMX), otherwise the backend's name ("cuda").
+ */
+const char *llm_engine_kernels(const llm_engine *e);
+
+/*
+ * Check that path is a GGUF file the engine can open: the file mapped, its
+ * header, metadata and tensor directory read and validated (gguf.h), and
+ * general.architecture present.  0, or -1 + err.  Loads no weights (an
+ * architecture the engine lacks, or a tensor it rejects, is found only by
+ * llm_engine_create): a driver checks a new model file with it before
+ * giving up the engine it has.
+ */
+int			llm_engine_check_model_file(const char *path, char *err, size_t errlen);
+
+/* Vocabulary size (length of a logits row). */
+int32_t		llm_engine_n_vocab(const llm_engine *e);
+
+/* Parameter count of the model: the elements of every tensor in its file. */
+int64_t		llm_engine_n_params(const llm_engine *e);
+
+/* The model's architecture, general.architecture of its file (owned by e). */
+const char *llm_engine_architecture(const llm_engine *e);
+
+#endif

@@ -1,0 +1,453 @@
+/*
+ * model.c — the architecture-neutral part of the model (model.h): the table
+ * of architectures, GGUF hyper-parameter and tensor helpers, the checks
+ * every config must pass, the activation buffers, and the forward driver
+ * (begin_step, the architecture's graph, then the output head: gather the
+ * requested rows, output projection, final logit soft-capping when the
+ * config has it, download, or none with a backend whose buffers are host
+ * memory: the logits are then written into the caller's array), and the
+ * scan of the logits rows on the backend's threads (llm_model_scan_logits).
+ * The architecture files and what they must do are described in
+ * model_arch.h.
+ *
+ * GGUF conventions (keys "<arch>.<name>", tensors token_embd / output_norm /
+ * output) are those llama.cpp writes and reads.
+ */
+#include "model.h"
+#include "model_arch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/quant_types.h"
+
+/* Supported architectures: one row per model_<arch>.c. */
+static const llm_arch *const archs[] = {
+	&llm_arch_llama,
+	&llm_arch_gemma3,
+};
+
+#define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
+
+static const llm_arch *
+find_arch(const char *name)
+{
+	for (size_t i = 0; i < N_ARCHS; i++)
+		if (strcmp(archs[i]->name, name) == 0)
+			return archs[i];
+	return NULL;
+}
+
+/* "llama, ..." into buf. */
+static void
+arch_names(char *buf, size_t len)
+{
+	size_t		o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < N_ARCHS && o < len; i++)
+		o += (size_t) snprintf(buf + o, len - o, "%s%s", i ? ", " : "", archs[i]->name);
+}
+
+/* ------------------------------------------------------------------------
+ * GGUF helpers
+ * ------------------------------------------------------------------------ */
+
+int
+llm_model_get_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
+				  char *err, size_t errlen)
+{
+	char		key[160];
+	int64_t		v;
+
+	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+	if (!gguf_get_int(f, key, &v))
+	{
+		if (required)
+			snprintf(err, errlen, "GGUF metadata key %s missing or not an integer", key);
+		return required ? -1 : 0;
+	}
+	if (v <= 0 || v > (1 << 24))
+	{
+		snprintf(err, errlen, "GGUF metadata %s = %lld out of range", key, (long long) v);
+		return -1;
+	}
+	*out = (int32_t) v;
+	return 0;
+}
+
+bool
+llm_model_get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out)
+{
+	char		key[160];
+	double		d;
+
+	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+	if (!gguf_get_float(f, key, &d))
+		return false;
+	*out = (float) d;
+	return true;
+}
+
+int
+llm_model_alloc_layers(llm_model *m, char *err, size_t errlen)
+{
+	free(m->layer_cfg);
+	m->layer_cfg = calloc((size_t) (m->cfg.n_layers > 0 ? m->cfg.n_layers : 1), sizeof(llm_layer_config));
+	m->cfg.layer = m->layer_cfg;
+	if (m->layer_cfg == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+/* Find tensor name with expected [ne0, ne1] (ne1 = 1 for vectors). */
+static const gguf_tensor *
+find_checked(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, char *err, size_t errlen)
+{
+	const gguf_tensor *t = gguf_find_tensor(f, name);
+
+	if (t == NULL)
+	{
+		snprintf(err, errlen, "tensor %s missing from GGUF file", name);
+		return NULL;
+	}
+	if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+	{
+		snprintf(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+				 name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
+				 (long long) t->ne[3], (long long) ne0, (long long) ne1);
+		return NULL;
+	}
+	return t;
+}
+
+int
+llm_model_load_matrix(llm_model *m, const gguf_file *f, const char *name, int64_t n_cols, int64_t n_rows,
+					  llm_weight *out, char *err, size_t errlen)
+{
+	const gguf_tensor *t = find_checked(f, name, n_cols, n_rows, err, errlen);
+	llm_weight	host;
+
+	if (t == NULL)
+		return -1;
+	memset(&host, 0, sizeof(host));
+	host.type = t->type;
+	host.n_rows = n_rows;
+	host.n_cols = n_cols;
+	host.row_bytes = llm_type_row_bytes(t->type, n_cols);
+	host.data = t->data;
+	if (m->b->ops->load_weight(m->b, &host, out) != 0)
+	{
+		snprintf(err, errlen, "tensor %s (%s): %s", name,
+				 llm_type_get(t->type) ? llm_type_get(t->type)->name : "?",
+				 m->b->ops->last_error(m->b));
+		return -1;
+	}
+	return 0;
+}
+
+float *
+llm_model_load_vector(llm_model *m, const gguf_file *f, const char *name, int64_t n, char *err, size_t errlen)
+{
+	const gguf_tensor *t = find_checked(f, name, n, 1, err, errlen);
+	float	   *dev;
+
+	if (t == NULL)
+		return NULL;
+	if (t->type != LLM_TYPE_F32)
+	{
+		snprintf(err, errlen, "tensor %s: norm weights must be F32", name);
+		return NULL;
+	}
+	dev = m->b->ops->load_vector(m->b, (const float *) t->data, (size_t) n);
+	if (dev == NULL)
+		snprintf(err, errlen, "tensor %s: %s", name, m->b->ops->last_error(m->b));
+	return dev;
+}
+
+int
+llm_model_load_head(llm_model *m, const gguf_file *f, char *err, size_t errlen)
+{
+	llm_model_config *c = &m->cfg;
+
+	if (llm_model_load_matrix(m, f, "token_embd.weight", c->dim, c->n_vocab, &m->tok_embd, err, errlen))
+		return -1;
+	if (gguf_find_tensor(f, "output.weight") != NULL)
+	{
+		if (llm_model_load_matrix(m, f, "output.weight", c->dim, c->n_vocab, &m->output, err, errlen))
+			return -1;
+	}
+	else
+	{
+		c->tied_output = 1;
+		m->output = m->tok_embd;
+	}
+	m->output_norm = llm_model_load_vector(m, f, "output_norm.weight", c->dim, err, errlen);
+	return m->output_norm ? 0 : -1;
+}
+
+void
+llm_model_free_weight(llm_model *m, llm_weight *w)
+{
+	if (w->data)
+		m->b->ops->free_weight(m->b, w);
+	memset(w, 0, sizeof(*w));
+}
+
+void
+llm_model_free_vector(llm_model *m, float **v)
+{
+	if (*v)
+		m->b->ops->free_f32(m->b, *v);
+	*v = NULL;
+}
+
+int
+llm_model_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x, float *const *y, int n)
+{
+	if (b->ops->matmul_multi != NULL)
+		return b->ops->matmul_multi(b, w, n_w, x, y, n);
+	for (int i = 0; i < n_w; i++)
+		if (b->ops->matmul(b, w[i], x, y[i], n) != 0)
+			return -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * load / free
+ * ------------------------------------------------------------------------ */
+
+/* What every architecture's config must satisfy before tensors are loaded. */
+static int
+check_config(const llm_model_config *c, char *err, size_t errlen)
+{
+	if (c->n_layers <= 0 || c->dim <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 ||
+		c->head_dim <= 0 || c->ffn_dim <= 0 || c->n_vocab <= 0 || c->layer == NULL)
+	{
+		snprintf(err, errlen, "%s: incomplete model config", c->arch);
+		return -1;
+	}
+	if (c->n_heads % c->n_kv_heads != 0 || c->head_dim % 2 != 0)
+	{
+		snprintf(err, errlen, "inconsistent head counts: heads %d, kv heads %d, head_dim %d",
+				 c->n_heads, c->n_kv_heads, c->head_dim);
+		return -1;
+	}
+	if (!(c->rms_eps > 0.0f) || !(c->attn_scale > 0.0f) || !(c->final_logit_softcap >= 0.0f))
+	{
+		snprintf(err, errlen, "invalid RMS epsilon, attention scale or logit soft-cap");
+		return -1;
+	}
+	for (int l = 0; l < c->n_layers; l++)
+		if (c->layer[l].attn_window < 0 || !(c->layer[l].rope_theta > 0.0f))
+		{
+			snprintf(err, errlen, "layer %d: invalid attention window %d or rope theta",
+					 l, c->layer[l].attn_window);
+			return -1;
+		}
+	return 0;
+}
+
+/* The config read and checked, then, with load, every tensor through the backend. */
+static llm_model *
+model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errlen)
+{
+	llm_model  *m = calloc(1, sizeof(llm_model));
+	llm_model_config *c;
+	gguf_str	s;
+	const gguf_kv *toks;
+
+	if (m == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	m->b = b;
+	c = &m->cfg;
+	if (!gguf_get_str(f, "general.architecture", &s) || s.len == 0 || s.len >= sizeof(c->arch))
+	{
+		snprintf(err, errlen, "GGUF metadata general.architecture missing");
+		goto fail;
+	}
+	memcpy(c->arch, s.ptr, s.len);
+	if ((m->arch = find_arch(c->arch)) == NULL)
+	{
+		char		names[256];
+
+		arch_names(names, sizeof(names));
+		snprintf(err, errlen, "unsupported model architecture \"%s\" (supported: %s)", c->arch, names);
+		goto fail;
+	}
+	if (gguf_get_str(f, "general.name", &s))
+		snprintf(c->name, sizeof(c->name), "%.*s", (int) (s.len < 127 ? s.len : 127), s.ptr);
+	toks = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_VT_STRING);
+	if (toks == NULL || toks->arr_n == 0 || toks->arr_n > (1u << 24))
+	{
+		snprintf(err, errlen, "GGUF metadata tokenizer.ggml.tokens missing");
+		goto fail;
+	}
+	c->n_vocab = (int32_t) toks->arr_n;
+
+	if (m->arch->read_config(m, f, err, errlen) != 0 || check_config(c, err, errlen) != 0 ||
+		(load && m->arch->load(m, f, err, errlen) != 0))
+		goto fail;
+	return m;
+
+fail:
+	llm_model_free(m);
+	return NULL;
+}
+
+llm_model *
+llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
+{
+	return model_open(f, b, true, err, errlen);
+}
+
+llm_model *
+llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
+{
+	return model_open(f, b, false, err, errlen);
+}
+
+static void
+free_activations(llm_model *m)
+{
+	llm_activations *a = &m->act;
+	float	  **bufs[] = {&a->x, &a->h, &a->q, &a->k, &a->v, &a->attn, &a->tmp, &a->gate, &a->up,
+	&a->out_h, &a->logits};
+
+	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+		llm_model_free_vector(m, bufs[i]);
+	a->cap_tokens = 0;
+	a->cap_out = 0;
+}
+
+void
+llm_model_free(llm_model *m)
+{
+	if (m == NULL)
+		return;
+	free_activations(m);
+	if (m->arch)
+		m->arch->free_state(m);
+	llm_model_free_vector(m, &m->output_norm);
+	if (!m->cfg.tied_output)
+		llm_model_free_weight(m, &m->output);
+	llm_model_free_weight(m, &m->tok_embd);
+	free(m->layer_cfg);
+	free(m);
+}
+
+const llm_model_config *
+llm_model_get_config(const llm_model *m)
+{
+	return &m->cfg;
+}
+
+/* ------------------------------------------------------------------------
+ * forward
+ * ------------------------------------------------------------------------ */
+
+static int
+ensure_activations(llm_model *m, int n_tokens, int n_out)
+{
+	const llm_model_config *c = &m->cfg;
+	llm_backend *b = m->b;
+	llm_activations *a = &m->act;
+	int			cap = a->cap_tokens;
+	int			cap_out = a->cap_out;
+
+	if (n_tokens <= cap && n_out <= cap_out)
+		return 0;
+	if (n_tokens > cap)
+		cap = n_tokens;
+	if (n_out > cap_out)
+		cap_out = n_out;
+	free_activations(m);
+	{
+		size_t		T = (size_t) cap;
+		size_t		qd = (size_t) c->n_heads * c->head_dim;
+		size_t		kvd = (size_t) c->n_kv_heads * c->head_dim;
+
+		a->x = b->ops->alloc_f32(b, T * c->dim);
+		a->h = b->ops->alloc_f32(b, T * c->dim);
+		a->q = b->ops->alloc_f32(b, T * qd);
+		a->k = b->ops->alloc_f32(b, T * kvd);
+		a->v = b->ops->alloc_f32(b, T * kvd);
+		a->attn = b->ops->alloc_f32(b, T * qd);
+		a->tmp = b->ops->alloc_f32(b, T * c->dim);
+		a->gate = b->ops->alloc_f32(b, T * c->ffn_dim);
+		a->up = b->ops->alloc_f32(b, T * c->ffn_dim);
+		a->out_h = b->ops->alloc_f32(b, (size_t) cap_out * c->dim);
+		/* with host buffers the logits are written into the caller's array */
+		a->logits = b->ops->host_buffers ? NULL : b->ops->alloc_f32(b, (size_t) cap_out * c->n_vocab);
+	}
+	if (!a->x || !a->h || !a->q || !a->k || !a->v || !a->attn || !a->tmp || !a->gate ||
+		!a->up || !a->out_h || (!a->logits && !b->ops->host_buffers))
+	{
+		free_activations(m);
+		return -1;
+	}
+	a->cap_tokens = cap;
+	a->cap_out = cap_out;
+	return 0;
+}
+
+int
+llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err, size_t errlen)
+{
+	const llm_model_config *c = &m->cfg;
+	llm_backend *b = m->b;
+	const llm_backend_ops *o = b->ops;
+	llm_activations *a = &m->act;
+	int			n = d->n_tokens;
+
+	if (n <= 0 || d->n_out < 0)
+	{
+		snprintf(err, errlen, "empty forward step");
+		return -1;
+	}
+	if (ensure_activations(m, n, d->n_out > 0 ? d->n_out : 1) != 0)
+	{
+		snprintf(err, errlen, "out of memory for activations of %d tokens and %d output rows", n, d->n_out);
+		return -1;
+	}
+
+#define TRY(call) do { if ((call) != 0) goto backend_fail; } while (0)
+	TRY(o->begin_step(b, d));
+	TRY(m->arch->forward(m, d));
+	if (d->n_out > 0)
+	{
+		/* host buffers: the logits go straight into the caller's array (no copy) */
+		float	   *lg = o->host_buffers ? logits : a->logits;
+
+		TRY(o->gather_rows(b, a->h, a->out_h, c->dim));
+		TRY(o->matmul(b, &m->output, a->out_h, lg, d->n_out));
+		if (c->final_logit_softcap > 0.0f)
+			TRY(o->softcap(b, lg, c->final_logit_softcap, (size_t) d->n_out * c->n_vocab));
+		if (lg != logits)
+			TRY(o->download(b, logits, lg, (size_t) d->n_out * c->n_vocab));
+	}
+	TRY(o->sync(b));
+#undef TRY
+	return 0;
+
+backend_fail:
+	snprintf(err, errlen, "%s backend: %s", o->name, o->last_error(b));
+	return -1;
+}
+
+int
+llm_model_scan_logits(llm_model *m, const float *logits, int n, int32_t *argmax, uint8_t *finite)
+{
+	const llm_backend_ops *o = m->b->ops;
+
+	if (!o->host_buffers || o->scan_rows == NULL)
+		return -1;
+	return o->scan_rows(m->b, logits, n, m->cfg.n_vocab, argmax, finite);
+}

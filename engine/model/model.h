@@ -1,0 +1,100 @@
+/*
+ * model.h — a decoder-only transformer over the compute backend: loaded from
+ * a GGUF file, run one forward step at a time.
+ *
+ * The architecture is the file's general.architecture; each supported one is
+ * a file model_<arch>.c behind the table in model.c (model_arch.h is that
+ * seam).  Supported: llama, gemma3.  An unknown architecture fails to load with an
+ * error naming it and the supported ones.
+ *
+ * The forward pass takes a flat batch of tokens from many sequences
+ * (llm_step_desc) with their positions, KV slots and block tables, and
+ * returns logits for the requested rows (any rows, several per sequence
+ * allowed).  What the backend computes for a row depends only on that row's
+ * token, position and its sequence's KV contents (backend.h batch
+ * invariance), so a row's logits are the same in any batch or chunking.
+ */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "engine/gguf/gguf.h"
+#include "kernels/backend.h"
+
+/* What may differ from one layer to the next (filled by the architecture). */
+typedef struct llm_layer_config
+{
+	/*
+	 * Keys a query attends to: the attn_window most recent positions, its
+	 * own included (a sliding-window layer); 0 = every earlier position (a
+	 * global layer).  Passed to the backend's attention op as its window.
+	 */
+	int32_t		attn_window;
+	float		rope_theta;		/* RoPE base frequency of this layer */
+} llm_layer_config;
+
+typedef struct llm_model_config
+{
+	char		arch[32];		/* general.architecture */
+	char		name[128];		/* general.name (may be empty) */
+	int32_t		n_layers;
+	int32_t		dim;			/* embedding length */
+	int32_t		n_heads;
+	int32_t		n_kv_heads;		/* divides n_heads (GQA group = n_heads / n_kv_heads) */
+	int32_t		head_dim;		/* of queries, keys and values; even */
+	int32_t		ffn_dim;
+	int32_t		n_vocab;
+	int32_t		n_ctx_train;	/* context length the model was trained for */
+	float		rope_theta;		/* the file's RoPE base (layer[l].rope_theta may differ) */
+	float		rms_eps;
+	int			tied_output;	/* output projection = token embedding */
+	uint32_t	weight_type;	/* llm_type of attn_q of layer 0, for model info */
+	float		attn_scale;		/* factor of the attention scores q.k (llama: 1/sqrt(head_dim)) */
+	/* [n_layers]; owned by the model, valid until llm_model_free */
+	const llm_layer_config *layer;
+	/*
+	 * Final logit soft-capping: logits = cap * tanh(logits / cap) after the
+	 * output projection (model.c); 0 = none.
+	 */
+	float		final_logit_softcap;
+} llm_model_config;
+
+typedef struct llm_model llm_model;
+
+/*
+ * Read the config and load every tensor through the backend; NULL + err on
+ * failure (a bad or unsupported file, or a backend that rejects a weight).
+ */
+llm_model  *llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen);
+/*
+ * llm_model_load without the tensors: the architecture known and the
+ * hyper-parameters read and checked (llm_model_get_config), no weight
+ * allocated on the backend; for checking a configuration before loading
+ * it.  Free with llm_model_free; never forward it.
+ */
+llm_model  *llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen);
+void		llm_model_free(llm_model *m);
+const llm_model_config *llm_model_get_config(const llm_model *m);
+
+/*
+ * Run one forward step described by d (positions, slots and block tables
+ * already valid for the backend's KV cache).  Writes d->n_out rows of
+ * n_vocab fp32 logits to logits (host memory, [n_out][n_vocab]): row j is
+ * that of token row d->out_rows[j].  Returns 0, or -1 with err (empty step,
+ * out of memory, backend failure).
+ */
+int			llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits,
+							  char *err, size_t errlen);
+
+/*
+ * For n rows of logits that llm_model_forward just wrote to logits (host
+ * memory, [n][n_vocab]): finite[j] = every element of row j finite (as
+ * llm_logits_all_finite), argmax[j] = for a finite row its lowest index of
+ * the largest logit (as llm_argmax), computed on the backend's threads
+ * (backend.h scan_rows).  Returns 0, or -1 when the backend cannot scan
+ * host rows (then nothing is written and the caller scans).
+ */
+int			llm_model_scan_logits(llm_model *m, const float *logits, int n, int32_t *argmax, uint8_t *finite);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * request.h — the one description of a request and of how it ended, shared
+ * by every driver of the engine: the SQL functions (which build it), the
+ * channel (which carries it, channel/protocol.c), the worker (which hands it to
+ * the engine), the CLI and the tests.
+ *
+ * Plain C, no PostgreSQL headers.  A request only points at its strings and
+ * arrays; whoever keeps a request longer than the call that received it
+ * copies them (the engine does in llm_engine_submit, the channel's decoder
+ * into its message buffer).
+ *
+ * Options are checked by llm_request_validate() and nowhere else: the SQL
+ * functions call it before sending (so a bad argument is an ERROR before any
+ * work), the engine calls it again on submission (a request from another
+ * driver or a damaged message never reaches the step).
+ */
+#ifndef LLM_REQUEST_H
+#define LLM_REQUEST_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+#include "engine/text/chat_template.h"
+
+/* Limits every driver enforces (validate checks them). */
+#define LLM_MAX_STOP_STRINGS	16
+#define LLM_MAX_STOP_LEN		256		/* bytes */
+#define LLM_MAX_MESSAGES		1024
+#define LLM_MAX_CONTINUATIONS	256
+
+/* Error codes of requests and API calls; the worker maps them to SQLSTATEs. */
+typedef enum llm_status
+{
+	LLM_OK = 0,
+	LLM_ERR_INVALID_PARAM,		/* 22023 invalid_parameter_value */
+	LLM_ERR_PROMPT_TOO_LONG,	/* 54000 program_limit_exceeded */
+	LLM_ERR_EMPTY_PROMPT,		/* 22023 */
+	LLM_ERR_INVALID_TEXT,		/* 22021 character_not_in_repertoire (bad UTF-8) */
+	LLM_ERR_NONFINITE,			/* XX000 internal_error: non-finite logits */
+	LLM_ERR_OUT_OF_MEMORY,		/* 53200 out_of_memory */
+	LLM_ERR_DUPLICATE_ID,		/* XX000 internal_error */
+	LLM_ERR_BACKEND,			/* XX000 compute backend failure */
+	LLM_ERR_MODEL				/* 58P01 / XX000 model could not be loaded */
+} llm_status;
+
+const char *llm_status_name(llm_status s);
+
+/*
+ * How a request ended: the one encoding used by the engine's events, the
+ * channel, the statistics (llm_recent_requests.outcome) and SQL
+ * (llm_complete.finish_reason), by llm_finish_reason_name().
+ */
+typedef enum llm_finish_reason
+{
+	LLM_FINISH_NONE = 0,		/* not finished */
+	LLM_FINISH_STOP,			/* "stop": end-of-generation token or stop string */
+	LLM_FINISH_LENGTH,			/* "length": max_tokens or the context length reached */
+	LLM_FINISH_ABORT,			/* "aborted": the client went away or cancelled */
+	LLM_FINISH_ERROR			/* "error": failed (engine error, model reload, ...) */
+} llm_finish_reason;
+
+const char *llm_finish_reason_name(llm_finish_reason r);
+
+/*
+ * Scheduling class of a request, in the order the scheduler serves them
+ * (scheduler.h): a lower value goes first, like a nice value.  Interactive
+ * is what a single call someone waits for gets (the default, and the value
+ * of a zeroed request); batch is bulk work (the LLM Batch node's windows,
+ * llm_generate(text[]), jobs).
+ */
+typedef enum llm_priority
+{
+	LLM_PRIORITY_INTERACTIVE = 0,
+	LLM_PRIORITY_BATCH = 1
+} llm_priority;
+
+#define LLM_N_PRIORITIES 2
+
+/* "interactive" / "batch" (the SQL spelling); "unknown" out of range. */
+const char *llm_priority_name(llm_priority p);
+/* The class named name (exact, lower case); false if there is none. */
+bool		llm_priority_from_name(const char *name, llm_priority *out);
+
+/* What a finished request used. */
+typedef struct llm_usage
+{
+	int32_t		prompt_tokens;
+	int32_t		cached_tokens;	/* prompt tokens served from the prefix cache */
+	int32_t		completion_tokens;
+	double		ttft_ms;		/* submission -> first token sampled */
+	double		total_ms;		/* submission -> finished */
+	int32_t		n_preemptions;
+	/*
+	 * Compute time attributed to the request: each step's forward time
+	 * shared among the step's requests in proportion to their token rows.
+	 */
+	double		busy_ms;
+	int32_t		draft_tokens;	/* speculative tokens proposed (engine.h, speculation) */
+	int32_t		accepted_tokens;	/* of those, accepted */
+} llm_usage;
+
+/* Sampling and stopping options of a GENERATE request. */
+typedef struct llm_sampling_params
+{
+	int32_t		max_tokens;		/* >= 1; generation also stops at the context length */
+	double		temperature;	/* >= 0; 0 = greedy argmax (seed, top_* ignored) */
+	double		top_p;			/* (0, 1] */
+	int32_t		top_k;			/* >= 0; 0 = off */
+	double		min_p;			/* [0, 1] */
+	double		repetition_penalty; /* > 0; 1 = off (CTRL-style, over prompt+output) */
+	bool		has_seed;
+	uint64_t	seed;			/* per-request RNG seed; random if !has_seed */
+	int			n_stop;			/* <= LLM_MAX_STOP_STRINGS */
+	const char *const *stop;	/* non-empty, <= LLM_MAX_STOP_LEN bytes each; matched on
+								 * output text across token boundaries, not included */
+	bool		ignore_eos;		/* benchmarks: do not stop at end-of-generation tokens */
+	uint64_t	cache_salt;		/* prefix-cache isolation key (0 = shared by all) */
+	int32_t		debug_poison_logits;	/* test hook: poison this many logits rows */
+} llm_sampling_params;
+
+void		llm_sampling_params_defaults(llm_sampling_params *p);
+
+/* What the prompt is; the engine turns every kind into token ids. */
+typedef enum llm_prompt_kind
+{
+	LLM_PROMPT_TEXT = 1,		/* user message rendered with the chat template (+ system) */
+	LLM_PROMPT_RAW,				/* text tokenized as is, no template; after the BOS when the tokenizer adds one (Gemma) */
+	LLM_PROMPT_MESSAGES,		/* a conversation rendered with the chat template */
+	LLM_PROMPT_TOKENS			/* token ids, used as given */
+} llm_prompt_kind;
+
+/* What to do with the prompt. */
+typedef enum llm_request_mode
+{
+	LLM_MODE_GENERATE = 1,		/* sample up to max_tokens; TEXT events, then FINISHED */
+	LLM_MODE_SCORE				/* no sampling: the log-probability of each continuation
+								 * after the prompt, in the FINISHED event */
+} llm_request_mode;
+
+typedef struct llm_request
+{
+	llm_request_mode mode;
+	llm_prompt_kind prompt_kind;
+	/* TEXT, RAW: the prompt (UTF-8, NUL-free) */
+	const char *prompt;
+	size_t		prompt_len;
+	/* TEXT: system message, or NULL for the template's default */
+	const char *system;
+	size_t		system_len;
+	/* MESSAGES: 1..LLM_MAX_MESSAGES messages */
+	const llm_chat_message *messages;
+	int32_t		n_messages;
+	/* TOKENS: 1.. ids */
+	const int32_t *tokens;
+	int32_t		n_tokens;
+
+	llm_sampling_params params;
+
+	/*
+	 * SCORE: 1..LLM_MAX_CONTINUATIONS non-empty UTF-8 continuations, each
+	 * tokenized as plain text and appended to the prompt's ids; with
+	 * continuation_eot the model's end-of-turn token follows each one (so a
+	 * label that is a prefix of another does not win by stopping early).
+	 */
+	int32_t		n_continuations;
+	const char *const *continuations;
+	const size_t *continuation_lens;
+	bool		continuation_eot;
+
+	/*
+	 * GENERATE: constrained decoding.  grammar[0..grammar_len) is a tagged
+	 * grammar source (grammar.h, llm_grammar_compile_source: a kind byte,
+	 * then choices, a regex or a JSON schema), or NULL.  The output is then
+	 * exactly a string of the grammar's language: end-of-generation only in
+	 * accepting states, and the request finishes with "stop" as soon as the
+	 * output is complete and cannot continue.  A request cut by max_tokens
+	 * or the context finishes with "length" and its output is then not a
+	 * complete string of the language.  Incompatible with stop strings and
+	 * ignore_eos (validate refuses them).
+	 */
+	const char *grammar;
+	size_t		grammar_len;
+
+	/*
+	 * SCORE: the request's text output (one TEXT event before FINISHED) is
+	 * the JSON array of its continuations, in order, so a client that keeps
+	 * only the result can name its scores.
+	 */
+	bool		continuation_echo;
+
+	/*
+	 * Scheduling (scheduler.h): the request's class, and its fair-share
+	 * key: requests with the same session share one share of their class
+	 * (the worker gives every backend channel its own; 0 is a session like
+	 * any other, the one every request of the CLI and the tests is in).
+	 */
+	llm_priority priority;
+	uint64_t	session;
+
+	/*
+	 * The alias of the model that serves the request (UTF-8, NUL-free, at
+	 * most LLM_MAX_MODEL_ALIAS bytes), or NULL for the default model.  A
+	 * driver serving several models routes by it; the engine never reads it.
+	 */
+	const char *model;
+} llm_request;
+
+#define LLM_MAX_MODEL_ALIAS 63
+
+/* A GENERATE request over an empty TEXT prompt with default options. */
+void		llm_request_init(llm_request *r);
+
+/*
+ * Check a request's shape and every option.  LLM_OK, or
+ * LLM_ERR_INVALID_PARAM / LLM_ERR_EMPTY_PROMPT with a message naming the
+ * argument (as the SQL functions name it) in err.
+ */
+llm_status	llm_request_validate(const llm_request *r, char *err, size_t errlen);
+
+/*
+ * A deep copy of r in one malloc'd block (free() it): every string and
+ * array it points at (prompt, system, messages, tokens, stop strings,
+ * continuations, grammar, model alias) copied, so the copy outlives the
+ * caller's buffers.  NULL: out of memory.
+ */
+llm_request *llm_request_copy(const llm_request *r);
+
+#endif

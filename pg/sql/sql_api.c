@@ -1,0 +1,404 @@
+/*
+ * sql_api.c — the SQL functions of pg_llm that talk to the worker:
+ * llm_generate (text and text[]), llm_complete, llm_chat, llm_tokenize,
+ * llm_detokenize, and the AI functions llm_extract, llm_classify,
+ * llm_classify_scores, llm_filter (their calls are built in sql_args.c,
+ * their prompts in ai_prompts.c; llm_agg is sql_agg.c).  Optional arguments are read by name and checked through
+ * the argument table (sql_args.h) before anything is sent; a NULL optional
+ * argument means its default.  Text goes to the worker as UTF-8 and comes
+ * back converted to the database encoding.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "channel/client.h"
+#include "common/model_list.h"
+#include "sql_args.h"
+#include "sql_result.h"
+#include "common/utf8_text.h"
+
+PG_FUNCTION_INFO_V1(pg_llm_generate);
+PG_FUNCTION_INFO_V1(pg_llm_generate_array);
+PG_FUNCTION_INFO_V1(pg_llm_complete);
+PG_FUNCTION_INFO_V1(pg_llm_chat);
+PG_FUNCTION_INFO_V1(pg_llm_tokenize);
+PG_FUNCTION_INFO_V1(pg_llm_detokenize);
+PG_FUNCTION_INFO_V1(pg_llm_extract);
+PG_FUNCTION_INFO_V1(pg_llm_classify);
+PG_FUNCTION_INFO_V1(pg_llm_classify_scores);
+PG_FUNCTION_INFO_V1(pg_llm_filter);
+
+static void
+invalid_arg(const char *msg)
+{
+	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", msg)));
+}
+
+/* Send one request and wait for its result. */
+static LlmResult *
+run_request(const llm_request *req)
+{
+	uint64		id = llm_submit(req);
+
+	llm_wait_request(id);
+	return llm_take_result(id);
+}
+
+/*
+ * llm_generate(prompt text, max_tokens, temperature, top_p, top_k, min_p,
+ *              repetition_penalty, seed, stop, system, raw, on_error) -> text
+ */
+Datum
+pg_llm_generate(PG_FUNCTION_ARGS)
+{
+	LlmCall		call;
+	LlmResult  *res;
+	Datum		result;
+	bool		isnull;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &res);
+	if (res == NULL)
+		res = run_request(&call.req);
+	result = llm_text_value(res, call.on_error_null, &isnull);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * llm_complete(same arguments) -> record (text, finish_reason, prompt_tokens,
+ * cached_tokens, completion_tokens, ttft_ms, total_ms).  With on_error =>
+ * 'null' a failure gives text NULL and finish_reason 'error'.
+ */
+Datum
+pg_llm_complete(PG_FUNCTION_ARGS)
+{
+	LlmCall		call;
+	LlmResult  *res;
+	TupleDesc	tupdesc;
+	Datum		values[7];
+	bool		nulls[7];
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "llm_complete must return a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &res);
+	if (res == NULL)
+		res = run_request(&call.req);
+
+	memset(nulls, 0, sizeof(nulls));
+	if (!llm_result_usable(res, call.on_error_null))
+	{
+		for (int i = 0; i < 7; i++)
+			nulls[i] = true;
+		nulls[1] = false;
+		values[1] = CStringGetTextDatum(llm_finish_reason_name(LLM_FINISH_ERROR));
+	}
+	else
+	{
+		values[0] = PointerGetDatum(llm_utf8_to_text(res->text, res->text_len));
+		values[1] = CStringGetTextDatum(llm_finish_reason_name(res->finish_reason));
+		values[2] = Int32GetDatum(res->usage.prompt_tokens);
+		values[3] = Int32GetDatum(res->usage.cached_tokens);
+		values[4] = Int32GetDatum(res->usage.completion_tokens);
+		values[5] = Float8GetDatum(res->usage.ttft_ms);
+		values[6] = Float8GetDatum(res->usage.total_ms);
+	}
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * llm_generate(prompts text[], same options) -> text[]: every prompt is
+ * submitted before waiting, so they share the worker's batches.  NULL
+ * elements give NULL; the result has the input's shape.
+ */
+Datum
+pg_llm_generate_array(PG_FUNCTION_ARGS)
+{
+	LlmCall		call;
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	uint64	   *ids;
+	LlmResult **results;
+	Datum	   *out;
+	bool	   *out_nulls;
+	int			lbs[MAXDIM];
+	ArrayType  *result;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	llm_call_read(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call);
+	llm_call_set_batch(&call);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(TEXTOID));
+
+	ids = palloc0(sizeof(uint64) * n);
+	results = palloc0(sizeof(LlmResult *) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			continue;
+		results[i] = llm_call_set_prompt(&call, DatumGetTextPP(elems[i]));
+		if (results[i] != NULL)
+		{
+			if (!call.on_error_null)
+				llm_raise_result(results[i]);	/* the transaction's end aborts those sent */
+			continue;
+		}
+		ids[i] = llm_submit(&call.req);
+	}
+
+	out = palloc(sizeof(Datum) * n);
+	out_nulls = palloc0(sizeof(bool) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (ids[i] != 0)
+		{
+			llm_wait_request(ids[i]);
+			results[i] = llm_take_result(ids[i]);
+			ids[i] = 0;
+		}
+		if (results[i] == NULL)
+			out_nulls[i] = true;
+		else
+			out[i] = llm_text_value(results[i], call.on_error_null, &out_nulls[i]);
+	}
+	for (int d = 0; d < ARR_NDIM(arr); d++)
+		lbs[d] = ARR_LBOUND(arr)[d];
+	result = construct_md_array(out, out_nulls, ARR_NDIM(arr), ARR_DIMS(arr), lbs,
+								TEXTOID, -1, false, TYPALIGN_INT);
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+/* A string member of a jsonb object, UTF-8; NULL if missing or not a string. */
+static char *
+jsonb_object_string(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	v;
+	char	   *s;
+
+	if (getKeyJsonValueFromContainer(obj, key, strlen(key), &v) == NULL || v.type != jbvString)
+		return NULL;
+	s = pnstrdup(v.val.string.val, v.val.string.len);
+	return pg_server_to_any(s, strlen(s), PG_UTF8);
+}
+
+/*
+ * llm_chat(messages jsonb, max_tokens, temperature, top_p, top_k, min_p,
+ *          repetition_penalty, seed, stop, system, on_error) -> text
+ * messages: [{"role": "system"|"user"|"assistant", "content": "..."}, ...]
+ * (OpenAI style); system, if given, is put before them.  The shape of the
+ * jsonb is checked here (with room for the system message); the request by
+ * llm_request_validate.
+ */
+Datum
+pg_llm_chat(PG_FUNCTION_ARGS)
+{
+	LlmCall		call;
+	Jsonb	   *jb;
+	int			n;
+	int			k = 0;
+	llm_chat_message *msgs;
+	LlmResult  *res;
+	Datum		result;
+	bool		isnull;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	jb = PG_GETARG_JSONB_P(0);
+	llm_call_read(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call);
+
+	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
+		invalid_arg("messages must be a JSON array of {\"role\": ..., \"content\": ...} objects");
+	n = JB_ROOT_COUNT(jb);
+	if (n == 0)
+		invalid_arg("messages must not be empty");
+	if (n + 1 > LLM_MAX_MESSAGES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at most %d messages are allowed", LLM_MAX_MESSAGES - 1)));
+
+	msgs = palloc(sizeof(llm_chat_message) * (n + 1));
+	if (call.req.system)
+	{
+		msgs[k].role = "system";
+		msgs[k].content = call.req.system;
+		msgs[k].content_len = call.req.system_len;
+		k++;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *elem = getIthJsonbValueFromContainer(&jb->root, i);
+		char	   *role;
+		char	   *content;
+
+		if (elem == NULL || elem->type != jbvBinary ||
+			!JsonContainerIsObject(elem->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("message %d is not a JSON object", i + 1)));
+		role = jsonb_object_string(elem->val.binary.data, "role");
+		content = jsonb_object_string(elem->val.binary.data, "content");
+		if (role == NULL || content == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("message %d must have string \"role\" and \"content\" members", i + 1)));
+		if (strcmp(role, "system") != 0 && strcmp(role, "user") != 0 &&
+			strcmp(role, "assistant") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("message %d has unknown role \"%s\"", i + 1, role),
+					 errhint("Roles are \"system\", \"user\" and \"assistant\".")));
+		msgs[k].role = role;
+		msgs[k].content = content;
+		msgs[k].content_len = strlen(content);
+		k++;
+	}
+	llm_call_set_messages(&call, msgs, k);
+
+	res = run_request(&call.req);
+	result = llm_text_value(res, call.on_error_null, &isnull);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * The model => argument of llm_tokenize and llm_detokenize (second, since
+ * version 0.3; a call stored before passes none): the alias, checked.
+ */
+static const char *
+tokenizer_model(FunctionCallInfo fcinfo)
+{
+	char	   *alias;
+
+	if (PG_NARGS() < 2 || PG_ARGISNULL(1))
+		return NULL;
+	alias = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	llm_model_alias_check(alias);
+	return alias;
+}
+
+/* llm_tokenize(text, model) -> int[]: the model's token ids of text as plain text (no template, no BOS). */
+Datum
+pg_llm_tokenize(PG_FUNCTION_ARGS)
+{
+	char	   *s = llm_text_to_utf8(PG_GETARG_TEXT_PP(0));
+	uint64		id;
+	LlmResult  *res;
+	Datum	   *elems;
+
+	id = llm_submit_tokenize(tokenizer_model(fcinfo), s, strlen(s));
+	llm_wait_request(id);
+	res = llm_take_result(id);
+	if (res->failed)
+		llm_raise_result(res);
+	elems = palloc(sizeof(Datum) * Max(res->n_tokens, 1));
+	for (int i = 0; i < res->n_tokens; i++)
+		elems[i] = Int32GetDatum(res->tokens[i]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(elems, res->n_tokens, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+/* llm_detokenize(int[], model) -> text: the text of token ids (special tokens as their text). */
+Datum
+pg_llm_detokenize(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int32	   *ids;
+	uint64		id;
+	LlmResult  *res;
+
+	if (ARR_NDIM(arr) > 1)
+		invalid_arg("token ids must be a one-dimensional array");
+	deconstruct_array(arr, INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
+	ids = palloc(sizeof(int32) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("token ids must not be NULL")));
+		ids[i] = DatumGetInt32(elems[i]);
+	}
+	id = llm_submit_detokenize(tokenizer_model(fcinfo), ids, n);
+	llm_wait_request(id);
+	res = llm_take_result(id);
+	if (res->failed)
+		llm_raise_result(res);
+	PG_RETURN_TEXT_P(llm_utf8_to_text(res->text, res->text_len));
+}
+
+/*
+ * A batchable function called row by row: its call built by its
+ * function-table row (the same build and value the LLM Batch node uses),
+ * sent, waited for and turned into its value.  NULL first argument: NULL.
+ */
+static Datum
+batchable_call(FunctionCallInfo fcinfo)
+{
+	const LlmArgMap *map = llm_arg_map(fcinfo);
+	LlmCall		call;
+	LlmResult  *res;
+	Datum		result;
+	bool		isnull;
+
+	if (!llm_call_build_text(map, fcinfo->args, PG_NARGS(), &call, &res))
+		PG_RETURN_NULL();
+	if (res == NULL)
+		res = run_request(&call.req);
+	result = llm_arg_map_function(map)->batch_value(res, call.on_error_null, &isnull);
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+/*
+ * llm_extract(input text, json_schema jsonb, instruction text, max_tokens,
+ *             temperature, top_p, top_k, min_p, repetition_penalty, seed,
+ *             system, on_error) -> jsonb, always valid against json_schema;
+ * max_tokens NULL follows the schema's longest output (sql_args.c)
+ */
+Datum
+pg_llm_extract(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}
+
+/* llm_classify(input text, labels text[], instruction text, system, on_error) -> text: one of labels */
+Datum
+pg_llm_classify(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}
+
+/* llm_classify_scores(the same) -> jsonb {label: probability}, summing to 1 */
+Datum
+pg_llm_classify_scores(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}
+
+/* llm_filter(input text, question text, system, on_error) -> boolean */
+Datum
+pg_llm_filter(PG_FUNCTION_ARGS)
+{
+	return batchable_call(fcinfo);
+}

@@ -1,0 +1,266 @@
+/*
+ * sql_args.h — the optional arguments of the generation functions, read by
+ * name through one table, and the call (an llm_request plus the call's own
+ * options) they describe.
+ *
+ * A generation function takes its prompt first and optional arguments after
+ * it; every optional argument is a row of the argument table (sql_args.c):
+ * name, SQL type, default (the DEFAULT of its SQL declaration, as the
+ * type's input text), and how a value applies to the call.  A function's
+ * arguments are matched to rows by the names in pg_proc.proargnames, once
+ * per call site (the map is cached in fn_extra, or kept by the LLM Batch
+ * node), never by position.  So a call that passes fewer arguments than the
+ * function now has (a plan built before the function was widened by an
+ * extension update, see llm_widen_function) reads the ones it passes, and
+ * the missing ones, like NULL ones, take the table's default; and a
+ * function that lacks a row's argument (an older catalog under a newer
+ * library) takes that row's default.
+ *
+ * The generation functions themselves are rows of a second table, by C
+ * symbol: the type of their prompt argument and, for those the LLM Batch
+ * node may evaluate, the value of a finished call (batch_scan.c finds its
+ * batchable calls through it).
+ *
+ * Checks: values are checked by llm_request_validate() (request.h), the
+ * one check, before anything is sent: an invalid option is ERROR 22023 with
+ * its message, whatever on_error says.  Only what is SQL's own is checked
+ * here: array dimensions, on_error's values, the function's argument names
+ * and types.  A prompt refused before sending (empty) is a failed result,
+ * which on_error => 'null' turns into NULL.
+ */
+#ifndef LLM_SQL_ARGS_H
+#define LLM_SQL_ARGS_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/jsonb.h"
+
+#include "channel/client.h"
+#include "engine/request.h"
+
+/*
+ * Define the session settings every request carries, llm.prefix_cache_isolation
+ * and llm.debug_poison_logits, and those of its class, llm.priority and
+ * llm.max_priority (from _PG_init).
+ *
+ * Class of a call (request.h's llm_priority; the scheduler serves
+ * interactive before batch): a priority => argument names it; else a
+ * single call gets the session's class, llm.priority, and a call from a
+ * batch site (the LLM Batch node, llm_generate(text[]), jobs:
+ * llm_call_set_batch) batch.  llm.max_priority (superuser-set, e.g. per
+ * role with ALTER ROLE) is the highest class the session's calls may have:
+ * llm.priority above it counts as it, and SET llm.priority above it is
+ * refused, as a priority => argument above it is (ERROR 42501).  Lowering
+ * is always allowed.
+ *
+ * The token limit, llm.max_tokens_per_minute, is applied when a request
+ * is sent, not when its options are read (quota.h).
+ */
+extern void llm_sql_args_define_gucs(void);
+
+/* One call of a generation function: its request and its own options. */
+typedef struct LlmCall
+{
+	llm_request req;			/* options applied; the prompt set by the function */
+	bool		raw;			/* raw => true: the prompt is tokenized as is */
+	bool		on_error_null;	/* on_error => 'null' */
+
+	/*
+	 * Grammar options as given (UTF-8; NULL / 0 when absent); llm_call_read
+	 * compiles the one given (sql_grammar.h) into req.grammar.
+	 */
+	const char **choices;		/* choices text[]: n_choices elements, NULL ones kept */
+	int			n_choices;
+	const char *regex;			/* regex text */
+	const char *json_schema;	/* json_schema jsonb: its JSON text */
+	int64		grammar_max_bytes;	/* the grammar's longest output in bytes; -1 none or unbounded */
+	bool		max_tokens_default; /* max_tokens absent or NULL: the table's default applied */
+
+	/* Inputs of the AI functions (sql_ai.h), UTF-8; NULL when absent or NULL */
+	const char **labels;		/* labels text[]: n_labels elements, NULL ones kept */
+	int			n_labels;
+	const char *instruction;
+	const char *question;
+	bool		explicit_priority;	/* req.priority came from a priority => argument */
+
+	/*
+	 * Read from stored options (llm_call_read_stored): the check that
+	 * belongs to the caller, its class ceiling, was made by the call that
+	 * stored them and is not made again.
+	 */
+	bool		stored;
+} LlmCall;
+
+/* The value of a finished call of a batchable function (sql_result.h). */
+typedef Datum (*LlmCallValueFn) (const LlmResult *res, bool on_error_null, bool *isnull);
+
+/* A call of a batchable function from its argument values: llm_call_build_text's contract. */
+struct LlmArgMap;
+typedef bool (*LlmCallBuildFn) (const struct LlmArgMap *map, const NullableDatum *args, int nargs,
+								LlmCall *call, LlmResult **refused);
+
+typedef struct LlmSqlFunction
+{
+	const char *symbol;			/* C symbol, pg_proc.prosrc */
+	Oid			prompt_type;	/* type of the first argument */
+	Oid			result_type;	/* pg_proc.prorettype */
+	LlmCallValueFn batch_value; /* non-NULL: batchable, and its calls' value */
+	/*
+	 * Batchable functions: how the LLM Batch node builds a call from its
+	 * argument values, exactly as the function does; NULL means
+	 * llm_call_build_text (a text prompt first, then the argument table's
+	 * options).
+	 */
+	LlmCallBuildFn batch_build;
+	/*
+	 * Arguments whose names are no rows of the tables are the function's
+	 * own, read by it (llm_enrich's target, prompt, where_clause, mode,
+	 * max_attempts) rather than an error; its options still map by name.
+	 */
+	bool		own_arguments;
+} LlmSqlFunction;
+
+/* A function's arguments matched to the table's rows (opaque). */
+typedef struct LlmArgMap LlmArgMap;
+
+/* The map of the function fcinfo calls; built at the call site's first call, kept in fn_extra. */
+extern const LlmArgMap *llm_arg_map(FunctionCallInfo fcinfo);
+
+/*
+ * The map of generation function funcid, allocated in cxt.  ERROR if funcid
+ * is not a generation function of this library or has an argument the table
+ * does not know (name or type).
+ */
+extern const LlmArgMap *llm_arg_map_for(Oid funcid, MemoryContext cxt);
+
+/* The generation function a map is for. */
+extern const LlmSqlFunction *llm_arg_map_function(const LlmArgMap *map);
+
+/*
+ * The batchable generation function funcid is, by its pg_proc row (a C
+ * function with a batchable symbol, the row's prompt and result types, not
+ * set-returning), with its argument count in *nargs; NULL if it is not one.
+ */
+extern const LlmSqlFunction *llm_batchable_function(Oid funcid, int *nargs);
+
+/*
+ * Read a call's optional arguments (args[0..nargs); args[0] is the prompt,
+ * left to the caller), take the session's request settings (prefix-cache
+ * salt, poison hook) and check the options: ERROR 22023 naming the bad one.
+ */
+extern void llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCall *call);
+
+/*
+ * The call comes from a batch site: unless a priority => argument chose its
+ * class, it is batch.
+ */
+extern void llm_call_set_batch(LlmCall *call);
+
+/* Lower the call's class to ceiling if it is above it (lowering is always allowed). */
+extern void llm_call_cap_priority(LlmCall *call, llm_priority ceiling);
+
+/*
+ * The class ceiling a new session of role in this database would have:
+ * llm.max_priority as pg_db_role_setting sets it, in the order a session
+ * applies the entries (ALTER ROLE role IN DATABASE, ALTER ROLE role, ALTER
+ * DATABASE or ALTER ROLE ALL IN DATABASE, ALTER ROLE ALL; the first that
+ * names it wins), else this process's value (the configuration file's).
+ * For code that acts for a role without a session of it: the job runner
+ * applies its job owner's current ceiling to each request it submits.
+ * Needs a transaction.
+ */
+extern llm_priority llm_role_max_priority(Oid role);
+
+/*
+ * The value of setting name a new session of role in this database would
+ * take from pg_db_role_setting (in the order above; palloc'd), NULL if no
+ * entry names it.  Needs a transaction.
+ */
+extern char *llm_role_setting(Oid role, const char *name);
+
+/*
+ * Make prompt the call's prompt (user message through the chat template,
+ * or with raw => true as is).  Returns NULL, or the failed result of a
+ * prompt refused before sending (empty: 22023 "prompt must not be empty").
+ */
+extern LlmResult *llm_call_set_prompt(LlmCall *call, text *prompt);
+/* The same for a UTF-8 prompt (a template's, ai_prompts.h), which the call keeps pointing at. */
+extern LlmResult *llm_call_set_prompt_utf8(LlmCall *call, const char *prompt);
+
+/*
+ * Make msgs (n, the system argument already among them) the call's prompt
+ * and check the request: ERROR 22023 for what the check refuses.
+ */
+extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, int n);
+
+/*
+ * The call of a batchable function from its argument values, as the
+ * function builds it and the LLM Batch node does for each row: its
+ * function-table row's build function (sql_ai.h), or for llm_generate(text,
+ * ...) the text prompt with its options.  False for a NULL first argument
+ * (the value is NULL; options are then not read); else the call, with
+ * *refused set to a failed result for a prompt refused before sending, else
+ * NULL.  Invalid options raise ERROR.
+ */
+extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								LlmCall *call, LlmResult **refused);
+
+/*
+ * The builds of the AI functions' calls (function-table rows, same
+ * contract as llm_call_build_text); their first argument is the input, the
+ * prompt is built from it by ai_prompts.h, and their own inputs are checked
+ * with ERROR 22023:
+ *   llm_extract   GENERATE under its json_schema (NULL: an error);
+ *   llm_classify, llm_classify_scores
+ *                 SCORE of each label followed by the end of turn, the
+ *                 labels echoed (request.h continuation_echo); labels NULL,
+ *                 empty, with a NULL or empty element or a duplicate are
+ *                 errors, more than LLM_MAX_CONTINUATIONS 54000;
+ *   llm_filter    SCORE of the yes and no answers of ai_prompts.h.
+ */
+extern bool llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								   LlmCall *call, LlmResult **refused);
+extern bool llm_call_build_classify(const LlmArgMap *map, const NullableDatum *args, int nargs,
+									LlmCall *call, LlmResult **refused);
+extern bool llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								  LlmCall *call, LlmResult **refused);
+
+/*
+ * Read options by name from a jsonb object into call (llm_agg's options
+ * argument): every key must be a generation option of the argument table
+ * (its value a JSON scalar read as the option's input text, or for a text[]
+ * option an array of strings), and keys in skip (NULL-terminated) are left
+ * to the caller; missing options take their defaults; then the session's
+ * request settings and the check, as llm_call_read.  opts may be NULL.
+ */
+extern void llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call);
+
+/*
+ * Options kept for later (a job's, llm_enrich): the generation options a
+ * call passes (args[0..nargs) matched by map, the same map llm_call_read
+ * reads them with; NULL ones, which take their defaults, left out) as one
+ * jsonb object {name: value}, in the encoding llm_call_read_jsonb reads:
+ * int and bigint as JSON numbers, float8 as a number (NaN and infinities
+ * as strings), boolean as true / false, text as a string, text[] as an
+ * array of strings and nulls, jsonb as itself.  An option appended to the
+ * table and to the function's declaration is kept with no change here.
+ */
+extern Jsonb *llm_call_options_encode(const LlmArgMap *map, const NullableDatum *args, int nargs);
+
+/*
+ * The call such an object describes, read and checked as llm_call_read
+ * reads and checks a call's arguments (the same apply functions and
+ * checks: ERROR 22023 naming an unknown or invalid option, 54000 for a
+ * grammar over a limit), except the caller's own checks, made when the
+ * options were stored (LlmCall.stored): the class ceiling.
+ */
+extern void llm_call_read_stored(Jsonb *options, LlmCall *call);
+
+/*
+ * The model alias such an object names (its model option, palloc'd), NULL
+ * for the default model; unchecked (llm_call_read_stored checks it).
+ */
+extern char *llm_call_options_model(Jsonb *options);
+
+#endif
