@@ -47,6 +47,31 @@
 #include "kernels/backend.h"
 #include "kernels/quant_types.h"
 
+/* Bit-level helpers of the scalar files (quant.c, quant_ref.c, attn_scalar.c). */
+static inline uint32_t
+f32_bits(float f)
+{
+	uint32_t	u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float
+bits_f32(uint32_t u)
+{
+	float		f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline int
+clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : (v > hi ? hi : v);
+}
+
 #define LLM_QK 32				/* elements of a Q4_0/Q4_1/Q8_0/Q8_1 block */
 #define LLM_QK_K 256			/* elements of a k-quant super-block */
 
