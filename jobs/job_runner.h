@@ -1,7 +1,8 @@
 /*
- * job_runner.h — what the job runner's three files share (not an API:
- * job_runner.c runs the loop and owns the state below, job_claim.c keeps
- * the jobs and claims their rows, job_write.c writes finished rows).  One
+ * job_runner.h — what the job runner's files share (not an API).  Calls
+ * point one way: job_runner.c (the loop) -> job_write.c (finished rows)
+ * -> job_claim.c (the jobs, and claiming their rows) -> runner_state.c
+ * (the state below, the rows' lifecycle, guarded steps).  One
  * runner process per database; nothing here is in shared memory, so no
  * locking: the state is the process's own.
  */
@@ -94,7 +95,7 @@ typedef struct RunnerRow
 	TimestampTz retry_at;		/* a held-back write: not before */
 } RunnerRow;
 
-/* the runner's state (job_runner.c) */
+/* the runner's state (runner_state.c) */
 extern MemoryContext runner_cxt;
 extern List *runner_jobs;		/* RunnerJob * */
 extern dlist_head runner_rows;	/* RunnerRow, in claim order */
@@ -104,7 +105,7 @@ extern int64 runner_token;		/* this runner's claims in llm_job_queue */
 /* a step run in a subtransaction (runner_guarded) */
 typedef void (*StepFn) (void *arg);
 
-/* job_runner.c */
+/* runner_state.c */
 extern RunnerRow *runner_row_new(RunnerJob *rj, Datum key, int attempts);
 extern void runner_row_forget(RunnerRow *r);
 extern void runner_forget_job_rows(RunnerJob *rj);

@@ -38,6 +38,8 @@
 /* rows with calls in flight when a scan starts (slow start) */
 #define BATCH_INITIAL_WINDOW 4
 
+int			llm_batch_window = 64;
+
 /* ------------------------------------------------------------------------
  * Execution
  * ------------------------------------------------------------------------
@@ -116,17 +118,12 @@ typedef struct BatchScanState
 	int64		ttft_count;
 } BatchScanState;
 
-static Node *batch_create_state(CustomScan *cscan);
 static void batch_begin(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *batch_exec(CustomScanState *node);
 static void batch_end(CustomScanState *node);
 static void batch_rescan(CustomScanState *node);
 static void batch_explain(CustomScanState *node, List *ancestors, ExplainState *es);
 
-const CustomScanMethods llm_batch_plan_methods = {
-	.CustomName = "LLM Batch",
-	.CreateCustomScanState = batch_create_state,
-};
 
 static const CustomExecMethods batch_exec_methods = {
 	.CustomName = "LLM Batch",
@@ -137,8 +134,8 @@ static const CustomExecMethods batch_exec_methods = {
 	.ExplainCustomScan = batch_explain,
 };
 
-static Node *
-batch_create_state(CustomScan *cscan)
+Node *
+llm_batch_create_state(CustomScan *cscan)
 {
 	BatchScanState *st = (BatchScanState *) newNode(sizeof(BatchScanState), T_CustomScanState);
 	ListCell   *lc;

@@ -64,8 +64,13 @@
 #include "pg/sql/sql_args.h"
 #include "pg/sql/sql_result.h"
 
-int			llm_batch_window = 64;
 bool		llm_enable_batch_scan = true;
+
+/* the node in a plan: its state comes from the executor half */
+static const CustomScanMethods llm_batch_plan_methods = {
+	.CustomName = "LLM Batch",
+	.CreateCustomScanState = llm_batch_create_state,
+};
 
 static planner_hook_type prev_planner_hook = NULL;
 static set_rel_pathlist_hook_type prev_set_rel_pathlist_hook = NULL;

@@ -13,15 +13,16 @@
 
 #include "nodes/extensible.h"
 
-/* GUCs (defined in batch_plan.c) */
-extern int	llm_batch_window;
-extern bool llm_enable_batch_scan;
+/* GUCs (registered by llm_batch_init; llm.batch_window read by the executor half) */
+extern int	llm_batch_window;		/* batch_exec.c */
+extern bool llm_enable_batch_scan;	/* batch_plan.c */
 
 /*
- * Between the halves: the node's plan methods (batch_exec.c, which creates
- * its state) and the layout of the plan node that batch_plan.c builds.
+ * Between the halves (batch_plan.c -> batch_exec.c, never back): the
+ * executor's state for a planned node, and the layout of the plan node that
+ * batch_plan.c builds.
  */
-extern const CustomScanMethods llm_batch_plan_methods;
+extern Node *llm_batch_create_state(CustomScan *cscan);
 
 /*
  * custom_private of the node: [n_child, n_quals, [stage per call]];
