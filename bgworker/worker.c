@@ -108,7 +108,6 @@ worker_exit(int code, Datum arg)
 	{
 		llm_shared->worker_pid = 0;
 		llm_shared->worker_latch = NULL;
-		llm_shared->model_state = LLM_MODEL_NONE;
 		for (int row = 0; row < LLM_MAX_MODELS; row++)
 			llm_shared->models[row].state = LLM_MODEL_NONE;
 		llm_stats_worker_gone_locked(&llm_shared->stats);

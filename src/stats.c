@@ -96,7 +96,7 @@ pg_llm_stat(PG_FUNCTION_ARGS)
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
 	memcpy(s, &llm_shared->stats, sizeof(LlmStats));
 	pid = llm_shared->worker_pid;
-	state = llm_shared->model_state;
+	state = llm_shared->models[LLM_DEFAULT_ROW].state;
 	LWLockRelease(llm_shared->lock);
 
 	memset(nulls, 0, sizeof(nulls));
@@ -298,56 +298,46 @@ Datum
 pg_llm_model_info(PG_FUNCTION_ARGS)
 {
 	StringInfoData buf;
+	LlmModelRow *r = palloc(sizeof(LlmModelRow));
 	LlmModelState state;
 	int			pid;
-	int32		n_ctx;
-	char	   *path = palloc(MAXPGPATH);
-	char	   *error = palloc(LLM_MODEL_ERROR_LEN);
-	char	   *info = palloc(LLM_MODEL_INFO_LEN);
-	char		device[16];
-	char		sha256[sizeof(llm_shared->models[0].sha256)];
 
 	require_registry();
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	state = llm_shared->model_state;
-	strlcpy(sha256, llm_shared->models[0].sha256, sizeof(sha256));
+	memcpy(r, &llm_shared->models[LLM_DEFAULT_ROW], sizeof(LlmModelRow));
 	pid = llm_shared->worker_pid;
-	n_ctx = llm_shared->n_ctx;
-	strlcpy(path, llm_shared->model_path, MAXPGPATH);
-	strlcpy(error, llm_shared->model_error, LLM_MODEL_ERROR_LEN);
-	strlcpy(info, llm_shared->model_info, LLM_MODEL_INFO_LEN);
-	strlcpy(device, llm_shared->device, sizeof(device));
 	LWLockRelease(llm_shared->lock);
+	state = r->state;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"status\": ");
 	escape_json(&buf, llm_model_state_name(state));
 	appendStringInfo(&buf, ", \"worker_pid\": %s", pid ? psprintf("%d", pid) : "null");
 	appendStringInfoString(&buf, ", \"model_path\": ");
-	if (path[0])
-		escape_json(&buf, path);
+	if (r->path[0])
+		escape_json(&buf, r->path);
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfoString(&buf, ", \"model_sha256\": ");
-	if (state == LLM_MODEL_READY && sha256[0])
-		escape_json(&buf, sha256);
+	if (state == LLM_MODEL_READY && r->sha256[0])
+		escape_json(&buf, r->sha256);
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfoString(&buf, ", \"device\": ");
 	if (state == LLM_MODEL_READY)
-		escape_json(&buf, device);
+		escape_json(&buf, r->device);
 	else
 		appendStringInfoString(&buf, "null");
 	if (state == LLM_MODEL_READY)
-		appendStringInfo(&buf, ", \"context_length\": %d", n_ctx);
+		appendStringInfo(&buf, ", \"context_length\": %d", r->n_ctx);
 	else
 		appendStringInfoString(&buf, ", \"context_length\": null");
 	appendStringInfoString(&buf, ", \"error\": ");
-	if (error[0])
-		escape_json(&buf, error);
+	if (r->error[0])
+		escape_json(&buf, r->error);
 	else
 		appendStringInfoString(&buf, "null");
-	appendStringInfo(&buf, ", \"model\": %s}", (state == LLM_MODEL_READY && info[0]) ? info : "null");
+	appendStringInfo(&buf, ", \"model\": %s}", (state == LLM_MODEL_READY && r->info[0]) ? r->info : "null");
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
