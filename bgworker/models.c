@@ -92,6 +92,7 @@ clear_row(int row)
 	LlmModelRow *r = &llm_shared->models[row];
 
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+	llm_stats_row_retired_locked(row);
 	memset(r, 0, sizeof(*r));
 	LWLockRelease(llm_shared->lock);
 	llm_stats_note_change();

@@ -86,7 +86,7 @@ typedef struct LlmModelRow
 	int32		prompt_overhead;
 	char		device[16];		/* llm.device as set ("auto" is not resolved to the backend) */
 	char		info[LLM_MODEL_INFO_LEN];	/* READY: the engine's JSON object ("{}" if too long) */
-	LlmModelStats stats;
+	LlmCounters stats;
 } LlmModelRow;
 
 typedef struct LlmShared
