@@ -271,8 +271,7 @@ llm_stats_row_retired_locked(int row)
 	LlmCounters *row_stats = &llm_shared->models[row].stats;
 	LlmCounters *other = &llm_shared->stats.other;
 
-	llm_counters_add_counts(other, row_stats);
-	other->max_batch_size = Max(other->max_batch_size, row_stats->max_batch_size);
+	llm_counters_add_history(other, row_stats);
 	llm_counters_add_counts(&other_delta, &model_delta[row].c);
 	memset(row_stats, 0, sizeof(*row_stats));
 	memset(&model_delta[row].c, 0, sizeof(model_delta[row].c));

@@ -116,6 +116,10 @@ typedef struct LlmLatencyRing
 #define LLM_IF_LOAD_LOAD(...) __VA_ARGS__
 #define LLM_IF_LOAD_SIZE(...)
 #define LLM_IF_LOAD_PEAK(...)
+#define LLM_IF_PEAK_COUNT(...)
+#define LLM_IF_PEAK_LOAD(...)
+#define LLM_IF_PEAK_SIZE(...)
+#define LLM_IF_PEAK_PEAK(...) __VA_ARGS__
 
 /* The counter fields of each structure (use inside a struct declaration). */
 #define LLM_FIELD_MODEL(type, name, kind, m, u, p) LLM_IF_##m(type name;)
@@ -158,6 +162,17 @@ llm_counters_add_counts(LlmCounters *dst, const LlmCounters *src)
 #define LLM_ADD(type, name, kind, m, u, p) LLM_IF_##m(LLM_IF_COUNT_##kind(dst->name += src->name;))
 	LLM_COUNTERS(LLM_ADD)
 #undef LLM_ADD
+}
+
+/* dst takes over src's history: its COUNT fields added, its PEAK fields where larger. */
+static inline void
+llm_counters_add_history(LlmCounters *dst, const LlmCounters *src)
+{
+#define LLM_PEAK(type, name, kind, m, u, p) \
+	LLM_IF_##m(LLM_IF_PEAK_##kind(dst->name = Max(dst->name, src->name);))
+	llm_counters_add_counts(dst, src);
+	LLM_COUNTERS(LLM_PEAK)
+#undef LLM_PEAK
 }
 
 /* Zero c's COUNT fields. */
