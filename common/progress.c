@@ -27,14 +27,7 @@ typedef struct LlmProgressSlot
 	TimestampTz statement_start;	/* the statement the counters belong to */
 	TimestampTz first_call;		/* its first request */
 	TimestampTz last_change;
-	int64		submitted;
-	int64		finished;
-	int64		failed;
-	int64		aborted;
-	int64		prompt_tokens;
-	int64		cached_tokens;
-	int64		completion_tokens;
-	int64		batch_rows;		/* rows returned by LLM Batch nodes */
+	LLM_COUNTERS(LLM_FIELD_PROGRESS)	/* stats.h */
 } LlmProgressSlot;
 
 static LlmProgressSlot *slots = NULL;
@@ -96,9 +89,9 @@ slot_begin(void)
 		s->pid = MyProcPid;
 		s->statement_start = stmt;
 		s->first_call = now;
-		s->submitted = s->finished = s->failed = s->aborted = 0;
-		s->prompt_tokens = s->cached_tokens = s->completion_tokens = 0;
-		s->batch_rows = 0;
+#define ZERO(type, name, kind, m, u, p) LLM_IF_##p(s->name = 0;)
+		LLM_COUNTERS(ZERO)
+#undef ZERO
 	}
 	s->last_change = now;
 	return s;
@@ -118,7 +111,7 @@ llm_progress_note_submitted(void)
 
 	if (s == NULL)
 		return;
-	s->submitted++;
+	s->requests_submitted++;
 	slot_end(s);
 }
 
@@ -129,7 +122,7 @@ llm_progress_note_finished(const llm_usage *usage)
 
 	if (s == NULL)
 		return;
-	s->finished++;
+	s->requests_finished++;
 	s->prompt_tokens += usage->prompt_tokens;
 	s->cached_tokens += usage->cached_tokens;
 	s->completion_tokens += usage->completion_tokens;
@@ -143,7 +136,7 @@ llm_progress_note_failed(void)
 
 	if (s == NULL)
 		return;
-	s->failed++;
+	s->requests_failed++;
 	slot_end(s);
 }
 
@@ -154,7 +147,7 @@ llm_progress_note_aborted(void)
 
 	if (s == NULL)
 		return;
-	s->aborted++;
+	s->requests_aborted++;
 	slot_end(s);
 }
 
@@ -189,12 +182,14 @@ slot_copy(int i, LlmProgressSlot *out)
 	return out->pid != 0 && out->statement_start != 0;
 }
 
-#define LLM_PROGRESS_COLS 12
+#define PROGRESS_COUNTER(type, name, kind, m, u, p) LLM_IF_##p(+1)
+#define LLM_PROGRESS_COLS (4 LLM_COUNTERS(PROGRESS_COUNTER))
 
 /*
  * llm_progress() -> setof (pid, statement_start, first_call, last_change,
- * calls_submitted, calls_finished, calls_failed, calls_aborted,
- * prompt_tokens, cached_tokens, completion_tokens, batch_rows): every slot
+ * then the slot's counters in LLM_COUNTERS order: calls_submitted,
+ * calls_finished, calls_failed, calls_aborted, prompt_tokens,
+ * cached_tokens, completion_tokens, batch_rows): every slot
  * in use, whatever its backend runs now; the llm_progress view keeps the
  * ones of statements still running.
  */
@@ -220,14 +215,10 @@ pg_llm_progress(PG_FUNCTION_ARGS)
 		values[c++] = TimestampTzGetDatum(s.statement_start);
 		values[c++] = TimestampTzGetDatum(s.first_call);
 		values[c++] = TimestampTzGetDatum(s.last_change);
-		values[c++] = Int64GetDatum(s.submitted);
-		values[c++] = Int64GetDatum(s.finished);
-		values[c++] = Int64GetDatum(s.failed);
-		values[c++] = Int64GetDatum(s.aborted);
-		values[c++] = Int64GetDatum(s.prompt_tokens);
-		values[c++] = Int64GetDatum(s.cached_tokens);
-		values[c++] = Int64GetDatum(s.completion_tokens);
-		values[c++] = Int64GetDatum(s.batch_rows);
+		/* the counters in list order (all int64, bigint columns) */
+#define PUT(type, name, kind, m, u, p) LLM_IF_##p(values[c++] = Int64GetDatum(s.name);)
+		LLM_COUNTERS(PUT)
+#undef PUT
 		Assert(c == LLM_PROGRESS_COLS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -57,29 +57,35 @@ llm_model_state_name(LlmModelState s)
 	}
 }
 
+int
+llm_registry_row_locked(const char *alias)
+{
+	if (alias == NULL)
+		alias = LLM_DEFAULT_MODEL;
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+	{
+		LlmModelRow *r = &llm_shared->models[row];
+
+		if (r->in_use && strcmp(r->alias, alias) == 0)
+			return row;
+	}
+	return -1;
+}
+
 LlmModelState
 llm_registry_model_state(const char *alias, int32 *n_ctx)
 {
 	LlmModelState state = LLM_MODEL_NONE;
 	int32		ctx = 0;
+	int			row;
 
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	if (alias == NULL || strcmp(alias, LLM_DEFAULT_MODEL) == 0)
+	row = llm_registry_row_locked(alias);
+	if (row >= 0)
 	{
-		state = llm_shared->model_state;
-		ctx = llm_shared->n_ctx;
+		state = llm_shared->models[row].state;
+		ctx = llm_shared->models[row].n_ctx;
 	}
-	else
-		for (int row = 1; row < LLM_MAX_MODELS; row++)
-		{
-			LlmModelRow *r = &llm_shared->models[row];
-
-			if (r->in_use && strcmp(r->alias, alias) == 0)
-			{
-				state = r->state;
-				ctx = r->n_ctx;
-			}
-		}
 	LWLockRelease(llm_shared->lock);
 	if (n_ctx)
 		*n_ctx = state == LLM_MODEL_READY ? ctx : 0;
@@ -90,18 +96,12 @@ int32
 llm_registry_prompt_overhead(const char *alias)
 {
 	int32		overhead = -1;
+	int			row;
 
-	if (alias == NULL)
-		alias = LLM_DEFAULT_MODEL;
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	for (int row = 0; row < LLM_MAX_MODELS; row++)
-	{
-		LlmModelRow *r = &llm_shared->models[row];
-
-		if (r->in_use && r->state == LLM_MODEL_READY &&
-			(row == 0 ? strcmp(alias, LLM_DEFAULT_MODEL) == 0 : strcmp(r->alias, alias) == 0))
-			overhead = r->prompt_overhead;
-	}
+	row = llm_registry_row_locked(alias);
+	if (row >= 0 && llm_shared->models[row].state == LLM_MODEL_READY)
+		overhead = llm_shared->models[row].prompt_overhead;
 	LWLockRelease(llm_shared->lock);
 	return overhead;
 }
@@ -142,7 +142,6 @@ llm_shmem_startup(void)
 	{
 		memset(llm_shared, 0, llm_shmem_size());
 		llm_shared->lock = &(GetNamedLWLockTranche("llm"))->lock;
-		llm_shared->model_state = LLM_MODEL_NONE;
 		llm_shared->stats.reset_time = GetCurrentTimestamp();
 		llm_shared->n_slots = MaxBackends;
 		for (int i = 0; i < MaxBackends; i++)

@@ -3,7 +3,8 @@
  * the backends (pg/, jobs/) and the background workers (worker/, jobs/).
  *
  * The registry (LlmShared) holds the worker's identity (pid, latch,
- * generation), the model status, one channel slot per backend (indexed by
+ * generation), the model table (one row per served model, the default model
+ * in row LLM_DEFAULT_ROW), one channel slot per backend (indexed by
  * BackendId - 1) and the worker's statistics (stats.h).
  *
  * Locking: one LWLock (tranche "llm", llm_shared->lock) guards every field
@@ -15,9 +16,7 @@
  *     slot's seq and slots_version), read by the worker (LW_SHARED, a copy of
  *     all slots when slots_version moved) and, for the latches, by an exiting
  *     worker;
- *   - model_*, n_ctx, device: written by the worker (LW_EXCLUSIVE) whenever
- *     the model state changes, read by llm_model_info() and llm_stat;
- *   - stats, recent: see stats.h; models: see LlmModelRow.
+ *   - models: see LlmModelRow; stats, recent and models[].stats: see stats.h.
  * lock itself and n_slots are set once at shared-memory initialisation.
  */
 #ifndef LLM_REGISTRY_H
@@ -55,12 +54,18 @@ typedef struct LlmChannelSlot
 #define LLM_MODEL_ERROR_LEN 1024
 
 /*
- * A row of the model table: one served model (row 0: the default model,
- * llm.model; the others: llm.models' entries, an alias keeping its row
- * while it stays in the list).  Written by the worker (worker/models.c:
- * identity and state; stats_publish.c: stats) under the lock exclusively,
- * read by llm_models() under it shared.
+ * A row of the model table: one served model (row LLM_DEFAULT_ROW: the
+ * default model, llm.model, under the alias LLM_DEFAULT_MODEL; the others:
+ * llm.models' entries, an alias keeping its row while it stays in the
+ * list).  The default model's row is the only record of it: llm_model_info()
+ * and llm_stat's model_status read it like llm_models() reads every row.
+ * Written by the worker (worker/models.c: identity and state;
+ * stats_publish.c: stats) under the lock exclusively, read by llm_models(),
+ * llm_model_info() and llm_stat under it shared.  All zero (state NONE)
+ * until the worker first takes the row.
  */
+#define LLM_DEFAULT_ROW 0
+
 typedef struct LlmModelRow
 {
 	bool		in_use;
@@ -79,7 +84,9 @@ typedef struct LlmModelRow
 	 * of a request's texts, an upper bound of its prompt (quota.h).
 	 */
 	int32		prompt_overhead;
-	LlmModelStats stats;
+	char		device[16];		/* llm.device as set ("auto" is not resolved to the backend) */
+	char		info[LLM_MODEL_INFO_LEN];	/* READY: the engine's JSON object ("{}" if too long) */
+	LlmCounters stats;
 } LlmModelRow;
 
 typedef struct LlmShared
@@ -89,13 +96,6 @@ typedef struct LlmShared
 	Latch	   *worker_latch;
 	uint32		generation;		/* bumped by every worker start */
 	uint64		slots_version;	/* bumped at every slot change: worker rescans */
-	LlmModelState model_state;
-	int			model_sqlstate; /* FAILED: SQLSTATE to answer requests with */
-	char		model_path[MAXPGPATH];
-	char		model_error[LLM_MODEL_ERROR_LEN];
-	int32		n_ctx;			/* READY: context length in use */
-	char		device[16];		/* READY: llm.device as set ("auto" is not resolved to the backend) */
-	char		model_info[LLM_MODEL_INFO_LEN]; /* READY: the engine's JSON object */
 	LlmStats	stats;
 	LlmRecentRequests recent;	/* read by llm_recent_requests() */
 	LlmModelRow models[LLM_MAX_MODELS];	/* the served models */
@@ -105,6 +105,12 @@ typedef struct LlmShared
 
 /* NULL until shared memory is set up (and in a process without the preloaded library). */
 extern LlmShared *llm_shared;
+
+/*
+ * The row of the model table serving alias (NULL: the default model), or -1
+ * when no row in use holds it.  Caller holds the lock (either mode).
+ */
+extern int	llm_registry_row_locked(const char *alias);
 
 /*
  * The state of the model the worker serves as alias (NULL or "default": the

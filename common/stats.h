@@ -1,28 +1,49 @@
 /*
- * stats.h — the worker's statistics in shared memory: their layout, their
- * locking rule, and the two sides that touch them.
+ * stats.h — the worker's statistics in shared memory: the one list of
+ * counters, their layout, their locking rule, and the two sides that touch
+ * them.
  *
- * Layout: LlmStats (behind the llm_stat view, and its usage table behind
- * the llm_usage view) and LlmRecentRequests (behind llm_recent_requests())
- * live in the registry (registry.h, LlmShared.stats and .recent).
+ * Counters: LLM_COUNTERS below is the only list of them.  It declares the
+ * counter fields of every structure that counts requests (a model's
+ * LlmCounters, a role's LlmRoleUsage, a backend's progress slot in
+ * progress.c, and the worker's deltas between two publishes), and the code
+ * that copies, sums, resets and shows them loops over it.  A new counter is
+ * one row there, the code that counts it, and its column in the SQL
+ * declaration of the views that show it (llm_stat and llm_models find a
+ * counter's column by its name; llm_progress takes its counters in list
+ * order).
+ *
+ * Layout: each row of the model table (registry.h, LlmShared.models[])
+ * holds its model's LlmCounters (behind llm_models); LlmStats (LlmShared.stats)
+ * holds the counters of requests no row holds now, the latency rings, the
+ * reset time and the usage table (behind llm_usage); LlmRecentRequests
+ * (LlmShared.recent) the records behind llm_recent_requests().  llm_stat is
+ * computed, never stored: the sum over every row and LlmStats.other
+ * (llm_counters_fold), so it always agrees with llm_models.
  *
  * Locking (pg_stat_statements style, one lock for everything since it is
- * touched at most once per engine step): every field of LlmStats and
- * LlmRecentRequests is guarded by the registry's LWLock, llm_shared->lock.
+ * touched at most once per engine step): every field of LlmStats,
+ * LlmRecentRequests and the rows' LlmCounters is guarded by the registry's
+ * LWLock, llm_shared->lock.
  *   - the worker (worker/stats_publish.c) is the only writer of the
  *     counters, rings and records: it takes the lock LW_EXCLUSIVE once per
- *     loop iteration to publish what it noted since, and once more when its
- *     buffer of records fills within one iteration;
+ *     loop iteration to publish what it noted since, once more when its
+ *     buffer of records or usage fills within one iteration, and when a row
+ *     of the model table is cleared or given to another alias (its counters
+ *     move into LlmStats.other: llm_stats_row_retired_locked);
  *   - llm_stat_reset() (stats_views.c) takes it LW_EXCLUSIVE to zero the
  *     cumulative fields, the rings and the records;
- *   - readers (llm_stat(), llm_recent_requests(), stats_views.c) copy what they
- *     need under LW_SHARED and compute outside the lock;
+ *   - readers (llm_stat(), llm_models(), llm_usage(),
+ *     llm_recent_requests(), stats_views.c) copy what they need under LW_SHARED
+ *     and compute outside the lock;
  *   - the worker's exit zeroes the instantaneous fields under LW_EXCLUSIVE.
+ * The progress slots (progress.h) use the same list but not this lock: each
+ * is written by its own backend under a change counter.
  *
  * Worker side: the request intake and event routing note what happened to
  * each request (finished with its usage, failed, aborted) and each engine
  * step; the main loop publishes once per iteration.  Noting takes the lock
- * only to flush its buffer of records when it is full.
+ * only to flush a full buffer.
  */
 #ifndef LLM_STATS_H
 #define LLM_STATS_H
@@ -45,6 +66,134 @@ typedef struct LlmLatencyRing
 } LlmLatencyRing;
 
 /*
+ * LLM_COUNTERS(X): every counter, one row each, as
+ *   X(type, name, kind, model, usage, progress)
+ * type: int32, int64 or double (the SQL column: int, bigint, float8).
+ * kind: how the counter moves and how two of them combine:
+ *   LOAD   what runs now, set from the engine at each publish, zeroed when
+ *          the worker exits; llm_stat sums the models';
+ *   SIZE   like LOAD, but kept when the worker exits (the last engine's);
+ *   PEAK   the largest value since start or llm_stat_reset() (reset to the
+ *          current value of the LOAD it is the peak of); llm_stat takes the
+ *          largest of the models';
+ *   COUNT  cumulative since start or llm_stat_reset(); summed.
+ * model, usage, progress: Y where the counter is a field of LlmCounters (a
+ * model's, llm_stat's and llm_models' counters), of LlmRoleUsage (llm_usage)
+ * or of a backend's progress slot (llm_progress), N where not.
+ * The order is llm_progress's column order; the other views go by name.
+ */
+#define LLM_COUNTERS(X) \
+	X(int64, requests_submitted, COUNT, N, N, Y) \
+	X(int32, requests_running, LOAD, Y, N, N) \
+	X(int32, requests_waiting, LOAD, Y, N, N) \
+	X(int64, requests, COUNT, N, Y, N) /* requests that ended, any way */ \
+	X(int64, requests_finished, COUNT, Y, N, Y) \
+	X(int64, requests_failed, COUNT, Y, N, Y) \
+	X(int64, requests_aborted, COUNT, Y, N, Y) \
+	X(int64, prompt_tokens, COUNT, Y, Y, Y) \
+	X(int64, cached_tokens, COUNT, Y, Y, Y) \
+	X(int64, prefix_query_tokens, COUNT, Y, N, N) /* prompt tokens looked up in the prefix cache */ \
+	X(int64, prefix_hit_tokens, COUNT, Y, N, N) /* of those, served from cached blocks */ \
+	X(int64, completion_tokens, COUNT, Y, Y, Y) \
+	X(double, busy_ms, COUNT, N, Y, N)	/* compute time attributed to the requests */ \
+	X(int64, batch_rows, COUNT, N, N, Y)	/* rows returned by LLM Batch nodes */ \
+	X(int32, batch_size, LOAD, Y, N, N) /* sequences in the last step */ \
+	X(int32, max_batch_size, PEAK, Y, N, N) /* the peak of batch_size */ \
+	X(int32, kv_blocks_used, LOAD, Y, N, N) \
+	X(int32, kv_blocks_cached, SIZE, Y, N, N) \
+	X(int32, kv_blocks_total, SIZE, Y, N, N) \
+	X(int64, steps, COUNT, Y, N, N) \
+	X(int64, preemptions, COUNT, Y, N, N)
+
+/* Building blocks of the expansions: Y keeps its argument, N drops it. */
+#define LLM_IF_Y(...) __VA_ARGS__
+#define LLM_IF_N(...)
+#define LLM_IF_COUNT_COUNT(...) __VA_ARGS__
+#define LLM_IF_COUNT_LOAD(...)
+#define LLM_IF_COUNT_SIZE(...)
+#define LLM_IF_COUNT_PEAK(...)
+#define LLM_IF_LOAD_COUNT(...)
+#define LLM_IF_LOAD_LOAD(...) __VA_ARGS__
+#define LLM_IF_LOAD_SIZE(...)
+#define LLM_IF_LOAD_PEAK(...)
+#define LLM_IF_PEAK_COUNT(...)
+#define LLM_IF_PEAK_LOAD(...)
+#define LLM_IF_PEAK_SIZE(...)
+#define LLM_IF_PEAK_PEAK(...) __VA_ARGS__
+
+/* The counter fields of each structure (use inside a struct declaration). */
+#define LLM_FIELD_MODEL(type, name, kind, m, u, p) LLM_IF_##m(type name;)
+#define LLM_FIELD_USAGE(type, name, kind, m, u, p) LLM_IF_##u(type name;)
+#define LLM_FIELD_PROGRESS(type, name, kind, m, u, p) LLM_IF_##p(type name;)
+
+/*
+ * One model's counters: a row of the llm_models view (in the registry's
+ * model table, registry.h), LlmStats.other, and a term of llm_stat's sum.
+ * A row's COUNT fields count since the row was taken (the worker start, or
+ * the alias's first appearance in llm.models) or llm_stat_reset(); a reload
+ * of the model keeps them.
+ */
+typedef struct LlmCounters
+{
+	LLM_COUNTERS(LLM_FIELD_MODEL)
+} LlmCounters;
+
+/* dst combined with src, as llm_stat combines models (LOAD, SIZE, COUNT: sum; PEAK: max). */
+static inline void
+llm_counters_fold(LlmCounters *dst, const LlmCounters *src)
+{
+#define LLM_FOLD_LOAD(n) dst->n += src->n;
+#define LLM_FOLD_SIZE(n) dst->n += src->n;
+#define LLM_FOLD_COUNT(n) dst->n += src->n;
+#define LLM_FOLD_PEAK(n) dst->n = Max(dst->n, src->n);
+#define LLM_FOLD(type, name, kind, m, u, p) LLM_IF_##m(LLM_FOLD_##kind(name))
+	LLM_COUNTERS(LLM_FOLD)
+#undef LLM_FOLD
+#undef LLM_FOLD_LOAD
+#undef LLM_FOLD_SIZE
+#undef LLM_FOLD_COUNT
+#undef LLM_FOLD_PEAK
+}
+
+/* dst += src's COUNT fields (a publish's delta, a retired row's totals). */
+static inline void
+llm_counters_add_counts(LlmCounters *dst, const LlmCounters *src)
+{
+#define LLM_ADD(type, name, kind, m, u, p) LLM_IF_##m(LLM_IF_COUNT_##kind(dst->name += src->name;))
+	LLM_COUNTERS(LLM_ADD)
+#undef LLM_ADD
+}
+
+/* dst takes over src's history: its COUNT fields added, its PEAK fields where larger. */
+static inline void
+llm_counters_add_history(LlmCounters *dst, const LlmCounters *src)
+{
+#define LLM_PEAK(type, name, kind, m, u, p) \
+	LLM_IF_##m(LLM_IF_PEAK_##kind(dst->name = Max(dst->name, src->name);))
+	llm_counters_add_counts(dst, src);
+	LLM_COUNTERS(LLM_PEAK)
+#undef LLM_PEAK
+}
+
+/* Zero c's COUNT fields. */
+static inline void
+llm_counters_zero_counts(LlmCounters *c)
+{
+#define LLM_ZERO(type, name, kind, m, u, p) LLM_IF_##m(LLM_IF_COUNT_##kind(c->name = 0;))
+	LLM_COUNTERS(LLM_ZERO)
+#undef LLM_ZERO
+}
+
+/* Zero c's LOAD fields (nothing runs). */
+static inline void
+llm_counters_zero_load(LlmCounters *c)
+{
+#define LLM_ZERO(type, name, kind, m, u, p) LLM_IF_##m(LLM_IF_LOAD_##kind(c->name = 0;))
+	LLM_COUNTERS(LLM_ZERO)
+#undef LLM_ZERO
+}
+
+/*
  * Token usage of one (role, database): the requests the worker took for it
  * and what they used, behind the llm_usage view; and the tokens (prompt +
  * completion) noted in each of the last LLM_USAGE_WINDOW seconds
@@ -61,11 +210,7 @@ typedef struct LlmRoleUsage
 {
 	Oid			role;			/* InvalidOid: a free entry */
 	Oid			database;
-	int64		requests;
-	int64		prompt_tokens;
-	int64		cached_tokens;
-	int64		completion_tokens;
-	double		busy_ms;		/* compute time attributed to its requests (llm_usage.busy_ms) */
+	LLM_COUNTERS(LLM_FIELD_USAGE)
 	int64		class_requests[LLM_N_PRIORITIES];	/* requests by class (request.h llm_priority) */
 	TimestampTz last_noted;
 	int64		second[LLM_USAGE_WINDOW];	/* Unix second each bucket counts */
@@ -74,58 +219,18 @@ typedef struct LlmRoleUsage
 
 typedef struct LlmStats
 {
-	/* instantaneous, copied from the engine at each publish */
-	int32		requests_running;
-	int32		requests_waiting;
-	int32		batch_size;		/* sequences in the last step */
-	int32		max_batch_size; /* since start or llm_stat_reset() */
-	int32		kv_blocks_used;
-	int32		kv_blocks_cached;
-	int32		kv_blocks_total;
-	/* cumulative, since start or llm_stat_reset() */
-	int64		requests_finished;
-	int64		requests_failed;
-	int64		requests_aborted;
-	int64		prompt_tokens;
-	int64		cached_tokens;
-	int64		prefix_query_tokens;	/* prompt tokens looked up in the prefix cache */
-	int64		prefix_hit_tokens;	/* of those, served from cached blocks */
-	int64		completion_tokens;
-	int64		steps;
-	int64		preemptions;
+	/*
+	 * The counters of requests no row of the model table holds now: those
+	 * no model took (an unknown alias, a malformed request), and those of
+	 * rows since cleared or given to another alias.  COUNT and PEAK only.
+	 */
+	LlmCounters other;
 	TimestampTz reset_time;
 	LlmLatencyRing ttft;
 	LlmLatencyRing tpot;
 	/* cumulative since start or llm_stat_reset(), except the windows (never reset) */
 	LlmRoleUsage usage[LLM_USAGE_ENTRIES];
 } LlmStats;
-
-/*
- * One served model's statistics (a row of the llm_models view, in the
- * registry's model table, registry.h), under the same lock and written by
- * the same publish as LlmStats; llm_stat sums every model.  Cumulative
- * fields count since the model's row was taken (the worker start, or the
- * alias's first appearance in llm.models) or llm_stat_reset(); a reload of
- * the model keeps them.
- */
-typedef struct LlmModelStats
-{
-	/* instantaneous */
-	int32		requests_running;
-	int32		requests_waiting;
-	int32		batch_size;
-	int32		max_batch_size;
-	int32		kv_blocks_used;
-	int32		kv_blocks_cached;
-	int32		kv_blocks_total;
-	/* cumulative */
-	int64		requests_finished;
-	int64		requests_failed;
-	int64		requests_aborted;
-	int64		prompt_tokens;
-	int64		completion_tokens;
-	int64		steps;
-} LlmModelStats;
 
 /*
  * Per-request records of the most recent finished requests, behind
@@ -197,7 +302,14 @@ extern void llm_stats_engine_replaced(int model, bool fresh);
  */
 extern void llm_stats_publish(llm_engine *const *engines, int n);
 
+/*
+ * Row of the model table is cleared or given to another alias: its
+ * counters, published and pending, move into LlmStats.other, and the row's
+ * start from zero (caller holds the lock exclusively).
+ */
+extern void llm_stats_row_retired_locked(int row);
+
 /* The worker exits: no requests run any more (caller holds the lock exclusively). */
-extern void llm_stats_worker_gone_locked(LlmStats *s);
+extern void llm_stats_worker_gone_locked(void);
 
 #endif

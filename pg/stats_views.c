@@ -11,6 +11,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
@@ -30,8 +31,6 @@ PG_FUNCTION_INFO_V1(pg_llm_model_info);
 PG_FUNCTION_INFO_V1(pg_llm_models);
 PG_FUNCTION_INFO_V1(pg_llm_usage);
 
-#define LLM_STAT_COLS 25
-
 static void
 require_registry(void)
 {
@@ -40,6 +39,93 @@ require_registry(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pg_llm is not initialized"),
 				 errhint("Add 'llm' to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/*
+ * A row of a view being built column by column, by name: the SQL
+ * declaration (the function's OUT parameters) orders the columns, the C
+ * code names what it knows, and a column it leaves unset is an error
+ * (a column declared without anything to show).
+ */
+typedef struct ColumnFill
+{
+	TupleDesc	tupdesc;
+	Datum	   *values;
+	bool	   *nulls;
+	bool	   *set;
+} ColumnFill;
+
+static void
+fill_begin(ColumnFill *f, TupleDesc tupdesc)
+{
+	f->tupdesc = tupdesc;
+	f->values = palloc0(sizeof(Datum) * Max(tupdesc->natts, 1));
+	f->nulls = palloc0(sizeof(bool) * Max(tupdesc->natts, 1));
+	f->set = palloc0(sizeof(bool) * Max(tupdesc->natts, 1));
+}
+
+/* Column name (if declared: a view may show a subset) := value of type, or NULL. */
+static void
+fill_put(ColumnFill *f, const char *name, Oid type, Datum value, bool isnull)
+{
+	for (int i = 0; i < f->tupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(f->tupdesc, i);
+
+		if (att->attisdropped || strcmp(NameStr(att->attname), name) != 0)
+			continue;
+		if (att->atttypid != type)
+			elog(ERROR, "llm: column \"%s\" is declared %s, but its value is %s",
+				 name, format_type_be(att->atttypid), format_type_be(type));
+		f->values[i] = value;
+		f->nulls[i] = isnull;
+		f->set[i] = true;
+	}
+}
+
+static void
+fill_check(ColumnFill *f)
+{
+	for (int i = 0; i < f->tupdesc->natts; i++)
+		if (!f->set[i] && !TupleDescAttr(f->tupdesc, i)->attisdropped)
+			elog(ERROR, "llm: column \"%s\" has no value",
+				 NameStr(TupleDescAttr(f->tupdesc, i)->attname));
+}
+
+/* Start the next row: every column unset again. */
+static void
+fill_next(ColumnFill *f)
+{
+	memset(f->set, 0, sizeof(bool) * f->tupdesc->natts);
+	memset(f->nulls, 0, sizeof(bool) * f->tupdesc->natts);
+}
+
+/* The SQL type and Datum of a counter's C type (LLM_COUNTERS). */
+#define COUNTER_TYPE_int32 INT4OID
+#define COUNTER_TYPE_int64 INT8OID
+#define COUNTER_TYPE_double FLOAT8OID
+#define COUNTER_DATUM_int32(v) Int32GetDatum(v)
+#define COUNTER_DATUM_int64(v) Int64GetDatum(v)
+#define COUNTER_DATUM_double(v) Float8GetDatum(v)
+
+/* Every counter of c into its column of the same name. */
+static void
+fill_counters(ColumnFill *f, const LlmCounters *c)
+{
+#define PUT(type, name, kind, m, u, p) \
+	LLM_IF_##m(fill_put(f, #name, COUNTER_TYPE_##type, COUNTER_DATUM_##type(c->name), false);)
+	LLM_COUNTERS(PUT)
+#undef PUT
+}
+
+/* Every usage counter of u into its column of the same name. */
+static void
+fill_usage(ColumnFill *f, const LlmRoleUsage *r)
+{
+#define PUT(type, name, kind, m, u, p) \
+	LLM_IF_##u(fill_put(f, #name, COUNTER_TYPE_##type, COUNTER_DATUM_##type(r->name), false);)
+	LLM_COUNTERS(PUT)
+#undef PUT
 }
 
 static int
@@ -70,23 +156,27 @@ ring_summary(LlmLatencyRing *r, double *mean, double *p99)
 }
 
 /*
- * llm_stat() -> one row: worker and model status, request counts, token
- * counts, prefix-cache lookups (prompt tokens queried, hit, hit rate; NULL
- * rate before any lookup), batch sizes, KV blocks, mean/p99 TTFT and TPOT over the most recent
- * LLM_LATENCY_RING requests (ms).
+ * llm_stat() -> one row: worker and default model status, the counters
+ * (LLM_COUNTERS) summed over every model and the requests no model holds
+ * (LlmStats.other), prefix-cache hit rate (NULL before any lookup), mean/p99
+ * TTFT and TPOT over the most recent LLM_LATENCY_RING requests (ms), and
+ * the reset time.
  */
 Datum
 pg_llm_stat(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[LLM_STAT_COLS];
-	bool		nulls[LLM_STAT_COLS];
-	LlmStats   *s = palloc(sizeof(LlmStats));
+	ColumnFill	f;
+	LlmCounters *rows = palloc(sizeof(LlmCounters) * LLM_MAX_MODELS);
+	LlmCounters sum;
+	LlmLatencyRing *ttft = palloc(sizeof(LlmLatencyRing));
+	LlmLatencyRing *tpot = palloc(sizeof(LlmLatencyRing));
+	TimestampTz reset_time;
 	int			pid;
 	LlmModelState state;
 	double		mean,
 				p99;
-	int			c = 0;
+	bool		known;
 
 	require_registry();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -94,58 +184,44 @@ pg_llm_stat(PG_FUNCTION_ARGS)
 	tupdesc = BlessTupleDesc(tupdesc);
 
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	memcpy(s, &llm_shared->stats, sizeof(LlmStats));
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+		rows[row] = llm_shared->models[row].stats;
+	sum = llm_shared->stats.other;
+	memcpy(ttft, &llm_shared->stats.ttft, sizeof(LlmLatencyRing));
+	memcpy(tpot, &llm_shared->stats.tpot, sizeof(LlmLatencyRing));
+	reset_time = llm_shared->stats.reset_time;
 	pid = llm_shared->worker_pid;
-	state = llm_shared->model_state;
+	state = llm_shared->models[LLM_DEFAULT_ROW].state;
 	LWLockRelease(llm_shared->lock);
 
-	memset(nulls, 0, sizeof(nulls));
-	values[c] = Int32GetDatum(pid);
-	nulls[c++] = (pid == 0);
-	values[c++] = CStringGetTextDatum(llm_model_state_name(state));
-	values[c++] = Int32GetDatum(s->requests_running);
-	values[c++] = Int32GetDatum(s->requests_waiting);
-	values[c++] = Int64GetDatum(s->requests_finished);
-	values[c++] = Int64GetDatum(s->requests_failed);
-	values[c++] = Int64GetDatum(s->requests_aborted);
-	values[c++] = Int64GetDatum(s->prompt_tokens);
-	values[c++] = Int64GetDatum(s->cached_tokens);
-	values[c++] = Int64GetDatum(s->prefix_query_tokens);
-	values[c++] = Int64GetDatum(s->prefix_hit_tokens);
-	values[c] = Float8GetDatum(s->prefix_query_tokens > 0 ?
-							   (double) s->prefix_hit_tokens / (double) s->prefix_query_tokens : 0.0);
-	nulls[c++] = (s->prefix_query_tokens == 0);
-	values[c++] = Int64GetDatum(s->completion_tokens);
-	values[c++] = Int32GetDatum(s->batch_size);
-	values[c++] = Int32GetDatum(s->max_batch_size);
-	values[c++] = Int32GetDatum(s->kv_blocks_used);
-	values[c++] = Int32GetDatum(s->kv_blocks_cached);
-	values[c++] = Int32GetDatum(s->kv_blocks_total);
-	values[c++] = Int64GetDatum(s->steps);
-	values[c++] = Int64GetDatum(s->preemptions);
-	if (ring_summary(&s->ttft, &mean, &p99))
-	{
-		values[c++] = Float8GetDatum(mean);
-		values[c++] = Float8GetDatum(p99);
-	}
-	else
-	{
-		nulls[c++] = true;
-		nulls[c++] = true;
-	}
-	if (ring_summary(&s->tpot, &mean, &p99))
-	{
-		values[c++] = Float8GetDatum(mean);
-		values[c++] = Float8GetDatum(p99);
-	}
-	else
-	{
-		nulls[c++] = true;
-		nulls[c++] = true;
-	}
-	values[c++] = TimestampTzGetDatum(s->reset_time);
-	Assert(c == LLM_STAT_COLS);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+		llm_counters_fold(&sum, &rows[row]);
+
+	fill_begin(&f, tupdesc);
+	fill_put(&f, "worker_pid", INT4OID, Int32GetDatum(pid), pid == 0);
+	fill_put(&f, "model_status", TEXTOID, CStringGetTextDatum(llm_model_state_name(state)), false);
+	fill_counters(&f, &sum);
+	fill_put(&f, "prefix_hit_rate", FLOAT8OID,
+			 Float8GetDatum(sum.prefix_query_tokens > 0 ?
+							(double) sum.prefix_hit_tokens / (double) sum.prefix_query_tokens : 0.0),
+			 sum.prefix_query_tokens == 0);
+	known = ring_summary(ttft, &mean, &p99);
+	fill_put(&f, "ttft_mean_ms", FLOAT8OID, Float8GetDatum(known ? mean : 0), !known);
+	fill_put(&f, "ttft_p99_ms", FLOAT8OID, Float8GetDatum(known ? p99 : 0), !known);
+	known = ring_summary(tpot, &mean, &p99);
+	fill_put(&f, "tpot_mean_ms", FLOAT8OID, Float8GetDatum(known ? mean : 0), !known);
+	fill_put(&f, "tpot_p99_ms", FLOAT8OID, Float8GetDatum(known ? p99 : 0), !known);
+	fill_put(&f, "stats_reset", TIMESTAMPTZOID, TimestampTzGetDatum(reset_time), false);
+	fill_check(&f);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, f.values, f.nulls)));
+}
+
+/* Zero c's cumulative counters; its peaks restart from the current values. */
+static void
+counters_reset(LlmCounters *c)
+{
+	llm_counters_zero_counts(c);
+	c->max_batch_size = c->batch_size;
 }
 
 /* llm_stat_reset(): zero the cumulative counters, max batch size, latency samples and recent requests. */
@@ -157,37 +233,18 @@ pg_llm_stat_reset(PG_FUNCTION_ARGS)
 	require_registry();
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	s = &llm_shared->stats;
-	s->max_batch_size = s->batch_size;
-	s->requests_finished = 0;
-	s->requests_failed = 0;
-	s->requests_aborted = 0;
-	s->prompt_tokens = 0;
-	s->cached_tokens = 0;
-	s->prefix_query_tokens = 0;
-	s->prefix_hit_tokens = 0;
-	s->completion_tokens = 0;
-	s->steps = 0;
-	s->preemptions = 0;
+	counters_reset(&s->other);
+	for (int row = 0; row < LLM_MAX_MODELS; row++)
+		counters_reset(&llm_shared->models[row].stats);
 	memset(&s->ttft, 0, sizeof(s->ttft));
 	memset(&s->tpot, 0, sizeof(s->tpot));
-	for (int row = 0; row < LLM_MAX_MODELS; row++)
-	{
-		LlmModelStats *ms = &llm_shared->models[row].stats;
-
-		ms->max_batch_size = ms->batch_size;
-		ms->requests_finished = 0;
-		ms->requests_failed = 0;
-		ms->requests_aborted = 0;
-		ms->prompt_tokens = 0;
-		ms->completion_tokens = 0;
-		ms->steps = 0;
-	}
 	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
 	{
 		LlmRoleUsage *u = &s->usage[i];
 
-		u->requests = u->prompt_tokens = u->cached_tokens = u->completion_tokens = 0;
-		u->busy_ms = 0;
+#define ZERO(type, name, kind, m, u_, p) LLM_IF_##u_(u->name = 0;)
+		LLM_COUNTERS(ZERO)
+#undef ZERO
 		memset(u->class_requests, 0, sizeof(u->class_requests));
 	}
 	llm_shared->recent.written = 0;
@@ -298,68 +355,54 @@ Datum
 pg_llm_model_info(PG_FUNCTION_ARGS)
 {
 	StringInfoData buf;
+	LlmModelRow *r = palloc(sizeof(LlmModelRow));
 	LlmModelState state;
 	int			pid;
-	int32		n_ctx;
-	char	   *path = palloc(MAXPGPATH);
-	char	   *error = palloc(LLM_MODEL_ERROR_LEN);
-	char	   *info = palloc(LLM_MODEL_INFO_LEN);
-	char		device[16];
-	char		sha256[sizeof(llm_shared->models[0].sha256)];
 
 	require_registry();
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
-	state = llm_shared->model_state;
-	strlcpy(sha256, llm_shared->models[0].sha256, sizeof(sha256));
+	memcpy(r, &llm_shared->models[LLM_DEFAULT_ROW], sizeof(LlmModelRow));
 	pid = llm_shared->worker_pid;
-	n_ctx = llm_shared->n_ctx;
-	strlcpy(path, llm_shared->model_path, MAXPGPATH);
-	strlcpy(error, llm_shared->model_error, LLM_MODEL_ERROR_LEN);
-	strlcpy(info, llm_shared->model_info, LLM_MODEL_INFO_LEN);
-	strlcpy(device, llm_shared->device, sizeof(device));
 	LWLockRelease(llm_shared->lock);
+	state = r->state;
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "{\"status\": ");
 	escape_json(&buf, llm_model_state_name(state));
 	appendStringInfo(&buf, ", \"worker_pid\": %s", pid ? psprintf("%d", pid) : "null");
 	appendStringInfoString(&buf, ", \"model_path\": ");
-	if (path[0])
-		escape_json(&buf, path);
+	if (r->path[0])
+		escape_json(&buf, r->path);
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfoString(&buf, ", \"model_sha256\": ");
-	if (state == LLM_MODEL_READY && sha256[0])
-		escape_json(&buf, sha256);
+	if (state == LLM_MODEL_READY && r->sha256[0])
+		escape_json(&buf, r->sha256);
 	else
 		appendStringInfoString(&buf, "null");
 	appendStringInfoString(&buf, ", \"device\": ");
 	if (state == LLM_MODEL_READY)
-		escape_json(&buf, device);
+		escape_json(&buf, r->device);
 	else
 		appendStringInfoString(&buf, "null");
 	if (state == LLM_MODEL_READY)
-		appendStringInfo(&buf, ", \"context_length\": %d", n_ctx);
+		appendStringInfo(&buf, ", \"context_length\": %d", r->n_ctx);
 	else
 		appendStringInfoString(&buf, ", \"context_length\": null");
 	appendStringInfoString(&buf, ", \"error\": ");
-	if (error[0])
-		escape_json(&buf, error);
+	if (r->error[0])
+		escape_json(&buf, r->error);
 	else
 		appendStringInfoString(&buf, "null");
-	appendStringInfo(&buf, ", \"model\": %s}", (state == LLM_MODEL_READY && info[0]) ? info : "null");
+	appendStringInfo(&buf, ", \"model\": %s}", (state == LLM_MODEL_READY && r->info[0]) ? r->info : "null");
 
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
-#define LLM_MODELS_COLS 19
-
 /*
  * llm_models() -> setof (alias, path, sha256, architecture, parameters,
- * context_length, state, error, requests_running, requests_waiting,
- * requests_finished, requests_failed, requests_aborted, prompt_tokens,
- * completion_tokens, batch_size, max_batch_size, kv_blocks_used,
- * kv_blocks_total): one row per served model, the default model first,
+ * context_length, state, error, and the counters of LlmCounters its
+ * declaration names): one row per served model, the default model first,
  * then by row of the model table (registry.h).  sha256 (of the file as
  * loaded), architecture, parameters and context_length are NULL unless the
  * model is ready, error unless it failed.
@@ -369,6 +412,7 @@ pg_llm_models(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	LlmModelRow *rows;
+	ColumnFill	f;
 
 	require_registry();
 	InitMaterializedSRF(fcinfo, 0);
@@ -377,45 +421,26 @@ pg_llm_models(PG_FUNCTION_ARGS)
 	memcpy(rows, llm_shared->models, sizeof(LlmModelRow) * LLM_MAX_MODELS);
 	LWLockRelease(llm_shared->lock);
 
+	fill_begin(&f, rsinfo->setDesc);
 	for (int row = 0; row < LLM_MAX_MODELS; row++)
 	{
 		LlmModelRow *r = &rows[row];
-		LlmModelStats *s = &r->stats;
-		Datum		values[LLM_MODELS_COLS];
-		bool		nulls[LLM_MODELS_COLS];
 		bool		ready = r->state == LLM_MODEL_READY;
-		int			c = 0;
 
 		if (!r->in_use)
 			continue;
-		memset(nulls, 0, sizeof(nulls));
-		values[c++] = CStringGetTextDatum(r->alias);
-		values[c] = CStringGetTextDatum(r->path);
-		nulls[c++] = r->path[0] == '\0';
-		values[c] = CStringGetTextDatum(r->sha256);
-		nulls[c++] = !ready || r->sha256[0] == '\0';
-		values[c] = CStringGetTextDatum(r->architecture);
-		nulls[c++] = !ready;
-		values[c] = Int64GetDatum(r->n_params);
-		nulls[c++] = !ready;
-		values[c] = Int32GetDatum(r->n_ctx);
-		nulls[c++] = !ready;
-		values[c++] = CStringGetTextDatum(llm_model_state_name(r->state));
-		values[c] = CStringGetTextDatum(r->error);
-		nulls[c++] = r->error[0] == '\0';
-		values[c++] = Int32GetDatum(s->requests_running);
-		values[c++] = Int32GetDatum(s->requests_waiting);
-		values[c++] = Int64GetDatum(s->requests_finished);
-		values[c++] = Int64GetDatum(s->requests_failed);
-		values[c++] = Int64GetDatum(s->requests_aborted);
-		values[c++] = Int64GetDatum(s->prompt_tokens);
-		values[c++] = Int64GetDatum(s->completion_tokens);
-		values[c++] = Int32GetDatum(s->batch_size);
-		values[c++] = Int32GetDatum(s->max_batch_size);
-		values[c++] = Int32GetDatum(s->kv_blocks_used);
-		values[c++] = Int32GetDatum(s->kv_blocks_total);
-		Assert(c == LLM_MODELS_COLS);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		fill_next(&f);
+		fill_put(&f, "alias", TEXTOID, CStringGetTextDatum(r->alias), false);
+		fill_put(&f, "path", TEXTOID, CStringGetTextDatum(r->path), r->path[0] == '\0');
+		fill_put(&f, "sha256", TEXTOID, CStringGetTextDatum(r->sha256), !ready || r->sha256[0] == '\0');
+		fill_put(&f, "architecture", TEXTOID, CStringGetTextDatum(r->architecture), !ready);
+		fill_put(&f, "parameters", INT8OID, Int64GetDatum(r->n_params), !ready);
+		fill_put(&f, "context_length", INT4OID, Int32GetDatum(r->n_ctx), !ready);
+		fill_put(&f, "state", TEXTOID, CStringGetTextDatum(llm_model_state_name(r->state)), false);
+		fill_put(&f, "error", TEXTOID, CStringGetTextDatum(r->error), r->error[0] == '\0');
+		fill_counters(&f, &r->stats);
+		fill_check(&f);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, f.values, f.nulls);
 	}
 	pfree(rows);
 	return (Datum) 0;
@@ -433,15 +458,13 @@ window_tokens(const LlmRoleUsage *u, int64 now_sec)
 	return sum;
 }
 
-#define LLM_USAGE_COLS 10
-
 /*
- * llm_usage() -> setof (role_oid oid, database_oid oid, requests bigint,
- * prompt_tokens bigint, cached_tokens bigint, completion_tokens bigint,
- * busy_ms float8, tokens_last_minute bigint, interactive_requests bigint,
- * batch_requests bigint): one row per (role, database)
- * the worker took requests for since start or llm_stat_reset() (the
- * llm_usage view names them).
+ * llm_usage() -> setof (role_oid oid, database_oid oid, the usage counters
+ * of LlmRoleUsage (requests, prompt_tokens, cached_tokens,
+ * completion_tokens, busy_ms), tokens_last_minute bigint,
+ * interactive_requests bigint, batch_requests bigint): one row per (role,
+ * database) the worker took requests for since start or llm_stat_reset()
+ * (the llm_usage view names them).
  */
 Datum
 pg_llm_usage(PG_FUNCTION_ARGS)
@@ -449,34 +472,30 @@ pg_llm_usage(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	LlmRoleUsage *copy = palloc(sizeof(LlmRoleUsage) * LLM_USAGE_ENTRIES);
 	int64		now_sec = (int64) time(NULL);
+	ColumnFill	f;
 
 	require_registry();
 	InitMaterializedSRF(fcinfo, 0);
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
 	memcpy(copy, llm_shared->stats.usage, sizeof(LlmRoleUsage) * LLM_USAGE_ENTRIES);
 	LWLockRelease(llm_shared->lock);
+	fill_begin(&f, rsinfo->setDesc);
 	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
 	{
 		LlmRoleUsage *u = &copy[i];
-		Datum		values[LLM_USAGE_COLS];
-		bool		nulls[LLM_USAGE_COLS];
-		int			c = 0;
 
 		if (u->role == InvalidOid || (u->requests == 0 && window_tokens(u, now_sec) == 0))
 			continue;
-		memset(nulls, 0, sizeof(nulls));
-		values[c++] = ObjectIdGetDatum(u->role);
-		values[c++] = ObjectIdGetDatum(u->database);
-		values[c++] = Int64GetDatum(u->requests);
-		values[c++] = Int64GetDatum(u->prompt_tokens);
-		values[c++] = Int64GetDatum(u->cached_tokens);
-		values[c++] = Int64GetDatum(u->completion_tokens);
-		values[c++] = Float8GetDatum(u->busy_ms);
-		values[c++] = Int64GetDatum(window_tokens(u, now_sec));
-		values[c++] = Int64GetDatum(u->class_requests[LLM_PRIORITY_INTERACTIVE]);
-		values[c++] = Int64GetDatum(u->class_requests[LLM_PRIORITY_BATCH]);
-		Assert(c == LLM_USAGE_COLS);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		fill_next(&f);
+		fill_put(&f, "role_oid", OIDOID, ObjectIdGetDatum(u->role), false);
+		fill_put(&f, "database_oid", OIDOID, ObjectIdGetDatum(u->database), false);
+		fill_usage(&f, u);
+		fill_put(&f, "tokens_last_minute", INT8OID, Int64GetDatum(window_tokens(u, now_sec)), false);
+		fill_put(&f, "interactive_requests", INT8OID,
+				 Int64GetDatum(u->class_requests[LLM_PRIORITY_INTERACTIVE]), false);
+		fill_put(&f, "batch_requests", INT8OID, Int64GetDatum(u->class_requests[LLM_PRIORITY_BATCH]), false);
+		fill_check(&f);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, f.values, f.nulls);
 	}
 	pfree(copy);
 	return (Datum) 0;

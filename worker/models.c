@@ -69,6 +69,8 @@ set_row(int row, LlmModelState state)
 		r->n_params = llm_engine_n_params(m->engine);
 		r->n_ctx = llm_engine_n_ctx(m->engine);
 		r->prompt_overhead = overhead;
+		if (llm_engine_model_info_json(m->engine, r->info, sizeof(r->info)) >= sizeof(r->info))
+			strlcpy(r->info, "{}", sizeof(r->info));
 	}
 	else
 	{
@@ -77,30 +79,9 @@ set_row(int row, LlmModelState state)
 		r->n_params = 0;
 		r->n_ctx = 0;
 		r->prompt_overhead = -1;
+		r->info[0] = '\0';
 	}
-	if (row == 0)
-	{
-		/* the default model is also the registry's model (llm_model_info, llm_stat) */
-		llm_shared->model_state = state;
-		strlcpy(llm_shared->model_path, r->path, MAXPGPATH);
-		llm_shared->model_sqlstate = m->sqlstate;
-		strlcpy(llm_shared->model_error, r->error, LLM_MODEL_ERROR_LEN);
-		strlcpy(llm_shared->device, m->loaded.device ? m->loaded.device : "", sizeof(llm_shared->device));
-		if (state == LLM_MODEL_READY)
-		{
-			size_t		need;
-
-			llm_shared->n_ctx = r->n_ctx;
-			need = llm_engine_model_info_json(m->engine, llm_shared->model_info, LLM_MODEL_INFO_LEN);
-			if (need >= LLM_MODEL_INFO_LEN)
-				strlcpy(llm_shared->model_info, "{}", LLM_MODEL_INFO_LEN);
-		}
-		else
-		{
-			llm_shared->n_ctx = 0;
-			llm_shared->model_info[0] = '\0';
-		}
-	}
+	strlcpy(r->device, m->loaded.device ? m->loaded.device : "", sizeof(r->device));
 	LWLockRelease(llm_shared->lock);
 	llm_stats_note_change();
 }
@@ -111,6 +92,7 @@ clear_row(int row)
 	LlmModelRow *r = &llm_shared->models[row];
 
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+	llm_stats_row_retired_locked(row);
 	memset(r, 0, sizeof(*r));
 	LWLockRelease(llm_shared->lock);
 	llm_stats_note_change();
@@ -118,16 +100,14 @@ clear_row(int row)
 
 /*
  * Row keeps serving, but the last configuration change for it could not be
- * applied: its error (and, for the default model, llm_model_info()) shows
- * why until the next load clears it; "" clears it.
+ * applied: its error (llm_models; llm_model_info() for the default model)
+ * shows why until the next load clears it; "" clears it.
  */
 static void
 set_row_warning(int row, const char *msg)
 {
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	strlcpy(llm_shared->models[row].error, msg, sizeof(llm_shared->models[row].error));
-	if (row == 0)
-		strlcpy(llm_shared->model_error, msg, LLM_MODEL_ERROR_LEN);
 	LWLockRelease(llm_shared->lock);
 	llm_stats_note_change();
 }

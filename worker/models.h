@@ -9,8 +9,7 @@
  * Rows: model i lives in row i of the registry's model table (registry.h),
  * row 0 the default model; an alias keeps its row while it stays in
  * llm.models, a new alias takes a free row.  The row shows the model's
- * identity and state; row 0's state is also the registry's model_state
- * (llm_model_info(), llm_stat).
+ * identity and state (row 0's to llm_model_info() and llm_stat too).
  *
  * Reload: only a model whose engine config changed (or that failed to
  * load) is reloaded, and only its requests are failed (57000 "request

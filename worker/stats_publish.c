@@ -13,34 +13,24 @@
 #include "common/registry.h"
 #include "common/stats.h"
 
-/* Counter deltas noted since the last publish. */
-typedef struct StatsDelta
+/*
+ * Latency samples noted since the last publish (of any model: llm_stat's
+ * rings are the worker's).
+ */
+typedef struct LatencyDelta
 {
-	int64		finished;
-	int64		failed;
-	int64		aborted;
-	int64		prompt_tokens;
-	int64		cached_tokens;
-	int64		completion_tokens;
-	int64		steps;
 	int			n_ttft;
 	int			n_tpot;
 	float		ttft[64];
 	float		tpot[64];
-} StatsDelta;
+} LatencyDelta;
 
-static StatsDelta delta;
+static LatencyDelta latency;
 
 /* Per model row: counter deltas since the last publish, and its engine's counters then. */
 typedef struct ModelDelta
 {
-	int64		finished;
-	int64		failed;
-	int64		aborted;
-	int64		prompt_tokens;
-	int64		completion_tokens;
-	int64		steps;
-	bool		fresh;			/* zero the row's statistics at the next publish */
+	LlmCounters c;				/* COUNT fields only */
 	/* the engine's cumulative counters at the last publish (they restart with each engine) */
 	int64		last_preemptions;
 	int64		last_prefix_queries;
@@ -50,21 +40,22 @@ typedef struct ModelDelta
 
 static ModelDelta model_delta[LLM_MAX_MODELS];
 
-static ModelDelta *
-model_of(int model)
+/* Deltas of requests no model took (LlmStats.other). */
+static LlmCounters other_delta;
+
+/* The counters a request of model (a row, or -1: none) counts into. */
+static LlmCounters *
+counters_of(int model)
 {
-	return model >= 0 && model < LLM_MAX_MODELS ? &model_delta[model] : NULL;
+	return model >= 0 && model < LLM_MAX_MODELS ? &model_delta[model].c : &other_delta;
 }
+
 /* Usage noted since the last publish, per (role, database). */
 typedef struct UsageDelta
 {
 	Oid			role;
 	Oid			database;
-	int64		requests;
-	int64		prompt_tokens;
-	int64		cached_tokens;
-	int64		completion_tokens;
-	double		busy_ms;
+	LLM_COUNTERS(LLM_FIELD_USAGE)
 	int64		class_requests[LLM_N_PRIORITIES];
 } UsageDelta;
 
@@ -142,11 +133,9 @@ append_usage_locked(void)
 		LlmRoleUsage *u = usage_entry_locked(&llm_shared->stats, d->role, d->database);
 		int			b = (int) (sec % LLM_USAGE_WINDOW);
 
-		u->requests += d->requests;
-		u->prompt_tokens += d->prompt_tokens;
-		u->cached_tokens += d->cached_tokens;
-		u->completion_tokens += d->completion_tokens;
-		u->busy_ms += d->busy_ms;
+#define ADD_USAGE(type, name, kind, m, u_, p) LLM_IF_##u_(u->name += d->name;)
+		LLM_COUNTERS(ADD_USAGE)
+#undef ADD_USAGE
 		for (int c = 0; c < LLM_N_PRIORITIES; c++)
 			u->class_requests[c] += d->class_requests[c];
 		u->last_noted = now;
@@ -235,22 +224,16 @@ void
 llm_stats_note_finished(int model, llm_finish_reason reason, const llm_usage *usage,
 						const llm_wire_client *client)
 {
-	ModelDelta *md = model_of(model);
+	LlmCounters *c = counters_of(model);
 
-	if (md)
-	{
-		md->finished++;
-		md->prompt_tokens += usage->prompt_tokens;
-		md->completion_tokens += usage->completion_tokens;
-	}
-	delta.finished++;
-	delta.prompt_tokens += usage->prompt_tokens;
-	delta.cached_tokens += usage->cached_tokens;
-	delta.completion_tokens += usage->completion_tokens;
-	if (usage->completion_tokens > 0 && delta.n_ttft < lengthof(delta.ttft))
-		delta.ttft[delta.n_ttft++] = usage->ttft_ms;
-	if (usage->completion_tokens > 1 && delta.n_tpot < lengthof(delta.tpot))
-		delta.tpot[delta.n_tpot++] = (usage->total_ms - usage->ttft_ms) /
+	c->requests_finished++;
+	c->prompt_tokens += usage->prompt_tokens;
+	c->cached_tokens += usage->cached_tokens;
+	c->completion_tokens += usage->completion_tokens;
+	if (usage->completion_tokens > 0 && latency.n_ttft < lengthof(latency.ttft))
+		latency.ttft[latency.n_ttft++] = usage->ttft_ms;
+	if (usage->completion_tokens > 1 && latency.n_tpot < lengthof(latency.tpot))
+		latency.tpot[latency.n_tpot++] = (usage->total_ms - usage->ttft_ms) /
 			(usage->completion_tokens - 1);
 	record_request(reason, usage, client);
 }
@@ -258,27 +241,21 @@ llm_stats_note_finished(int model, llm_finish_reason reason, const llm_usage *us
 void
 llm_stats_note_failed(int model, const llm_wire_client *client)
 {
-	if (model_of(model))
-		model_of(model)->failed++;
-	delta.failed++;
+	counters_of(model)->requests_failed++;
 	record_request(LLM_FINISH_ERROR, NULL, client);
 }
 
 void
 llm_stats_note_aborted(int model, const llm_wire_client *client)
 {
-	if (model_of(model))
-		model_of(model)->aborted++;
-	delta.aborted++;
+	counters_of(model)->requests_aborted++;
 	record_request(LLM_FINISH_ABORT, NULL, client);
 }
 
 void
 llm_stats_note_step(int model)
 {
-	if (model_of(model))
-		model_of(model)->steps++;
-	delta.steps++;
+	counters_of(model)->steps++;
 	stats_dirty = true;
 }
 
@@ -289,42 +266,47 @@ llm_stats_note_change(void)
 }
 
 void
+llm_stats_row_retired_locked(int row)
+{
+	LlmCounters *row_stats = &llm_shared->models[row].stats;
+	LlmCounters *other = &llm_shared->stats.other;
+
+	llm_counters_add_history(other, row_stats);
+	llm_counters_add_counts(&other_delta, &model_delta[row].c);
+	memset(row_stats, 0, sizeof(*row_stats));
+	memset(&model_delta[row].c, 0, sizeof(model_delta[row].c));
+	stats_dirty = true;
+}
+
+void
 llm_stats_engine_replaced(int model, bool fresh)
 {
-	ModelDelta *md = model_of(model);
-
-	if (md)
+	if (model < 0 || model >= LLM_MAX_MODELS)
+		return;
+	model_delta[model].last_preemptions = 0;
+	model_delta[model].last_prefix_queries = 0;
+	model_delta[model].last_prefix_hits = 0;
+	model_delta[model].published_steps = -1;
+	if (fresh)
 	{
-		md->last_preemptions = 0;
-		md->last_prefix_queries = 0;
-		md->last_prefix_hits = 0;
-		md->published_steps = -1;
-		if (fresh)
-		{
-			md->finished = md->failed = md->aborted = 0;
-			md->prompt_tokens = md->completion_tokens = md->steps = 0;
-			md->fresh = true;
-		}
+		LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+		llm_stats_row_retired_locked(model);
+		LWLockRelease(llm_shared->lock);
 	}
 	stats_dirty = true;
 }
 
-/* One model's engine numbers into its row and the sums of llm_stat; caller holds the lock exclusively. */
+/* One model's engine numbers and its deltas into its row; caller holds the lock exclusively. */
 static void
-publish_model_locked(int row, const llm_engine *e, LlmStats *s)
+publish_model_locked(int row, const llm_engine *e)
 {
 	ModelDelta *md = &model_delta[row];
-	LlmModelStats *ms = &llm_shared->models[row].stats;
+	LlmCounters *ms = &llm_shared->models[row].stats;
 	llm_engine_stats es;
 
 	memset(&es, 0, sizeof(es));
 	if (e)
 		llm_engine_get_stats(e, &es);
-	if (md->fresh)
-	{
-		memset(ms, 0, sizeof(*ms));
-		md->fresh = false;
-	}
 	ms->requests_running = es.n_running;
 	ms->requests_waiting = es.n_waiting;
 	/* idle: no current batch; the max folds in each step once, so a reset sticks */
@@ -332,38 +314,25 @@ publish_model_locked(int row, const llm_engine *e, LlmStats *s)
 	if (e && es.n_steps != md->published_steps)
 	{
 		ms->max_batch_size = Max(ms->max_batch_size, es.last_batch_seqs);
-		s->max_batch_size = Max(s->max_batch_size, es.last_batch_seqs);
 		md->published_steps = es.n_steps;
 	}
 	ms->kv_blocks_used = es.kv_blocks_used;
 	ms->kv_blocks_cached = es.kv_blocks_cached;
 	ms->kv_blocks_total = es.kv_blocks_total;
-	ms->requests_finished += md->finished;
-	ms->requests_failed += md->failed;
-	ms->requests_aborted += md->aborted;
-	ms->prompt_tokens += md->prompt_tokens;
-	ms->completion_tokens += md->completion_tokens;
-	ms->steps += md->steps;
-	md->finished = md->failed = md->aborted = 0;
-	md->prompt_tokens = md->completion_tokens = md->steps = 0;
-
-	s->requests_running += es.n_running;
-	s->requests_waiting += es.n_waiting;
-	s->batch_size += ms->batch_size;
-	s->kv_blocks_used += es.kv_blocks_used;
-	s->kv_blocks_cached += es.kv_blocks_cached;
-	s->kv_blocks_total += es.kv_blocks_total;
+	/* the engine's own counters, as deltas since the last publish */
 	if (e && es.n_preemptions >= md->last_preemptions)
-		s->preemptions += es.n_preemptions - md->last_preemptions;
+		md->c.preemptions += es.n_preemptions - md->last_preemptions;
 	if (e && es.prefix_queries >= md->last_prefix_queries &&
 		es.cached_prompt_tokens >= md->last_prefix_hits)
 	{
-		s->prefix_query_tokens += es.prefix_queries - md->last_prefix_queries;
-		s->prefix_hit_tokens += es.cached_prompt_tokens - md->last_prefix_hits;
+		md->c.prefix_query_tokens += es.prefix_queries - md->last_prefix_queries;
+		md->c.prefix_hit_tokens += es.cached_prompt_tokens - md->last_prefix_hits;
 	}
 	md->last_preemptions = es.n_preemptions;
 	md->last_prefix_queries = es.prefix_queries;
 	md->last_prefix_hits = es.cached_prompt_tokens;
+	llm_counters_add_counts(ms, &md->c);
+	memset(&md->c, 0, sizeof(md->c));
 }
 
 void
@@ -376,47 +345,25 @@ llm_stats_publish(llm_engine *const *engines, int n)
 	{
 		LlmStats   *s = &llm_shared->stats;
 
-		s->requests_running = 0;
-		s->requests_waiting = 0;
-		s->batch_size = 0;
-		s->kv_blocks_used = 0;
-		s->kv_blocks_cached = 0;
-		s->kv_blocks_total = 0;
 		for (int row = 0; row < n && row < LLM_MAX_MODELS; row++)
-			publish_model_locked(row, engines[row], s);
-		s->requests_finished += delta.finished;
-		s->requests_failed += delta.failed;
-		s->requests_aborted += delta.aborted;
-		s->prompt_tokens += delta.prompt_tokens;
-		s->cached_tokens += delta.cached_tokens;
-		s->completion_tokens += delta.completion_tokens;
-		s->steps += delta.steps;
-		for (int i = 0; i < delta.n_ttft; i++)
-			latency_add(&s->ttft, delta.ttft[i]);
-		for (int i = 0; i < delta.n_tpot; i++)
-			latency_add(&s->tpot, delta.tpot[i]);
+			publish_model_locked(row, engines[row]);
+		llm_counters_add_counts(&s->other, &other_delta);
+		for (int i = 0; i < latency.n_ttft; i++)
+			latency_add(&s->ttft, latency.ttft[i]);
+		for (int i = 0; i < latency.n_tpot; i++)
+			latency_add(&s->tpot, latency.tpot[i]);
 		append_recent_locked();
 		append_usage_locked();
 	}
 	LWLockRelease(llm_shared->lock);
-	memset(&delta, 0, sizeof(delta));
+	memset(&other_delta, 0, sizeof(other_delta));
+	memset(&latency, 0, sizeof(latency));
 	stats_dirty = false;
 }
 
 void
-llm_stats_worker_gone_locked(LlmStats *s)
+llm_stats_worker_gone_locked(void)
 {
-	s->requests_running = 0;
-	s->requests_waiting = 0;
-	s->kv_blocks_used = 0;
-	s->batch_size = 0;
 	for (int row = 0; row < LLM_MAX_MODELS; row++)
-	{
-		LlmModelStats *ms = &llm_shared->models[row].stats;
-
-		ms->requests_running = 0;
-		ms->requests_waiting = 0;
-		ms->kv_blocks_used = 0;
-		ms->batch_size = 0;
-	}
+		llm_counters_zero_load(&llm_shared->models[row].stats);
 }

@@ -108,10 +108,9 @@ worker_exit(int code, Datum arg)
 	{
 		llm_shared->worker_pid = 0;
 		llm_shared->worker_latch = NULL;
-		llm_shared->model_state = LLM_MODEL_NONE;
 		for (int row = 0; row < LLM_MAX_MODELS; row++)
 			llm_shared->models[row].state = LLM_MODEL_NONE;
-		llm_stats_worker_gone_locked(&llm_shared->stats);
+		llm_stats_worker_gone_locked();
 	}
 	for (int i = 0; i < llm_shared->n_slots && latches; i++)
 		if (llm_shared->slots[i].handle != DSM_HANDLE_INVALID && llm_shared->slots[i].latch)
