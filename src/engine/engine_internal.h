@@ -35,6 +35,7 @@
 #include "offload.h"
 #include "sampler.h"
 #include "scheduler.h"
+#include "spec.h"
 #include "spec_lookup.h"
 #include "tokenizer.h"
 
@@ -121,8 +122,13 @@ typedef struct live_request
 	/* SCORE with continuation_echo: the JSON array of the continuations (engine.c) */
 	char	   *echo;
 	size_t		echo_len;
-	/* speculative decoding (spec_lookup.h) and accounting */
-	llm_spec_state spec;
+	/*
+	 * speculative decoding (spec.h): the engine's proposer and this
+	 * request's state in it (GENERATE with speculation on; else NULL,
+	 * nothing to forget), and accounting
+	 */
+	llm_spec_proposer *spec;
+	void	   *spec_state;
 	int32_t		draft[LLM_SPEC_MAX_TOKENS];
 	int32_t		n_draft_tokens; /* proposed and computed, over the request's life */
 	int32_t		n_accepted_tokens;
@@ -201,8 +207,15 @@ struct llm_engine
 	/* engine_step.c: buffers of one step */
 	llm_sampler_scratch sampler;
 	float	   *lp_work;		/* [n_vocab] scratch of the logits processors */
-	float	   *logits;			/* [cap_out][n_vocab] host */
+	float	   *logits;			/* [cap_out][n_vocab] host: the step's logits rows */
 	int32_t		cap_out;
+	/*
+	 * The step's hidden rows (EMBED requests' last rows, llm_forward_out):
+	 * [cap_hidden][dim] host, and each output row's kind [cap_d_out]
+	 */
+	float	   *hidden;
+	int32_t		cap_hidden;
+	uint8_t    *d_out_kind;
 	int32_t    *d_tokens,
 			   *d_pos,
 			   *d_slots,
@@ -227,6 +240,7 @@ struct llm_engine
 	double		cost_small_n,	/* moving means over the steps of at most ENGINE_COST_SMALL_STEP tokens */
 				cost_small_t;
 	int64_t		cost_small_steps;
+	llm_spec_proposer *spec;	/* engine.c: the draft proposer (spec.h), NULL with spec_tokens 0 */
 	live_request **drafted;		/* [cfg.spec_max_batch] requests given drafts this step */
 	int32_t		n_drafted;
 	char		notes[256];		/* engine.c: llm_engine_notes */
@@ -359,6 +373,8 @@ bool		engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event
 void		engine_output_scores(live_request *r, llm_event_cb cb, void *arg);
 /* TOKENS of an llm_engine_tokenize_request: ids[0..n); the caller drops r. */
 void		engine_output_tokens(live_request *r, const int32_t *ids, int64_t n, llm_event_cb cb, void *arg);
+/* VECTOR of an EMBED request: v[0..n) and usage; the caller drops r. */
+void		engine_output_vector(live_request *r, const float *v, int32_t n, llm_event_cb cb, void *arg);
 /* ERROR for r; the caller drops r. */
 void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);
 
