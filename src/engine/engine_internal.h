@@ -74,7 +74,10 @@ typedef struct score_part
  *     seqs[k].fork_from (cleared once the prompt's sequence is scored);
  *   engine_output.c: detok, text, text_len, text_cap, emitted, n_generated,
  *     t_first;
- *   engine_step.c, speculation and accounting: spec, draft (seqs[0].draft
+ *   engine.c: spec and spec_state (the proposer's start at submission,
+ *     forget in request_free); the proposer alone changes what spec_state
+ *     points at (spec.h);
+ *   engine_step.c, speculation and accounting: draft (seqs[0].draft
  *     points at it while a step carries drafts), n_draft_tokens,
  *     n_accepted_tokens, busy_ms.
  * The scheduler owns the llm_seq fields it documents (blocks, n_computed,
