@@ -209,8 +209,8 @@ put_request(writer *w, const llm_request *r)
 		put_bytes(w, r->grammar, r->grammar_len);
 	if (!valid_priority(r->priority) || !valid_pooling(r->pooling))
 		w->bad = true;
-	put_u32(w, r->priority);
 	put_u32(w, r->pooling);
+	put_u32(w, r->priority);
 }
 
 /* The usage of a final answer (DONE, VECTOR). */
@@ -518,15 +518,6 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	if ((flags & FLAG_GRAMMAR) && !get_bytes(r, &q->grammar, &q->grammar_len))
 		return false;
 	{
-		uint32_t	prio;
-
-		if (!get_u32(r, &prio))
-			return false;
-		if (!valid_priority(prio))
-			return fail(r, "unknown priority");
-		q->priority = (llm_priority) prio;
-	}
-	{
 		uint32_t	pooling;
 
 		if (!get_u32(r, &pooling))
@@ -534,6 +525,15 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 		if (!valid_pooling(pooling))
 			return fail(r, "unknown pooling");
 		q->pooling = (llm_pooling) pooling;
+	}
+	{
+		uint32_t	prio;
+
+		if (!get_u32(r, &prio))
+			return false;
+		if (!valid_priority(prio))
+			return fail(r, "unknown priority");
+		q->priority = (llm_priority) prio;
 	}
 	return true;
 }

@@ -208,7 +208,7 @@ main(void)
 	mutate_all(buf, len, "SCORE request");
 	free(buf);
 
-	/* SUBMIT: an EMBED request (the pooling is its last request field) */
+	/* SUBMIT: an EMBED request (the pooling is the request field before the priority) */
 	{
 		llm_wire_msg em = m;
 
@@ -226,8 +226,8 @@ main(void)
 		CHECK(llm_wire_encode(&em, NULL, 0) == 0, "an unknown pooling cannot be encoded");
 		if (buf != NULL)
 		{
-			/* the pooling: the u32 before the submitter (role, database, pid, role, database) and the alias */
-			size_t		off = len - (4 + strlen("gemma3") + 1) - 5 * 4 - 4;
+			/* the pooling: the u32 before the priority, the tags and submitter (5 u32) and the alias */
+			size_t		off = len - (4 + strlen("gemma3") + 1) - 5 * 4 - 4 - 4;
 			uint32_t	pool;
 
 			memcpy(&pool, buf + off, 4);
