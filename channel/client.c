@@ -73,6 +73,8 @@ typedef struct PendingRequest
 	llm_usage	usage;
 	double	   *scores;
 	int			n_scores;
+	float	   *vector;			/* VECTOR (with finish_reason, usage) */
+	int			n_vector;
 	int			sqlstate;		/* ERROR */
 	char	   *message;
 	LlmQuotaTicket quota;		/* a SUBMIT's reservation, settled when it ends */
@@ -416,6 +418,17 @@ dispatch(const char *data, Size nbytes)
 			if (p->generation)
 				llm_progress_note_failed();
 			break;
+		case LLM_WIRE_VECTOR:
+			p->done = true;
+			p->finish_reason = LLM_FINISH_STOP;
+			p->usage = m.usage;
+			llm_quota_settle(&p->quota, &m.usage);
+			p->n_vector = m.n_vector;
+			p->vector = MemoryContextAlloc(channel_cxt, m.n_vector * sizeof(float));
+			memcpy(p->vector, m.vector, m.n_vector * sizeof(float));
+			if (p->generation)
+				llm_progress_note_finished(&m.usage);
+			break;
 		case LLM_WIRE_TOKENS:
 			p->done = true;
 			p->n_tokens = m.n_ids;
@@ -668,6 +681,8 @@ forget(PendingRequest *p)
 		pfree(p->message);
 	if (p->scores)
 		pfree(p->scores);
+	if (p->vector)
+		pfree(p->vector);
 	hash_search(pending, &id, HASH_REMOVE, NULL);
 }
 
@@ -706,6 +721,12 @@ llm_take_result(uint64 id)
 			r->n_scores = p->n_scores;
 			r->scores = palloc(p->n_scores * sizeof(double));
 			memcpy(r->scores, p->scores, p->n_scores * sizeof(double));
+		}
+		if (p->n_vector > 0)
+		{
+			r->n_vector = p->n_vector;
+			r->vector = palloc(p->n_vector * sizeof(float));
+			memcpy(r->vector, p->vector, p->n_vector * sizeof(float));
 		}
 	}
 

@@ -51,6 +51,8 @@ typedef struct LlmResult
 	llm_usage	usage;
 	double	   *scores;			/* SCORE: one per continuation */
 	int			n_scores;
+	float	   *vector;			/* EMBED: the pooled hidden state */
+	int			n_vector;
 } LlmResult;
 
 /*

@@ -17,7 +17,7 @@
 static bool
 valid_mode(uint32_t v)
 {
-	return v == LLM_MODE_GENERATE || v == LLM_MODE_SCORE;
+	return v == LLM_MODE_GENERATE || v == LLM_MODE_SCORE || v == LLM_MODE_EMBED;
 }
 
 static bool
@@ -30,6 +30,12 @@ static bool
 valid_priority(uint32_t v)
 {
 	return v < LLM_N_PRIORITIES;
+}
+
+static bool
+valid_pooling(uint32_t v)
+{
+	return v < LLM_N_POOLINGS;
 }
 
 static bool
@@ -201,9 +207,22 @@ put_request(writer *w, const llm_request *r)
 	/* a grammar source is bytes (a choices source holds binary lengths) */
 	if (r->grammar != NULL)
 		put_bytes(w, r->grammar, r->grammar_len);
-	if (!valid_priority(r->priority))
+	if (!valid_priority(r->priority) || !valid_pooling(r->pooling))
 		w->bad = true;
+	put_u32(w, r->pooling);
 	put_u32(w, r->priority);
+}
+
+/* The usage of a final answer (DONE, VECTOR). */
+static void
+put_usage(writer *w, const llm_usage *u)
+{
+	put_i32(w, u->prompt_tokens);
+	put_i32(w, u->cached_tokens);
+	put_i32(w, u->completion_tokens);
+	put_i32(w, u->n_preemptions);
+	put_f64(w, u->ttft_ms);
+	put_f64(w, u->total_ms);
 }
 
 size_t
@@ -246,12 +265,7 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 			if (!valid_finish(m->finish_reason))
 				w.bad = true;
 			put_u32(&w, m->finish_reason);
-			put_i32(&w, m->usage.prompt_tokens);
-			put_i32(&w, m->usage.cached_tokens);
-			put_i32(&w, m->usage.completion_tokens);
-			put_i32(&w, m->usage.n_preemptions);
-			put_f64(&w, m->usage.ttft_ms);
-			put_f64(&w, m->usage.total_ms);
+			put_usage(&w, &m->usage);
 			put_count(&w, m->n_scores, LLM_MAX_CONTINUATIONS, m->scores);
 			put_pad(&w, sizeof(double));
 			if (!w.bad && m->n_scores > 0)
@@ -260,6 +274,15 @@ llm_wire_encode(const llm_wire_msg *m, void *buf, size_t cap)
 		case LLM_WIRE_ERROR:
 			put_i32(&w, m->sqlstate);
 			put_bytes(&w, m->text, m->text_len);
+			break;
+		case LLM_WIRE_VECTOR:
+			put_usage(&w, &m->usage);
+			if (m->n_vector < 1)
+				w.bad = true;
+			put_count(&w, m->n_vector, LLM_WIRE_MAX_VECTOR, m->vector);
+			put_pad(&w, sizeof(float));
+			if (!w.bad)
+				put_raw(&w, m->vector, (size_t) m->n_vector * sizeof(float));
 			break;
 		default:
 			w.bad = true;
@@ -495,6 +518,15 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	if ((flags & FLAG_GRAMMAR) && !get_bytes(r, &q->grammar, &q->grammar_len))
 		return false;
 	{
+		uint32_t	pooling;
+
+		if (!get_u32(r, &pooling))
+			return false;
+		if (!valid_pooling(pooling))
+			return fail(r, "unknown pooling");
+		q->pooling = (llm_pooling) pooling;
+	}
+	{
 		uint32_t	prio;
 
 		if (!get_u32(r, &prio))
@@ -503,6 +535,33 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 			return fail(r, "unknown priority");
 		q->priority = (llm_priority) prio;
 	}
+	return true;
+}
+
+static bool
+get_usage(reader *r, llm_usage *u)
+{
+	return get_i32(r, &u->prompt_tokens) &&
+		get_i32(r, &u->cached_tokens) &&
+		get_i32(r, &u->completion_tokens) &&
+		get_i32(r, &u->n_preemptions) &&
+		get_f64(r, &u->ttft_ms) &&
+		get_f64(r, &u->total_ms);
+}
+
+/* VECTOR: usage, then 1..LLM_WIRE_MAX_VECTOR floats in place. */
+static bool
+get_vector(reader *r, llm_wire_msg *m)
+{
+	const void *v;
+
+	if (!get_usage(r, &m->usage) || !get_count(r, LLM_WIRE_MAX_VECTOR, &m->n_vector))
+		return false;
+	if (m->n_vector < 1)
+		return fail(r, "empty vector");
+	if (!get_array(r, m->n_vector, sizeof(float), &v))
+		return false;
+	m->vector = v;
 	return true;
 }
 
@@ -517,12 +576,7 @@ get_done(reader *r, llm_wire_msg *m)
 	if (!valid_finish(finish))
 		return fail(r, "unknown finish reason");
 	m->finish_reason = (llm_finish_reason) finish;
-	if (!get_i32(r, &m->usage.prompt_tokens) ||
-		!get_i32(r, &m->usage.cached_tokens) ||
-		!get_i32(r, &m->usage.completion_tokens) ||
-		!get_i32(r, &m->usage.n_preemptions) ||
-		!get_f64(r, &m->usage.ttft_ms) ||
-		!get_f64(r, &m->usage.total_ms) ||
+	if (!get_usage(r, &m->usage) ||
 		!get_count(r, LLM_MAX_CONTINUATIONS, &m->n_scores) ||
 		!get_array(r, m->n_scores, sizeof(double), &scores))
 		return false;
@@ -559,6 +613,8 @@ get_body(reader *r, llm_wire_msg *m, llm_wire_arrays *arrays)
 			return get_done(r, m);
 		case LLM_WIRE_ERROR:
 			return get_i32(r, &m->sqlstate) && get_bytes(r, &m->text, &m->text_len);
+		case LLM_WIRE_VECTOR:
+			return get_vector(r, m);
 	}
 	return fail(r, "unknown message kind");
 }

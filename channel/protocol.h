@@ -17,7 +17,7 @@
  * followed by body_len bytes.  id is the backend-chosen request id, unique
  * per channel: many requests share one channel.  Scalars are in the
  * machine's byte order and layout (both ends are the same build of llm.so)
- * and are read with memcpy, never in place.  Arrays of ids and scores start
+ * and are read with memcpy, never in place.  Arrays of ids, scores and floats start
  * at offsets aligned to their element size, so a decoded message points at
  * them in the received bytes: the decoder requires the message to start
  * 8-byte aligned (shm_mq delivers messages MAXALIGN'ed) and refuses anything
@@ -30,7 +30,7 @@
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
  *               continuations, token ids, the grammar source (bytes:
- *               length + bytes) when its flag is set, priority; then the
+ *               length + bytes) when its flag is set, pooling, priority; then the
  *               accounting tags (role, database); then the submitter
  *               (llm_wire_client: pid, role, database).  Not on the wire:
  *               the request's session, which the worker sets from the channel
@@ -47,6 +47,9 @@
  *               scores of a SCORE request (one per continuation)
  *   ERROR       ends any request: SQLSTATE (MAKE_SQLSTATE encoding), message
  *   TOKENS      ends a TOKENIZE: token ids
+ *   VECTOR      ends a SUBMIT of an EMBED request: usage, then its vector
+ *               (count, 1..LLM_WIRE_MAX_VECTOR, then that many floats at
+ *               a 4-byte aligned offset)
  * An aborted request gets no further messages.
  */
 #ifndef LLM_PROTOCOL_H
@@ -96,8 +99,15 @@ typedef enum llm_wire_kind
 	LLM_WIRE_TEXT = 16,
 	LLM_WIRE_DONE,
 	LLM_WIRE_ERROR,
-	LLM_WIRE_TOKENS
+	LLM_WIRE_TOKENS,
+	LLM_WIRE_VECTOR
 } llm_wire_kind;
+
+/*
+ * The longest vector a VECTOR message carries: 4 times the largest
+ * embedding length of current models (16,384), 256 KiB of floats.
+ */
+#define LLM_WIRE_MAX_VECTOR		65536
 
 /*
  * The scalar fields of llm_sampling_params, in wire order, with their wire
@@ -152,6 +162,9 @@ typedef struct llm_wire_msg
 	llm_usage	usage;
 	const double *scores;
 	int32_t		n_scores;		/* <= LLM_MAX_CONTINUATIONS */
+	/* VECTOR (with usage): n_vector floats, pointing into the received bytes */
+	const float *vector;
+	int32_t		n_vector;
 	/* ERROR */
 	int32_t		sqlstate;
 	/*

@@ -2,7 +2,7 @@
  * engine.c — the engine's request table, the lifecycle of the engine and of
  * its requests, and the public API around them (engine.h): create/destroy,
  * prompts to token ids (the one place: chat template or tokenizer; a large
- * prompt on the tokenizer thread), submission of GENERATE and SCORE
+ * prompt on the tokenizer thread), submission of GENERATE, SCORE and EMBED
  * requests, abort, statistics.  One step
  * lives in step.c, a request's output in output.c, the
  * configuration in config.c; what they share is engine_internal.h.
@@ -149,6 +149,8 @@ request_free(live_request *r)
 			free(r->stop[i]);
 	free(r->stop);
 	llm_lp_chain_free(&r->chain);
+	if (r->spec != NULL)
+		llm_spec_forget(r->spec, r->spec_state);
 	engine_output_free(r);
 	free(r->echo);
 	free(r);
@@ -521,6 +523,9 @@ engine_build(const llm_engine_config *c, bool check_only, size_t *field, char *e
 	e->drafted = calloc((size_t) e->cfg.spec_max_batch, sizeof(live_request *));
 	if (e->drafted == NULL)
 		goto oom;
+	/* speculation off: no proposer, and requests keep no proposer state */
+	if (e->cfg.spec_tokens > 0 && (e->spec = llm_spec_lookup_create(e->cfg.spec_tokens)) == NULL)
+		goto oom;
 	e->stats.kv_blocks_total = g.n_blocks + (e->local_pool ? g.n_blocks_local : 0);
 	return e;
 
@@ -615,6 +620,7 @@ llm_engine_destroy(llm_engine *e)
 	llm_sampler_scratch_free(&e->sampler);
 	free(e->lp_work);
 	free(e->drafted);
+	llm_spec_destroy(e->spec);
 	llm_model_free(e->model);
 	if (e->backend)
 		e->backend->ops->destroy(e->backend);
@@ -623,6 +629,8 @@ llm_engine_destroy(llm_engine *e)
 	if (e->gguf)
 		gguf_close(e->gguf);
 	free(e->logits);
+	free(e->hidden);
+	free(e->d_out_kind);
 	free(e->scan_argmax);
 	free(e->scan_finite);
 	free(e->d_tokens);
@@ -663,6 +671,12 @@ int32_t
 llm_engine_n_vocab(const llm_engine *e)
 {
 	return e->mc->n_vocab;
+}
+
+int32_t
+llm_engine_n_embd(const llm_engine *e)
+{
+	return e->mc->dim;
 }
 
 int64_t
@@ -1283,7 +1297,12 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 	seq->owner = r;
 	seq->priority = (int32_t) req->priority;
 	seq->session = req->session;
-	llm_spec_init(&r->spec, e->cfg.spec_tokens);
+	if (e->spec != NULL)
+	{
+		if (llm_spec_start(e->spec, &r->spec_state) != 0)
+			return LLM_ERR_OUT_OF_MEMORY;
+		r->spec = e->spec;
+	}
 	r->max_len = (int64_t) n + p->max_tokens;
 	if (r->max_len > e->cfg.n_ctx)
 		r->max_len = e->cfg.n_ctx;
@@ -1291,6 +1310,38 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 				 ((uint64_t) id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t) (engine_now_ms() * 1e3));
 	if (engine_output_init(r) != 0)
 		return LLM_ERR_OUT_OF_MEMORY;
+	return LLM_OK;
+}
+
+/*
+ * The EMBED request over prompt ids (owned by the caller): one sequence of
+ * the prompt, no processors, no speculation; its last row is a hidden row
+ * (step.c).  Its status (err set).
+ */
+static llm_status
+new_embed(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+		  const int32_t *ids, int32_t n, live_request **out, char *err, size_t errlen)
+{
+	live_request *r = request_new(id, user_data, req, n, 1);
+	llm_seq    *seq;
+
+	*out = r;
+	snprintf(err, errlen, "out of memory queueing request");
+	if (r == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
+	seq = &r->seqs[0];
+	seq->tokens = malloc((size_t) n * sizeof(int32_t));
+	if (seq->tokens == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
+	memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
+	seq->n_tokens = n;
+	seq->cap_tokens = n;
+	seq->n_prompt = n;
+	seq->cache_salt = llm_prefix_salt(e->model_identity, req->params.cache_salt);
+	seq->owner = r;
+	seq->priority = (int32_t) req->priority;
+	seq->session = req->session;
+	r->max_len = n;
 	return LLM_OK;
 }
 
@@ -1465,7 +1516,8 @@ prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t 
 	if (req->prompt_kind == LLM_PROMPT_TOKENS || per_token < 1)
 		return LLM_OK;
 	at_least = (bytes + longest) / (uint64_t) per_token;
-	if (at_least < (uint64_t) e->cfg.n_ctx)
+	/* an EMBED prompt may fill the context (no generated token follows it) */
+	if (at_least < (uint64_t) e->cfg.n_ctx + (req->mode == LLM_MODE_EMBED ? 1 : 0))
 		return LLM_OK;
 	snprintf(err, errlen, "prompt of %llu bytes does not fit the context length of %d tokens "
 			 "(it has at least %llu tokens: no token of the model stands for more than %d bytes)",
@@ -1498,10 +1550,13 @@ submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, 
 		snprintf(err, errlen, "prompt must not be empty");
 		return LLM_ERR_EMPTY_PROMPT;
 	}
-	if (n > INT32_MAX || n >= e->cfg.n_ctx)
+	/* a generating prompt leaves room for one generated token; an embedded one needs none */
+	if (n > INT32_MAX || n > e->cfg.n_ctx - (req->mode == LLM_MODE_EMBED ? 0 : 1))
 	{
+		int32_t		most = e->cfg.n_ctx - (req->mode == LLM_MODE_EMBED ? 0 : 1);
+
 		snprintf(err, errlen, "prompt of %lld tokens does not fit the context length of %d tokens "
-				 "(at most %d prompt tokens)", (long long) n, e->cfg.n_ctx, e->cfg.n_ctx - 1);
+				 "(at most %d prompt tokens)", (long long) n, e->cfg.n_ctx, most);
 		return LLM_ERR_PROMPT_TOO_LONG;
 	}
 	for (int64_t i = 0; i < n; i++)
@@ -1517,6 +1572,8 @@ submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, 
 	}
 	if (req->mode == LLM_MODE_SCORE)
 		st = new_score(e, id, req, user_data, t, &r, err, errlen);
+	else if (req->mode == LLM_MODE_EMBED)
+		st = new_embed(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	else
 		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	if (st != LLM_OK)

@@ -12,7 +12,8 @@
  * scheduling, Yu et al. OSDI 2022; chunked prefill as in Sarathi/vLLM) and
  * reports events through the callback: for a GENERATE request TEXT deltas
  * as tokens are sampled, then exactly one FINISHED or ERROR; for a SCORE
- * request exactly one FINISHED (with the scores) or ERROR.
+ * request exactly one FINISHED (with the scores) or ERROR; for an EMBED
+ * request exactly one VECTOR (with the pooled hidden state) or ERROR.
  * llm_engine_abort() drops a request at once (no event) and frees its KV
  * blocks.
  */
@@ -151,7 +152,8 @@ typedef enum llm_event_kind
 	LLM_EVENT_TEXT,				/* text delta (valid UTF-8, may be empty) */
 	LLM_EVENT_FINISHED,			/* final: finish_reason + usage */
 	LLM_EVENT_ERROR,			/* final: status + message */
-	LLM_EVENT_TOKENS			/* final, llm_engine_tokenize_request only: ids */
+	LLM_EVENT_TOKENS,			/* final, llm_engine_tokenize_request only: ids */
+	LLM_EVENT_VECTOR			/* final, EMBED only: the vector, finish_reason STOP, usage */
 } llm_event_kind;
 
 typedef struct llm_event
@@ -173,6 +175,15 @@ typedef struct llm_event
 	/* TOKENS: the text's token ids; valid during the callback only */
 	const int32_t *ids;
 	int64_t		n_ids;
+	/*
+	 * VECTOR: the request's pooled final hidden state, n_vector =
+	 * llm_engine_n_embd floats (for LLM_POOLING_LAST: the hidden state of
+	 * the prompt's last token after the final norm, bit-identical to that
+	 * row of llm_model_forward_out whatever else the step computed); valid
+	 * during the callback only
+	 */
+	const float *vector;
+	int32_t		n_vector;
 } llm_event;
 
 typedef void (*llm_event_cb) (const llm_event *ev, void *cb_arg);
@@ -278,6 +289,14 @@ size_t		llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap);
  * block (backend copy_blocks; without the op, or with no block free for
  * the copy, it recomputes that block) and computes only its own tokens.
  * With one continuation, its sequence computes the whole prompt.
+ *
+ * EMBED: one sequence of the prompt's ids (at most n_ctx of them), no
+ * sampling, no speculation, sampling params other than cache_salt ignored.
+ * Its prefill is that of a GENERATE request (prefix cache, chunking,
+ * preemption alike); the step that completes it asks the forward for the
+ * hidden state of the last token instead of its logits (llm_forward_out),
+ * and the request ends with one VECTOR event (usage.prompt_tokens = the
+ * prompt's ids, completion_tokens 0).
  */
 llm_status	llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 							  char *err, size_t errlen);
@@ -503,6 +522,9 @@ int			llm_engine_check_model_file(const char *path, char *err, size_t errlen);
 
 /* Vocabulary size (length of a logits row). */
 int32_t		llm_engine_n_vocab(const llm_engine *e);
+
+/* The model's embedding length (length of an EMBED request's vector). */
+int32_t		llm_engine_n_embd(const llm_engine *e);
 
 /* Parameter count of the model: the elements of every tensor in its file. */
 int64_t		llm_engine_n_params(const llm_engine *e);

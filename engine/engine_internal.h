@@ -4,12 +4,12 @@
  * engine/engine*.c include it; drivers use engine.h.
  *
  * Rooms (arrows: "calls into"; no cycles):
- *   config.c   the one configuration: defaults, checks, resolution of
+ *   engine_config.c   the one configuration: defaults, checks, resolution of
  *                     the 0 = auto values, equality
  *   output.c   a request's output: incremental detokenization, stop
  *                     strings across token boundaries, the events (TEXT,
  *                     FINISHED with usage or scores, ERROR)
- *   engine.c          -> config.c, output.c: the request
+ *   engine.c          -> engine_config.c, output.c: the request
  *                     table, engine and request lifecycle, submission
  *                     (prompt to ids, SCORE fan-out), the public API
  *   step.c     -> engine.c, output.c: one step: plan ->
@@ -35,6 +35,7 @@
 #include "offload.h"
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
+#include "engine/spec/spec.h"
 #include "engine/spec/spec_lookup.h"
 #include "engine/text/tokenizer.h"
 
@@ -73,7 +74,10 @@ typedef struct score_part
  *     seqs[k].fork_from (cleared once the prompt's sequence is scored);
  *   output.c: detok, text, text_len, text_cap, emitted, n_generated,
  *     t_first;
- *   step.c, speculation and accounting: spec, draft (seqs[0].draft
+ *   engine.c: spec and spec_state (the proposer's start at submission,
+ *     forget in request_free); the proposer alone changes what spec_state
+ *     points at (spec.h);
+ *   step.c, speculation and accounting: draft (seqs[0].draft
  *     points at it while a step carries drafts), n_draft_tokens,
  *     n_accepted_tokens, busy_ms.
  * The scheduler owns the llm_seq fields it documents (blocks, n_computed,
@@ -121,8 +125,13 @@ typedef struct live_request
 	/* SCORE with continuation_echo: the JSON array of the continuations (engine.c) */
 	char	   *echo;
 	size_t		echo_len;
-	/* speculative decoding (spec_lookup.h) and accounting */
-	llm_spec_state spec;
+	/*
+	 * speculative decoding (spec.h): the engine's proposer and this
+	 * request's state in it (GENERATE with speculation on; else NULL,
+	 * nothing to forget), and accounting
+	 */
+	llm_spec_proposer *spec;
+	void	   *spec_state;
 	int32_t		draft[LLM_SPEC_MAX_TOKENS];
 	int32_t		n_draft_tokens; /* proposed and computed, over the request's life */
 	int32_t		n_accepted_tokens;
@@ -168,7 +177,7 @@ typedef struct live_request
 struct llm_engine
 {
 	/* engine.c: made by llm_engine_create, read-only afterwards */
-	llm_engine_config cfg;		/* resolved (config.c): no 0 = auto left */
+	llm_engine_config cfg;		/* resolved (engine_config.c): no 0 = auto left */
 	char	   *model_path;		/* cfg.model_path points here */
 	char	   *device;			/* cfg.device points here */
 	char	   *chat_template;	/* cfg.chat_template points here */
@@ -201,8 +210,15 @@ struct llm_engine
 	/* step.c: buffers of one step */
 	llm_sampler_scratch sampler;
 	float	   *lp_work;		/* [n_vocab] scratch of the logits processors */
-	float	   *logits;			/* [cap_out][n_vocab] host */
+	float	   *logits;			/* [cap_out][n_vocab] host: the step's logits rows */
 	int32_t		cap_out;
+	/*
+	 * The step's hidden rows (EMBED requests' last rows, llm_forward_out):
+	 * [cap_hidden][dim] host, and each output row's kind [cap_d_out]
+	 */
+	float	   *hidden;
+	int32_t		cap_hidden;
+	uint8_t    *d_out_kind;
 	int32_t    *d_tokens,
 			   *d_pos,
 			   *d_slots,
@@ -227,6 +243,7 @@ struct llm_engine
 	double		cost_small_n,	/* moving means over the steps of at most ENGINE_COST_SMALL_STEP tokens */
 				cost_small_t;
 	int64_t		cost_small_steps;
+	llm_spec_proposer *spec;	/* engine.c: the draft proposer (spec.h), NULL with spec_tokens 0 */
 	live_request **drafted;		/* [cfg.spec_max_batch] requests given drafts this step */
 	int32_t		n_drafted;
 	char		notes[256];		/* engine.c: llm_engine_notes */
@@ -265,7 +282,7 @@ struct llm_engine
 
 #define TOMB ((live_request *) (uintptr_t) 1)
 
-/* ---------- config.c ---------- */
+/* ---------- engine_config.c ---------- */
 
 /*
  * 0 when c is a valid configuration; else -1 + err, *field the offset of
@@ -359,6 +376,8 @@ bool		engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event
 void		engine_output_scores(live_request *r, llm_event_cb cb, void *arg);
 /* TOKENS of an llm_engine_tokenize_request: ids[0..n); the caller drops r. */
 void		engine_output_tokens(live_request *r, const int32_t *ids, int64_t n, llm_event_cb cb, void *arg);
+/* VECTOR of an EMBED request: v[0..n) and usage; the caller drops r. */
+void		engine_output_vector(live_request *r, const float *v, int32_t n, llm_event_cb cb, void *arg);
 /* ERROR for r; the caller drops r. */
 void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);
 

@@ -2,7 +2,7 @@
  * output.c — what a request says: incremental detokenization of its
  * accepted tokens, stop strings matched on the text across token boundaries
  * (a tail that may still grow into a stop string is held back), and the
- * events (TEXT deltas, FINISHED with usage or scores, ERROR).  It never
+ * events (TEXT deltas, FINISHED with usage or scores, VECTOR, ERROR).  It never
  * drops a request: its callers do, after a final event (engine_internal.h).
  */
 #define _GNU_SOURCE
@@ -69,6 +69,19 @@ engine_output_tokens(live_request *r, const int32_t *ids, int64_t n, llm_event_c
 	event_init(&ev, r, LLM_EVENT_TOKENS);
 	ev.ids = ids;
 	ev.n_ids = n;
+	fill_usage(r, &ev.usage, engine_now_ms());
+	cb(&ev, arg);
+}
+
+void
+engine_output_vector(live_request *r, const float *v, int32_t n, llm_event_cb cb, void *arg)
+{
+	llm_event	ev;
+
+	event_init(&ev, r, LLM_EVENT_VECTOR);
+	ev.finish_reason = LLM_FINISH_STOP;
+	ev.vector = v;
+	ev.n_vector = n;
 	fill_usage(r, &ev.usage, engine_now_ms());
 	cb(&ev, arg);
 }

@@ -154,8 +154,10 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 {
 	llm_status	st;
 
-	if (r->mode != LLM_MODE_GENERATE && r->mode != LLM_MODE_SCORE)
+	if (r->mode != LLM_MODE_GENERATE && r->mode != LLM_MODE_SCORE && r->mode != LLM_MODE_EMBED)
 		return invalid(err, errlen, "unknown request mode");
+	if ((unsigned) r->pooling >= LLM_N_POOLINGS)
+		return invalid(err, errlen, "unknown pooling");
 	switch (r->prompt_kind)
 	{
 		case LLM_PROMPT_TEXT:

@@ -134,9 +134,25 @@ typedef enum llm_prompt_kind
 typedef enum llm_request_mode
 {
 	LLM_MODE_GENERATE = 1,		/* sample up to max_tokens; TEXT events, then FINISHED */
-	LLM_MODE_SCORE				/* no sampling: the log-probability of each continuation
+	LLM_MODE_SCORE,				/* no sampling: the log-probability of each continuation
 								 * after the prompt, in the FINISHED event */
+	LLM_MODE_EMBED				/* no sampling: the prompt's final hidden state, pooled
+								 * (llm_pooling), in a VECTOR event */
 } llm_request_mode;
+
+/*
+ * EMBED: how the prompt's final hidden states (after the final norm, one
+ * of the model's embedding length per token) become one vector.  LAST: the
+ * state of the prompt's last token, the one row a prefill computes anyway.
+ * Mean pooling would be a second value here: a hidden row for every prompt
+ * token, summed per request as its prefill chunks arrive.
+ */
+typedef enum llm_pooling
+{
+	LLM_POOLING_LAST = 0
+} llm_pooling;
+
+#define LLM_N_POOLINGS 1
 
 typedef struct llm_request
 {
@@ -204,6 +220,9 @@ typedef struct llm_request
 	 * driver serving several models routes by it; the engine never reads it.
 	 */
 	const char *model;
+
+	/* EMBED: the pooling of the hidden states (the zeroed value: LAST); 0 for other modes */
+	llm_pooling pooling;
 } llm_request;
 
 #define LLM_MAX_MODEL_ALIAS 63

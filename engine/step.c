@@ -5,7 +5,9 @@
  * the model runs it, and each logits row goes to its request: a GENERATE
  * row through the request's logits processors to the sampler, the token
  * then to the sequence, the processors' state and the output
- * (output.c); SCORE rows to log-probabilities (logprob.h).  Also the
+ * (output.c); SCORE rows to log-probabilities (logprob.h); the
+ * last row of an EMBED request is a hidden row (llm_forward_out), its
+ * final-norm state sent as the request's VECTOR.  Also the
  * test hooks that run one hand-made prefill through the same path.
  *
  * Where the backend can (llm_model_scan_logits), every logits row of the
@@ -17,8 +19,10 @@
  * samplers, go through the sampler as before.
  *
  * Speculative decoding: before planning, while at most spec_max_batch
- * sequences run, each decoding GENERATE request may get draft tokens
- * (spec_lookup.h) that the plan computes as extra rows of its sequence.
+ * sequences run, each decoding GENERATE request may get draft tokens from
+ * the engine's proposer (spec.h; prompt lookup, spec_lookup.h) that the
+ * plan computes as extra rows of its sequence; the proposer hears how many
+ * were accepted.
  * Its rows are then taken in order exactly as plain decoding takes one
  * row per step: the logits processors see the tokens accepted so far, the
  * sampler draws from the request's own RNG, the token is appended and
@@ -102,8 +106,19 @@ reserve_step(llm_engine *e, const llm_sched_plan *p)
 			return -1;
 		e->cap_d_seqs = c;
 	}
-	if (grow_i32(&e->d_out_rows, &e->cap_d_out, p->n_logits > 0 ? p->n_logits : 1))
-		return -1;
+	if (p->n_logits > e->cap_d_out || e->d_out_kind == NULL)
+	{
+		int32_t		c = e->cap_d_out;
+		uint8_t    *k;
+
+		if (grow_i32(&e->d_out_rows, &c, p->n_logits > 0 ? p->n_logits : 1))
+			return -1;
+		k = realloc(e->d_out_kind, (size_t) c);
+		if (k == NULL)
+			return -1;
+		e->d_out_kind = k;
+		e->cap_d_out = c;
+	}
 	if (e->local_pool != NULL)
 	{
 		int32_t		c = e->cap_d_tables;
@@ -140,17 +155,29 @@ reserve_step(llm_engine *e, const llm_sched_plan *p)
 	return 0;
 }
 
+/* An EMBED request's rows are hidden rows (its vector); every other row is a logits row. */
+static bool
+entry_hidden(const llm_sched_entry *en)
+{
+	const live_request *r = en->seq->owner;
+
+	return r != NULL && r->mode == LLM_MODE_EMBED;
+}
+
 /*
- * The step description of plan p.  Logits rows: for each entry in order,
- * the rows of its tokens logits_from .. start + n - 1, so the logits buffer
- * holds them in plan order, p->n_logits rows in all.
+ * The step description of plan p.  Output rows: for each entry in order,
+ * the rows of its tokens logits_from .. start + n - 1, p->n_logits rows in
+ * all, each of kind d_out_kind (entry_hidden); the forward puts the logits
+ * rows in plan order in the logits buffer, the hidden rows in plan order in
+ * the hidden buffer (llm_forward_out).  *n_hidden: the hidden rows.
  */
 static int
-build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
+build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d, int32_t *n_hidden)
 {
 	int32_t		bs = e->cfg.block_size;
 	int32_t		t = 0,
-				n_out = 0;
+				n_out = 0,
+				n_h = 0;
 
 	if (reserve_step(e, p) != 0)
 		return -1;
@@ -189,8 +216,24 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d)
 			}
 		}
 		for (int32_t pos = en->logits_from; pos < en->start + en->n; pos++)
+		{
+			bool		hidden = entry_hidden(en);
+
+			e->d_out_kind[n_out] = hidden ? LLM_OUT_HIDDEN : LLM_OUT_LOGITS;
 			e->d_out_rows[n_out++] = t0 + (pos - en->start);
+			n_h += hidden;
+		}
 	}
+	if (n_h > e->cap_hidden)
+	{
+		float	   *h = realloc(e->hidden, (size_t) n_h * e->mc->dim * sizeof(float));
+
+		if (h == NULL)
+			return -1;
+		e->hidden = h;
+		e->cap_hidden = n_h;
+	}
+	*n_hidden = n_h;
 	e->d_seq_start[p->n_entries] = t;
 	d->n_tokens = t;
 	d->n_seqs = p->n_entries;
@@ -342,9 +385,10 @@ generate_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *
 	r->n_accepted_tokens += accepted;
 	e->stats.draft_tokens += d;
 	e->stats.accepted_tokens += accepted;
-	llm_spec_feedback(&r->spec, d, accepted, e->cfg.spec_tokens);
-	if (live)
-		llm_sched_accept_drafts(e->sched, seq, accepted);
+	if (!live)
+		return;					/* dropped: its proposer state is forgotten with it */
+	llm_spec_accepted(r->spec, r->spec_state, d, accepted);
+	llm_sched_accept_drafts(e->sched, seq, accepted);
 }
 
 /*
@@ -359,7 +403,7 @@ propose_drafts(llm_engine *e)
 	live_request *r;
 
 	e->n_drafted = 0;
-	if (e->cfg.spec_tokens == 0 || llm_sched_n_running(e->sched) > e->cfg.spec_max_batch)
+	if (e->spec == NULL || llm_sched_n_running(e->sched) > e->cfg.spec_max_batch)
 		return;
 	while ((r = engine_next_live(e, &pos)) != NULL && e->n_drafted < e->cfg.spec_max_batch)
 	{
@@ -370,9 +414,9 @@ propose_drafts(llm_engine *e)
 			seq->n_tokens - seq->n_computed != 1)
 			continue;
 		room = r->max_len - seq->n_tokens - 1;
-		seq->n_draft = llm_spec_propose(&r->spec, seq->tokens, seq->n_tokens,
-										room < LLM_SPEC_MAX_TOKENS ? (int32_t) room : LLM_SPEC_MAX_TOKENS,
-										r->draft);
+		seq->n_draft = llm_spec_propose_draft(r->spec, r->spec_state, seq->tokens, seq->n_tokens,
+											  room < LLM_SPEC_MAX_TOKENS ? (int32_t) room : LLM_SPEC_MAX_TOKENS,
+											  r->draft);
 		if (seq->n_draft > 0)
 		{
 			seq->draft = r->draft;
@@ -522,6 +566,34 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 }
 
 /*
+ * EMBED: the entry's last row is the hidden state of the prompt's last
+ * token (LLM_POOLING_LAST, the only pooling): checked finite, sent as the
+ * request's VECTOR, and the request is done.
+ */
+static void
+embed_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, const float *h, llm_event_cb cb,
+		   void *arg)
+{
+	int32_t		dim = e->mc->dim;
+	int32_t		n_rows = en->start + en->n - en->logits_from;
+	const float *v = h + (size_t) (n_rows - 1) * dim;
+
+	if (en->start + en->n != r->n_prompt)
+	{
+		fail_request(e, r, LLM_ERR_BACKEND, "internal error: embedding row before the prompt's end", cb, arg);
+		return;
+	}
+	for (int32_t i = 0; i < dim; i++)
+		if (!isfinite(v[i]))
+		{
+			fail_request(e, r, LLM_ERR_NONFINITE, "non-finite hidden state produced by the model", cb, arg);
+			return;
+		}
+	engine_output_vector(r, v, dim, cb, arg);
+	engine_drop_request(e, r);
+}
+
+/*
  * Steps of at most this many tokens measure the model's fixed cost.  On a
  * CPU a step's time is not linear in its tokens: a few rows are bound by
  * reading the weights once, many by arithmetic, so a straight line fitted
@@ -609,8 +681,12 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 {
 	llm_sched_plan *p;
 	llm_step_desc d;
+	llm_forward_out out;
 	char		err[512];
-	float	   *lg;
+	float	   *lg,
+			   *hv;
+	int32_t		n_hidden,
+				n_logits;
 	double		t0,
 				dt;
 
@@ -637,13 +713,18 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	e->stats.n_preemptions = llm_sched_n_preemptions(e->sched);
 	if (p->n_entries == 0)
 		return LLM_OK;
-	if (build_step(e, p, &d) != 0)
+	if (build_step(e, p, &d, &n_hidden) != 0)
 	{
 		fail_all(e, LLM_ERR_OUT_OF_MEMORY, "out of memory building a step", cb, cb_arg);
 		return LLM_ERR_OUT_OF_MEMORY;
 	}
+	n_logits = p->n_logits - n_hidden;
+	/* a step without hidden rows names no kinds: every row is a logits row */
+	out.kind = n_hidden > 0 ? e->d_out_kind : NULL;
+	out.logits = e->logits;
+	out.hidden = e->hidden;
 	t0 = engine_now_ms();
-	if (llm_model_forward(e->model, &d, e->logits, err, sizeof(err)) != 0)
+	if (llm_model_forward_out(e->model, &d, &out, err, sizeof(err)) != 0)
 	{
 		fail_all(e, LLM_ERR_BACKEND, err, cb, cb_arg);
 		return LLM_ERR_BACKEND;
@@ -652,8 +733,8 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	/* the forward's time, shared among the requests by their token rows */
 	dt = engine_now_ms() - t0;
 	/* every row's non-finite check and argmax at once, on the backend's threads */
-	e->have_scan = p->n_logits > 0 &&
-		llm_model_scan_logits(e->model, e->logits, p->n_logits, e->scan_argmax, e->scan_finite) == 0;
+	e->have_scan = n_logits > 0 &&
+		llm_model_scan_logits(e->model, e->logits, n_logits, e->scan_argmax, e->scan_finite) == 0;
 	note_step_time(e, p->n_tokens, dt);
 	if (p->n_first_tokens == 0)
 		note_batch_step(e, p->n_tokens, dt);
@@ -678,23 +759,31 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	e->stats.last_batch_seqs = p->n_entries;
 	e->stats.last_batch_tokens = p->n_tokens;
 	e->stats.computed_tokens += p->n_tokens;
-	e->stats.logits_rows += p->n_logits;
+	e->stats.logits_rows += n_logits;
 	if (p->n_entries > e->stats.max_batch_seqs)
 		e->stats.max_batch_seqs = p->n_entries;
 
 	lg = e->logits;
+	hv = e->hidden;
 	for (int32_t i = 0; i < p->n_entries; i++)
 	{
 		const llm_sched_entry *en = &p->entries[i];
 		live_request *r = en->seq->owner;
 		int32_t		n_rows = en->start + en->n - en->logits_from;
 		float	   *rows = lg;
+		const float *hrows = hv;
 
-		lg += (size_t) n_rows * e->mc->n_vocab;
+		/* rows in plan order, each kind in its own buffer (build_step) */
+		if (entry_hidden(en))
+			hv += (size_t) n_rows * e->mc->dim;
+		else
+			lg += (size_t) n_rows * e->mc->n_vocab;
 		if (n_rows == 0 || r->dropped)
 			continue;
 		if (r->mode == LLM_MODE_SCORE)
 			score_rows(e, r, en, rows, cb, cb_arg);
+		else if (r->mode == LLM_MODE_EMBED)
+			embed_rows(e, r, en, hrows, cb, cb_arg);
 		else
 			generate_rows(e, r, en, rows, cb, cb_arg);
 	}
@@ -727,6 +816,7 @@ llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n
 	int32_t		bs = e->cfg.block_size;
 	int32_t		nb = (n + bs - 1) / bs;
 	llm_status	st = LLM_OK;
+	int32_t		n_hidden;
 
 	if (e->n_live > 0)
 	{
@@ -785,7 +875,7 @@ llm_engine_debug_prompt_logits_rows(llm_engine *e, const int32_t *ids, int32_t n
 	plan.n_tokens = n;
 	plan.n_logits = n - from;
 	plan.max_blocks = nb;
-	if (build_step(e, &plan, &d) != 0)
+	if (build_step(e, &plan, &d, &n_hidden) != 0)
 	{
 		snprintf(err, errlen, "out of memory");
 		st = LLM_ERR_OUT_OF_MEMORY;

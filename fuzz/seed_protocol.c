@@ -91,6 +91,13 @@ main(void)
 	m.request.n_continuations = 2;
 	m.request.continuation_eot = true;
 	put("submit_score_tokens", &m);
+	m.request.mode = LLM_MODE_EMBED;
+	m.request.continuations = NULL;
+	m.request.continuation_lens = NULL;
+	m.request.n_continuations = 0;
+	m.request.continuation_eot = false;
+	m.request.pooling = LLM_POOLING_LAST;
+	put("submit_embed_tokens", &m);
 
 	memset(&m, 0, sizeof(m));
 	m.id = 43;
@@ -132,5 +139,17 @@ main(void)
 	m.scores = scores;
 	m.n_scores = 2;
 	put("done_scores", &m);
+	{
+		static const float vec[6] = {0.5f, -1.25f, 3.0e-8f, -0.0f, 1.0e30f, 42.0f};
+
+		m.kind = LLM_WIRE_VECTOR;
+		m.finish_reason = LLM_FINISH_NONE;
+		m.scores = NULL;
+		m.n_scores = 0;
+		m.usage.completion_tokens = 0;
+		m.vector = vec;
+		m.n_vector = 6;
+		put("vector", &m);
+	}
 	return failed;
 }

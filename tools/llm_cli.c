@@ -11,6 +11,9 @@
  *   llm-cli score -m MODEL [--chat] [--eot] PROMPT LABEL...
  *                                                 one line per label: its log-probability
  *                                                  after the prompt, a tab, the label
+ *   llm-cli embed -m MODEL [--chat] PROMPT         the prompt's embedding (the final-norm
+ *                                                  hidden state of its last token), one
+ *                                                  float a line
  *
  * Every prompt goes through llm_engine_submit (TEXT with --chat/--system,
  * RAW otherwise, TOKENS for bench), so the engine is the one place prompts
@@ -89,6 +92,7 @@ usage(void)
 			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
 			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
 			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--score-sharing MODE] [--] PROMPT LABEL...\n"
+			"       llm-cli embed -m MODEL [--chat] [--system S] [--] PROMPT\n"
 			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n");
 	exit(2);
 }
@@ -1116,6 +1120,72 @@ cmd_score(llm_engine *e, const cli_opts *o)
 	return 0;
 }
 
+typedef struct embed_slot
+{
+	bool		done;
+	char	   *error;
+	float	   *vector;
+	int32_t		n_vector;
+	llm_usage	usage;
+} embed_slot;
+
+static void
+on_embed_event(const llm_event *ev, void *arg)
+{
+	embed_slot *s = ev->user_data;
+
+	(void) arg;
+	s->done = true;
+	s->usage = ev->usage;
+	if (ev->kind == LLM_EVENT_ERROR)
+		s->error = strdup(ev->text);
+	else if (ev->kind == LLM_EVENT_VECTOR)
+	{
+		s->vector = malloc((size_t) ev->n_vector * sizeof(float));
+		if (s->vector != NULL)
+			memcpy(s->vector, ev->vector, (size_t) ev->n_vector * sizeof(float));
+		s->n_vector = s->vector != NULL ? ev->n_vector : 0;
+	}
+}
+
+/* The prompt's EMBED vector, one float a line (%.9g: the float back exactly). */
+static int
+cmd_embed(llm_engine *e, const cli_opts *o)
+{
+	char		err[512];
+	llm_request req;
+	embed_slot	s;
+	llm_status	st;
+
+	if (o->prompt == NULL)
+		usage();
+	req = text_request(o, o->prompt);
+	req.mode = LLM_MODE_EMBED;
+	memset(&s, 0, sizeof(s));
+	st = llm_engine_submit(e, 1, &req, &s, err, sizeof(err));
+	if (st != LLM_OK)
+	{
+		fprintf(stderr, "llm-cli: %s: %s\n", llm_status_name(st), err);
+		return 1;
+	}
+	while (llm_engine_has_work(e))
+		if (llm_engine_step(e, on_embed_event, NULL) != LLM_OK)
+			break;
+	if (!s.done || s.error || s.vector == NULL)
+	{
+		fprintf(stderr, "llm-cli: %s\n", s.error ? s.error : "engine failure");
+		free(s.error);
+		free(s.vector);
+		return 1;
+	}
+	for (int32_t i = 0; i < s.n_vector; i++)
+		printf("%.9g\n", s.vector[i]);
+	fprintf(stderr, "[%d prompt tokens (%d cached), %d floats, total %.1f ms]\n", s.usage.prompt_tokens,
+			s.usage.cached_tokens, s.n_vector, s.usage.total_ms);
+	free(s.vector);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1171,6 +1241,8 @@ main(int argc, char **argv)
 		rc = cmd_bench(e, &o);
 	else if (strcmp(o.cmd, "score") == 0)
 		rc = cmd_score(e, &o);
+	else if (strcmp(o.cmd, "embed") == 0)
+		rc = cmd_embed(e, &o);
 	else
 		usage();
 	llm_engine_destroy(e);

@@ -607,6 +607,12 @@ async_event(WorkerRequest *r, const llm_event *ev)
 			break;
 		case LLM_EVENT_TOKENS:
 			break;				/* only tokenize requests have them */
+		case LLM_EVENT_VECTOR:
+			/* an asynchronous result is text: no SQL function submits an EMBED request this way */
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
+			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
+			async_end(r, ERRCODE_FEATURE_NOT_SUPPORTED, "an asynchronous request cannot keep a vector answer");
+			break;
 	}
 	llm_stats_note_change();
 }
@@ -693,6 +699,16 @@ intake_on_event(const llm_event *ev, void *cb_arg)
 			llm_stats_note_failed(r->model, &r->client);
 			if (queued(ev))
 				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
+			free_request(r);
+			break;
+		case LLM_EVENT_VECTOR:
+			m.kind = LLM_WIRE_VECTOR;
+			m.usage = ev->usage;
+			m.vector = ev->vector;
+			m.n_vector = ev->n_vector;
+			wch_queue(r->slot, &m);
+			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
+			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
 			free_request(r);
 			break;
 		case LLM_EVENT_TOKENS:

@@ -3,9 +3,11 @@
  * of architectures, GGUF hyper-parameter and tensor helpers, the checks
  * every config must pass, the activation buffers, and the forward driver
  * (begin_step, the architecture's graph, then the output head: gather the
- * requested rows, output projection, final logit soft-capping when the
- * config has it, download, or none with a backend whose buffers are host
- * memory: the logits are then written into the caller's array), and the
+ * requested rows, the logits rows first when a step also wants hidden
+ * states (llm_forward_out), output projection of the logits rows, final
+ * logit soft-capping when the config has it, download, or none with a
+ * backend whose buffers are host memory: the logits are then written into
+ * the caller's array; the hidden rows downloaded as gathered), and the
  * scan of the logits rows on the backend's threads (llm_model_scan_logits).
  * The architecture files and what they must do are described in
  * model_arch.h.
@@ -401,43 +403,108 @@ ensure_activations(llm_model *m, int n_tokens, int n_out)
 int
 llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits, char *err, size_t errlen)
 {
+	llm_forward_out out = {NULL, logits, NULL};
+
+	return llm_model_forward_out(m, d, &out, err, errlen);
+}
+
+/*
+ * The output rows of d with the LOGITS rows first, each kind in out_rows
+ * order, into order [d->n_out]; the count of LOGITS rows.  The backend
+ * gathers rows in this order, so the LOGITS rows are the leading rows of
+ * the gathered block and go through the output projection as one matrix,
+ * and the HIDDEN rows follow it.
+ */
+static int
+order_out_rows(const llm_step_desc *d, const uint8_t *kind, int32_t *order)
+{
+	int			n_logits = 0,
+				k = 0;
+
+	for (int j = 0; j < d->n_out; j++)
+		if (kind[j] == LLM_OUT_LOGITS)
+			order[k++] = d->out_rows[j];
+	n_logits = k;
+	for (int j = 0; j < d->n_out; j++)
+		if (kind[j] != LLM_OUT_LOGITS)
+			order[k++] = d->out_rows[j];
+	return n_logits;
+}
+
+int
+llm_model_forward_out(llm_model *m, const llm_step_desc *d, const llm_forward_out *out, char *err,
+					  size_t errlen)
+{
 	const llm_model_config *c = &m->cfg;
 	llm_backend *b = m->b;
 	const llm_backend_ops *o = b->ops;
 	llm_activations *a = &m->act;
 	int			n = d->n_tokens;
+	int			n_logits = d->n_out;
+	int32_t    *order = NULL;
+	llm_step_desc step = *d;
 
 	if (n <= 0 || d->n_out < 0)
 	{
 		snprintf(err, errlen, "empty forward step");
 		return -1;
 	}
+	if (out->kind != NULL && d->n_out > 0)
+	{
+		for (int j = 0; j < d->n_out; j++)
+			if (out->kind[j] != LLM_OUT_LOGITS && out->kind[j] != LLM_OUT_HIDDEN)
+			{
+				snprintf(err, errlen, "output row %d has an unknown kind %u", j, (unsigned) out->kind[j]);
+				return -1;
+			}
+		order = malloc((size_t) d->n_out * sizeof(int32_t));
+		if (order == NULL)
+		{
+			snprintf(err, errlen, "out of memory for %d output rows", d->n_out);
+			return -1;
+		}
+		n_logits = order_out_rows(d, out->kind, order);
+		step.out_rows = order;
+	}
+	if ((n_logits > 0 && out->logits == NULL) || (n_logits < d->n_out && out->hidden == NULL))
+	{
+		free(order);
+		snprintf(err, errlen, "no host array for the step's %s rows", n_logits > 0 ? "logits" : "hidden");
+		return -1;
+	}
 	if (ensure_activations(m, n, d->n_out > 0 ? d->n_out : 1) != 0)
 	{
+		free(order);
 		snprintf(err, errlen, "out of memory for activations of %d tokens and %d output rows", n, d->n_out);
 		return -1;
 	}
 
 #define TRY(call) do { if ((call) != 0) goto backend_fail; } while (0)
-	TRY(o->begin_step(b, d));
-	TRY(m->arch->forward(m, d));
+	TRY(o->begin_step(b, &step));
+	TRY(m->arch->forward(m, &step));
 	if (d->n_out > 0)
+		TRY(o->gather_rows(b, a->h, a->out_h, c->dim));
+	if (n_logits > 0)
 	{
 		/* host buffers: the logits go straight into the caller's array (no copy) */
-		float	   *lg = o->host_buffers ? logits : a->logits;
+		float	   *lg = o->host_buffers ? out->logits : a->logits;
 
-		TRY(o->gather_rows(b, a->h, a->out_h, c->dim));
-		TRY(o->matmul(b, &m->output, a->out_h, lg, d->n_out));
+		TRY(o->matmul(b, &m->output, a->out_h, lg, n_logits));
 		if (c->final_logit_softcap > 0.0f)
-			TRY(o->softcap(b, lg, c->final_logit_softcap, (size_t) d->n_out * c->n_vocab));
-		if (lg != logits)
-			TRY(o->download(b, logits, lg, (size_t) d->n_out * c->n_vocab));
+			TRY(o->softcap(b, lg, c->final_logit_softcap, (size_t) n_logits * c->n_vocab));
+		if (lg != out->logits)
+			TRY(o->download(b, out->logits, lg, (size_t) n_logits * c->n_vocab));
 	}
+	if (n_logits < d->n_out)
+		TRY(o->download(b, out->hidden, a->out_h + (size_t) n_logits * c->dim,
+						(size_t) (d->n_out - n_logits) * c->dim));
 	TRY(o->sync(b));
 #undef TRY
+	free(order);
 	return 0;
 
 backend_fail:
+	free(order);
 	snprintf(err, errlen, "%s backend: %s", o->name, o->last_error(b));
 	return -1;
 }

@@ -82,10 +82,44 @@ const llm_model_config *llm_model_get_config(const llm_model *m);
  * already valid for the backend's KV cache).  Writes d->n_out rows of
  * n_vocab fp32 logits to logits (host memory, [n_out][n_vocab]): row j is
  * that of token row d->out_rows[j].  Returns 0, or -1 with err (empty step,
- * out of memory, backend failure).
+ * out of memory, backend failure).  llm_model_forward_out with every row
+ * of kind LLM_OUT_LOGITS.
  */
 int			llm_model_forward(llm_model *m, const llm_step_desc *d, float *logits,
 							  char *err, size_t errlen);
+
+/*
+ * What an output row of a step returns: its logits (n_vocab floats, after
+ * the output projection and the soft-cap), or the final hidden state of its
+ * token (dim floats: the residual stream after the final norm, the input of
+ * the output projection) for an embedding.
+ */
+typedef enum llm_out_kind
+{
+	LLM_OUT_LOGITS = 0,
+	LLM_OUT_HIDDEN = 1
+} llm_out_kind;
+
+/*
+ * Where a step's output rows go, by kind.  kind: [d->n_out] an llm_out_kind
+ * per output row, or NULL for every row LOGITS.  The LOGITS rows, in
+ * out_rows order, fill logits [n_logits][n_vocab]; the HIDDEN rows, in
+ * out_rows order, fill hidden [n_hidden][dim] (host memory; either may be
+ * NULL when its count is 0).  A row's values depend only on its token row
+ * (batch invariance), never on the kinds of the other rows: a LOGITS row is
+ * bit-identical to what llm_model_forward gives for it, a HIDDEN row to the
+ * same row's hidden state in any other step.
+ */
+typedef struct llm_forward_out
+{
+	const uint8_t *kind;
+	float	   *logits;
+	float	   *hidden;
+} llm_forward_out;
+
+/* llm_model_forward with per-row output kinds (llm_forward_out); 0 or -1 + err. */
+int			llm_model_forward_out(llm_model *m, const llm_step_desc *d, const llm_forward_out *out,
+								  char *err, size_t errlen);
 
 /*
  * For n rows of logits that llm_model_forward just wrote to logits (host

@@ -24,14 +24,16 @@
  * equal what the request's own sampling draws from each row in order, so
  * the output is the one plain decoding gives, token for token.
  *
- * Plain C, no allocation; the state lives in the request.
+ * Plain C; the functions above allocate nothing (the state is the
+ * caller's), the proposer keeps each request's state in a block of its own.
  */
 #ifndef LLM_SPEC_LOOKUP_H
 #define LLM_SPEC_LOOKUP_H
 
 #include <stdint.h>
 
-#define LLM_SPEC_MAX_TOKENS		16	/* largest spec_tokens the engine accepts */
+#include "spec.h"
+
 #define LLM_SPEC_NGRAM_MAX		4
 #define LLM_SPEC_NGRAM_MIN		2
 
@@ -55,5 +57,12 @@ int32_t		llm_spec_propose(llm_spec_state *st, const int32_t *tokens, int32_t n, 
 
 /* After a verification: accepted of the proposed tokens were accepted; k as at init. */
 void		llm_spec_feedback(llm_spec_state *st, int32_t proposed, int32_t accepted, int32_t k);
+
+/*
+ * Prompt lookup behind the proposer interface (spec.h): proposals of at
+ * most k tokens (1..LLM_SPEC_MAX_TOKENS), an llm_spec_state per request;
+ * NULL: out of memory.
+ */
+llm_spec_proposer *llm_spec_lookup_create(int32_t k);
 
 #endif

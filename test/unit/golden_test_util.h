@@ -268,7 +268,8 @@ collect(const llm_event *ev, void *cb_arg)
 			snprintf(r->error, sizeof(r->error), "%s", ev->text ? ev->text : "");
 			break;
 		case LLM_EVENT_TOKENS:
-			break;				/* tokenize requests only */
+		case LLM_EVENT_VECTOR:
+			break;				/* tokenize and embedding requests only */
 	}
 }
 

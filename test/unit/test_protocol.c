@@ -58,7 +58,8 @@ request_eq(const llm_request *a, const llm_request *b)
 	if (a->mode != b->mode || a->prompt_kind != b->prompt_kind ||
 		(a->prompt == NULL) != (b->prompt == NULL) || (a->system == NULL) != (b->system == NULL) ||
 		a->n_messages != b->n_messages || a->n_tokens != b->n_tokens ||
-		a->n_continuations != b->n_continuations || a->continuation_eot != b->continuation_eot)
+		a->n_continuations != b->n_continuations || a->continuation_eot != b->continuation_eot ||
+		a->pooling != b->pooling)
 		return 0;
 	if (a->prompt && !str_eq(a->prompt, a->prompt_len, b->prompt, b->prompt_len))
 		return 0;
@@ -206,6 +207,38 @@ main(void)
 	CHECK(((uintptr_t) d.request.tokens % 4) == 0, "token ids pointed at in place, aligned");
 	mutate_all(buf, len, "SCORE request");
 	free(buf);
+
+	/* SUBMIT: an EMBED request (the pooling is the request field before the priority) */
+	{
+		llm_wire_msg em = m;
+
+		em.request.mode = LLM_MODE_EMBED;
+		em.request.n_continuations = 0;
+		em.request.continuations = NULL;
+		em.request.continuation_lens = NULL;
+		em.request.continuation_eot = false;
+		em.request.pooling = LLM_POOLING_LAST;
+		buf = encode(&em, &len);
+		CHECK(buf && llm_wire_decode(buf, len, &d, &arrays, NULL) == LLM_WIRE_OK &&
+			  d.request.mode == LLM_MODE_EMBED && request_eq(&em.request, &d.request),
+			  "EMBED request round trip");
+		em.request.pooling = (llm_pooling) LLM_N_POOLINGS;
+		CHECK(llm_wire_encode(&em, NULL, 0) == 0, "an unknown pooling cannot be encoded");
+		if (buf != NULL)
+		{
+			/* the pooling: the u32 before the priority, the tags and submitter (5 u32) and the alias */
+			size_t		off = len - (4 + strlen("gemma3") + 1) - 5 * 4 - 4 - 4;
+			uint32_t	pool;
+
+			memcpy(&pool, buf + off, 4);
+			CHECK(pool == LLM_POOLING_LAST, "the pooling's bytes found in the message");
+			pool = LLM_N_POOLINGS;
+			memcpy(buf + off, &pool, 4);
+			CHECK(llm_wire_decode(buf, len, &d, &arrays, &why) == LLM_WIRE_MALFORMED && why &&
+				  strstr(why, "pooling"), "an unknown pooling is refused by the decoder (%s)", why);
+		}
+		free(buf);
+	}
 
 	/* what cannot be encoded */
 	{
@@ -359,6 +392,56 @@ main(void)
 	CHECK(buf && llm_wire_decode(buf, len, &d, NULL, NULL) == LLM_WIRE_OK && d.n_ids == 5 &&
 		  memcmp(d.ids, ids, sizeof(ids)) == 0, "TOKENS round trip");
 	free(buf);
+
+	/* VECTOR: usage and floats; malformed lengths refused */
+	{
+		float		vec[7] = {0.5f, -1.25f, 3.0e-8f, -0.0f, 1.0e30f, 42.0f, -7.5f};
+		uint32_t	count;
+		size_t		count_off;
+
+		memset(&m, 0, sizeof(m));
+		m.kind = LLM_WIRE_VECTOR;
+		m.id = 12;
+		m.usage.prompt_tokens = 9;
+		m.usage.cached_tokens = 0;
+		m.usage.total_ms = 3.5;
+		m.vector = vec;
+		m.n_vector = 7;
+		buf = encode(&m, &len);
+		CHECK(buf && llm_wire_decode(buf, len, &d, NULL, NULL) == LLM_WIRE_OK && d.kind == LLM_WIRE_VECTOR &&
+			  d.n_vector == 7 && memcmp(d.vector, vec, sizeof(vec)) == 0 &&
+			  memcmp(&d.usage, &m.usage, sizeof(d.usage)) == 0 && ((uintptr_t) d.vector % 4) == 0,
+			  "VECTOR with usage round trip, floats bit for bit, pointed at in place");
+		mutate_all(buf, len, "VECTOR");
+		/* the count follows the header and the usage (4 i32, 2 f64) */
+		count_off = LLM_WIRE_HEADER_SIZE + 4 * 4 + 2 * 8;
+		memcpy(&count, buf + count_off, 4);
+		CHECK(buf && count == 7, "the vector's count found in the message");
+		count = 8;
+		memcpy(buf + count_off, &count, 4);
+		CHECK(llm_wire_decode(buf, len, &d, NULL, &why) == LLM_WIRE_MALFORMED && why && strstr(why, "longer"),
+			  "a count one over the floats there refused (%s)", why);
+		count = 6;
+		memcpy(buf + count_off, &count, 4);
+		CHECK(llm_wire_decode(buf, len, &d, NULL, &why) == LLM_WIRE_MALFORMED && why && strstr(why, "after"),
+			  "a count one under the floats there refused (%s)", why);
+		count = 0;
+		memcpy(buf + count_off, &count, 4);
+		CHECK(llm_wire_decode(buf, len, &d, NULL, &why) == LLM_WIRE_MALFORMED && why,
+			  "an empty vector refused (%s)", why);
+		count = LLM_WIRE_MAX_VECTOR + 1;
+		memcpy(buf + count_off, &count, 4);
+		CHECK(llm_wire_decode(buf, len, &d, NULL, &why) == LLM_WIRE_MALFORMED && why && strstr(why, "limit"),
+			  "a count over LLM_WIRE_MAX_VECTOR refused (%s)", why);
+		free(buf);
+		m.n_vector = 0;
+		CHECK(llm_wire_encode(&m, NULL, 0) == 0, "an empty vector cannot be encoded");
+		m.n_vector = LLM_WIRE_MAX_VECTOR + 1;
+		CHECK(llm_wire_encode(&m, NULL, 0) == 0, "a vector over LLM_WIRE_MAX_VECTOR cannot be encoded");
+		m.n_vector = 3;
+		m.vector = NULL;
+		CHECK(llm_wire_encode(&m, NULL, 0) == 0, "a NULL vector cannot be encoded");
+	}
 
 	/* random messages with a plausible header */
 	{
