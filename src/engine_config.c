@@ -76,19 +76,25 @@ check_context_length(int *newval, void **extra, GucSource source)
 
 #define FIELD(f) offsetof(llm_engine_config, f)
 
-/* What only the GUCs have: llm.model's boot value, llm.context_length's check of the values its bounds let through. */
+typedef const char *(*BootString) (void);
+
+/*
+ * What only the GUCs have, by the config field: llm.model's boot value (the
+ * engine has no default file), llm.context_length's check of the values its
+ * bounds let through (with the GUC's detail message).
+ */
 static const struct
 {
 	size_t		field;
-	const char *(*boot_string) (void);
+	BootString	boot_string;
 	GucIntCheckHook check_int;
 }			guc_extras[] = {
 	{FIELD(model_path), default_model_path, NULL},
 	{FIELD(n_ctx), NULL, check_context_length},
 };
 
-static const char *(*
-extra_boot_string(size_t field)) (void)
+static BootString
+extra_boot_string(size_t field)
 {
 	for (int i = 0; i < lengthof(guc_extras); i++)
 		if (guc_extras[i].field == field)
@@ -160,7 +166,7 @@ llm_engine_config_define_gucs(void)
 		{
 			case LLM_SETTING_STR:
 				{
-					const char *(*boot) (void) = extra_boot_string(s->offset);
+					BootString	boot = extra_boot_string(s->offset);
 
 					DefineCustomStringVariable(s->guc, s->short_desc, s->long_desc, &g->value.s,
 											   boot ? boot() : "", PGC_SIGHUP, g->flags,
