@@ -13,7 +13,7 @@
  * an entry is alias=path, optionally followed by per-model settings in
  * parentheses (comma- or space-separated name=value) that replace the
  * llm.* setting of the same name for that model: every engine setting the
- * GUC table marks per-model (settings.h: context_length,
+ * settings list marks per-model (config_list.h: context_length,
  * kv_cache_size, chat_template, ...), with its GUC's bounds and values; a
  * name given twice is refused.  llm.model, llm.threads and llm.device are
  * the worker's, shared by every model (one pool of compute threads).  An alias is a lower-case

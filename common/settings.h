@@ -1,16 +1,16 @@
 /*
  * settings.h — the settings of the engine: the llm.* GUCs that become
- * an llm_engine_config (engine.h), declared through one table
- * (settings.c: name, descriptions, bounds, unit, context, and the
- * config field the value goes to, with its scale).
+ * an llm_engine_config (engine.h), one per row of the engine's settings list
+ * (config_list.h: name, descriptions, default, bounds, unit, the config
+ * field the value goes to, with its scale).
  *
  * Every process defines them (_PG_init); only the worker reads them: it
  * builds its config in one place, llm_engine_config_from_gucs(), and after a
- * reload compares the new one with the loaded one (llm_engine_config_equal)
- * to decide whether the model must be reloaded.  Adding an engine setting
- * is one table row plus the engine's field; a row marked per-model can
- * also be given to one model of llm.models (model_list.h), by its name
- * without "llm.", with the same bounds and values as the GUC.
+ * reload compares the new one with the loaded one (llm_engine_config_equal,
+ * every row) to decide whether the model must be reloaded.  Adding an engine
+ * setting is one row of the list plus the code that reads it; a row marked
+ * per-model can also be given to one model of llm.models (model_list.h), by
+ * its name without "llm.", with the same bounds and values as the GUC.
  */
 #ifndef LLM_ENGINE_CONFIG_H
 #define LLM_ENGINE_CONFIG_H
@@ -24,7 +24,7 @@ extern void llm_engine_config_define_gucs(void);
 
 /*
  * The engine config the current GUC values describe: engine defaults, then
- * one field per table row.  Strings are copied into cxt (the GUC machinery
+ * one field per GUC.  Strings are copied into cxt (the GUC machinery
  * may free its own at the next reload).
  */
 extern void llm_engine_config_from_gucs(llm_engine_config *c, MemoryContext cxt);

@@ -12,76 +12,124 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_BLOCK_SIZE			16
-#define DEFAULT_MAX_BATCHED_TOKENS	512
-#define DEFAULT_MAX_RUNNING			64
 #define AUTO_KV_CAP_BYTES			((int64_t) 1 << 30)
-#define DEFAULT_PREFILL_CAP_DECODES	16
-#define DEFAULT_SPEC_TOKENS			4
-#define DEFAULT_SPEC_MAX_BATCH		1
-#define DEFAULT_BATCH_PREFILL_TOKENS	128
-#define DEFAULT_BATCH_STEP_MS		100
-#define DEFAULT_INTERACTIVE_STEP_SLOWDOWN	25
 /* the KV cache may take at most this fraction of the physical memory */
 #define KV_MAX_MEMORY_SHARE			0.5
+
+/* config_list.h's rows at run time */
+#define OPTION_NAME(x) #x,
+#define ROW_OPTIONS(f, guc, cli, options, ...) static const char *const f##_options[] = {options(OPTION_NAME) NULL};
+#define ROW_NONE(...)
+LLM_ENGINE_SETTINGS(ROW_NONE, ROW_NONE, ROW_NONE, ROW_OPTIONS)
+
+#define ROW_INT(f, guc_, cli_, def_, min_, max_, unit_, per_model_, range_, short_, long_) \
+	{.field = #f, .offset = offsetof(llm_engine_config, f), .kind = LLM_SETTING_INT, .guc = guc_, .cli = cli_, \
+	 .def = def_, .min = min_, .max = max_, .unit = LLM_SETTING_UNIT_##unit_, .scale = LLM_SETTING_SCALE_##unit_, \
+	 .per_model = per_model_, .range = range_, .short_desc = short_, .long_desc = long_},
+#define ROW_BOOL(f, guc_, cli_, def_, per_model_, short_, long_) \
+	{.field = #f, .offset = offsetof(llm_engine_config, f), .kind = LLM_SETTING_BOOL, .guc = guc_, .cli = cli_, \
+	 .def = def_, .min = 0, .max = 1, .scale = 1, .per_model = per_model_, .short_desc = short_, .long_desc = long_},
+#define ROW_STR(f, guc_, cli_, short_, long_) \
+	{.field = #f, .offset = offsetof(llm_engine_config, f), .kind = LLM_SETTING_STR, .guc = guc_, .cli = cli_, \
+	 .scale = 1, .short_desc = short_, .long_desc = long_},
+#define ROW_ENUM(f, guc_, cli_, options_, strict_, per_model_, range_, short_, long_) \
+	{.field = #f, .offset = offsetof(llm_engine_config, f), .kind = LLM_SETTING_ENUM, .guc = guc_, .cli = cli_, \
+	 .scale = 1, .options = f##_options, .strict = strict_, .per_model = per_model_, .range = range_, \
+	 .short_desc = short_, .long_desc = long_},
+
+const llm_setting llm_settings[LLM_N_SETTINGS] = {
+	LLM_ENGINE_SETTINGS(ROW_INT, ROW_BOOL, ROW_STR, ROW_ENUM)
+};
+
+const llm_setting *
+llm_setting_at(size_t offset)
+{
+	for (int i = 0; i < LLM_N_SETTINGS; i++)
+		if (llm_settings[i].offset == offset)
+			return &llm_settings[i];
+	return NULL;
+}
+
+int64_t
+llm_setting_get_int(const llm_engine_config *c, const llm_setting *s)
+{
+	const char *f = (const char *) c + s->offset;
+
+	return s->unit == LLM_SETTING_UNIT_MB ? *(const int64_t *) f : *(const int *) f;
+}
+
+void
+llm_setting_set_int(llm_engine_config *c, const llm_setting *s, int64_t v)
+{
+	char	   *f = (char *) c + s->offset;
+
+	if (s->unit == LLM_SETTING_UNIT_MB)
+		*(int64_t *) f = v;
+	else
+		*(int *) f = (int) v;
+}
+
+/* A STR or ENUM row's value, NULL read as the default ("" for STR, the first option for ENUM). */
+static const char *
+setting_str(const llm_engine_config *c, const llm_setting *s)
+{
+	const char *v = *(const char *const *) ((const char *) c + s->offset);
+
+	return v != NULL ? v : s->kind == LLM_SETTING_ENUM ? s->options[0] : "";
+}
 
 void
 llm_engine_config_defaults(llm_engine_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	c->model_path = NULL;
-	c->device = "auto";
-	c->n_threads = 0;			/* auto */
-	c->n_ctx = 0;				/* auto */
-	c->block_size = DEFAULT_BLOCK_SIZE;
-	c->kv_cache_bytes = 0;		/* auto */
-	c->max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS;
-	c->max_running = DEFAULT_MAX_RUNNING;
-	c->prefix_caching = true;
-	c->reserved_interactive = -1;	/* auto */
-	c->interactive_step_tokens = -1;	/* from the step-time model */
-	c->prefill_cap = 0;
-	c->prefill_cap_decodes = DEFAULT_PREFILL_CAP_DECODES;
-	c->spec_tokens = DEFAULT_SPEC_TOKENS;
-	c->spec_max_batch = DEFAULT_SPEC_MAX_BATCH;
-	c->chat_template = "auto";
-	c->kv_cache_dtype = "f16";
-	c->batch_prefill_tokens = DEFAULT_BATCH_PREFILL_TOKENS;
-	c->batch_step_ms = DEFAULT_BATCH_STEP_MS;
-	c->interactive_step_slowdown = DEFAULT_INTERACTIVE_STEP_SLOWDOWN;
-}
+	for (int i = 0; i < LLM_N_SETTINGS; i++)
+	{
+		const llm_setting *s = &llm_settings[i];
+		char	   *f = (char *) c + s->offset;
 
-static bool
-str_equal(const char *a, const char *b)
-{
-	return strcmp(a ? a : "", b ? b : "") == 0;
+		switch (s->kind)
+		{
+			case LLM_SETTING_INT:
+				llm_setting_set_int(c, s, s->def * s->scale);
+				break;
+			case LLM_SETTING_BOOL:
+				*(bool *) f = s->def != 0;
+				break;
+			case LLM_SETTING_STR:
+				*(const char **) f = NULL;
+				break;
+			case LLM_SETTING_ENUM:
+				*(const char **) f = s->options[0];
+				break;
+		}
+	}
 }
 
 bool
 llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b)
 {
-	return str_equal(a->model_path, b->model_path) &&
-		str_equal(a->device ? a->device : "auto", b->device ? b->device : "auto") &&
-		a->n_threads == b->n_threads &&
-		a->n_ctx == b->n_ctx &&
-		a->block_size == b->block_size &&
-		a->kv_cache_bytes == b->kv_cache_bytes &&
-		a->max_batched_tokens == b->max_batched_tokens &&
-		a->max_running == b->max_running &&
-		a->prefix_caching == b->prefix_caching &&
-		a->reserved_interactive == b->reserved_interactive &&
-		a->interactive_step_tokens == b->interactive_step_tokens &&
-		a->prefill_cap == b->prefill_cap &&
-		a->prefill_cap_decodes == b->prefill_cap_decodes &&
-		a->spec_tokens == b->spec_tokens &&
-		a->spec_max_batch == b->spec_max_batch &&
-		str_equal(a->chat_template ? a->chat_template : "auto", b->chat_template ? b->chat_template : "auto") &&
-		engine_config_kv_dtype(a) == engine_config_kv_dtype(b) &&
-		a->shared_threads == b->shared_threads &&
-		a->batch_prefill_tokens == b->batch_prefill_tokens &&
-		a->kv_keep_windowed == b->kv_keep_windowed &&
-		a->batch_step_ms == b->batch_step_ms &&
-		a->interactive_step_slowdown == b->interactive_step_slowdown;
+	for (int i = 0; i < LLM_N_SETTINGS; i++)
+	{
+		const llm_setting *s = &llm_settings[i];
+
+		switch (s->kind)
+		{
+			case LLM_SETTING_INT:
+				if (llm_setting_get_int(a, s) != llm_setting_get_int(b, s))
+					return false;
+				break;
+			case LLM_SETTING_BOOL:
+				if (*(const bool *) ((const char *) a + s->offset) != *(const bool *) ((const char *) b + s->offset))
+					return false;
+				break;
+			case LLM_SETTING_STR:
+			case LLM_SETTING_ENUM:
+				if (strcmp(setting_str(a, s), setting_str(b, s)) != 0)
+					return false;
+				break;
+		}
+	}
+	return true;
 }
 
 int
@@ -102,54 +150,77 @@ engine_config_kv_dtype(const llm_engine_config *c)
 		return -1; \
 	} while (0)
 
+/* Whether a range text prints the maximum too (its second %lld). */
+static bool
+range_names_max(const char *range)
+{
+	const char *first = strstr(range, "%lld");
+
+	return first != NULL && strstr(first + 1, "%lld") != NULL;
+}
+
+/* "<field> must be <range>, not <v>" (or "at most <max>" above a range that does not name it); -1 */
+static int
+out_of_range(const llm_setting *s, int64_t v, size_t *field, char *err, size_t errlen)
+{
+	long long	lo = (long long) (s->min * s->scale);
+	long long	hi = (long long) (s->max * s->scale);
+	size_t		n;
+
+	*field = s->offset;
+	n = (size_t) snprintf(err, errlen, "%s must be ", s->field);
+	if (n >= errlen)
+		return -1;
+	if (v > hi && !range_names_max(s->range))
+		n += (size_t) snprintf(err + n, errlen - n, "at most %lld", hi);
+	else
+		n += (size_t) snprintf(err + n, errlen - n, s->range, lo, hi);
+	if (n < errlen)
+		snprintf(err + n, errlen - n, ", not %lld", (long long) v);
+	return -1;
+}
+
+/* Whether name is one of options (NULL-terminated). */
+static bool
+is_option(const char *const *options, const char *name)
+{
+	for (; *options != NULL; options++)
+		if (strcmp(*options, name) == 0)
+			return true;
+	return false;
+}
+
 int
 engine_config_check(const llm_engine_config *c, size_t *field, char *err, size_t errlen)
 {
 	if (c->model_path == NULL || c->model_path[0] == '\0')
 		BAD(model_path, "no model file given");
-	if (c->n_threads < 0)
-		BAD(n_threads, "n_threads must be >= 0 (0 = all online CPUs), not %d", c->n_threads);
-	if (c->n_ctx < 0 || (c->n_ctx > 0 && c->n_ctx < LLM_MIN_N_CTX))
-		BAD(n_ctx, "n_ctx must be 0 (the model's context length) or at least %d, not %d",
-			LLM_MIN_N_CTX, c->n_ctx);
-	if (c->block_size < 1)
-		BAD(block_size, "block_size must be at least 1, not %d", c->block_size);
-	if (c->kv_cache_bytes < 0)
-		BAD(kv_cache_bytes, "kv_cache_bytes must be >= 0 (0 = automatic), not %lld",
-			(long long) c->kv_cache_bytes);
-	if (c->max_batched_tokens < 1)
-		BAD(max_batched_tokens, "max_batched_tokens must be at least 1, not %d", c->max_batched_tokens);
-	if (c->max_running < 1)
-		BAD(max_running, "max_running must be at least 1, not %d", c->max_running);
-	if (c->reserved_interactive < -1)
-		BAD(reserved_interactive, "reserved_interactive must be >= 0 (-1 = automatic), not %d",
-			c->reserved_interactive);
-	if (c->interactive_step_tokens < -1)
-		BAD(interactive_step_tokens,
-			"interactive_step_tokens must be >= -1 (-1 = automatic, 0 = no cap), not %d",
-			c->interactive_step_tokens);
-	if (c->prefill_cap < 0)
-		BAD(prefill_cap, "prefill_cap must be >= 0 (0 = no cap), not %d", c->prefill_cap);
-	if (c->prefill_cap_decodes < 1)
-		BAD(prefill_cap_decodes, "prefill_cap_decodes must be at least 1, not %d", c->prefill_cap_decodes);
-	if (c->spec_tokens < 0 || c->spec_tokens > LLM_SPEC_MAX_TOKENS)
-		BAD(spec_tokens, "spec_tokens must be in [0, %d] (0 = off), not %d", LLM_SPEC_MAX_TOKENS,
-			c->spec_tokens);
-	if (c->spec_max_batch < 1)
-		BAD(spec_max_batch, "spec_max_batch must be at least 1, not %d", c->spec_max_batch);
-	if (c->chat_template != NULL && strcmp(c->chat_template, "auto") != 0 &&
-		!llm_chat_family_parse(c->chat_template, &(llm_chat_family) {0}))
-		BAD(chat_template, "chat_template must be auto, none, chatml or gemma, not \"%s\"", c->chat_template);
-	if (engine_config_kv_dtype(c) < 0)
-		BAD(kv_cache_dtype, "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"%s\"", c->kv_cache_dtype);
-	if (c->batch_prefill_tokens < 0)
-		BAD(batch_prefill_tokens, "batch_prefill_tokens must be >= 0 (0 = no cap), not %d",
-			c->batch_prefill_tokens);
-	if (c->batch_step_ms < 0)
-		BAD(batch_step_ms, "batch_step_ms must be >= 0 (0 = no cap), not %d", c->batch_step_ms);
-	if (c->interactive_step_slowdown < 0)
-		BAD(interactive_step_slowdown, "interactive_step_slowdown must be >= 0 (percent), not %d",
-			c->interactive_step_slowdown);
+	for (int i = 0; i < LLM_N_SETTINGS; i++)
+	{
+		const llm_setting *s = &llm_settings[i];
+
+		if (s->kind == LLM_SETTING_INT)
+		{
+			int64_t		v = llm_setting_get_int(c, s);
+
+			if (v < s->min * s->scale || v > s->max * s->scale)
+				return out_of_range(s, v, field, err, errlen);
+		}
+		else if (s->kind == LLM_SETTING_ENUM && s->strict)
+		{
+			const char *v = *(const char *const *) ((const char *) c + s->offset);
+
+			if (v != NULL && !is_option(s->options, v))
+			{
+				*field = s->offset;
+				snprintf(err, errlen, "%s must be %s, not \"%s\"", s->field, s->range, v);
+				return -1;
+			}
+		}
+	}
+	/* a context between 0 (the model's) and one that holds a chat turn has no use */
+	if (c->n_ctx > 0 && c->n_ctx < LLM_MIN_N_CTX)
+		return out_of_range(llm_setting_at(offsetof(llm_engine_config, n_ctx)), c->n_ctx, field, err, errlen);
 	return 0;
 }
 

@@ -25,106 +25,46 @@
 #include <stdbool.h>
 
 #include "engine/text/chat_template.h"
+#include "config_list.h"
 #include "engine/grammar/lp_grammar.h"
 #include "request.h"
 
 typedef struct llm_engine llm_engine;
 
 /*
- * The engine's one configuration.  Start from llm_engine_config_defaults()
- * and change what the driver sets; llm_engine_create() rejects values out
- * of range (no silent re-defaulting) and resolves the "auto" ones, once, from
- * the model and backend: llm_engine_get_config() and
- * llm_engine_model_info_json() report the resolved values.
+ * The engine's one configuration: one field per row of config_list.h's
+ * LLM_ENGINE_SETTINGS, in its order, with the contract written at the row.
+ * Start from llm_engine_config_defaults() and change what the driver sets;
+ * llm_engine_create() rejects values out of the row's range (no silent
+ * re-defaulting) and resolves the "auto" ones, once, from the model and
+ * backend: llm_engine_get_config() and llm_engine_model_info_json() report
+ * the resolved values.
  */
+#define LLM_CONFIG_FIELD_INT(f, guc, cli, def, min, max, unit, ...) LLM_SETTING_CTYPE_##unit f;
+#define LLM_CONFIG_FIELD_BOOL(f, ...) bool f;
+#define LLM_CONFIG_FIELD_STR(f, ...) const char *f;
 typedef struct llm_engine_config
 {
-	const char *model_path;		/* GGUF file (required) */
-	const char *device;			/* "cpu", "cuda", "cuda:N", "auto" (default; NULL = "auto") */
-	int			n_threads;		/* CPU compute threads, >= 0; 0 (default) = all online CPUs */
-	int			n_ctx;			/* max tokens per sequence, >= 0; 0 (default) = the model's context length */
-	int			block_size;		/* tokens per KV block, >= 1; default 16 */
-	int64_t		kv_cache_bytes;	/* KV memory budget, >= 0; 0 (default) = enough for max_running
-								 * full contexts, capped at 1 GiB; resolved to whole blocks */
-	int			max_batched_tokens;	/* token budget per step (prefill chunking), >= 1; default 512 */
-	int			max_running;	/* max sequences in a step, >= 1; default 64 */
-	bool		prefix_caching; /* reuse full KV blocks across requests; default true */
-
-	/*
-	 * Scheduling between classes and sessions (scheduler.h): running slots
-	 * batch requests leave free for interactive ones (>= 0, at most
-	 * max_running - 1; default -1 = automatic: max_running / 16, at least
-	 * 1, i.e. 4 of the default 64); the step's total tokens while an
-	 * interactive request is in it, batch work filling up to it (> 0; 0 =
-	 * no cap; default -1 = automatic: what takes at most
-	 * interactive_step_slowdown percent longer than the interactive work
-	 * alone, below, by a model of step time fitted to the steps run,
-	 * scheduler.h); prefill tokens per step of a class once at least
-	 * prefill_cap_decodes of its sequences decode (>= 0, 0 = no cap;
-	 * default 0; prefill_cap_decodes >= 1, default 16).
-	 */
-	int			reserved_interactive;
-	int			interactive_step_tokens;
-	int			prefill_cap;
-	int			prefill_cap_decodes;
-	/*
-	 * Speculative decoding by prompt lookup (spec_lookup.h): up to
-	 * spec_tokens draft tokens per sequence and step (>= 0, 0 = off;
-	 * default 4), only while at most spec_max_batch sequences run (>= 1;
-	 * default 1: at 4 sequences it measured slower than plain decoding on
-	 * an AVX2 host, whose batched steps are already compute-bound).
-	 */
-	int			spec_tokens;
-	int			spec_max_batch;
-	const char *chat_template;	/* "auto" (default; NULL = "auto"): the family of the GGUF's
-								 * tokenizer.chat_template, "none" when it has none; "none",
-								 * "chatml", "gemma": that family whatever the file says (its
-								 * marker tokens must be in the vocabulary) */
-	const char *kv_cache_dtype;	/* element type of the KV cache: "f16" (default; NULL = "f16") or
-								 * "q8_0" (blocks of 32 int8 + fp16 scale: 34 bytes per 32 values
-								 * instead of 64, so a budget holds 64/34 times the blocks; the
-								 * backend must support it) */
-	bool		shared_threads; /* CPU: compute threads from the process's shared pool of
-								 * n_threads, for engines one thread steps in turn (several
-								 * models in one driver); default false (a pool of its own) */
-	/*
-	 * Prefill tokens per step of the batch class (scheduler.h, "Batch
-	 * prefill per step"), so an interactive request arriving during a batch
-	 * step waits about one decode step, not a step of max_batched_tokens of
-	 * prefill (>= 0, 0 = no cap; default 128: on two AVX2 cores such a
-	 * chunk costs about what 100 decode rows do, a full 512-token one four
-	 * times that; a GPU, whose steps take about the same time up to
-	 * hundreds of tokens, wants it larger or 0).
-	 */
-	int			batch_prefill_tokens;
-	bool		kv_keep_windowed;	/* keep every position of a model's sliding-window layers
-									 * (one KV group); default false: their KV lives in a local
-									 * group freed behind the window (scheduler.h), where the
-									 * backend supports it (CPU) */
-	/*
-	 * Short steps (scheduler.h): the batch class's tokens per step are
-	 * steered so that a step of batch work alone takes about batch_step_ms
-	 * by the rate such steps measure (raised to ten times a small step's
-	 * time, so the fixed cost stays under a tenth of a step on a loaded
-	 * host), since an interactive request arriving during a step waits for
-	 * it (>= 0 ms, 0 = no cap; default 200: about half the tokens of a
-	 * step of 38 decodes and a 128-token chunk on two AVX2 cores; a GPU's
-	 * cap is max_batched_tokens); and
-	 * with interactive_step_tokens automatic, batch work may make a step
-	 * holding interactive work at most interactive_step_slowdown percent
-	 * longer than that work alone (>= 0, default 25; 100 is twice).
-	 */
-	int			batch_step_ms;
-	int			interactive_step_slowdown;
+	LLM_ENGINE_SETTINGS(LLM_CONFIG_FIELD_INT, LLM_CONFIG_FIELD_BOOL, LLM_CONFIG_FIELD_STR, LLM_CONFIG_FIELD_STR)
 } llm_engine_config;
+#undef LLM_CONFIG_FIELD_INT
+#undef LLM_CONFIG_FIELD_BOOL
+#undef LLM_CONFIG_FIELD_STR
 
 /*
- * The shortest context a configuration may name (n_ctx, when not 0): an
- * empty user turn of either chat template family (ChatML 8 tokens, Gemma
- * 9 with its BOS) plus one generated token, rounded up to one KV block of
- * the default size.  The llm.context_length GUC refuses less.
+ * The list at run time, one entry per row in its order (LLM_N_SETTINGS):
+ * what the drivers iterate to define their GUCs and flags.
  */
-#define LLM_MIN_N_CTX 16
+extern const llm_setting llm_settings[LLM_N_SETTINGS];
+
+/* The row whose field is at offset (offsetof(llm_engine_config, f)); NULL if none. */
+const llm_setting *llm_setting_at(size_t offset);
+
+/* An INT row's field of c, as stored (an MB row: bytes). */
+int64_t		llm_setting_get_int(const llm_engine_config *c, const llm_setting *s);
+
+/* Store v (as stored: an MB row's bytes) in an INT row's field of c. */
+void		llm_setting_set_int(llm_engine_config *c, const llm_setting *s, int64_t v);
 
 /*
  * Which setting a configuration failure is due to: offsetof(llm_engine_config,
@@ -133,7 +73,7 @@ typedef struct llm_engine_config
  */
 #define LLM_CONFIG_NO_FIELD ((size_t) -1)
 
-/* Defaults for every field (model_path NULL). */
+/* The defaults of every row (model_path NULL, an ENUM its first option). */
 void		llm_engine_config_defaults(llm_engine_config *c);
 
 /*
@@ -144,7 +84,11 @@ void		llm_engine_config_defaults(llm_engine_config *c);
  */
 int			llm_engine_check_kv_budget(int64_t bytes, char *err, size_t errlen);
 
-/* True when an engine created from a would be the same as one from b (strings compared by value). */
+/*
+ * True when an engine created from a would be the same as one from b: every
+ * row of the list compared (strings by value; NULL is "" for a STR row, the
+ * first option for an ENUM row).
+ */
 bool		llm_engine_config_equal(const llm_engine_config *a, const llm_engine_config *b);
 
 typedef enum llm_event_kind

@@ -21,17 +21,19 @@
  *
  * Options: --chat (apply the model's chat template), --system TEXT, -n N
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
- * --seed S, --stop STR (repeatable), -t THREADS, --ctx N, --block-size N,
- * --kv-mb MB, --kv-cache-dtype f16|q8_0, --max-batched-tokens N, --max-running N,
- * --no-prefix-cache, --keep-window-kv (sliding-window layers keep every
- * position: one KV group), --kv-stats (after generate: the most KV blocks and
- * bytes held at once, on stderr),
- * --ids (print generated token ids instead of text), --ignore-eos, --eot (score:
- * each label followed by the end-of-turn token), --score-sharing
- * copy|recompute|per-continuation (score: how the labels share the prompt's
- * KV, llm_score_sharing; the scores are the same), --spec K (speculative draft
- * tokens, 0 = off), --spec-max-batch N, --batch-prefill-tokens N,
- * --batch-step-ms MS, --interactive-step-slowdown PCT (engine.h).
+ * --seed S, --stop STR (repeatable), --kv-stats (after generate: the most KV
+ * blocks and bytes held at once, on stderr), --ids (print generated token
+ * ids instead of text), --ignore-eos, --eot (score: each label followed by
+ * the end-of-turn token), --score-sharing copy|recompute|per-continuation
+ * (score: how the labels share the prompt's KV, llm_score_sharing; the
+ * scores are the same).  The engine settings' flags (-m, -t, --ctx,
+ * --kv-mb, --max-running, --no-prefix-cache, --spec, ...) are the "cli"
+ * column of config_list.h, in the unit of the setting's GUC; usage lists
+ * them with their GUCs and defaults.
+ *
+ *   llm-cli config-defaults   each engine setting's GUC name, default and
+ *                             unit, tab-separated (test/t/029_settings_defaults.pl
+ *                             compares them with what a fresh server shows)
  *
  * generate --batch FILE --interactive-every MS [--interactive-prompt TEXT]
  * [--window N]: the file's prompts as a bulk load in the batch class with
@@ -40,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +79,47 @@ typedef struct cli_opts
 /* --kv-stats: the most KV held at once over the steps of run_until_done */
 static llm_engine_stats kv_peak;
 
+/* The value an engine setting's flag takes in usage: N, MS, MB, FILE or the options. */
+static void
+print_metavar(FILE *f, const llm_setting *s)
+{
+	switch (s->kind)
+	{
+		case LLM_SETTING_INT:
+			fputs(s->unit == LLM_SETTING_UNIT_MB ? " MB" : s->unit == LLM_SETTING_UNIT_MS ? " MS" : " N", f);
+			break;
+		case LLM_SETTING_STR:
+			fputs(" FILE", f);
+			break;
+		case LLM_SETTING_ENUM:
+			for (const char *const *o = s->options; *o != NULL; o++)
+				fprintf(f, "%s%s", o == s->options ? " " : "|", *o);
+			break;
+		case LLM_SETTING_BOOL:
+			break;
+	}
+}
+
+/* An engine setting's default as its GUC shows it ("100", "on", "auto"); model_path has none. */
+static void
+print_default(FILE *f, const llm_setting *s)
+{
+	switch (s->kind)
+	{
+		case LLM_SETTING_INT:
+			fprintf(f, "%lld", (long long) s->def);
+			break;
+		case LLM_SETTING_BOOL:
+			fputs(s->def ? "on" : "off", f);
+			break;
+		case LLM_SETTING_ENUM:
+			fputs(s->options[0], f);
+			break;
+		case LLM_SETTING_STR:
+			break;
+	}
+}
+
 static void
 usage(void)
 {
@@ -83,18 +127,57 @@ usage(void)
 			"usage: llm-cli tokenize -m MODEL [--chat] [--] TEXT\n"
 			"       llm-cli generate -m MODEL [--chat] [--system S] [-n N] [--temp T] [--top-p P]\n"
 			"               [--top-k K] [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]...\n"
-			"               [-t THREADS] [--ctx N] [--block-size N] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
-			"               [--max-batched-tokens N] [--max-running N] [--no-prefix-cache]\n"
-			"               [--keep-window-kv] [--kv-stats] [--spec K] [--spec-max-batch N]\n"
-			"               [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
-			"               [--batch-prefill-tokens N] [--batch-step-ms MS] [--interactive-step-slowdown PCT]\n"
+			"               [ENGINE SETTINGS] [--kv-stats] [--ids] [--ignore-eos] ([--] PROMPT | --batch FILE)\n"
 			"               [--interactive-every MS [--interactive-prompt TEXT] [--window N]]\n"
-			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-t THREADS]\n"
-			"               [--prompt-file FILE] [--kv-mb MB] [--kv-cache-dtype f16|q8_0]\n"
-			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--score-sharing MODE] [--] PROMPT LABEL...\n"
-			"       llm-cli embed -m MODEL [--chat] [--system S] [--] PROMPT\n"
-			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n");
+			"       llm-cli bench -m MODEL [-b BATCH] [-p PROMPT_TOKENS] [-n GEN_TOKENS] [--prompt-file FILE]\n"
+			"               [ENGINE SETTINGS]\n"
+			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--score-sharing MODE] [ENGINE SETTINGS]\n"
+			"               [--] PROMPT LABEL...\n"
+			"       llm-cli embed -m MODEL [--chat] [--system S] [ENGINE SETTINGS] [--] PROMPT\n"
+			"       llm-cli config-defaults     each engine setting's GUC, default and unit, tab-separated\n"
+			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n"
+			"engine settings (config_list.h; in brackets the extension's GUC and its default):\n");
+	for (int i = 0; i < LLM_N_SETTINGS; i++)
+	{
+		const llm_setting *s = &llm_settings[i];
+
+		if (s->cli == NULL)
+			continue;
+		fprintf(stderr, "  %s", s->cli);
+		print_metavar(stderr, s);
+		if (s->kind == LLM_SETTING_BOOL)
+			fprintf(stderr, " (sets it %s)", s->def ? "off" : "on");
+		fprintf(stderr, ": %s", s->short_desc);
+		if (s->guc != NULL && s->kind != LLM_SETTING_STR)
+		{
+			fprintf(stderr, " [%s = ", s->guc);
+			print_default(stderr, s);
+			fprintf(stderr, "%s]", s->unit == LLM_SETTING_UNIT_MB ? "MB" : s->unit == LLM_SETTING_UNIT_MS ? "ms" : "");
+		}
+		fputc('\n', stderr);
+	}
 	exit(2);
+}
+
+/*
+ * config-defaults: one line per engine setting with a GUC and a default of
+ * the engine's own (not llm.model, whose default is the installed file):
+ * GUC name, default in the GUC's unit, unit ("", "ms", "MB"), tab-separated.
+ */
+static int
+cmd_config_defaults(void)
+{
+	for (int i = 0; i < LLM_N_SETTINGS; i++)
+	{
+		const llm_setting *s = &llm_settings[i];
+
+		if (s->guc == NULL || s->kind == LLM_SETTING_STR)
+			continue;
+		printf("%s\t", s->guc);
+		print_default(stdout, s);
+		printf("\t%s\n", s->unit == LLM_SETTING_UNIT_MB ? "MB" : s->unit == LLM_SETTING_UNIT_MS ? "ms" : "");
+	}
+	return 0;
 }
 
 static double
@@ -136,6 +219,50 @@ parse_double(const char *s, const char *what)
 		exit(2);
 	}
 	return v;
+}
+
+/*
+ * a (with v after it) as an engine setting's flag (config_list.h) into
+ * o->ec: an INT in the setting's unit, a BOOL flag sets the opposite of the
+ * default, a string as given (llm_engine_create checks it).  False when a
+ * is no such flag; *i moves past a value taken.
+ */
+static bool
+engine_flag(cli_opts *o, const char *a, const char *v, int *i)
+{
+	for (int k = 0; k < LLM_N_SETTINGS; k++)
+	{
+		const llm_setting *s = &llm_settings[k];
+		char	   *f = (char *) &o->ec + s->offset;
+
+		if (s->cli == NULL || strcmp(a, s->cli) != 0)
+			continue;
+		if (s->kind == LLM_SETTING_BOOL)
+		{
+			*(bool *) f = !s->def;
+			return true;
+		}
+		if (v == NULL)
+			usage();
+		(*i)++;
+		if (s->kind == LLM_SETTING_INT)
+		{
+			long		n = parse_long(v, s->cli);
+
+			/* out of the row's range is the engine's to refuse; what the field cannot hold, ours */
+			if (s->unit == LLM_SETTING_UNIT_MB ? (n < -(INT64_MAX / s->scale) || n > INT64_MAX / s->scale)
+				: (n < INT_MIN || n > INT_MAX))
+			{
+				fprintf(stderr, "llm-cli: invalid %s: %s\n", s->cli, v);
+				exit(2);
+			}
+			llm_setting_set_int(&o->ec, s, (int64_t) n * s->scale);
+		}
+		else
+			*(const char **) f = v;
+		return true;
+	}
+	return false;
 }
 
 /* A positional argument: the prompt (or text), then score's labels. */
@@ -183,11 +310,8 @@ parse_args(int argc, char **argv, cli_opts *o)
 			add_positional(o, a);
 		else if (!strcmp(a, "--"))
 			options_done = true;
-		else if (!strcmp(a, "-m"))
-		{
-			NEEDV();
-			o->ec.model_path = v;
-		}
+		else if (engine_flag(o, a, v, &i))
+			continue;
 		else if (!strcmp(a, "--chat"))
 			o->chat = true;
 		else if (!strcmp(a, "--system"))
@@ -254,57 +378,8 @@ parse_args(int argc, char **argv, cli_opts *o)
 			}
 			o->stop[o->sp.n_stop++] = v;
 		}
-		else if (!strcmp(a, "-t"))
-		{
-			NEEDV();
-			o->ec.n_threads = (int) parse_long(v, "-t");
-		}
-		else if (!strcmp(a, "--ctx"))
-		{
-			NEEDV();
-			o->ec.n_ctx = (int) parse_long(v, "--ctx");
-		}
-		else if (!strcmp(a, "--block-size"))
-		{
-			NEEDV();
-			o->ec.block_size = (int) parse_long(v, "--block-size");
-		}
-		else if (!strcmp(a, "--kv-mb"))
-		{
-			NEEDV();
-			o->ec.kv_cache_bytes = (int64_t) parse_long(v, "--kv-mb") << 20;
-		}
-		else if (!strcmp(a, "--kv-cache-dtype"))
-		{
-			NEEDV();
-			o->ec.kv_cache_dtype = v;	/* llm_engine_create checks the name */
-		}
-		else if (!strcmp(a, "--max-batched-tokens"))
-		{
-			NEEDV();
-			o->ec.max_batched_tokens = (int) parse_long(v, "--max-batched-tokens");
-		}
-		else if (!strcmp(a, "--max-running"))
-		{
-			NEEDV();
-			o->ec.max_running = (int) parse_long(v, "--max-running");
-		}
-		else if (!strcmp(a, "--no-prefix-cache"))
-			o->ec.prefix_caching = false;
-		else if (!strcmp(a, "--keep-window-kv"))
-			o->ec.kv_keep_windowed = true;
 		else if (!strcmp(a, "--kv-stats"))
 			o->kv_stats = true;
-		else if (!strcmp(a, "--spec"))
-		{
-			NEEDV();
-			o->ec.spec_tokens = (int) parse_long(v, "--spec");
-		}
-		else if (!strcmp(a, "--spec-max-batch"))
-		{
-			NEEDV();
-			o->ec.spec_max_batch = (int) parse_long(v, "--spec-max-batch");
-		}
 		else if (!strcmp(a, "--ids"))
 			o->print_ids = true;
 		else if (!strcmp(a, "--ignore-eos"))
@@ -335,21 +410,6 @@ parse_args(int argc, char **argv, cli_opts *o)
 		{
 			NEEDV();
 			o->batch_file = v;
-		}
-		else if (!strcmp(a, "--batch-prefill-tokens"))
-		{
-			NEEDV();
-			o->ec.batch_prefill_tokens = (int) parse_long(v, "--batch-prefill-tokens");
-		}
-		else if (!strcmp(a, "--batch-step-ms"))
-		{
-			NEEDV();
-			o->ec.batch_step_ms = (int) parse_long(v, "--batch-step-ms");
-		}
-		else if (!strcmp(a, "--interactive-step-slowdown"))
-		{
-			NEEDV();
-			o->ec.interactive_step_slowdown = (int) parse_long(v, "--interactive-step-slowdown");
 		}
 		else if (!strcmp(a, "--interactive-every"))
 		{
@@ -1194,6 +1254,8 @@ main(int argc, char **argv)
 	char		err[1024];
 	int			rc;
 
+	if (argc == 2 && strcmp(argv[1], "config-defaults") == 0)
+		return cmd_config_defaults();
 	parse_args(argc, argv, &o);
 	check_options(&o);
 	e = llm_engine_create(&o.ec, err, sizeof(err));

@@ -15,7 +15,9 @@ use Test::More;
 # A started node with shared_preload_libraries = 'llm', CREATE EXTENSION done
 # and (unless $opts{no_wait}) a ready model.  $extra_conf is appended;
 # $opts{init} are the parameters of PostgreSQL::Test::Cluster::init
-# (allows_streaming => 1 for a primary with standbys).
+# (allows_streaming => 1 for a primary with standbys).  The tests' engine
+# settings (2 threads, a 256 MB KV cache, 256 tokens a step) unless
+# $opts{engine_defaults}: then no llm.* setting but $extra_conf's.
 sub new_node
 {
 	my ($name, $extra_conf, %opts) = @_;
@@ -23,10 +25,10 @@ sub new_node
 	$node->init(%{ $opts{init} // {} });
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'llm'
-llm.threads = 2
+} . ($opts{engine_defaults} ? '' : qq{llm.threads = 2
 llm.kv_cache_size = 256MB
 llm.max_batched_tokens = 256
-log_statement = none
+}) . qq{log_statement = none
 } . ($extra_conf // ''));
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION llm');
