@@ -521,24 +521,19 @@ prefix_cache_salt(void)
 }
 
 /*
- * The options' check: llm_request_validate over the call with a stand-in
- * prompt, because the prompt is not an option (a refused prompt is a
- * per-call failure that on_error may turn into NULL; a bad option is an
- * ERROR whatever on_error says).
+ * The options' check, once per call, before its prompt exists: a bad
+ * option is an ERROR whatever on_error says (a refused prompt, checked when
+ * it is set, is a per-call failure that on_error may turn into NULL).  The
+ * prompt's kind follows raw => true already, for the system option's check.
  */
 static void
-check_options(const LlmCall *call)
+check_options(LlmCall *call)
 {
-	llm_request probe = call->req;
 	char		err[256];
 	llm_status	st;
 
-	probe.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
-	probe.prompt = "?";
-	probe.prompt_len = 1;
-	probe.messages = NULL;
-	probe.n_messages = 0;
-	st = llm_request_validate(&probe, err, sizeof(err));
+	call->req.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
+	st = llm_request_validate_options(&call->req, err, sizeof(err));
 	if (st != LLM_OK)
 		ereport(ERROR, (errcode(llm_status_sqlstate(st)), errmsg("%s", err)));
 }
@@ -645,7 +640,7 @@ llm_call_set_prompt_utf8(LlmCall *call, const char *prompt)
 	call->req.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
 	call->req.prompt = prompt;
 	call->req.prompt_len = strlen(call->req.prompt);
-	st = llm_request_validate(&call->req, err, sizeof(err));
+	st = llm_request_validate_prompt(&call->req, err, sizeof(err));
 	if (st == LLM_OK)
 		return NULL;
 	return llm_local_failure(llm_status_sqlstate(st), err);
@@ -662,7 +657,7 @@ llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, int n)
 	call->req.n_messages = n;
 	call->req.system = NULL;
 	call->req.system_len = 0;
-	st = llm_request_validate(&call->req, err, sizeof(err));
+	st = llm_request_validate_prompt(&call->req, err, sizeof(err));
 	if (st != LLM_OK)
 		ereport(ERROR, (errcode(llm_status_sqlstate(st)), errmsg("%s", err)));
 }
