@@ -21,12 +21,14 @@
  * node may evaluate, the value of a finished call (batch_scan.c finds its
  * batchable calls through it).
  *
- * Checks: values are checked by llm_request_validate() (request.h), the
- * one check, before anything is sent: an invalid option is ERROR 22023 with
- * its message, whatever on_error says.  Only what is SQL's own is checked
- * here: array dimensions, on_error's values, the function's argument names
- * and types.  A prompt refused before sending (empty) is a failed result,
- * which on_error => 'null' turns into NULL.
+ * Checks: values are checked by request.h's two checks, each once per
+ * call, before anything is sent: the options by
+ * llm_request_validate_options() when the call's arguments are read (an
+ * invalid option is ERROR 22023 with its message, whatever on_error says),
+ * the prompt by llm_request_validate_prompt() when it is set.  Only what is
+ * SQL's own is checked here: array dimensions, on_error's values, the
+ * function's argument names and types.  A prompt refused before sending
+ * (empty) is a failed result, which on_error => 'null' turns into NULL.
  */
 #ifndef LLM_SQL_ARGS_H
 #define LLM_SQL_ARGS_H
