@@ -192,6 +192,7 @@ finish_request(WorkerRequest *r, RequestOutcome outcome, const llm_event *ev)
 		switch (outcome)
 		{
 			case OUTCOME_FINISHED:
+				Assert(ev != NULL);	/* only the engine finishes a counted request */
 				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
 				break;
 			case OUTCOME_FAILED:
