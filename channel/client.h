@@ -57,7 +57,8 @@ typedef struct LlmResult
 
 /*
  * Send a request (request.h; checked by the caller with
- * llm_request_validate) and return its id.  Waits (interruptibly) for a
+ * llm_request_validate_options and llm_request_validate_prompt) and return
+ * its id.  Waits (interruptibly) for a
  * running worker and for room in the queue.  The request is first
  * admitted under the session's token limit (quota.h): ERROR 53400 if it
  * does not fit.

@@ -1,4 +1,4 @@
-/* request.c — defaults, names and the one check of a request (request.h). */
+/* request.c — defaults, names and the two checks of a request, its options and its prompt (request.h). */
 #include "request.h"
 
 #include <math.h>
@@ -150,10 +150,8 @@ validate_params(const llm_sampling_params *p, char *err, size_t errlen)
 }
 
 llm_status
-llm_request_validate(const llm_request *r, char *err, size_t errlen)
+llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 {
-	llm_status	st;
-
 	if (r->mode != LLM_MODE_GENERATE && r->mode != LLM_MODE_SCORE && r->mode != LLM_MODE_EMBED)
 		return invalid(err, errlen, "unknown request mode");
 	if ((unsigned) r->pooling >= LLM_N_POOLINGS)
@@ -171,10 +169,6 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 			}
 			if (memchr(r->prompt, '\0', r->prompt_len) != NULL)
 				return invalid(err, errlen, "prompt must not contain NUL bytes");
-			if (r->prompt_kind == LLM_PROMPT_RAW && r->system != NULL)
-				return invalid(err, errlen, "system cannot be combined with raw => true");
-			if (r->system != NULL && memchr(r->system, '\0', r->system_len) != NULL)
-				return invalid(err, errlen, "system must not contain NUL bytes");
 			break;
 		case LLM_PROMPT_MESSAGES:
 			if (r->n_messages < 1 || r->messages == NULL)
@@ -198,10 +192,6 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 		default:
 			return invalid(err, errlen, "unknown prompt kind");
 	}
-	if ((st = validate_params(&r->params, err, errlen)) != LLM_OK)
-		return st;
-	if ((unsigned) r->priority >= LLM_N_PRIORITIES)
-		return invalid(err, errlen, "priority must be 'interactive' or 'batch'");
 	if (r->mode == LLM_MODE_SCORE)
 	{
 		if (r->n_continuations < 1 || r->continuations == NULL || r->continuation_lens == NULL)
@@ -219,10 +209,29 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 		return invalid(err, errlen, "continuations are only for scoring requests");
 	if (r->continuation_echo && r->mode != LLM_MODE_SCORE)
 		return invalid(err, errlen, "continuation_echo is only for scoring requests");
+	if (r->grammar != NULL && r->mode != LLM_MODE_GENERATE)
+		return invalid(err, errlen, "a grammar is only for generating requests");
+	return LLM_OK;
+}
+
+llm_status
+llm_request_validate_options(const llm_request *r, char *err, size_t errlen)
+{
+	llm_status	st;
+
+	if (r->prompt_kind == LLM_PROMPT_TEXT || r->prompt_kind == LLM_PROMPT_RAW)
+	{
+		if (r->prompt_kind == LLM_PROMPT_RAW && r->system != NULL)
+			return invalid(err, errlen, "system cannot be combined with raw => true");
+		if (r->system != NULL && memchr(r->system, '\0', r->system_len) != NULL)
+			return invalid(err, errlen, "system must not contain NUL bytes");
+	}
+	if ((st = validate_params(&r->params, err, errlen)) != LLM_OK)
+		return st;
+	if ((unsigned) r->priority >= LLM_N_PRIORITIES)
+		return invalid(err, errlen, "priority must be 'interactive' or 'batch'");
 	if (r->grammar != NULL)
 	{
-		if (r->mode != LLM_MODE_GENERATE)
-			return invalid(err, errlen, "a grammar is only for generating requests");
 		if (r->grammar_len < 1)
 			return invalid(err, errlen, "grammar source is empty");
 		if (r->params.n_stop > 0)
@@ -236,6 +245,16 @@ llm_request_validate(const llm_request *r, char *err, size_t errlen)
 		return LLM_ERR_INVALID_PARAM;
 	}
 	return LLM_OK;
+}
+
+llm_status
+llm_request_validate(const llm_request *r, char *err, size_t errlen)
+{
+	llm_status	st;
+
+	if ((st = llm_request_validate_prompt(r, err, errlen)) != LLM_OK)
+		return st;
+	return llm_request_validate_options(r, err, errlen);
 }
 
 /* Bytes of a copy of n bytes at the arena's next 8-byte boundary (copy_into keeps that alignment). */

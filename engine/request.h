@@ -9,10 +9,18 @@
  * copies them (the engine does in llm_engine_submit, the channel's decoder
  * into its message buffer).
  *
- * Options are checked by llm_request_validate() and nowhere else: the SQL
- * functions call it before sending (so a bad argument is an ERROR before any
- * work), the engine calls it again on submission (a request from another
- * driver or a damaged message never reaches the step).
+ * A request has two checks, each written once here: its options
+ * (llm_request_validate_options: sampling, stop, limits, class, grammar
+ * options, model alias; no prompt needed) and its prompt
+ * (llm_request_validate_prompt: the prompt or messages, and what the request
+ * does with them: its mode, a SCORE request's continuations).  The SQL
+ * functions run each once, in the backend before anything is sent: the
+ * options when a call's arguments are read (a bad option is an ERROR
+ * whatever on_error says), the prompt when it is set (a refused prompt is a
+ * per-call failure).  The engine runs both (llm_request_validate) once on
+ * submission, since the channel's decoder checks shapes and bounds but not
+ * values: a request from another driver or a damaged message never reaches
+ * the step.
  */
 #ifndef LLM_REQUEST_H
 #define LLM_REQUEST_H
@@ -231,10 +239,25 @@ typedef struct llm_request
 void		llm_request_init(llm_request *r);
 
 /*
- * Check a request's shape and every option.  LLM_OK, or
- * LLM_ERR_INVALID_PARAM / LLM_ERR_EMPTY_PROMPT with a message naming the
- * argument (as the SQL functions name it) in err.
+ * The checks return LLM_OK, or LLM_ERR_INVALID_PARAM / LLM_ERR_EMPTY_PROMPT
+ * with a message naming the argument (as the SQL functions name it) in err.
+ *
+ * llm_request_validate_options: every option, whatever the prompt (which
+ * may not be set yet): the sampling parameters and stop strings, the
+ * class, the grammar source and what it excludes (stop, ignore_eos), the
+ * model alias's length, and the system message of a TEXT or RAW prompt
+ * (none with RAW, no NUL), by the prompt kind alone.
+ *
+ * llm_request_validate_prompt: the request's mode, its prompt by kind
+ * (TEXT / RAW: present, not empty, no NUL; MESSAGES: 1..LLM_MAX_MESSAGES
+ * with role and content; TOKENS: not empty), a SCORE request's
+ * continuations (none otherwise, and no continuation_echo), and a grammar
+ * only on a GENERATE request.
+ *
+ * llm_request_validate: both, the prompt's check first.
  */
+llm_status	llm_request_validate_options(const llm_request *r, char *err, size_t errlen);
+llm_status	llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen);
 llm_status	llm_request_validate(const llm_request *r, char *err, size_t errlen);
 
 /*

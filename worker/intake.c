@@ -16,18 +16,60 @@
 #include "common/stats.h"
 #include "channel/server.h"
 
-/* A request living in the engine. */
-typedef struct WorkerRequest
+typedef struct WorkerRequest WorkerRequest;
+
+/* How a request ended, as the statistics count it. */
+typedef enum RequestOutcome
 {
-	dlist_node	node;			/* in its slot's list, or in async_requests */
+	OUTCOME_FINISHED,			/* the engine finished it (a grammar cut included) */
+	OUTCOME_FAILED,				/* refused, or failed in the engine */
+	OUTCOME_ABORTED				/* its client aborted or cancelled it, or it went back to the store */
+} RequestOutcome;
+
+/*
+ * Where a request's answers go: the channel of the backend that sent it
+ * (its outbox, sent after the statistics are published by wch_flush_all),
+ * or, for an asynchronous request, its entry of the result store (the
+ * output collected here, the end stored by intake_async_deliver after the
+ * statistics are published).  Every answer of every path goes through its
+ * request's sink; the statistics and the request's memory through
+ * finish_request.
+ */
+typedef struct RequestSink
+{
+	/* output text of r (len 0: nothing to add) */
+	void		(*text) (WorkerRequest *r, const char *text, size_t len);
+	/* the final answer of a finished request: finish reason, usage, scores of ev */
+	void		(*done) (WorkerRequest *r, const llm_event *ev);
+	/* the final answer of an llm_tokenize() request: its ids */
+	void		(*tokens) (WorkerRequest *r, const int32 *ids, int64 n);
+	/* the final answer of an EMBED request: its vector and usage (ev) */
+	void		(*vector) (WorkerRequest *r, const llm_event *ev);
+	/* the final answer of a failed request */
+	void		(*error) (WorkerRequest *r, int sqlstate, const char *message);
+
+	/*
+	 * r's engine is being destroyed: answer it with the error (a channel's
+	 * request: OUTCOME_FAILED), or give it back to the store's queue so
+	 * that the next engine of its alias runs it (OUTCOME_ABORTED)
+	 */
+	RequestOutcome (*engine_gone) (WorkerRequest *r, int sqlstate, const char *message);
+} RequestSink;
+
+/* A request the intake holds: from its arrival to its final answer, abort or drop. */
+struct WorkerRequest
+{
+	dlist_node	node;			/* in its slot's list, async_requests or async_ended */
+	const RequestSink *sink;
 	int			slot;			/* ASYNC_SLOT: an asynchronous request (mailbox.h) */
 	uint64		client_id;		/* the backend's id, or the store entry's id */
 	uint64		engine_id;
 	llm_engine *engine;			/* the model's engine it lives in */
-	int			model;			/* its model's row (registry.h) */
+	bool		in_engine;		/* the engine accepted it: it counts in llm_usage when it ends */
+	int			model;			/* its model's row (registry.h), -1 none */
 	bool		grammar;		/* constrained: a length finish is no valid result */
 	uint8		grammar_kind;	/* its llm_grammar_kind (the source's first byte), for messages */
-	bool		tokenize;		/* an llm_tokenize() text on the tokenizer thread: ends with TOKENS */
+	bool		tokenize;		/* an llm_tokenize() text: ends with TOKENS, no statistics */
 	int32		max_tokens;
 	Oid			role;			/* accounting tags of the request (protocol.h) */
 	Oid			database;
@@ -36,12 +78,16 @@ typedef struct WorkerRequest
 	llm_wire_client client;		/* its submitter */
 	int			async_index;	/* asynchronous: the store entry */
 	StringInfoData text;		/* asynchronous: the output so far */
-	/* asynchronous, ended in an engine step: its outcome, stored by intake_async_deliver */
+	/*
+	 * asynchronous, answered: in async_ended until intake_async_deliver
+	 * stores the outcome (finish_request leaves it there)
+	 */
+	bool		answer_pending;
 	llm_finish_reason end_reason;
 	llm_usage	end_usage;
 	int			end_sqlstate;	/* 0: finished, end_reason and end_usage; else failed */
 	char	   *end_message;	/* failed: the message (intake_cxt) */
-} WorkerRequest;
+};
 
 #define ASYNC_SLOT (-1)
 
@@ -59,6 +105,9 @@ static uint64 next_engine_id = 1;
 /* Where a decoded request's arrays live until llm_engine_submit has copied them. */
 static llm_wire_arrays wire_arrays;
 
+static const RequestSink channel_sink;
+static const RequestSink mailbox_sink;
+
 void
 intake_init(int slots, MemoryContext cxt, IntakeRouteFn route_fn)
 {
@@ -72,6 +121,33 @@ intake_init(int slots, MemoryContext cxt, IntakeRouteFn route_fn)
 	dlist_init(&async_ended);
 }
 
+/*
+ * A request arriving with id on slot's channel (or ASYNC_SLOT: the store's
+ * entry index), listed there at once so that every path ends it with
+ * finish_request; not yet in an engine (model -1).
+ */
+static WorkerRequest *
+new_request(int slot, uint64 id, int async_index)
+{
+	WorkerRequest *r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
+
+	r->slot = slot;
+	r->client_id = id;
+	r->model = -1;
+	if (slot == ASYNC_SLOT)
+	{
+		r->sink = &mailbox_sink;
+		r->async_index = async_index;
+		dlist_push_tail(&async_requests, &r->node);
+	}
+	else
+	{
+		r->sink = &channel_sink;
+		dlist_push_tail(&slot_requests[slot], &r->node);
+	}
+	return r;
+}
+
 static void
 free_request(WorkerRequest *r)
 {
@@ -83,35 +159,219 @@ free_request(WorkerRequest *r)
 	pfree(r);
 }
 
-static void
-answer_error(int slot, uint64 id, llm_status st, const char *err)
+/*
+ * Whether the request of an ERROR event had been queued: every queued
+ * request has prompt ids; one whose prompt failed on the tokenizer thread
+ * has none and, like a submission refused at once, is no request in
+ * llm_usage.
+ */
+static bool
+queued(const llm_event *ev)
 {
-	wch_queue_error(slot, id, llm_status_sqlstate(st), err && err[0] ? err : llm_status_name(st));
-}
-
-/* ---------- requests ---------- */
-
-/* m names no model that can serve it: answer with the router's error (model: its row, or -1). */
-static void
-route_failed(int slot, const llm_wire_msg *m, int model, int sqlstate, const char *msg)
-{
-	llm_wire_client client = m->client;
-
-	if (client.pid == 0)
-		client.pid = wch_pid(slot);
-	wch_queue_error(slot, m->id, sqlstate, msg);
-	llm_stats_note_failed(model, &client);
+	return ev->usage.prompt_tokens > 0;
 }
 
 /*
- * Hand m's request to engine (model row model) as r (slot, client_id and
- * async fields set by the caller).
+ * The one end of every request, after its sink has its answer (or, aborted,
+ * none): its usage noted (a request the engine accepted counts in
+ * llm_usage: by its final event's usage, or by the tokens it produced when
+ * it ends without one, ev NULL), its outcome noted, and it is freed (an
+ * asynchronous answer waits in async_ended for intake_async_deliver).  An
+ * llm_tokenize() request is in no statistics.
  */
-static llm_status
-engine_submit(WorkerRequest *r, const llm_wire_msg *m, llm_engine *engine, int model,
-			  char *err, size_t errsize)
+static void
+finish_request(WorkerRequest *r, RequestOutcome outcome, const llm_event *ev)
+{
+	if (!r->tokenize)
+	{
+		if (ev != NULL)
+		{
+			if (ev->kind == LLM_EVENT_FINISHED || ev->kind == LLM_EVENT_VECTOR || queued(ev))
+				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
+		}
+		else if (r->in_engine)
+			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
+		switch (outcome)
+		{
+			case OUTCOME_FINISHED:
+				Assert(ev != NULL);	/* only the engine finishes a counted request */
+				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
+				break;
+			case OUTCOME_FAILED:
+				llm_stats_note_failed(r->model, &r->client);
+				break;
+			case OUTCOME_ABORTED:
+				llm_stats_note_aborted(r->model, &r->client);
+				break;
+		}
+	}
+	if (!r->answer_pending)
+		free_request(r);
+}
+
+/* r failed with status st: its sink's ERROR answer (err, or the status's name) */
+static void
+answer_status(WorkerRequest *r, llm_status st, const char *err)
+{
+	r->sink->error(r, llm_status_sqlstate(st), err && err[0] ? err : llm_status_name(st));
+}
+
+/* ---------- the channel sink: the slot's outbox ---------- */
+
+static void
+channel_text(WorkerRequest *r, const char *text, size_t len)
+{
+	llm_wire_msg m;
+
+	if (len == 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_TEXT;
+	m.id = r->client_id;
+	m.text = text;
+	m.text_len = len;
+	wch_queue(r->slot, &m);
+}
+
+static void
+channel_done(WorkerRequest *r, const llm_event *ev)
+{
+	llm_wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_DONE;
+	m.id = r->client_id;
+	m.finish_reason = ev->finish_reason;
+	m.usage = ev->usage;
+	m.scores = ev->scores;
+	m.n_scores = ev->n_scores;
+	wch_queue(r->slot, &m);
+}
+
+static void
+channel_tokens(WorkerRequest *r, const int32 *ids, int64 n)
+{
+	llm_wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_TOKENS;
+	m.id = r->client_id;
+	m.ids = (int32 *) ids;
+	m.n_ids = (int32) n;
+	wch_queue(r->slot, &m);
+}
+
+static void
+channel_vector(WorkerRequest *r, const llm_event *ev)
+{
+	llm_wire_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.kind = LLM_WIRE_VECTOR;
+	m.id = r->client_id;
+	m.usage = ev->usage;
+	m.vector = ev->vector;
+	m.n_vector = ev->n_vector;
+	wch_queue(r->slot, &m);
+}
+
+static void
+channel_error(WorkerRequest *r, int sqlstate, const char *message)
+{
+	wch_queue_error(r->slot, r->client_id, sqlstate, message);
+}
+
+static RequestOutcome
+channel_engine_gone(WorkerRequest *r, int sqlstate, const char *message)
+{
+	channel_error(r, sqlstate, message);
+	return OUTCOME_FAILED;
+}
+
+static const RequestSink channel_sink = {
+	.text = channel_text,
+	.done = channel_done,
+	.tokens = channel_tokens,
+	.vector = channel_vector,
+	.error = channel_error,
+	.engine_gone = channel_engine_gone,
+};
+
+/* ---------- the mailbox sink: the result store's entry ---------- */
+
+/*
+ * r is answered in this engine step: its outcome kept for
+ * intake_async_deliver, which stores it after the statistics are published
+ * (a backend that sees the result in the store then sees it counted).
+ */
+static void
+mailbox_end(WorkerRequest *r, int sqlstate, const char *message)
+{
+	r->end_sqlstate = sqlstate;
+	if (sqlstate != 0)
+		r->end_message = MemoryContextStrdup(intake_cxt, message);
+	r->answer_pending = true;
+	dlist_delete(&r->node);
+	dlist_push_tail(&async_ended, &r->node);
+}
+
+static void
+mailbox_text(WorkerRequest *r, const char *text, size_t len)
+{
+	appendBinaryStringInfo(&r->text, text, len);
+}
+
+static void
+mailbox_done(WorkerRequest *r, const llm_event *ev)
+{
+	r->end_reason = ev->finish_reason;
+	r->end_usage = ev->usage;
+	mailbox_end(r, 0, NULL);
+}
+
+static void
+mailbox_error(WorkerRequest *r, int sqlstate, const char *message)
+{
+	mailbox_end(r, sqlstate, message);
+}
+
+/* an asynchronous result is text: no SQL function submits an EMBED request this way */
+static void
+mailbox_vector(WorkerRequest *r, const llm_event *ev)
+{
+	mailbox_end(r, ERRCODE_FEATURE_NOT_SUPPORTED, "an asynchronous request cannot keep a vector answer");
+}
+
+static RequestOutcome
+mailbox_engine_gone(WorkerRequest *r, int sqlstate, const char *message)
+{
+	/* asynchronous requests outlive the engine: routed again, the next engine of their alias runs them */
+	llm_async_requeue(r->async_index, r->client_id);
+	return OUTCOME_ABORTED;
+}
+
+/* asynchronous requests are never llm_tokenize() requests: no tokens */
+static const RequestSink mailbox_sink = {
+	.text = mailbox_text,
+	.done = mailbox_done,
+	.tokens = NULL,
+	.vector = mailbox_vector,
+	.error = mailbox_error,
+	.engine_gone = mailbox_engine_gone,
+};
+
+/* ---------- requests ---------- */
+
+/*
+ * Hand m's request to engine (model row model) as r; on refusal r is
+ * answered and ended.
+ */
+static void
+engine_submit(WorkerRequest *r, const llm_wire_msg *m, llm_engine *engine, int model)
 {
 	llm_request req = m->request;
+	char		err[LLM_MODEL_ERROR_LEN + 128];
+	llm_status	st;
 
 	r->engine_id = next_engine_id++;
 	r->engine = engine;
@@ -134,42 +394,21 @@ engine_submit(WorkerRequest *r, const llm_wire_msg *m, llm_engine *engine, int m
 	else
 		req.session = (uint64) r->slot + 1;
 	err[0] = '\0';
-	return llm_engine_submit(engine, r->engine_id, &req, r, err, errsize);
-}
-
-static void
-submit(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
-{
-	WorkerRequest *r;
-	char		err[1100];
-	llm_status	st;
-
-	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
-	r->slot = slot;
-	r->client_id = m->id;
-	st = engine_submit(r, m, engine, model, err, sizeof(err));
+	st = llm_engine_submit(engine, r->engine_id, &req, r, err, sizeof(err));
 	if (st != LLM_OK)
 	{
-		answer_error(slot, m->id, st, err);
-		llm_stats_note_failed(model, &r->client);
-		pfree(r);
+		answer_status(r, st, err);
+		finish_request(r, OUTCOME_FAILED, NULL);
 		return;
 	}
-	dlist_push_tail(&slot_requests[slot], &r->node);
-}
+	r->in_engine = true;
+	if (r->slot == ASYNC_SLOT)
+	{
+		MemoryContext old = MemoryContextSwitchTo(intake_cxt);
 
-/* The TOKENS answer to a channel's llm_tokenize() request. */
-static void
-answer_tokens(int slot, uint64 id, const int32 *ids, int64 n)
-{
-	llm_wire_msg out;
-
-	memset(&out, 0, sizeof(out));
-	out.kind = LLM_WIRE_TOKENS;
-	out.id = id;
-	out.ids = (int32 *) ids;
-	out.n_ids = (int32) n;
-	wch_queue(slot, &out);
+		initStringInfo(&r->text);
+		MemoryContextSwitchTo(old);
+	}
 }
 
 /*
@@ -181,15 +420,12 @@ answer_tokens(int slot, uint64 id, const int32 *ids, int64 n)
 static void
 tokenize(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
 {
-	WorkerRequest *r;
+	WorkerRequest *r = new_request(slot, m->id, 0);
 	int32	   *ids;
 	int64		n;
-	char		err[1100];
+	char		err[LLM_MODEL_ERROR_LEN + 128];
 	llm_status	st;
 
-	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
-	r->slot = slot;
-	r->client_id = m->id;
 	r->engine_id = next_engine_id++;
 	r->engine = engine;
 	r->model = model;
@@ -200,20 +436,21 @@ tokenize(int slot, const llm_wire_msg *m, llm_engine *engine, int model)
 									 err, sizeof(err));
 	if (st != LLM_OK)
 	{
-		answer_error(slot, m->id, st, err);
-		pfree(r);
+		answer_status(r, st, err);
+		finish_request(r, OUTCOME_FAILED, NULL);
 		return;
 	}
 	if (ids != NULL)
 	{
-		answer_tokens(slot, m->id, ids, n);
+		r->sink->tokens(r, ids, n);
 		free(ids);
-		pfree(r);
+		finish_request(r, OUTCOME_FINISHED, NULL);
 		return;
 	}
-	dlist_push_tail(&slot_requests[slot], &r->node);
+	r->in_engine = true;
 }
 
+/* llm_detokenize(): answered at once, no request in the engine. */
 static void
 detokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 {
@@ -226,7 +463,8 @@ detokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 	len = llm_engine_detokenize(engine, m->ids, m->n_ids, &text, err, sizeof(err));
 	if (len < 0)
 	{
-		answer_error(slot, m->id, LLM_ERR_INVALID_PARAM, err);
+		wch_queue_error(slot, m->id, llm_status_sqlstate(LLM_ERR_INVALID_PARAM),
+						err[0] ? err : llm_status_name(LLM_ERR_INVALID_PARAM));
 		return;
 	}
 	memset(&out, 0, sizeof(out));
@@ -245,6 +483,14 @@ detokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 	wch_queue(slot, &out);
 }
 
+/* r leaves its engine unanswered: its client aborted or cancelled it, or went away. */
+static void
+abort_in_engine(WorkerRequest *r)
+{
+	llm_engine_abort(r->engine, r->engine_id);
+	finish_request(r, OUTCOME_ABORTED, NULL);
+}
+
 static void
 abort_request(int slot, uint64 client_id)
 {
@@ -256,13 +502,7 @@ abort_request(int slot, uint64 client_id)
 
 		if (r->client_id == client_id)
 		{
-			llm_engine_abort(r->engine, r->engine_id);
-			if (!r->tokenize)
-			{
-				llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-				llm_stats_note_aborted(r->model, &r->client);
-			}
-			free_request(r);
+			abort_in_engine(r);
 			return;
 		}
 	}
@@ -302,7 +542,15 @@ intake_message(int slot, const void *data, Size len)
 		engine = route(m.model, &model, &sqlstate, msg, sizeof(msg));
 		if (engine == NULL)
 		{
-			route_failed(slot, &m, model, sqlstate, msg);
+			/* no model can serve it: the router's error (model: its row, or -1) */
+			WorkerRequest *r = new_request(slot, m.id, 0);
+
+			r->model = model;
+			r->client = m.client;
+			if (r->client.pid == 0)
+				r->client.pid = wch_pid(slot);
+			r->sink->error(r, sqlstate, msg);
+			finish_request(r, OUTCOME_FAILED, NULL);
 			llm_stats_note_change();
 			return;
 		}
@@ -310,7 +558,7 @@ intake_message(int slot, const void *data, Size len)
 	switch (m.kind)
 	{
 		case LLM_WIRE_SUBMIT:
-			submit(slot, &m, engine, model);
+			engine_submit(new_request(slot, m.id, 0), &m, engine, model);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			tokenize(slot, &m, engine, model);
@@ -330,62 +578,39 @@ intake_abort_slot(int slot)
 	dlist_mutable_iter it;
 
 	dlist_foreach_modify(it, &slot_requests[slot])
-	{
-		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
-
-		llm_engine_abort(r->engine, r->engine_id);
-		if (!r->tokenize)
-		{
-			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(r->model, &r->client);
-		}
-		free_request(r);
-	}
+		abort_in_engine(dlist_container(WorkerRequest, node, it.cur));
 	llm_stats_note_change();
+}
+
+/* r's engine e is being destroyed: r answered or given back by its sink. */
+static void
+engine_gone(WorkerRequest *r, llm_engine *e, int sqlstate, const char *message)
+{
+	llm_engine_abort(e, r->engine_id);
+	finish_request(r, r->sink->engine_gone(r, sqlstate, message), NULL);
 }
 
 void
 intake_fail_engine(llm_engine *e, int sqlstate, const char *message)
 {
+	dlist_mutable_iter it;
+
 	for (int i = 0; i < n_slots; i++)
 	{
-		dlist_mutable_iter it;
-
 		dlist_foreach_modify(it, &slot_requests[i])
 		{
 			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-			if (r->engine != e)
-				continue;
-			llm_engine_abort(e, r->engine_id);
-			wch_queue_error(i, r->client_id, sqlstate, message);
-			if (!r->tokenize)
-			{
-				llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-				llm_stats_note_failed(r->model, &r->client);
-			}
-			free_request(r);
+			if (r->engine == e)
+				engine_gone(r, e, sqlstate, message);
 		}
 	}
+	dlist_foreach_modify(it, &async_requests)
 	{
-		dlist_mutable_iter it;
+		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
 
-		/*
-		 * asynchronous requests outlive the engine: routed again, the next
-		 * engine of their alias runs them
-		 */
-		dlist_foreach_modify(it, &async_requests)
-		{
-			WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
-
-			if (r->engine != e)
-				continue;
-			llm_engine_abort(e, r->engine_id);
-			llm_async_requeue(r->async_index, r->client_id);
-			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(r->model, &r->client);
-			free_request(r);
-		}
+		if (r->engine == e)
+			engine_gone(r, e, sqlstate, message);
 	}
 	llm_stats_note_change();
 }
@@ -407,21 +632,6 @@ async_request(uint64 id)
 	return NULL;
 }
 
-static void async_end(WorkerRequest *r, int sqlstate, const char *message);
-
-/* Store entry (index, id) failed before reaching an engine: stored by intake_async_deliver. */
-static void
-async_fail_later(int index, uint64 id, int sqlstate, const char *message)
-{
-	WorkerRequest *r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
-
-	r->slot = ASYNC_SLOT;
-	r->client_id = id;
-	r->async_index = index;
-	dlist_push_tail(&async_requests, &r->node);
-	async_end(r, sqlstate, message);
-}
-
 /* One entry taken from the store: decode its SUBMIT message and start it. */
 static void
 async_submit(const LlmAsyncTaken *t)
@@ -429,8 +639,7 @@ async_submit(const LlmAsyncTaken *t)
 	llm_wire_msg m;
 	const char *why;
 	char		err[LLM_MODEL_ERROR_LEN + 128];
-	WorkerRequest *r;
-	llm_status	st;
+	WorkerRequest *r = new_request(ASYNC_SLOT, t->id, t->index);
 	llm_engine *engine;
 	int			model;
 	int			sqlstate;
@@ -438,36 +647,20 @@ async_submit(const LlmAsyncTaken *t)
 	if (llm_wire_decode(t->request, t->request_len, &m, &wire_arrays, &why) != LLM_WIRE_OK ||
 		m.kind != LLM_WIRE_SUBMIT)
 	{
-		async_fail_later(t->index, t->id, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
-		llm_stats_note_failed(-1, NULL);
+		r->sink->error(r, ERRCODE_PROTOCOL_VIOLATION, "malformed llm request");
+		finish_request(r, OUTCOME_FAILED, NULL);
 		return;
 	}
 	engine = route(m.model, &model, &sqlstate, err, sizeof(err));
 	if (engine == NULL)
 	{
-		async_fail_later(t->index, t->id, sqlstate, err);
-		llm_stats_note_failed(model, &m.client);
+		r->model = model;
+		r->client = m.client;
+		r->sink->error(r, sqlstate, err);
+		finish_request(r, OUTCOME_FAILED, NULL);
 		return;
 	}
-	r = MemoryContextAllocZero(intake_cxt, sizeof(WorkerRequest));
-	r->slot = ASYNC_SLOT;
-	r->client_id = t->id;
-	r->async_index = t->index;
-	st = engine_submit(r, &m, engine, model, err, sizeof(err));
-	if (st != LLM_OK)
-	{
-		async_fail_later(t->index, t->id, llm_status_sqlstate(st), err[0] ? err : llm_status_name(st));
-		llm_stats_note_failed(model, &r->client);
-		pfree(r);
-		return;
-	}
-	{
-		MemoryContext old = MemoryContextSwitchTo(intake_cxt);
-
-		initStringInfo(&r->text);
-		MemoryContextSwitchTo(old);
-	}
-	dlist_push_tail(&async_requests, &r->node);
+	engine_submit(r, &m, engine, model);
 }
 
 void
@@ -489,15 +682,29 @@ intake_async(uint32 generation)
 			WorkerRequest *r = async_request(cancel[i].id);
 
 			llm_async_cancelled(cancel[i].index, cancel[i].id);
-			if (r == NULL)
-				continue;
-			llm_engine_abort(r->engine, r->engine_id);
-			llm_stats_note_usage(r->role, r->database, r->priority, NULL, r->n_tokens_out);
-			llm_stats_note_aborted(r->model, &r->client);
-			free_request(r);
+			if (r != NULL)
+				abort_in_engine(r);
 		}
 		if (n > 0 || n_cancel > 0)
 			llm_stats_note_change();
+	}
+}
+
+void
+intake_async_deliver(void)
+{
+	dlist_mutable_iter it;
+
+	dlist_foreach_modify(it, &async_ended)
+	{
+		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
+
+		if (r->end_sqlstate != 0)
+			llm_async_fail(r->async_index, r->client_id, r->end_sqlstate, r->end_message);
+		else
+			llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
+							 r->end_reason, &r->end_usage);
+		free_request(r);
 	}
 }
 
@@ -547,172 +754,48 @@ grammar_cut(const WorkerRequest *r, const llm_event *ev, char *msg, size_t size)
 	return true;
 }
 
-/*
- * Whether the request of an ERROR event had been queued: every queued
- * request has prompt ids; one whose prompt failed on the tokenizer thread
- * has none and, like a submission refused at once, is no request in
- * llm_usage.
- */
-static bool
-queued(const llm_event *ev)
-{
-	return ev->usage.prompt_tokens > 0;
-}
-
-/*
- * r ended in this engine step: noted in the statistics now, its outcome
- * kept for intake_async_deliver, which stores it after the statistics are
- * published (a backend that sees the result in the store then sees it
- * counted).
- */
-static void
-async_end(WorkerRequest *r, int sqlstate, const char *message)
-{
-	r->end_sqlstate = sqlstate;
-	if (sqlstate != 0)
-		r->end_message = MemoryContextStrdup(intake_cxt, message);
-	dlist_delete(&r->node);
-	dlist_push_tail(&async_ended, &r->node);
-}
-
-/* An event of an asynchronous request: its output collects here, its end goes to the store. */
-static void
-async_event(WorkerRequest *r, const llm_event *ev)
-{
-	char		msg[256];
-
-	switch (ev->kind)
-	{
-		case LLM_EVENT_TEXT:
-			if (ev->token_id >= 0)
-				r->n_tokens_out++;
-			appendBinaryStringInfo(&r->text, ev->text, ev->text_len);
-			break;
-		case LLM_EVENT_FINISHED:
-			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
-			r->end_reason = ev->finish_reason;
-			r->end_usage = ev->usage;
-			if (grammar_cut(r, ev, msg, sizeof(msg)))
-				async_end(r, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-			else
-				async_end(r, 0, NULL);
-			break;
-		case LLM_EVENT_ERROR:
-			llm_stats_note_failed(r->model, &r->client);
-			if (queued(ev))
-				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			async_end(r, llm_status_sqlstate(ev->status),
-					  ev->text && ev->text[0] ? ev->text : llm_status_name(ev->status));
-			break;
-		case LLM_EVENT_TOKENS:
-			break;				/* only tokenize requests have them */
-		case LLM_EVENT_VECTOR:
-			/* an asynchronous result is text: no SQL function submits an EMBED request this way */
-			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
-			async_end(r, ERRCODE_FEATURE_NOT_SUPPORTED, "an asynchronous request cannot keep a vector answer");
-			break;
-	}
-	llm_stats_note_change();
-}
-
-void
-intake_async_deliver(void)
-{
-	dlist_mutable_iter it;
-
-	dlist_foreach_modify(it, &async_ended)
-	{
-		WorkerRequest *r = dlist_container(WorkerRequest, node, it.cur);
-
-		if (r->end_sqlstate != 0)
-			llm_async_fail(r->async_index, r->client_id, r->end_sqlstate, r->end_message);
-		else
-			llm_async_finish(r->async_index, r->client_id, r->text.data, r->text.len,
-							 r->end_reason, &r->end_usage);
-		free_request(r);
-	}
-}
-
 void
 intake_on_event(const llm_event *ev, void *cb_arg)
 {
 	WorkerRequest *r = (WorkerRequest *) ev->user_data;
-	llm_wire_msg m;
+	bool		counted;
 	char		msg[256];
 
 	if (r == NULL)
 		return;
-	if (r->slot == ASYNC_SLOT)
-	{
-		async_event(r, ev);
-		return;
-	}
-	if (r->tokenize)
-	{
-		/* an llm_tokenize() text, answered as the inline path answers it; no statistics */
-		if (ev->kind == LLM_EVENT_TOKENS)
-			answer_tokens(r->slot, r->client_id, ev->ids, ev->n_ids);
-		else
-			answer_error(r->slot, r->client_id, ev->status, ev->text);
-		free_request(r);
-		return;
-	}
-	memset(&m, 0, sizeof(m));
-	m.id = r->client_id;
-
+	counted = !r->tokenize;
 	switch (ev->kind)
 	{
 		case LLM_EVENT_TEXT:
 			if (ev->token_id >= 0)
 				r->n_tokens_out++;
-			if (ev->text_len > 0)
-			{
-				m.kind = LLM_WIRE_TEXT;
-				m.text = ev->text;
-				m.text_len = ev->text_len;
-				wch_queue(r->slot, &m);
-			}
+			r->sink->text(r, ev->text, ev->text_len);
 			break;
 		case LLM_EVENT_FINISHED:
 			if (grammar_cut(r, ev, msg, sizeof(msg)))
-			{
-				wch_queue_error(r->slot, r->client_id, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
-				llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
-				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-				free_request(r);
-				break;
-			}
-			m.kind = LLM_WIRE_DONE;
-			m.finish_reason = ev->finish_reason;
-			m.usage = ev->usage;
-			m.scores = ev->scores;
-			m.n_scores = ev->n_scores;
-			wch_queue(r->slot, &m);
-			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
-			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			free_request(r);
+				r->sink->error(r, ERRCODE_PROGRAM_LIMIT_EXCEEDED, msg);
+			else
+				r->sink->done(r, ev);
+			finish_request(r, OUTCOME_FINISHED, ev);
 			break;
 		case LLM_EVENT_ERROR:
-			answer_error(r->slot, r->client_id, ev->status, ev->text);
-			llm_stats_note_failed(r->model, &r->client);
-			if (queued(ev))
-				llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			free_request(r);
+			answer_status(r, ev->status, ev->text);
+			finish_request(r, OUTCOME_FAILED, ev);
 			break;
 		case LLM_EVENT_VECTOR:
-			m.kind = LLM_WIRE_VECTOR;
-			m.usage = ev->usage;
-			m.vector = ev->vector;
-			m.n_vector = ev->n_vector;
-			wch_queue(r->slot, &m);
-			llm_stats_note_finished(r->model, ev->finish_reason, &ev->usage, &r->client);
-			llm_stats_note_usage(r->role, r->database, r->priority, &ev->usage, 0);
-			free_request(r);
+			r->sink->vector(r, ev);
+			finish_request(r, OUTCOME_FINISHED, ev);
 			break;
 		case LLM_EVENT_TOKENS:
-			break;				/* only tokenize requests have them */
+			/* only tokenize requests have them */
+			if (r->tokenize)
+			{
+				r->sink->tokens(r, ev->ids, ev->n_ids);
+				finish_request(r, OUTCOME_FINISHED, ev);
+			}
+			break;
 	}
-	llm_stats_note_change();
+	/* an llm_tokenize() text is in no statistics */
+	if (counted)
+		llm_stats_note_change();
 }

@@ -23,6 +23,13 @@
  * as a request of its own (listed under its slot like any other, no
  * statistics), answered from its TOKENS or ERROR event; a shorter one is
  * answered at once.
+ *
+ * Every request has one sink for its answers (text, the final answer,
+ * tokens, an error; what to do when its engine goes away): its channel's
+ * outbox, or for an asynchronous request its store entry.  Every path that
+ * ends a request (final event, refusal, abort, cancel, engine destroyed)
+ * ends it through one function that notes its usage and outcome and frees
+ * it, so the statistics of a request do not depend on where it came from.
  */
 #ifndef LLM_INTAKE_H
 #define LLM_INTAKE_H

@@ -204,7 +204,8 @@ jsonb_object_string(JsonbContainer *obj, const char *key)
  * messages: [{"role": "system"|"user"|"assistant", "content": "..."}, ...]
  * (OpenAI style); system, if given, is put before them.  The shape of the
  * jsonb is checked here (with room for the system message); the request by
- * llm_request_validate.
+ * llm_request_validate_options (when its arguments are read) and
+ * llm_request_validate_prompt (llm_call_set_messages).
  */
 Datum
 pg_llm_chat(PG_FUNCTION_ARGS)

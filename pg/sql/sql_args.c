@@ -4,6 +4,8 @@
  * reading and checking of one call's arguments (sql_args.h).  Besides the
  * options, the map knows the AI functions' own inputs (labels, instruction,
  * question: a second table, not listed by llm_generation_arguments()).
+ * The same read fed by a jsonb object, and the options encoded as one, are
+ * sql_options.c's; the AI functions' builds are sql_ai.c's.
  */
 #include "postgres.h"
 
@@ -21,19 +23,15 @@
 #include "utils/fmgroids.h"
 #include "utils/jsonb.h"
 #include "utils/guc.h"
-#include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/numeric.h"
 #include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include <math.h>
-
-#include "ai_prompts.h"
 #include "common/model_list.h"
-#include "sql_args.h"
+#include "sql_ai.h"
+#include "sql_args_internal.h"
 #include "sql_grammar.h"
 #include "sql_result.h"
 #include "common/sqlstate.h"
@@ -60,18 +58,6 @@ static int	session_priority = LLM_PRIORITY_INTERACTIVE;
 static int	max_priority = LLM_PRIORITY_INTERACTIVE;
 
 /* ---------- the argument table ---------- */
-
-typedef struct LlmArgDesc LlmArgDesc;
-
-struct LlmArgDesc
-{
-	const char *name;			/* as in the functions' SQL declarations */
-	Oid			type;
-	const char *default_value;	/* the SQL DEFAULT, as input text of type; NULL: DEFAULT NULL */
-	/* a non-NULL value (or the default) applied to the call */
-	void		(*apply) (const LlmArgDesc *arg, LlmCall *call, Datum value);
-	size_t		param;			/* apply_param: offsetof(llm_sampling_params, the field) */
-};
 
 static void
 invalid_arg(const char *msg)
@@ -297,6 +283,18 @@ row_desc(int r)
 	return r < N_ARGS ? &arg_table[r] : &input_table[r - N_ARGS];
 }
 
+int
+llm_arg_n_options(void)
+{
+	return N_ARGS;
+}
+
+const LlmArgDesc *
+llm_arg_row(int r)
+{
+	return row_desc(r);
+}
+
 /* ---------- the function table ---------- */
 
 static const LlmSqlFunction function_table[] = {
@@ -375,6 +373,12 @@ row_by_name(const char *name)
 		if (strcmp(row_desc(r)->name, name) == 0)
 			return r;
 	return -1;
+}
+
+int
+llm_arg_row_by_name(const char *name)
+{
+	return row_by_name(name);
 }
 
 static LlmArgMap *
@@ -460,6 +464,12 @@ llm_arg_map_function(const LlmArgMap *map)
 	return map->fn;
 }
 
+int
+llm_arg_map_pos(const LlmArgMap *map, int r)
+{
+	return map->pos[r];
+}
+
 const LlmSqlFunction *
 llm_batchable_function(Oid funcid, int *nargs)
 {
@@ -511,24 +521,19 @@ prefix_cache_salt(void)
 }
 
 /*
- * The options' check: llm_request_validate over the call with a stand-in
- * prompt, because the prompt is not an option (a refused prompt is a
- * per-call failure that on_error may turn into NULL; a bad option is an
- * ERROR whatever on_error says).
+ * The options' check, once per call, before its prompt exists: a bad
+ * option is an ERROR whatever on_error says (a refused prompt, checked when
+ * it is set, is a per-call failure that on_error may turn into NULL).  The
+ * prompt's kind follows raw => true already, for the system option's check.
  */
 static void
-check_options(const LlmCall *call)
+check_options(LlmCall *call)
 {
-	llm_request probe = call->req;
 	char		err[256];
 	llm_status	st;
 
-	probe.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
-	probe.prompt = "?";
-	probe.prompt_len = 1;
-	probe.messages = NULL;
-	probe.n_messages = 0;
-	st = llm_request_validate(&probe, err, sizeof(err));
+	call->req.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
+	st = llm_request_validate_options(&call->req, err, sizeof(err));
 	if (st != LLM_OK)
 		ereport(ERROR, (errcode(llm_status_sqlstate(st)), errmsg("%s", err)));
 }
@@ -563,8 +568,8 @@ start_read(LlmCall *call)
  * options) skips the caller's own check, the class ceiling: the call
  * that stored the options made them as its caller.
  */
-static void
-read_values(const NullableDatum *vals, int n, bool stored, LlmCall *call)
+void
+llm_call_read_values(const NullableDatum *vals, int n, bool stored, LlmCall *call)
 {
 	parse_defaults();
 	if (stored)
@@ -602,130 +607,7 @@ llm_call_read(const LlmArgMap *map, const NullableDatum *args, int nargs, LlmCal
 		vals[r].isnull = !(pos >= 0 && pos < nargs && !args[pos].isnull);
 		vals[r].value = vals[r].isnull ? (Datum) 0 : args[pos].value;
 	}
-	read_values(vals, N_ROWS, false, call);
-}
-
-/* A jsonb option value as the value of row d; ERROR naming the key if it cannot be one. */
-static Datum
-jsonb_option_value(const LlmArgDesc *d, JsonbValue *v)
-{
-	Oid			input;
-	Oid			ioparam;
-	char	   *text;
-
-	if (d->type == TEXTARRAYOID)
-	{
-		JsonbIterator *it;
-		JsonbValue	e;
-		JsonbIteratorToken tok;
-		ArrayBuildState *ab = NULL;
-
-		if (v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option %s must be a JSON array of strings", d->name)));
-		ab = initArrayResult(TEXTOID, CurrentMemoryContext, false);
-		it = JsonbIteratorInit(v->val.binary.data);
-		while ((tok = JsonbIteratorNext(&it, &e, true)) != WJB_DONE)
-		{
-			if (tok != WJB_ELEM)
-				continue;
-			if (e.type == jbvNull)
-				ab = accumArrayResult(ab, (Datum) 0, true, TEXTOID, CurrentMemoryContext);
-			else if (e.type == jbvString)
-				ab = accumArrayResult(ab, PointerGetDatum(cstring_to_text_with_len(e.val.string.val,
-																				   e.val.string.len)),
-									  false, TEXTOID, CurrentMemoryContext);
-			else
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("option %s must be a JSON array of strings", d->name)));
-		}
-		return makeArrayResult(ab, CurrentMemoryContext);
-	}
-	if (d->type == JSONBOID)
-		return JsonbPGetDatum(JsonbValueToJsonb(v));
-	switch (v->type)
-	{
-		case jbvString:
-			text = pnstrdup(v->val.string.val, v->val.string.len);
-			break;
-		case jbvNumeric:
-			text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
-			break;
-		case jbvBool:
-			text = v->val.boolean ? "true" : "false";
-			break;
-		default:
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("option %s must be a JSON string, number or boolean", d->name)));
-	}
-	getTypeInputInfo(d->type, &input, &ioparam);
-	return OidInputFunctionCall(input, text, ioparam, -1);
-}
-
-/*
- * The options of a jsonb object as values of the argument table's rows
- * (vals[N_ARGS], NULL for absent or JSON null): ERROR 22023 for a key that
- * is no generation option (keys in skip left to the caller) or a value that
- * cannot be the option's.
- */
-static void
-jsonb_values(Jsonb *opts, const char *const *skip, NullableDatum *vals)
-{
-	JsonbIterator *it;
-	JsonbValue	k,
-				v;
-	JsonbIteratorToken tok;
-
-	for (int r = 0; r < N_ARGS; r++)
-	{
-		vals[r].isnull = true;
-		vals[r].value = (Datum) 0;
-	}
-	if (opts == NULL)
-		return;
-	if (!JB_ROOT_IS_OBJECT(opts))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("options must be a JSON object of generation options")));
-	it = JsonbIteratorInit(&opts->root);
-	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
-	{
-		char	   *key;
-		int			r;
-		bool		skipped = false;
-
-		if (tok != WJB_KEY)
-			continue;
-		key = pnstrdup(k.val.string.val, k.val.string.len);
-		tok = JsonbIteratorNext(&it, &v, true);
-		for (const char *const *sk = skip; sk && *sk; sk++)
-			skipped |= strcmp(*sk, key) == 0;
-		if (skipped)
-			continue;
-		r = row_by_name(key);
-		if (r < 0 || r >= N_ARGS)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown option \"%s\"", key),
-					 errhint("The options are those of llm_generation_arguments().")));
-		if (v.type == jbvNull)
-			continue;
-		vals[r].value = jsonb_option_value(&arg_table[r], &v);
-		vals[r].isnull = false;
-	}
-}
-
-void
-llm_call_read_jsonb(Jsonb *opts, const char *const *skip, LlmCall *call)
-{
-	NullableDatum vals[N_ARGS];
-
-	parse_defaults();
-	jsonb_values(opts, skip, vals);
-	read_values(vals, N_ARGS, false, call);
+	llm_call_read_values(vals, N_ROWS, false, call);
 }
 
 void
@@ -758,7 +640,7 @@ llm_call_set_prompt_utf8(LlmCall *call, const char *prompt)
 	call->req.prompt_kind = call->raw ? LLM_PROMPT_RAW : LLM_PROMPT_TEXT;
 	call->req.prompt = prompt;
 	call->req.prompt_len = strlen(call->req.prompt);
-	st = llm_request_validate(&call->req, err, sizeof(err));
+	st = llm_request_validate_prompt(&call->req, err, sizeof(err));
 	if (st == LLM_OK)
 		return NULL;
 	return llm_local_failure(llm_status_sqlstate(st), err);
@@ -775,7 +657,7 @@ llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, int n)
 	call->req.n_messages = n;
 	call->req.system = NULL;
 	call->req.system_len = 0;
-	st = llm_request_validate(&call->req, err, sizeof(err));
+	st = llm_request_validate_prompt(&call->req, err, sizeof(err));
 	if (st != LLM_OK)
 		ereport(ERROR, (errcode(llm_status_sqlstate(st)), errmsg("%s", err)));
 }
@@ -791,228 +673,6 @@ llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 		return false;
 	llm_call_read(map, args, nargs, call);
 	*refused = llm_call_set_prompt(call, DatumGetTextPP(args[0].value));
-	return true;
-}
-
-/* ---------- a call's options kept by name ---------- */
-
-/* Value v of row d as JSON, in the encoding jsonb_option_value reads back. */
-static void
-append_json_value(StringInfo buf, const LlmArgDesc *d, Datum v)
-{
-	switch (d->type)
-	{
-		case INT4OID:
-			appendStringInfo(buf, "%d", DatumGetInt32(v));
-			break;
-		case INT8OID:
-			appendStringInfo(buf, INT64_FORMAT, DatumGetInt64(v));
-			break;
-		case FLOAT8OID:
-			{
-				char	   *out = DatumGetCString(DirectFunctionCall1(float8out, v));
-
-				/* JSON has no NaN or Infinity: those go as strings (float8in reads both) */
-				if (isfinite(DatumGetFloat8(v)))
-					appendStringInfoString(buf, out);
-				else
-					escape_json(buf, out);
-				break;
-			}
-		case BOOLOID:
-			appendStringInfoString(buf, DatumGetBool(v) ? "true" : "false");
-			break;
-		case TEXTOID:
-			escape_json(buf, TextDatumGetCString(v));
-			break;
-		case TEXTARRAYOID:
-			{
-				ArrayType  *arr = DatumGetArrayTypeP(v);
-				Datum	   *elems;
-				bool	   *nulls;
-				int			n;
-
-				if (ARR_NDIM(arr) > 1)
-					ereport(ERROR,
-							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("%s must be a one-dimensional array", d->name)));
-				deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-				appendStringInfoChar(buf, '[');
-				for (int i = 0; i < n; i++)
-				{
-					if (i > 0)
-						appendStringInfoString(buf, ", ");
-					if (nulls[i])
-						appendStringInfoString(buf, "null");
-					else
-						escape_json(buf, TextDatumGetCString(elems[i]));
-				}
-				appendStringInfoChar(buf, ']');
-				break;
-			}
-		case JSONBOID:
-			{
-				Jsonb	   *jb = DatumGetJsonbP(v);
-
-				appendStringInfoString(buf, JsonbToCString(NULL, &jb->root, VARSIZE(jb)));
-				break;
-			}
-		default:
-			elog(ERROR, "llm: no JSON encoding of type %u for argument %s", d->type, d->name);
-	}
-}
-
-Jsonb *
-llm_call_options_encode(const LlmArgMap *map, const NullableDatum *args, int nargs)
-{
-	StringInfoData buf;
-	bool		first = true;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int r = 0; r < N_ARGS; r++)
-	{
-		int			pos = map->pos[r];
-
-		if (pos < 0 || pos >= nargs || args[pos].isnull)
-			continue;
-		if (!first)
-			appendStringInfoString(&buf, ", ");
-		first = false;
-		escape_json(&buf, arg_table[r].name);
-		appendStringInfoString(&buf, ": ");
-		append_json_value(&buf, &arg_table[r], args[pos].value);
-	}
-	appendStringInfoChar(&buf, '}');
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
-}
-
-void
-llm_call_read_stored(Jsonb *options, LlmCall *call)
-{
-	NullableDatum vals[N_ARGS];
-
-	parse_defaults();
-	jsonb_values(options, NULL, vals);
-	read_values(vals, N_ARGS, true, call);
-}
-
-char *
-llm_call_options_model(Jsonb *options)
-{
-	JsonbValue *v;
-
-	if (options == NULL || !JB_ROOT_IS_OBJECT(options))
-		return NULL;
-	v = getKeyJsonValueFromContainer(&options->root, "model", strlen("model"), NULL);
-	if (v == NULL || v->type != jbvString)
-		return NULL;
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-/* ---------- the AI functions' calls ---------- */
-
-static void
-invalid_input(const char *fmt, const char *what)
-{
-	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(fmt, what)));
-}
-
-bool
-llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int nargs,
-					   LlmCall *call, LlmResult **refused)
-{
-	char	   *input;
-
-	*refused = NULL;
-	if (nargs < 1 || args[0].isnull)
-		return false;
-	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
-	llm_call_read(map, args, nargs, call);
-	if (call->json_schema == NULL)
-		invalid_input("%s must not be NULL", "json_schema");
-
-	/*
-	 * max_tokens NULL (llm_extract's default): at least the schema's
-	 * longest output in bytes when it has one, so that every output can
-	 * complete (a token covers at least one byte); an unbounded schema keeps
-	 * the table's default.
-	 */
-	if (call->max_tokens_default && call->grammar_max_bytes > call->req.params.max_tokens)
-		call->req.params.max_tokens = (int32) Min(call->grammar_max_bytes, (int64) PG_INT32_MAX);
-	*refused = llm_call_set_prompt_utf8(call, llm_prompt_extract(input, call->json_schema, call->instruction));
-	return true;
-}
-
-/* A SCORE request over the call's prompt: continuations conts[0..n), each followed by the end of turn. */
-static LlmResult *
-set_scoring(LlmCall *call, const char *prompt, const char *const *conts, int n, bool echo)
-{
-	size_t	   *lens = palloc(sizeof(size_t) * n);
-
-	for (int i = 0; i < n; i++)
-		lens[i] = strlen(conts[i]);
-	call->req.mode = LLM_MODE_SCORE;
-	call->req.n_continuations = n;
-	call->req.continuations = conts;
-	call->req.continuation_lens = lens;
-	call->req.continuation_eot = true;
-	call->req.continuation_echo = echo;
-	return llm_call_set_prompt_utf8(call, prompt);
-}
-
-bool
-llm_call_build_classify(const LlmArgMap *map, const NullableDatum *args, int nargs,
-						LlmCall *call, LlmResult **refused)
-{
-	char	   *input;
-
-	*refused = NULL;
-	if (nargs < 1 || args[0].isnull)
-		return false;
-	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
-	llm_call_read(map, args, nargs, call);
-	if (call->labels == NULL)
-		invalid_input("%s must not be NULL", "labels");
-	if (call->n_labels == 0)
-		invalid_input("%s must not be empty", "labels");
-	if (call->n_labels > LLM_MAX_CONTINUATIONS)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("at most %d labels are allowed", LLM_MAX_CONTINUATIONS)));
-	for (int i = 0; i < call->n_labels; i++)
-	{
-		if (call->labels[i] == NULL)
-			invalid_input("%s must not contain NULL", "labels");
-		if (call->labels[i][0] == '\0')
-			invalid_input("%s must not contain empty strings", "labels");
-		for (int j = 0; j < i; j++)
-			if (strcmp(call->labels[i], call->labels[j]) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("labels must not contain duplicates: \"%s\" appears twice",
-								llm_utf8_to_cstring(call->labels[i], strlen(call->labels[i])))));
-	}
-	*refused = set_scoring(call, llm_prompt_classify(input, call->labels, call->n_labels, call->instruction),
-						   call->labels, call->n_labels, true);
-	return true;
-}
-
-bool
-llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs,
-					  LlmCall *call, LlmResult **refused)
-{
-	char	   *input;
-
-	*refused = NULL;
-	if (nargs < 1 || args[0].isnull)
-		return false;
-	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
-	llm_call_read(map, args, nargs, call);
-	if (call->question == NULL)
-		invalid_input("%s must not be NULL", "question");
-	*refused = set_scoring(call, llm_prompt_filter(input, call->question), llm_filter_answers,
-						   LLM_FILTER_N_ANSWERS, false);
 	return true;
 }
 

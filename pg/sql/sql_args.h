@@ -21,12 +21,14 @@
  * node may evaluate, the value of a finished call (batch_scan.c finds its
  * batchable calls through it).
  *
- * Checks: values are checked by llm_request_validate() (request.h), the
- * one check, before anything is sent: an invalid option is ERROR 22023 with
- * its message, whatever on_error says.  Only what is SQL's own is checked
- * here: array dimensions, on_error's values, the function's argument names
- * and types.  A prompt refused before sending (empty) is a failed result,
- * which on_error => 'null' turns into NULL.
+ * Checks: values are checked by request.h's two checks, each once per
+ * call, before anything is sent: the options by
+ * llm_request_validate_options() when the call's arguments are read (an
+ * invalid option is ERROR 22023 with its message, whatever on_error says),
+ * the prompt by llm_request_validate_prompt() when it is set.  Only what is
+ * SQL's own is checked here: array dimensions, on_error's values, the
+ * function's argument names and types.  A prompt refused before sending
+ * (empty) is a failed result, which on_error => 'null' turns into NULL.
  */
 #ifndef LLM_SQL_ARGS_H
 #define LLM_SQL_ARGS_H
@@ -206,25 +208,7 @@ extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, i
 extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 								LlmCall *call, LlmResult **refused);
 
-/*
- * The builds of the AI functions' calls (function-table rows, same
- * contract as llm_call_build_text); their first argument is the input, the
- * prompt is built from it by ai_prompts.h, and their own inputs are checked
- * with ERROR 22023:
- *   llm_extract   GENERATE under its json_schema (NULL: an error);
- *   llm_classify, llm_classify_scores
- *                 SCORE of each label followed by the end of turn, the
- *                 labels echoed (request.h continuation_echo); labels NULL,
- *                 empty, with a NULL or empty element or a duplicate are
- *                 errors, more than LLM_MAX_CONTINUATIONS 54000;
- *   llm_filter    SCORE of the yes and no answers of ai_prompts.h.
- */
-extern bool llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int nargs,
-								   LlmCall *call, LlmResult **refused);
-extern bool llm_call_build_classify(const LlmArgMap *map, const NullableDatum *args, int nargs,
-									LlmCall *call, LlmResult **refused);
-extern bool llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs,
-								  LlmCall *call, LlmResult **refused);
+/* ---------- a call's options as one jsonb object (sql_options.c) ---------- */
 
 /*
  * Read options by name from a jsonb object into call (llm_agg's options

@@ -1,5 +1,5 @@
 /*
- * test_request.c — the one check of a request (request.h): defaults are
+ * test_request.c — the checks of a request (request.h): defaults are
  * valid, every out-of-range option and every malformed shape is rejected
  * with a message naming the argument as SQL names it; a deep copy
  * (llm_request_copy) owns every string and array it points at.
@@ -78,6 +78,81 @@ test_copy(void)
 		strcmp(c->model, "small") == 0 && c->params.max_tokens == 77 && c->mode == LLM_MODE_GENERATE;
 	CHECK(ok, "the copy keeps every field after its sources were overwritten");
 	free(c);
+}
+
+/*
+ * The two checks apart: the options' check needs no prompt (the SQL
+ * functions run it before the prompt exists) and ignores the prompt's
+ * defects; the prompt's check ignores the options' defects.  Each refuses
+ * what is its own, with llm_request_validate's status and message.
+ */
+static void
+test_split(const llm_request *base)
+{
+	char		err[256];
+	llm_request q = *base;
+	const char *conts[1] = {"yes"};
+	size_t		lens[1] = {3};
+	const char *stops[1] = {"END"};
+
+	/* no prompt yet: the options are checked alone */
+	q.prompt = NULL;
+	q.prompt_len = 0;
+	err[0] = '\0';
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_OK, "options of a request without a prompt: %s", err);
+	CHECK(llm_request_validate_prompt(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "prompt is missing"),
+		  "the prompt's check refuses the missing prompt: %s", err);
+	q.prompt = "";
+	CHECK(llm_request_validate_prompt(&q, err, sizeof(err)) == LLM_ERR_EMPTY_PROMPT && strstr(err, "prompt must not be empty"),
+		  "the prompt's check refuses an empty prompt: %s", err);
+	q.params.top_p = 0.0;
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "top_p"),
+		  "a bad option refused without a prompt: %s", err);
+	/* a good prompt does not hide a bad option from the options' check, nor the other way round */
+	q = *base;
+	q.params.top_p = 0.0;
+	err[0] = '\0';
+	CHECK(llm_request_validate_prompt(&q, err, sizeof(err)) == LLM_OK, "the prompt's check ignores options: %s", err);
+	q = *base;
+	q.prompt_len = 0;
+	err[0] = '\0';
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_OK, "the options' check ignores the prompt: %s", err);
+	/* raw => true with a system message is an option's defect, found by the prompt kind alone */
+	q = *base;
+	q.prompt = NULL;
+	q.prompt_len = 0;
+	q.prompt_kind = LLM_PROMPT_RAW;
+	q.system = "s";
+	q.system_len = 1;
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM &&
+		  strcmp(err, "system cannot be combined with raw => true") == 0, "system with raw, no prompt: %s", err);
+	q.prompt_kind = LLM_PROMPT_MESSAGES;
+	err[0] = '\0';
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_OK, "a system option beside messages is not the options' check's: %s", err);
+	/* the mode and a SCORE request's continuations are the prompt's */
+	q = *base;
+	q.mode = LLM_MODE_SCORE;
+	err[0] = '\0';
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_OK, "options of a scoring request without continuations: %s", err);
+	CHECK(llm_request_validate_prompt(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM && strstr(err, "continuation"),
+		  "the prompt's check wants continuations: %s", err);
+	q.continuations = conts;
+	q.continuation_lens = lens;
+	q.n_continuations = 1;
+	q.grammar = "\x02(a|b)";
+	q.grammar_len = 6;
+	CHECK(llm_request_validate_prompt(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM &&
+		  strcmp(err, "a grammar is only for generating requests") == 0, "grammar on a scoring request: %s", err);
+	/* a grammar's exclusions are the options' */
+	q = *base;
+	q.grammar = "\x02(a|b)";
+	q.grammar_len = 6;
+	q.params.stop = stops;
+	q.params.n_stop = 1;
+	err[0] = '\0';
+	CHECK(llm_request_validate_prompt(&q, err, sizeof(err)) == LLM_OK, "grammar with stop passes the prompt's check: %s", err);
+	CHECK(llm_request_validate_options(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM &&
+		  strcmp(err, "stop cannot be combined with choices, regex or json_schema") == 0, "grammar with stop: %s", err);
 }
 
 static llm_status
@@ -204,6 +279,7 @@ main(void)
 		  strcmp(llm_finish_reason_name(LLM_FINISH_LENGTH), "length") == 0 &&
 		  strcmp(llm_finish_reason_name(LLM_FINISH_ABORT), "aborted") == 0 &&
 		  strcmp(llm_finish_reason_name(LLM_FINISH_ERROR), "error") == 0, "finish reason names");
+	test_split(&base);
 	test_copy();
 	return unit_done();
 }
