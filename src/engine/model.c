@@ -90,7 +90,7 @@ check_config(const llm_model_config *c, char *err, size_t errlen)
 
 /* The config read and checked, then, with load, every tensor through the backend. */
 static llm_model *
-model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errlen)
+model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, char *err, size_t errlen)
 {
 	llm_model  *m = calloc(1, sizeof(llm_model));
 	llm_model_config *c;
@@ -110,7 +110,7 @@ model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errl
 		goto fail;
 	}
 	memcpy(c->arch, s.ptr, s.len);
-	if ((m->arch = find_arch(c->arch)) == NULL)
+	if ((m->arch = as ? as : find_arch(c->arch)) == NULL)
 	{
 		char		names[256];
 
@@ -141,13 +141,19 @@ fail:
 llm_model *
 llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 {
-	return model_open(f, b, true, err, errlen);
+	return model_open(f, b, NULL, true, err, errlen);
 }
 
 llm_model *
 llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 {
-	return model_open(f, b, false, err, errlen);
+	return model_open(f, b, NULL, false, err, errlen);
+}
+
+llm_model *
+llm_model_load_as(const gguf_file *f, llm_backend *b, const llm_arch *arch, char *err, size_t errlen)
+{
+	return model_open(f, b, arch, true, err, errlen);
 }
 
 static void

@@ -279,6 +279,13 @@ extern const llm_arch llm_arch_gemma3;
 	LLM_T_GLOBAL_MATRIX("output.weight", LLM_T_TIED, LLM_D_DIM, LLM_D_VOCAB, output), \
 	LLM_T_GLOBAL_VECTOR("output_norm.weight", LLM_T_REQUIRED, LLM_D_DIM, output_norm)
 
+/*
+ * llm_model_load with the given tables instead of those general.architecture
+ * names (the keys are still read under general.architecture's prefix):
+ * for tests that run the graph builder's options on a real file.
+ */
+llm_model  *llm_model_load_as(const gguf_file *f, llm_backend *b, const llm_arch *arch, char *err, size_t errlen);
+
 /* ---- model_tensors.c: the one reader and loader of the tables ---- */
 
 /*

@@ -345,6 +345,30 @@ test_attention(llm_backend *b)
 			  cases[c].name, worst);
 	}
 
+	/* the cached path's ops on the same rows: rotation, then attention over the fp16 cache */
+	{
+		llm_attn_opts causal = {0.25f, 0.0f, 0, true};
+		float	   *qc = malloc(nq * sizeof(float)),
+				   *kc = malloc(nk * sizeof(float));
+		double		worst = 0.0,
+					vmax = 0.0;
+		int			rc;
+
+		memcpy(qc, q, nq * sizeof(float));
+		memcpy(kc, k, nk * sizeof(float));
+		rc = b->ops->rope_store_kv_mode(b, 0, qc, kc, v, HEADS, 10000.0f, LLM_ROPE_NEOX);
+		rc |= b->ops->attention(b, 0, qc, o1, HEADS, 0.25f, 0);
+		rc |= b->ops->attention_rows(b, &step, qc, kc, v, o2, HEADS, KV, HD, &causal);
+		for (size_t i = 0; i < nq; i++)
+			worst = fmax(worst, fabs(o1[i] - o2[i]));
+		for (size_t i = 0; i < nk; i++)
+			vmax = fmax(vmax, fabs(v[i]));
+		CHECK(rc == 0 && worst <= 4e-3 * vmax, "attention_rows causal == the cached attention op within fp16 rounding "
+			  "(max err %.2e, |v| <= %.2f)", worst, vmax);
+		free(qc);
+		free(kc);
+	}
+
 	/* a causal first row, and every row with window 1, is its own V row */
 	{
 		llm_attn_opts causal = {0.25f, 0.0f, 0, true},
