@@ -158,7 +158,7 @@ typedef enum llm_tensor_need
 {
 	LLM_T_REQUIRED,				/* missing: "tensor X missing from GGUF file" */
 	LLM_T_OPTIONAL,				/* missing: the field stays NULL / zero */
-	LLM_T_TIED,					/* missing: the field is the token embedding (output.weight only) */
+	LLM_T_TIED,					/* missing: the field is the token embedding (a row after token_embd) */
 	LLM_T_REFUSED				/* present: "tensor X is not supported by the <arch> graph" */
 } llm_tensor_need;
 
