@@ -1,7 +1,8 @@
 /*
  * elementwise.c — GeGLU, scale and soft-capping kernels (elementwise.h):
- * the scalar references and their AVX2 twins.  Depends on quant.c (fp16
- * conversion) only.
+ * the scalar references and their AVX2 twins; and the scalar ops of the
+ * architecture graph options (LayerNorm, RoPE and attention over the
+ * step's own rows).  Depends on quant.c (fp16 conversion) only.
  *
  * The AVX2 GeGLU converts 8 gate values to binary16 with vcvtps2ph (round to
  * nearest even, as llm_fp32_to_fp16), gathers the 8 table entries and applies

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quant_types.h"
 
 /* Supported architectures: one row per model_<arch>.c (its tables). */
 static const llm_arch *const archs[] = {
