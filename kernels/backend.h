@@ -125,6 +125,15 @@ typedef struct llm_step_desc
 	const int32_t *block_tables_local;
 } llm_step_desc;
 
+/* attention_rows' options. */
+typedef struct llm_attn_opts
+{
+	float		scale;			/* factor of q . k */
+	float		softcap;		/* > 0: scores capped to (-softcap, softcap) by tanh; 0 = none */
+	int			window;			/* keys within this many positions (the query's own included); 0 = all */
+	bool		causal;			/* false: keys after the query's position too (bidirectional) */
+} llm_attn_opts;
+
 typedef struct llm_backend llm_backend;
 
 typedef struct llm_backend_ops
@@ -291,7 +300,60 @@ typedef struct llm_backend_ops
 	 * when the op returns.  Optional: NULL means the caller scans.
 	 */
 	int			(*scan_rows) (llm_backend *b, const float *x, int n, int dim, int32_t *argmax, uint8_t *finite);
+
+	/*
+	 * ---- added with the architecture graph options (engine/model_graph.c) ----
+	 * Optional: NULL means the backend lacks the op, and a model whose
+	 * graph needs it fails to load (model_graph.c llm_graph_check).
+	 */
+
+	/*
+	 * LayerNorm with bias: out[t] = (x[t] - mean) * (1 / sqrtf(var + eps))
+	 * * w + bias (bias NULL: no add), mean and var over the dim values of
+	 * row t as ggml_compute_forward_norm_f32 (double sums, float mean and
+	 * variance), then ggml_mul by w and ggml_add of bias, one rounding
+	 * each.  x, out [n][dim], may alias; w, bias [dim] (load_vector).
+	 */
+	int			(*layernorm) (llm_backend *b, const float *x, const float *w, const float *bias, float *out,
+							  int n, int dim, float eps);
+
+	/*
+	 * RoPE of the step's rows in place, without the cache: x
+	 * [d->n_tokens][n_heads][head_dim], row t at position d->positions[t]
+	 * (d: the step given to begin_step; its host arrays are read).  The
+	 * first n_rot values of each head (even, 2..head_dim) rotate, pair i
+	 * (adjacent (x[2i], x[2i+1]) in LLM_ROPE_NORMAL, (x[i], x[i + n_rot/2])
+	 * in LLM_ROPE_NEOX) by the angle pos * theta_i / ff[i], theta_i =
+	 * theta_{i-1} * powf(rope_theta, -2/n_rot) from theta_0 = 1, ff =
+	 * freq_factors ([n_rot/2], load_vector) or 1 when NULL (ggml's
+	 * rope_freqs), cos/sin and the rotation's roundings as rope_store_kv
+	 * (so with n_rot = head_dim and no factors the result is bit-identical
+	 * to what rope_store_kv_mode does to q); values n_rot..head_dim-1 are
+	 * unchanged (ggml's partial rotation).
+	 */
+	int			(*rope_rows) (llm_backend *b, const llm_step_desc *d, float *x, int n_heads, int head_dim,
+							  float rope_theta, int n_rot, const float *freq_factors, int mode);
+
+	/*
+	 * Attention among the step's own rows, without the cache (every key
+	 * a query may see is a row of this step: encoders, whole-sequence
+	 * steps).  For a row t of sequence s of d (host arrays read) at
+	 * position p and head h: out[t][h] = sum_u softmax_u(score(u)) v[u][g]
+	 * over the rows u of s that it sees, g = h / (n_heads / n_kv_heads);
+	 * score(u) = (q[t][h] . k[u][g]) * opts->scale, then when
+	 * opts->softcap > 0 tanhf(score / softcap) * softcap (attention logit
+	 * soft-capping).  Seen: with opts->causal the rows at positions p - w
+	 * + 1 .. p (w = opts->window, 0 = unbounded), otherwise (bidirectional)
+	 * every row at a position within w - 1 of p (0 = all rows of s).
+	 * Dot products and sums in float in row order, the softmax
+	 * max-subtracted with expf.  q, out [n_tokens][n_heads][head_dim]; k, v
+	 * [n_tokens][n_kv_heads][head_dim].
+	 */
+	int			(*attention_rows) (llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
+								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
+								   const llm_attn_opts *opts);
 } llm_backend_ops;
+
 
 /* copy_blocks' groups. */
 enum

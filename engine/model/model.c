@@ -1,13 +1,14 @@
 /*
- * model.c — the architecture-neutral part of the model (model.h): the table
- * of architectures, GGUF hyper-parameter and tensor helpers, the checks
- * every config must pass, the activation buffers, and the forward driver
- * (begin_step, the architecture's graph, then the output head: gather the
- * requested rows, the logits rows first when a step also wants hidden
- * states (llm_forward_out), output projection of the logits rows, final
- * logit soft-capping when the config has it, download, or none with a
- * backend whose buffers are host memory: the logits are then written into
- * the caller's array; the hidden rows downloaded as gathered), and the
+ * model.c — the architecture-neutral part of the model (model.h): the list
+ * of architectures, the checks every config must pass, load and free (the
+ * tables' reader and loader are model_tensors.c), the activation buffers,
+ * and the forward driver (begin_step, the graph of model_graph.c, then the
+ * output head: gather the requested rows, the logits rows first when a
+ * step also wants hidden states (llm_forward_out), output projection of the
+ * logits rows, final logit soft-capping when the config has it, download,
+ * or none with a backend whose buffers are host memory: the logits are then
+ * written into the caller's array; the hidden rows downloaded as gathered),
+ * and the
  * scan of the logits rows on the backend's threads (llm_model_scan_logits).
  * The architecture files and what they must do are described in
  * model_arch.h.
@@ -24,7 +25,7 @@
 
 #include "kernels/quant_types.h"
 
-/* Supported architectures: one row per model_<arch>.c. */
+/* Supported architectures: one row per arch_<arch>.c (its tables). */
 static const llm_arch *const archs[] = {
 	&llm_arch_llama,
 	&llm_arch_gemma3,
@@ -53,173 +54,6 @@ arch_names(char *buf, size_t len)
 }
 
 /* ------------------------------------------------------------------------
- * GGUF helpers
- * ------------------------------------------------------------------------ */
-
-int
-llm_model_get_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out, bool required,
-				  char *err, size_t errlen)
-{
-	char		key[160];
-	int64_t		v;
-
-	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	if (!gguf_get_int(f, key, &v))
-	{
-		if (required)
-			snprintf(err, errlen, "GGUF metadata key %s missing or not an integer", key);
-		return required ? -1 : 0;
-	}
-	if (v <= 0 || v > (1 << 24))
-	{
-		snprintf(err, errlen, "GGUF metadata %s = %lld out of range", key, (long long) v);
-		return -1;
-	}
-	*out = (int32_t) v;
-	return 0;
-}
-
-bool
-llm_model_get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out)
-{
-	char		key[160];
-	double		d;
-
-	snprintf(key, sizeof(key), "%s.%s", arch, suffix);
-	if (!gguf_get_float(f, key, &d))
-		return false;
-	*out = (float) d;
-	return true;
-}
-
-int
-llm_model_alloc_layers(llm_model *m, char *err, size_t errlen)
-{
-	free(m->layer_cfg);
-	m->layer_cfg = calloc((size_t) (m->cfg.n_layers > 0 ? m->cfg.n_layers : 1), sizeof(llm_layer_config));
-	m->cfg.layer = m->layer_cfg;
-	if (m->layer_cfg == NULL)
-	{
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
-/* Find tensor name with expected [ne0, ne1] (ne1 = 1 for vectors). */
-static const gguf_tensor *
-find_checked(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, char *err, size_t errlen)
-{
-	const gguf_tensor *t = gguf_find_tensor(f, name);
-
-	if (t == NULL)
-	{
-		snprintf(err, errlen, "tensor %s missing from GGUF file", name);
-		return NULL;
-	}
-	if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-	{
-		snprintf(err, errlen, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
-				 name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
-				 (long long) t->ne[3], (long long) ne0, (long long) ne1);
-		return NULL;
-	}
-	return t;
-}
-
-int
-llm_model_load_matrix(llm_model *m, const gguf_file *f, const char *name, int64_t n_cols, int64_t n_rows,
-					  llm_weight *out, char *err, size_t errlen)
-{
-	const gguf_tensor *t = find_checked(f, name, n_cols, n_rows, err, errlen);
-	llm_weight	host;
-
-	if (t == NULL)
-		return -1;
-	memset(&host, 0, sizeof(host));
-	host.type = t->type;
-	host.n_rows = n_rows;
-	host.n_cols = n_cols;
-	host.row_bytes = llm_type_row_bytes(t->type, n_cols);
-	host.data = t->data;
-	if (m->b->ops->load_weight(m->b, &host, out) != 0)
-	{
-		snprintf(err, errlen, "tensor %s (%s): %s", name,
-				 llm_type_get(t->type) ? llm_type_get(t->type)->name : "?",
-				 m->b->ops->last_error(m->b));
-		return -1;
-	}
-	return 0;
-}
-
-float *
-llm_model_load_vector(llm_model *m, const gguf_file *f, const char *name, int64_t n, char *err, size_t errlen)
-{
-	const gguf_tensor *t = find_checked(f, name, n, 1, err, errlen);
-	float	   *dev;
-
-	if (t == NULL)
-		return NULL;
-	if (t->type != LLM_TYPE_F32)
-	{
-		snprintf(err, errlen, "tensor %s: norm weights must be F32", name);
-		return NULL;
-	}
-	dev = m->b->ops->load_vector(m->b, (const float *) t->data, (size_t) n);
-	if (dev == NULL)
-		snprintf(err, errlen, "tensor %s: %s", name, m->b->ops->last_error(m->b));
-	return dev;
-}
-
-int
-llm_model_load_head(llm_model *m, const gguf_file *f, char *err, size_t errlen)
-{
-	llm_model_config *c = &m->cfg;
-
-	if (llm_model_load_matrix(m, f, "token_embd.weight", c->dim, c->n_vocab, &m->tok_embd, err, errlen))
-		return -1;
-	if (gguf_find_tensor(f, "output.weight") != NULL)
-	{
-		if (llm_model_load_matrix(m, f, "output.weight", c->dim, c->n_vocab, &m->output, err, errlen))
-			return -1;
-	}
-	else
-	{
-		c->tied_output = 1;
-		m->output = m->tok_embd;
-	}
-	m->output_norm = llm_model_load_vector(m, f, "output_norm.weight", c->dim, err, errlen);
-	return m->output_norm ? 0 : -1;
-}
-
-void
-llm_model_free_weight(llm_model *m, llm_weight *w)
-{
-	if (w->data)
-		m->b->ops->free_weight(m->b, w);
-	memset(w, 0, sizeof(*w));
-}
-
-void
-llm_model_free_vector(llm_model *m, float **v)
-{
-	if (*v)
-		m->b->ops->free_f32(m->b, *v);
-	*v = NULL;
-}
-
-int
-llm_model_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x, float *const *y, int n)
-{
-	if (b->ops->matmul_multi != NULL)
-		return b->ops->matmul_multi(b, w, n_w, x, y, n);
-	for (int i = 0; i < n_w; i++)
-		if (b->ops->matmul(b, w[i], x, y[i], n) != 0)
-			return -1;
-	return 0;
-}
-
-/* ------------------------------------------------------------------------
  * load / free
  * ------------------------------------------------------------------------ */
 
@@ -245,9 +79,11 @@ check_config(const llm_model_config *c, char *err, size_t errlen)
 		return -1;
 	}
 	for (int l = 0; l < c->n_layers; l++)
-		if (c->layer[l].attn_window < 0 || !(c->layer[l].rope_theta > 0.0f))
+		if (c->layer[l].attn_window < 0 || !(c->layer[l].rope_theta > 0.0f) ||
+			(c->layer[l].rope_mode != LLM_ROPE_NORMAL && c->layer[l].rope_mode != LLM_ROPE_NEOX &&
+			 c->layer[l].rope_mode != LLM_ROPE_NONE))
 		{
-			snprintf(err, errlen, "layer %d: invalid attention window %d or rope theta",
+			snprintf(err, errlen, "layer %d: invalid attention window %d, RoPE base or RoPE mode",
 					 l, c->layer[l].attn_window);
 			return -1;
 		}
@@ -256,7 +92,7 @@ check_config(const llm_model_config *c, char *err, size_t errlen)
 
 /* The config read and checked, then, with load, every tensor through the backend. */
 static llm_model *
-model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errlen)
+model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, char *err, size_t errlen)
 {
 	llm_model  *m = calloc(1, sizeof(llm_model));
 	llm_model_config *c;
@@ -276,7 +112,7 @@ model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errl
 		goto fail;
 	}
 	memcpy(c->arch, s.ptr, s.len);
-	if ((m->arch = find_arch(c->arch)) == NULL)
+	if ((m->arch = as ? as : find_arch(c->arch)) == NULL)
 	{
 		char		names[256];
 
@@ -294,8 +130,8 @@ model_open(const gguf_file *f, llm_backend *b, bool load, char *err, size_t errl
 	}
 	c->n_vocab = (int32_t) toks->arr_n;
 
-	if (m->arch->read_config(m, f, err, errlen) != 0 || check_config(c, err, errlen) != 0 ||
-		(load && m->arch->load(m, f, err, errlen) != 0))
+	if (llm_model_read_hparams(m, f, err, errlen) != 0 || check_config(c, err, errlen) != 0 ||
+		(load && (llm_model_load_tensors(m, f, err, errlen) != 0 || llm_graph_check(m, err, errlen) != 0)))
 		goto fail;
 	return m;
 
@@ -307,13 +143,19 @@ fail:
 llm_model *
 llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 {
-	return model_open(f, b, true, err, errlen);
+	return model_open(f, b, NULL, true, err, errlen);
 }
 
 llm_model *
 llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 {
-	return model_open(f, b, false, err, errlen);
+	return model_open(f, b, NULL, false, err, errlen);
+}
+
+llm_model *
+llm_model_load_as(const gguf_file *f, llm_backend *b, const llm_arch *arch, char *err, size_t errlen)
+{
+	return model_open(f, b, arch, true, err, errlen);
 }
 
 static void
@@ -324,7 +166,11 @@ free_activations(llm_model *m)
 	&a->out_h, &a->logits};
 
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-		llm_model_free_vector(m, bufs[i]);
+	{
+		if (*bufs[i])
+			m->b->ops->free_f32(m->b, *bufs[i]);
+		*bufs[i] = NULL;
+	}
 	a->cap_tokens = 0;
 	a->cap_out = 0;
 }
@@ -335,12 +181,7 @@ llm_model_free(llm_model *m)
 	if (m == NULL)
 		return;
 	free_activations(m);
-	if (m->arch)
-		m->arch->free_state(m);
-	llm_model_free_vector(m, &m->output_norm);
-	if (!m->cfg.tied_output)
-		llm_model_free_weight(m, &m->output);
-	llm_model_free_weight(m, &m->tok_embd);
+	llm_model_free_tensors(m);
 	free(m->layer_cfg);
 	free(m);
 }
@@ -472,6 +313,11 @@ llm_model_forward_out(llm_model *m, const llm_step_desc *d, const llm_forward_ou
 		snprintf(err, errlen, "no host array for the step's %s rows", n_logits > 0 ? "logits" : "hidden");
 		return -1;
 	}
+	if (llm_graph_check_step(m, d, err, errlen) != 0)
+	{
+		free(order);
+		return -1;
+	}
 	if (ensure_activations(m, n, d->n_out > 0 ? d->n_out : 1) != 0)
 	{
 		free(order);
@@ -481,7 +327,7 @@ llm_model_forward_out(llm_model *m, const llm_step_desc *d, const llm_forward_ou
 
 #define TRY(call) do { if ((call) != 0) goto backend_fail; } while (0)
 	TRY(o->begin_step(b, &step));
-	TRY(m->arch->forward(m, &step));
+	TRY(llm_graph_forward(m, &step));
 	if (d->n_out > 0)
 		TRY(o->gather_rows(b, a->h, a->out_h, c->dim));
 	if (n_logits > 0)

@@ -3,8 +3,9 @@
  * a GGUF file, run one forward step at a time.
  *
  * The architecture is the file's general.architecture; each supported one is
- * a file model_<arch>.c behind the table in model.c (model_arch.h is that
- * seam).  Supported: llama, gemma3.  An unknown architecture fails to load with an
+ * a table (hyper-parameters, tensors, graph options) in a file
+ * arch_<arch>.c, read by one loader and run by one graph builder
+ * (model_arch.h is that seam).  Supported: llama, gemma3.  An unknown architecture fails to load with an
  * error naming it and the supported ones.
  *
  * The forward pass takes a flat batch of tokens from many sequences
@@ -32,6 +33,8 @@ typedef struct llm_layer_config
 	 */
 	int32_t		attn_window;
 	float		rope_theta;		/* RoPE base frequency of this layer */
+	/* RoPE rotation of this layer: LLM_ROPE_NORMAL, LLM_ROPE_NEOX (backend.h) or -1 = none */
+	int32_t		rope_mode;
 } llm_layer_config;
 
 typedef struct llm_model_config

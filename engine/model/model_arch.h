@@ -1,37 +1,45 @@
 /*
- * model_arch.h — the seam between the architecture-neutral model code
- * (model.c: GGUF helpers, activation buffers, load/free, the forward driver,
- * the architecture table) and one file per architecture (model_<arch>.c).
- * Internal to engine/model*.c.
+ * model_arch.h — the seam between the architecture-neutral model code and
+ * the architectures.  Internal to engine/model*.c.
  *
- * Adding an architecture: a file model_<arch>.c defining one llm_arch
- * (declared at the end of this header), a row in model.c's table, and
- * whatever backend ops its graph needs (backend.h).  The header of that file states the source of every detail:
- * the GGUF keys and tensor names it reads and the reference graph it
- * reproduces.
+ * An architecture is DATA: one llm_arch (arch_<arch>.c) holding
+ *  - its hyper-parameter rows (llm_hparam_spec: GGUF key suffix, type,
+ *    required or optional, default), read into llm_hparams by one reader;
+ *  - its tensor rows (llm_tensor_spec: name pattern, shape in terms of
+ *    hyper-parameters, required / optional / refused, global or per layer),
+ *    loaded into llm_model / llm_layer_weights by one loader;
+ *  - its graph options (llm_graph_opts), read by the one graph builder
+ *    (model_graph.c);
+ *  - optionally a config hook for what no row can say (a layer pattern, a
+ *    rule tied to a model size).
+ * Adding an architecture: a file arch_<arch>.c with its tables, a row in
+ * model.c's list, and, when its graph differs in a way no option covers, a
+ * new option in llm_graph_opts implemented in model_graph.c (and the
+ * backend ops it needs, backend.h).  The file's header states the source of
+ * every key, tensor name and graph detail.
  *
  * Life of a model:
- *   llm_model_load: model.c reads general.architecture, finds the table
- *     row, sets cfg.arch, cfg.name and cfg.n_vocab (tokenizer tokens), then
- *     calls read_config (hyper-parameters into m->cfg, per-layer values
- *     into m->layer_cfg after llm_model_alloc_layers), checks what every
- *     architecture must satisfy (model.c check_config: positive sizes,
- *     n_kv_heads dividing n_heads, even head_dim, windows >= 0, positive
- *     RoPE bases, epsilon and scale), then calls load (tensors through m->b
- *     into m->arch_state, the shared head via llm_model_load_head).
- *     Activation buffers are sized at the first forward step.
+ *   llm_model_load: model.c reads general.architecture, finds the arch,
+ *     sets cfg.arch, cfg.name and cfg.n_vocab (tokenizer tokens), then
+ *     llm_model_read_hparams (model_tensors.c) reads the rows into m->hp,
+ *     derives m->cfg and the per-layer configs (every layer global, the
+ *     file's RoPE base, the arch's RoPE mode) and calls the arch's config
+ *     hook; model.c checks what every config must satisfy (check_config);
+ *     llm_model_load_tensors loads every row through the backend and
+ *     llm_graph_check (model_graph.c) refuses a graph the backend lacks ops
+ *     for.  Activation buffers are sized at the first forward step.
  *   llm_model_forward: model.c makes sure the activation buffers hold the
- *     step, calls begin_step, then forward, which must leave the final
+ *     step, calls begin_step, then llm_graph_forward, which leaves the final
  *     normed hidden state of every token row in m->act.h [n_tokens][dim];
  *     model.c gathers the out_rows, applies the output projection and
- *     downloads the logits (a backend with host buffers writes them into
- *     the caller's array).
- *   llm_model_free: free_state (also after a failed load, with whatever
- *     was loaded), then model.c frees the head, buffers and configs.
+ *     downloads the logits.
+ *   llm_model_free: llm_model_free_tensors (every row, however far the load
+ *     got), then model.c frees the buffers and configs.
  *
- * Errors: read_config and load write err and return -1; forward returns -1
- * on a backend failure (model.c reports the backend's last_error).  Nothing
- * aborts.
+ * Errors: the readers and loaders write err and return -1; a graph-level
+ * refusal of a step (llm_graph_check_step) writes err before begin_step;
+ * llm_graph_forward returns -1 on a backend failure (model.c reports the
+ * backend's last_error).  Nothing aborts.
  */
 #ifndef LLM_MODEL_ARCH_H
 #define LLM_MODEL_ARCH_H
@@ -66,75 +74,251 @@ typedef struct llm_activations
 	int			cap_out;
 } llm_activations;
 
-typedef struct llm_arch llm_arch;
+/*
+ * Every hyper-parameter any architecture reads (llm_hparam_spec.field names
+ * one).  An optional integer left 0 by its row is derived
+ * (llm_model_read_hparams): n_kv_heads = n_heads, key_length = dim /
+ * n_heads (dim must divide), value_length = rope_dims = key_length.
+ */
+typedef struct llm_hparams
+{
+	int32_t		n_layers;		/* block_count */
+	int32_t		dim;			/* embedding_length */
+	int32_t		n_heads;		/* attention.head_count */
+	int32_t		n_kv_heads;		/* attention.head_count_kv */
+	int32_t		ffn_dim;		/* feed_forward_length */
+	int32_t		n_ctx_train;	/* context_length */
+	int32_t		key_length;		/* attention.key_length: head_dim */
+	int32_t		value_length;	/* attention.value_length: must equal key_length */
+	int32_t		rope_dims;		/* rope.dimension_count: rotated dims of a head (even) */
+	int32_t		sliding_window; /* attention.sliding_window: 0 = none */
+	float		rope_theta;		/* rope.freq_base */
+	float		rope_theta_swa; /* rope.freq_base_swa: sliding-window layers' base */
+	float		norm_eps;		/* the RMS or LayerNorm epsilon */
+	float		final_logit_softcap;	/* 0 = none */
+	float		attn_logit_softcap;		/* 0 = none */
+} llm_hparams;
+
+/* llm_hparam_spec.type */
+typedef enum llm_hparam_type
+{
+	LLM_HP_INT,					/* integer in 1..2^24 into an int32_t field */
+	LLM_HP_INT0,				/* integer in 0..2^24 into an int32_t field */
+	LLM_HP_FLOAT,				/* number into a float field */
+	LLM_HP_STR_NONE				/* string that must be absent or "none" (no field) */
+} llm_hparam_type;
+
+/*
+ * One hyper-parameter row: GGUF key "<arch>.<key>".  Absent: an error when
+ * required, else the field = def (the derived integers above: def 0).
+ * Present but not of the type, or out of range: an error.  LLM_HP_STR_NONE:
+ * a value other than "none" is refused as "<what> \"value\" is not
+ * supported".
+ */
+typedef struct llm_hparam_spec
+{
+	const char *key;
+	llm_hparam_type type;
+	bool		required;
+	size_t		field;			/* offsetof(llm_hparams, ...); unused for LLM_HP_STR_NONE */
+	float		def;
+	const char *what;			/* LLM_HP_STR_NONE: the feature named in the refusal */
+} llm_hparam_spec;
+
+/* The weights of one layer; an optional row that is absent stays NULL / zero. */
+typedef struct llm_layer_weights
+{
+	float	   *attn_norm;		/* [dim] */
+	float	   *attn_norm_b;	/* [dim] LayerNorm bias */
+	float	   *q_norm;			/* [head_dim] per-head RMSNorm of q */
+	float	   *k_norm;			/* [head_dim] per-head RMSNorm of k */
+	float	   *post_attn_norm; /* [dim] RMSNorm of the attention block's output */
+	float	   *ffn_norm;		/* [dim] */
+	float	   *ffn_norm_b;		/* [dim] LayerNorm bias */
+	float	   *post_ffw_norm;	/* [dim] RMSNorm of the FFN block's output */
+	llm_weight	wq, wk, wv, wo;
+	llm_weight	w_gate, w_up, w_down;
+} llm_layer_weights;
+
+/* A tensor dimension in terms of the config (llm_tensor_spec.ne). */
+typedef enum llm_tensor_dim
+{
+	LLM_D_DIM,					/* dim */
+	LLM_D_Q,					/* n_heads * head_dim */
+	LLM_D_KV,					/* n_kv_heads * head_dim */
+	LLM_D_FFN,					/* ffn_dim */
+	LLM_D_HEAD,					/* head_dim */
+	LLM_D_VOCAB,				/* n_vocab */
+	LLM_D_ROPE_HALF,			/* rope_dims / 2 */
+	LLM_D_ONE					/* 1 (second dimension of a vector) */
+} llm_tensor_dim;
+
+/* llm_tensor_spec.need */
+typedef enum llm_tensor_need
+{
+	LLM_T_REQUIRED,				/* missing: "tensor X missing from GGUF file" */
+	LLM_T_OPTIONAL,				/* missing: the field stays NULL / zero */
+	LLM_T_TIED,					/* missing: the field is the token embedding (a row after token_embd) */
+	LLM_T_REFUSED				/* present: "tensor X is not supported by the <arch> graph" */
+} llm_tensor_need;
+
+/*
+ * One tensor row.  A name with "%d" is per layer (blk.%d.attn_q.weight,
+ * field an offset into llm_layer_weights), otherwise global (field an
+ * offset into llm_model).  A matrix (vector false) of GGUF shape [ne[0],
+ * ne[1]] goes through load_weight into an llm_weight; a vector (ne[1]
+ * LLM_D_ONE) must be F32 and goes through load_vector into a float *.
+ * Rows load in table order, global rows before the layers, each layer's
+ * rows in turn; refused rows of a layer are checked before its loads.
+ */
+typedef struct llm_tensor_spec
+{
+	const char *name;
+	llm_tensor_need need;
+	bool		vector;
+	llm_tensor_dim ne[2];
+	size_t		field;
+} llm_tensor_spec;
+
+/* llm_graph_opts.norm */
+typedef enum llm_norm_kind
+{
+	LLM_NORM_RMS,				/* x * rsqrt(mean(x^2) + eps) * w (backend rmsnorm) */
+	LLM_NORM_LAYER				/* (x - mean) / sqrt(var + eps) * w + b (backend layernorm) */
+} llm_norm_kind;
+
+/* llm_graph_opts.ffn_act: the gated FFN's activation of the gate. */
+typedef enum llm_ffn_act
+{
+	LLM_ACT_SILU,				/* SwiGLU (backend silu_mul) */
+	LLM_ACT_GELU				/* GeGLU, tanh GELU (backend gelu_mul) */
+} llm_ffn_act;
+
+/* A layer's RoPE (llm_layer_config.rope_mode): backend.h's modes, or none. */
+#define LLM_ROPE_NONE	(-1)
+
+/*
+ * The graph options an architecture sets (model_graph.c reads them).  Zero
+ * is the llama graph: RMSNorm, SwiGLU, normal RoPE on the whole head,
+ * causal attention with the scale in the softmax, no embedding scale.
+ * Per-layer values (window, RoPE base and mode) live in llm_layer_config;
+ * the optional norm tensors (q/k norms, post norms, LayerNorm biases) are
+ * applied when their rows loaded them.
+ */
+typedef struct llm_graph_opts
+{
+	llm_norm_kind norm;
+	llm_ffn_act ffn_act;
+	int			rope_mode;		/* every layer's initial mode: LLM_ROPE_NORMAL, _NEOX or LLM_ROPE_NONE */
+	bool		partial_rotary; /* rope.dimension_count below key_length accepted */
+	bool		bidirectional;	/* every query sees every key of its sequence (encoders) */
+	bool		embed_scale;	/* x = embed(tokens) * sqrt(dim) */
+	bool		q_prescale;		/* q *= attn_scale before attention, softmax scale 1 */
+} llm_graph_opts;
+
+typedef struct llm_arch
+{
+	const char *name;			/* general.architecture value */
+	const llm_hparam_spec *hparams;
+	int			n_hparams;
+	const llm_tensor_spec *tensors;
+	int			n_tensors;
+	llm_graph_opts graph;
+	/*
+	 * Optional: after the rows are read and m->cfg / m->layer_cfg derived
+	 * (model_tensors.c), the architecture's own rules; 0 or -1 + err.
+	 */
+	int			(*config) (llm_model *m, const gguf_file *f, char *err, size_t errlen);
+} llm_arch;
 
 struct llm_model
 {
 	llm_model_config cfg;		/* cfg.layer == layer_cfg */
 	llm_layer_config *layer_cfg;	/* [cfg.n_layers] */
+	llm_hparams hp;				/* the file's values as read */
 	const llm_arch *arch;
 	llm_backend *b;
-	/* the head every architecture has: token embedding, final norm, output projection */
+	/* global tensors (llm_tensor_spec rows without "%d") */
 	llm_weight	tok_embd;
 	llm_weight	output;			/* == tok_embd contents when cfg.tied_output (loaded once) */
 	float	   *output_norm;	/* [dim] */
+	float	   *output_norm_b;	/* [dim] LayerNorm bias, or NULL */
+	float	   *rope_freqs;		/* [rope_dims / 2] RoPE frequency divisors, or NULL */
+	llm_layer_weights *layers;	/* [cfg.n_layers]; NULL until the loader allocates it */
 	llm_activations act;
-	void	   *arch_state;		/* the architecture's tensors; NULL until load allocates it */
 };
 
-struct llm_arch
-{
-	const char *name;			/* general.architecture value */
-	/* Hyper-parameters from GGUF into m->cfg and m->layer_cfg; 0 or -1 + err. */
-	int			(*read_config) (llm_model *m, const gguf_file *f, char *err, size_t errlen);
-	/* Tensors through m->b into m->arch_state (and llm_model_load_head); 0 or -1 + err. */
-	int			(*load) (llm_model *m, const gguf_file *f, char *err, size_t errlen);
-	/* The step's graph after begin_step, ending with the final norm in m->act.h; 0 or -1. */
-	int			(*forward) (llm_model *m, const llm_step_desc *d);
-	/* Release m->arch_state, however far load got (NULL included). */
-	void		(*free_state) (llm_model *m);
-};
-
-/* The architectures (one per model_<arch>.c); model.c's table lists them. */
+/* The architectures (one per arch_<arch>.c); model.c's list names them. */
 extern const llm_arch llm_arch_llama;
 extern const llm_arch llm_arch_gemma3;
 
-/* ---- helpers for the architecture files (model.c) ---- */
+#define LLM_ARRAY_LEN(a) ((int) (sizeof(a) / sizeof((a)[0])))
+
+/* Rows of the tables, written as the architecture files write them. */
+#define LLM_HP(key, type, required, field, def) \
+	{(key), (type), (required), offsetof(llm_hparams, field), (def), NULL}
+#define LLM_HP_NONE_ONLY(key, what) {(key), LLM_HP_STR_NONE, false, 0, 0.0f, (what)}
+#define LLM_T_GLOBAL_MATRIX(name, need, ne0, ne1, field) \
+	{(name), (need), false, {(ne0), (ne1)}, offsetof(llm_model, field)}
+#define LLM_T_GLOBAL_VECTOR(name, need, n, field) \
+	{(name), (need), true, {(n), LLM_D_ONE}, offsetof(llm_model, field)}
+#define LLM_T_LAYER_MATRIX(name, need, ne0, ne1, field) \
+	{(name), (need), false, {(ne0), (ne1)}, offsetof(llm_layer_weights, field)}
+#define LLM_T_LAYER_VECTOR(name, need, n, field) \
+	{(name), (need), true, {(n), LLM_D_ONE}, offsetof(llm_layer_weights, field)}
+/* A refused per-layer tensor (its shape is not read). */
+#define LLM_T_LAYER_REFUSED(name) {(name), LLM_T_REFUSED, true, {LLM_D_ONE, LLM_D_ONE}, 0}
 
 /*
- * Integer metadata "<arch>.<suffix>" in 1..2^24 into *out.  Absent: -1 +
- * err when required, else 0 with *out unchanged.  Present but not an
- * integer in range: -1 + err.
+ * The head every architecture has so far: token_embd [dim, n_vocab],
+ * output [dim, n_vocab] (absent: tied to the embedding) and output_norm
+ * [dim].
  */
-int			llm_model_get_i32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out,
-							  bool required, char *err, size_t errlen);
+#define LLM_T_HEAD_ROWS \
+	LLM_T_GLOBAL_MATRIX("token_embd.weight", LLM_T_REQUIRED, LLM_D_DIM, LLM_D_VOCAB, tok_embd), \
+	LLM_T_GLOBAL_MATRIX("output.weight", LLM_T_TIED, LLM_D_DIM, LLM_D_VOCAB, output), \
+	LLM_T_GLOBAL_VECTOR("output_norm.weight", LLM_T_REQUIRED, LLM_D_DIM, output_norm)
 
-/* Float metadata "<arch>.<suffix>" into *out; false (out unchanged) if absent or not a number. */
-bool		llm_model_get_f32(const gguf_file *f, const char *arch, const char *suffix, float *out);
+/*
+ * llm_model_load with the given tables instead of those general.architecture
+ * names (the keys are still read under general.architecture's prefix):
+ * for tests that run the graph builder's options on a real file.
+ */
+llm_model  *llm_model_load_as(const gguf_file *f, llm_backend *b, const llm_arch *arch, char *err, size_t errlen);
+
+/* ---- model_tensors.c: the one reader and loader of the tables ---- */
+
+/*
+ * m->arch's hyper-parameter rows into m->hp, then m->cfg (sizes, epsilon,
+ * soft-caps, attention scale 1/sqrt(head_dim)) and m->layer_cfg (window 0,
+ * the file's RoPE base, the arch's RoPE mode), then the arch's config
+ * hook; 0 or -1 + err.
+ */
+int			llm_model_read_hparams(llm_model *m, const gguf_file *f, char *err, size_t errlen);
+
+/* m->arch's tensor rows through m->b; 0 or -1 + err (what loaded is freed by llm_model_free_tensors). */
+int			llm_model_load_tensors(llm_model *m, const gguf_file *f, char *err, size_t errlen);
+
+/* Release every tensor the loader loaded (any stage of a failed load included). */
+void		llm_model_free_tensors(llm_model *m);
 
 /* Allocate m->layer_cfg for m->cfg.n_layers layers (zeroed) and point cfg.layer at it. */
 int			llm_model_alloc_layers(llm_model *m, char *err, size_t errlen);
 
-/*
- * Tensor `name` of shape [n_cols, n_rows] (GGUF ne[0] = n_cols) loaded
- * through the backend into *out; -1 + err if missing, misshapen or refused.
- */
-int			llm_model_load_matrix(llm_model *m, const gguf_file *f, const char *name, int64_t n_cols,
-								  int64_t n_rows, llm_weight *out, char *err, size_t errlen);
+/* ---- model_graph.c: the one graph builder ---- */
 
-/* F32 vector `name` of n elements as a backend vector; NULL + err on failure. */
-float	   *llm_model_load_vector(llm_model *m, const gguf_file *f, const char *name, int64_t n,
-								  char *err, size_t errlen);
+/* After the load: -1 + err when the graph needs an op m->b lacks. */
+int			llm_graph_check(const llm_model *m, char *err, size_t errlen);
 
 /*
- * token_embd.weight [dim, n_vocab], output.weight [dim, n_vocab] (absent:
- * tied to the embedding, cfg.tied_output = 1) and output_norm.weight [dim].
+ * Before begin_step: -1 + err when the step cannot run on this graph (a
+ * layer on the step-local attention path needs every sequence whole in
+ * the step: no key cached before it).
  */
-int			llm_model_load_head(llm_model *m, const gguf_file *f, char *err, size_t errlen);
+int			llm_graph_check_step(const llm_model *m, const llm_step_desc *d, char *err, size_t errlen);
 
-/* Release a weight / vector loaded by the helpers above (NULL data / pointer: nothing). */
-void		llm_model_free_weight(llm_model *m, llm_weight *w);
-void		llm_model_free_vector(llm_model *m, float **v);
+/* The step's graph after begin_step, ending with the final norm in m->act.h; 0 or -1 (backend error). */
+int			llm_graph_forward(llm_model *m, const llm_step_desc *d);
 
 /* Several weights of one input: the backend's matmul_multi, or one matmul each. */
 int			llm_model_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x,

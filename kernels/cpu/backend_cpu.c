@@ -1943,6 +1943,9 @@ static const llm_backend_ops cpu_ops = {
 	.copy_blocks = cpu_copy_blocks,
 	.host_buffers = true,
 	.scan_rows = cpu_scan_rows,
+	.layernorm = llm_cpu_layernorm,
+	.rope_rows = llm_cpu_rope_rows,
+	.attention_rows = llm_cpu_attention_rows,
 };
 
 static llm_backend *

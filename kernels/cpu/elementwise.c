@@ -1,7 +1,8 @@
 /*
  * elementwise.c — GeGLU, scale and soft-capping kernels (elementwise.h):
- * the scalar references and their AVX2 twins.  Depends on quant.c (fp16
- * conversion) only.
+ * the scalar references and their AVX2 twins; and the scalar ops of the
+ * architecture graph options (LayerNorm, RoPE and attention over the
+ * step's own rows).  Depends on quant.c (fp16 conversion) only.
  *
  * The AVX2 GeGLU converts 8 gate values to binary16 with vcvtps2ph (round to
  * nearest even, as llm_fp32_to_fp16), gathers the 8 table entries and applies
@@ -154,4 +155,158 @@ llm_scale_kernel(bool avx2)
 		return scale_avx2;
 #endif
 	return scale_scalar;
+}
+
+/* ------------------------------------------------------------------------
+ * Ops of the architecture graph options (backend.h layernorm, rope_rows,
+ * attention_rows): scalar, on the calling thread.  No model in use runs
+ * them on its hot path; they take only host arrays, so they need no
+ * backend state and cannot fail.
+ * ------------------------------------------------------------------------ */
+
+int
+llm_cpu_layernorm(llm_backend *b, const float *x, const float *w, const float *bias, float *out,
+				  int n, int dim, float eps)
+{
+	(void) b;
+	for (int t = 0; t < n; t++)
+	{
+		const float *xr = x + (size_t) t * dim;
+		float	   *y = out + (size_t) t * dim;
+		double		sum = 0.0,
+					sum2 = 0.0;
+		float		mean,
+					variance,
+					scale;
+
+		for (int i = 0; i < dim; i++)
+			sum += (double) xr[i];
+		mean = (float) (sum / dim);
+		for (int i = 0; i < dim; i++)
+		{
+			float		v = xr[i] - mean;
+
+			y[i] = v;
+			sum2 += (double) (v * v);
+		}
+		variance = (float) (sum2 / dim);
+		scale = 1.0f / sqrtf(variance + eps);
+		for (int i = 0; i < dim; i++)
+			y[i] = y[i] * scale;
+		for (int i = 0; i < dim; i++)
+			y[i] = y[i] * w[i];
+		if (bias != NULL)
+			for (int i = 0; i < dim; i++)
+				y[i] = y[i] + bias[i];
+	}
+	return 0;
+}
+
+int
+llm_cpu_rope_rows(llm_backend *b, const llm_step_desc *d, float *x, int n_heads, int head_dim,
+				  float rope_theta, int n_rot, const float *freq_factors, int mode)
+{
+	const float theta_scale = powf(rope_theta, -2.0f / (float) n_rot);
+	const int	half = n_rot / 2;
+
+	(void) b;
+	for (int t = 0; t < d->n_tokens; t++)
+	{
+		float		theta = (float) d->positions[t];
+
+		for (int i = 0; i < half; i++)
+		{
+			/* ggml_rope_cache_init: the angle divided by the factor, theta scaled undivided */
+			float		angle = freq_factors ? theta / freq_factors[i] : theta;
+			float		c = cosf(angle),
+						s = sinf(angle);
+
+			for (int h = 0; h < n_heads; h++)
+			{
+				float	   *v = x + ((size_t) t * n_heads + h) * head_dim;
+				int			i0 = mode == LLM_ROPE_NEOX ? i : 2 * i;
+				int			i1 = mode == LLM_ROPE_NEOX ? i + half : 2 * i + 1;
+				float		x0 = v[i0],
+							x1 = v[i1];
+
+				/* the fused form of rope_store_kv (ggml's x0*c - x1*s, x0*s + x1*c under contraction) */
+				v[i0] = fmaf(x0, c, -(x1 * s));
+				v[i1] = fmaf(x0, s, x1 * c);
+			}
+			theta *= theta_scale;
+		}
+	}
+	return 0;
+}
+
+/* Rows of d's sequence s that query row t sees (attention_rows' rule). */
+static bool
+attn_sees(const llm_step_desc *d, const llm_attn_opts *o, int t, int u)
+{
+	int			p = d->positions[t],
+				pu = d->positions[u];
+
+	if (o->causal && pu > p)
+		return false;
+	if (o->window > 0 && (pu > p ? pu - p : p - pu) >= o->window)
+		return false;
+	return true;
+}
+
+static float
+attn_score(const float *qh, const float *kh, int hd, const llm_attn_opts *o)
+{
+	float		dot = 0.0f;
+
+	for (int i = 0; i < hd; i++)
+		dot += qh[i] * kh[i];
+	dot = dot * o->scale;
+	if (o->softcap > 0.0f)
+		dot = tanhf(dot / o->softcap) * o->softcap;
+	return dot;
+}
+
+int
+llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
+					   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
+					   const llm_attn_opts *o)
+{
+	const int	group = n_heads / n_kv_heads;
+
+	(void) b;
+	for (int s = 0; s < d->n_seqs; s++)
+		for (int t = d->seq_start[s]; t < d->seq_start[s + 1]; t++)
+			for (int h = 0; h < n_heads; h++)
+			{
+				const float *qh = q + ((size_t) t * n_heads + h) * head_dim;
+				float	   *oh = out + ((size_t) t * n_heads + h) * head_dim;
+				const int	g = h / group;
+				float		mx = -INFINITY,
+							sum = 0.0f;
+
+				for (int u = d->seq_start[s]; u < d->seq_start[s + 1]; u++)
+					if (attn_sees(d, o, t, u))
+					{
+						float		sc = attn_score(qh, k + ((size_t) u * n_kv_heads + g) * head_dim, head_dim, o);
+
+						if (sc > mx)
+							mx = sc;
+					}
+				for (int i = 0; i < head_dim; i++)
+					oh[i] = 0.0f;
+				for (int u = d->seq_start[s]; u < d->seq_start[s + 1]; u++)
+					if (attn_sees(d, o, t, u))
+					{
+						const float *vh = v + ((size_t) u * n_kv_heads + g) * head_dim;
+						float		e = expf(attn_score(qh, k + ((size_t) u * n_kv_heads + g) * head_dim,
+														head_dim, o) - mx);
+
+						sum += e;
+						for (int i = 0; i < head_dim; i++)
+							oh[i] += e * vh[i];
+					}
+				for (int i = 0; i < head_dim && sum > 0.0f; i++)
+					oh[i] = oh[i] / sum;
+			}
+	return 0;
 }

@@ -1,7 +1,9 @@
 /*
  * elementwise.h — element-wise kernels of the CPU backend added with the
  * Gemma 3 graph: the GELU-gated product (GeGLU), scaling by a constant and
- * tanh soft-capping (elementwise.c).  Each has a scalar reference and an
+ * tanh soft-capping (elementwise.c); and the scalar ops of the
+ * architecture graph options (LayerNorm, RoPE and attention over the
+ * step's rows).  Each has a scalar reference and an
  * AVX2 version that are bit-identical; dispatch.h hands out the one this CPU
  * runs.
  *
@@ -26,6 +28,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kernels/backend.h"
+
 /* out[i] = gelu(gate[i]) * up[i] for i < n (ggml_vec_geglu_f32); out may alias gate or up. */
 typedef void (*llm_geglu_fn) (const float *gate, const float *up, float *out, int64_t n);
 
@@ -47,5 +51,18 @@ llm_scale_fn llm_scale_kernel(bool avx2);
 
 /* x[i] = tanhf(x[i] * inv_cap) * cap for i < n; inv_cap = 1.0f / cap (float division). */
 void		llm_softcap_row(float *x, float cap, int64_t n);
+
+/*
+ * The CPU backend's layernorm, rope_rows and attention_rows ops (backend.h
+ * states their contracts): scalar code on the calling thread over host
+ * arrays, so any backend-made host buffer works; they never fail.
+ */
+int			llm_cpu_layernorm(llm_backend *b, const float *x, const float *w, const float *bias, float *out,
+							  int n, int dim, float eps);
+int			llm_cpu_rope_rows(llm_backend *b, const llm_step_desc *d, float *x, int n_heads, int head_dim,
+							  float rope_theta, int n_rot, const float *freq_factors, int mode);
+int			llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
+								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
+								   const llm_attn_opts *opts);
 
 #endif

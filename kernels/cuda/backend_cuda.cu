@@ -1134,6 +1134,10 @@ static const llm_backend_ops cuda_ops = {
 	.copy_blocks = cuda_copy_blocks,
 	.host_buffers = false,		/* device buffers: the logits are downloaded */
 	.scan_rows = NULL,			/* the engine scans the downloaded rows */
+	/* not yet on this backend: a model whose graph needs one is refused at load, naming it */
+	.layernorm = NULL,
+	.rope_rows = NULL,
+	.attention_rows = NULL,
 };
 
 static bool
