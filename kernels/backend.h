@@ -11,6 +11,10 @@
  * CUDA: [block_size][n_kv_heads], fp16 only).
  * A token's KV "slot" is block_id * block_size + offset_in_block.
  *
+ * Implementations: kernels/cpu (cpu_backend.c: the table), kernels/cuda
+ * (build/llm_cuda.so, loaded by src/engine/backend_loader.c); the helpers
+ * declared at the end that are the same for every backend: backend.c.
+ *
  * Ops may run asynchronously (CUDA stream); llm_backend_ops.sync waits.
  * Every op returns 0 on success or -1 after writing a message retrievable by
  * ops.last_error; no op aborts the process.  Compute threads of a backend
@@ -326,7 +330,9 @@ llm_backend *llm_backend_cpu_create_shared(int n_threads, char *err, size_t errl
 
 /*
  * Bytes of KV cache one block takes across all layers (K and V, of
- * g->kv_dtype), whatever their group; 0 for an invalid geometry.
+ * g->kv_dtype), whatever their group; 0 for an invalid geometry.  The same
+ * for every backend (kernels/backend.c): the engine sizes its cache with it
+ * before and whatever backend it opens.
  */
 size_t		llm_kv_block_bytes(const llm_kv_geometry *g);
 

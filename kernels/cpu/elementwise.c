@@ -1,7 +1,7 @@
 /*
- * elementwise.c — GeGLU, scale and soft-capping kernels (elementwise.h):
- * the scalar references and their AVX2 twins.  Depends on quant.c (fp16
- * conversion) only.
+ * elementwise.c — RMS norm, GeGLU, scale and soft-capping kernels
+ * (elementwise.h): the scalar references and their AVX2 twins.
+ * Depends on quant.c (fp16 conversion) only.
  *
  * The AVX2 GeGLU converts 8 gate values to binary16 with vcvtps2ph (round to
  * nearest even, as llm_fp32_to_fp16), gathers the 8 table entries and applies
@@ -89,6 +89,22 @@ llm_softcap_row(float *x, float cap, int64_t n)
 
 	for (int64_t i = 0; i < n; i++)
 		x[i] = tanhf(x[i] * inv) * cap;
+}
+
+/* One row of ggml's rms_norm followed by the weight multiply. */
+void
+llm_rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps)
+{
+	double		sum = 0.0;
+	float		mean,
+				scale;
+
+	for (int i = 0; i < dim; i++)
+		sum += (double) (x[i] * x[i]);
+	mean = (float) (sum / dim);
+	scale = 1.0f / sqrtf(mean + eps);
+	for (int i = 0; i < dim; i++)
+		out[i] = (x[i] * scale) * w[i];
 }
 
 /* ---- AVX2 ---- */

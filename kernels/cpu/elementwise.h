@@ -1,9 +1,11 @@
 /*
- * elementwise.h — element-wise kernels of the CPU backend added with the
- * Gemma 3 graph: the GELU-gated product (GeGLU), scaling by a constant and
- * tanh soft-capping (elementwise.c).  Each has a scalar reference and an
- * AVX2 version that are bit-identical; dispatch.h hands out the one this CPU
- * runs.
+ * elementwise.h — element-wise kernels of the CPU backend (elementwise.c):
+ * the RMS norm of a row, the GELU-gated product (GeGLU), scaling by a
+ * constant and tanh soft-capping.  GeGLU and scale have a scalar reference
+ * and an AVX2 version that are bit-identical; dispatch.h hands out the one
+ * this CPU runs.  The thread-pool ops over them are cpu_elementwise.c's;
+ * this file and elementwise.c know nothing of a backend (the CUDA library
+ * links elementwise.c for the GELU table).
  *
  * Numerics are those of ggml's CPU backend, which is what llama.cpp runs:
  *  - GELU (tanh approximation) through ggml's binary16 table
@@ -18,7 +20,10 @@
  *    present);
  *  - scale: x * s, one rounding (ggml_vec_scale_f32);
  *  - soft-capping: tanhf(x * (1/cap)) * cap (ggml_scale, ggml_tanh, ggml_scale;
- *    libm tanhf in both versions, as ggml_vec_tanh_f32).
+ *    libm tanhf in both versions, as ggml_vec_tanh_f32);
+ *  - RMS norm: a double sum of the float squares x * x, mean = (float)
+ *    (sum / dim), scale = 1 / sqrtf(mean + eps), out = (x * scale) * w
+ *    (ggml_compute_forward_rms_norm_f32, then the weight multiply).
  */
 #ifndef LLM_CPU_ELEMENTWISE_H
 #define LLM_CPU_ELEMENTWISE_H
@@ -47,5 +52,8 @@ llm_scale_fn llm_scale_kernel(bool avx2);
 
 /* x[i] = tanhf(x[i] * inv_cap) * cap for i < n; inv_cap = 1.0f / cap (float division). */
 void		llm_softcap_row(float *x, float cap, int64_t n);
+
+/* out[i] = (x[i] * scale) * w[i] for i < dim, the RMS norm above; out may alias x. */
+void		llm_rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps);
 
 #endif
