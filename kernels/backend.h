@@ -295,6 +295,22 @@ typedef struct llm_backend_ops
 	 * when the op returns.  Optional: NULL means the caller scans.
 	 */
 	int			(*scan_rows) (llm_backend *b, const float *x, int n, int dim, int32_t *argmax, uint8_t *finite);
+
+	/* ---- added with the broadcast add, for architectures with bias rows ---- */
+
+	/*
+	 * out[r][i] = x[r][i] + bias[i] for r < n_rows, i < n: one bias row of
+	 * n floats added to every row of x [n_rows][n], out [n_rows][n]; one
+	 * float addition per element (rounded once, no contraction), so every
+	 * backend gives the bits of the scalar sum and a row's result depends
+	 * on that row alone (batch invariance).  x, bias and out are buffers
+	 * (alloc_f32 / load_vector; with host_buffers any host arrays).  out
+	 * may equal x (in place) but must not otherwise overlap x or bias.
+	 * n_rows 0 does nothing; n_rows < 0, n <= 0 or a NULL array with
+	 * n_rows > 0 is an error.  Every backend here provides it.
+	 */
+	int			(*add_broadcast) (llm_backend *b, const float *x, const float *bias, float *out,
+								  int n_rows, int n);
 } llm_backend_ops;
 
 /* copy_blocks' groups. */

@@ -642,6 +642,7 @@ static const llm_backend_ops cpu_ops = {
 	.copy_blocks = cpu_copy_blocks,
 	.host_buffers = true,
 	.scan_rows = cpu_scan_rows,
+	.add_broadcast = cpu_add_broadcast,
 };
 
 static llm_backend *
@@ -671,6 +672,7 @@ cpu_create(int n_threads, bool shared_pool, char *err, size_t errlen)
 	cb->swiglu = llm_swiglu_get(LLM_IMPL_BEST);
 	cb->geglu = llm_geglu_get(LLM_IMPL_BEST);
 	cb->scale = llm_scale_get(LLM_IMPL_BEST);
+	cb->add_row = llm_add_row_get(LLM_IMPL_BEST);
 	cb->row_scan = llm_row_scan_get(LLM_IMPL_BEST);
 	cb->shared_pool = shared_pool;
 	cb->pool = shared_pool ? llm_threadpool_acquire_shared(n_threads, err, errlen)
@@ -713,6 +715,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 	cb->swiglu = llm_swiglu_get(impl);
 	cb->geglu = llm_geglu_get(impl);
 	cb->scale = llm_scale_get(impl);
+	cb->add_row = llm_add_row_get(impl);
 	cb->row_scan = llm_row_scan_get(impl);
 	return 0;
 }

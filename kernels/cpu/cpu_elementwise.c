@@ -1,6 +1,7 @@
 /*
  * cpu_elementwise.c — the CPU backend's element-wise ops (backend.h):
- * rmsnorm, add_rmsnorm, add, silu_mul, gelu_mul, scale, softcap.  Each cuts its rows or elements into thread-pool chunks over a
+ * rmsnorm, add_rmsnorm, add, add_broadcast, silu_mul, gelu_mul, scale,
+ * softcap.  Each cuts its rows or elements into thread-pool chunks over a
  * kernel of elementwise.c or quant.h (the implementation dispatch.h chose);
  * every output element is computed by one fixed sequence of operations
  * whatever the chunking, so the results do not depend on the thread count.
@@ -8,8 +9,8 @@
  * Numerics (as ggml's CPU backend): RMS norm with a double sum of float
  * squares then (x * scale) * w (llm_rmsnorm_row, as
  * ggml_compute_forward_rms_norm_f32); SiLU exponentials as ggml_v_expf;
- * GeGLU, scale and soft-capping as elementwise.h states; add one float
- * addition per element.
+ * GeGLU, scale and soft-capping as elementwise.h states; the adds one
+ * float addition per element.
  */
 #include "backend.h"
 #include "cpu_internal.h"
@@ -83,6 +84,36 @@ cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 	if (n < 0 || dim <= 0 || (n > 0 && (residual == NULL || delta == NULL)))
 		return cpu_fail(CPU(b), "add: invalid arguments");
 	llm_threadpool_run(CPU(b)->pool, n, 8, norm_task, &j);
+	return 0;
+}
+
+typedef struct add_row_job
+{
+	llm_add_row_fn fn;
+	const float *x;
+	const float *bias;
+	float	   *out;
+	int			n;
+} add_row_job;
+
+static void
+add_row_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	add_row_job *j = p;
+
+	for (int64_t r = begin; r < end; r++)
+		j->fn(j->x + r * j->n, j->bias, j->out + r * j->n, j->n);
+}
+
+/* The bias row once per row of x: rows are the chunks, each element one addition. */
+int
+cpu_add_broadcast(llm_backend *b, const float *x, const float *bias, float *out, int n_rows, int n)
+{
+	add_row_job j = {CPU(b)->add_row, x, bias, out, n};
+
+	if (n_rows < 0 || n <= 0 || (n_rows > 0 && (x == NULL || bias == NULL || out == NULL)))
+		return cpu_fail(CPU(b), "add_broadcast: invalid arguments");
+	llm_threadpool_run(CPU(b)->pool, n_rows, n >= 2048 ? 1 : 2048 / n, add_row_task, &j);
 	return 0;
 }
 

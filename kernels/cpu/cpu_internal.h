@@ -38,6 +38,7 @@ typedef struct cpu_backend
 	llm_swiglu_fn swiglu;
 	llm_geglu_fn geglu;
 	llm_scale_fn scale;
+	llm_add_row_fn add_row;		/* add_broadcast's kernel */
 	llm_row_scan_fn row_scan;
 	char		err[512];
 	llm_huge_arena *weights;	/* copies of the weights on huge pages */
@@ -158,6 +159,7 @@ int			cpu_rmsnorm(llm_backend *b, const float *x, const float *w, float *out, in
 int			cpu_add_rmsnorm(llm_backend *b, float *residual, const float *delta, const float *w, float *out,
 							int n, int dim, float eps);
 int			cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim);
+int			cpu_add_broadcast(llm_backend *b, const float *x, const float *bias, float *out, int n_rows, int n);
 int			cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
 int			cpu_gelu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
 int			cpu_scale(llm_backend *b, float *x, float s, size_t n);

@@ -205,6 +205,14 @@ llm_scale_get(int impl)
 	return r < 0 ? NULL : llm_scale_kernel(r != LLM_IMPL_SCALAR);
 }
 
+llm_add_row_fn
+llm_add_row_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r < 0 ? NULL : llm_add_row_kernel(r != LLM_IMPL_SCALAR);
+}
+
 llm_row_scan_fn
 llm_row_scan_get(int impl)
 {

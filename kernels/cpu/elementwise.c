@@ -1,13 +1,15 @@
 /*
- * elementwise.c — RMS norm, GeGLU, scale and soft-capping kernels
- * (elementwise.h): the scalar references and their AVX2 twins.
+ * elementwise.c — RMS norm, GeGLU, scale, soft-capping and broadcast-add
+ * kernels (elementwise.h): the scalar references and their AVX2 twins.
  * Depends on quant.c (fp16 conversion) only.
  *
  * The AVX2 GeGLU converts 8 gate values to binary16 with vcvtps2ph (round to
  * nearest even, as llm_fp32_to_fp16), gathers the 8 table entries and applies
  * the two range rules with blends; the scalar code does the same per
- * element, so the results are bit-identical.  No expression in an FMA-target
- * function is written as a*b+c (GCC would fuse it).
+ * element, so the results are bit-identical.  The AVX2 scale and broadcast
+ * add are one vmulps / vaddps per 8 elements: the scalar operation lane by
+ * lane.  No expression in an FMA-target function is written as a*b+c (GCC
+ * would fuse it).
  */
 #include "elementwise.h"
 #include "quant.h"
@@ -82,6 +84,13 @@ scale_scalar(float *x, float s, int64_t n)
 		x[i] = x[i] * s;
 }
 
+static void
+add_row_scalar(const float *x, const float *bias, float *out, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		out[i] = x[i] + bias[i];
+}
+
 void
 llm_softcap_row(float *x, float cap, int64_t n)
 {
@@ -150,6 +159,17 @@ scale_avx2(float *x, float s, int64_t n)
 	for (; i < n; i++)
 		x[i] = x[i] * s;
 }
+
+static TGT void
+add_row_avx2(const float *x, const float *bias, float *out, int64_t n)
+{
+	int64_t		i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(bias + i)));
+	for (; i < n; i++)
+		out[i] = x[i] + bias[i];
+}
 #endif
 
 llm_geglu_fn
@@ -170,4 +190,14 @@ llm_scale_kernel(bool avx2)
 		return scale_avx2;
 #endif
 	return scale_scalar;
+}
+
+llm_add_row_fn
+llm_add_row_kernel(bool avx2)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (avx2)
+		return add_row_avx2;
+#endif
+	return add_row_scalar;
 }

@@ -607,7 +607,7 @@ cuda_begin_step(llm_backend *b, const llm_step_desc *d)
 	if (d->seq_start[0] != 0 || d->seq_start[ns] != nt)
 		return fail(cb, "begin_step: seq_start must run from 0 to n_tokens (%d)", nt);
 
-	/* validation (as kernels/cpu/backend_cpu.c) and the number of work items */
+	/* validation (as kernels/cpu/cpu_backend.c) and the number of work items */
 	for (int s = 0; s < ns; s++)
 	{
 		int			len = d->seq_kv_len[s];
@@ -878,6 +878,17 @@ cuda_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 }
 
 static int
+cuda_add_broadcast(llm_backend *b, const float *x, const float *bias, float *out, int n_rows, int n)
+{
+	cuda_backend *cb = CB(b);
+
+	if (n_rows < 0 || n <= 0 || (n_rows > 0 && (x == NULL || bias == NULL || out == NULL)))
+		return fail(cb, "add_broadcast: invalid arguments");
+	CK(cu_add_broadcast(cb->stream, x, bias, out, (size_t) n_rows, (size_t) n), "add_broadcast");
+	return 0;
+}
+
+static int
 cuda_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
 {
 	cuda_backend *cb = CB(b);
@@ -1134,6 +1145,7 @@ static const llm_backend_ops cuda_ops = {
 	.copy_blocks = cuda_copy_blocks,
 	.host_buffers = false,		/* device buffers: the logits are downloaded */
 	.scan_rows = NULL,			/* the engine scans the downloaded rows */
+	.add_broadcast = cuda_add_broadcast,
 };
 
 static bool
