@@ -11,6 +11,10 @@
  * CUDA: [block_size][n_kv_heads], fp16 only).
  * A token's KV "slot" is block_id * block_size + offset_in_block.
  *
+ * Implementations: kernels/cpu (cpu_backend.c: the table), kernels/cuda
+ * (build/llm_cuda.so, loaded by engine/backend_loader.c); the helpers
+ * declared at the end that are the same for every backend: backend.c.
+ *
  * Ops may run asynchronously (CUDA stream); llm_backend_ops.sync waits.
  * Every op returns 0 on success or -1 after writing a message retrievable by
  * ops.last_error; no op aborts the process.  Compute threads of a backend
@@ -302,7 +306,7 @@ typedef struct llm_backend_ops
 	int			(*scan_rows) (llm_backend *b, const float *x, int n, int dim, int32_t *argmax, uint8_t *finite);
 
 	/*
-	 * ---- added with the architecture graph options (engine/model_graph.c) ----
+	 * ---- added with the architecture graph options (engine/model/model_graph.c) ----
 	 * Optional: NULL means the backend lacks the op, and a model whose
 	 * graph needs it fails to load (model_graph.c llm_graph_check).
 	 */
@@ -352,6 +356,21 @@ typedef struct llm_backend_ops
 	int			(*attention_rows) (llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
 								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 								   const llm_attn_opts *opts);
+	/* ---- added with the broadcast add, for architectures with bias rows ---- */
+
+	/*
+	 * out[r][i] = x[r][i] + bias[i] for r < n_rows, i < n: one bias row of
+	 * n floats added to every row of x [n_rows][n], out [n_rows][n]; one
+	 * float addition per element (rounded once, no contraction), so every
+	 * backend gives the bits of the scalar sum and a row's result depends
+	 * on that row alone (batch invariance).  x, bias and out are buffers
+	 * (alloc_f32 / load_vector; with host_buffers any host arrays).  out
+	 * may equal x (in place) but must not otherwise overlap x or bias.
+	 * n_rows 0 does nothing; n_rows < 0, n <= 0 or a NULL array with
+	 * n_rows > 0 is an error.  Every backend here provides it.
+	 */
+	int			(*add_broadcast) (llm_backend *b, const float *x, const float *bias, float *out,
+								  int n_rows, int n);
 } llm_backend_ops;
 
 
@@ -388,7 +407,9 @@ llm_backend *llm_backend_cpu_create_shared(int n_threads, char *err, size_t errl
 
 /*
  * Bytes of KV cache one block takes across all layers (K and V, of
- * g->kv_dtype), whatever their group; 0 for an invalid geometry.
+ * g->kv_dtype), whatever their group; 0 for an invalid geometry.  The same
+ * for every backend (kernels/backend.c): the engine sizes its cache with it
+ * before and whatever backend it opens.
  */
 size_t		llm_kv_block_bytes(const llm_kv_geometry *g);
 

@@ -22,6 +22,7 @@
  *
  * Tolerances (normalised error; why):
  *   exact ops (embed, gather, add)        1e-6   same formulas in fp32
+ *   add_broadcast                         bitwise one fp32 addition per element
  *   rmsnorm, silu_mul, rope               1e-5   fp32 rounding, libm ulps
  *   matmul CPU, Q8 activations            2e-2   activations quantized to 8 bits per 32-block
  *   matmul CPU, F16 / BF16 activations    2e-3 / 1.5e-2   one fp16 / bf16 rounding per input
@@ -417,6 +418,22 @@ test_elementwise(tb *t, int nb)
 		OK(b, b->ops->add(b, dx, dd, n, dim));
 		fetch(b, out, dx, N);
 		report("add", "37x576", t[k].name, rel_err(out, ref_res, N), 1e-6);
+		{
+			/* a bias row over every row: the bits of the float sum, out of place and in place */
+			float	   *want = xmalloc(N * 4);
+
+			for (size_t i = 0; i < N; i++)
+				want[i] = x[i] + w[i % dim];
+			b->ops->free_f32(b, dx);
+			dx = upload(b, x, N);
+			OK(b, b->ops->add_broadcast(b, dx, dw, dout, n, dim));
+			fetch(b, out, dout, N);
+			report_bitwise("add_bcast", "37x576", t[k].name, out, want, N, true);
+			OK(b, b->ops->add_broadcast(b, dx, dw, dx, n, dim));
+			fetch(b, out, dx, N);
+			report_bitwise("add_bcast", "37x576 in place", t[k].name, out, want, N, true);
+			free(want);
+		}
 		{
 			double	   *r3 = xmalloc(N * 8);
 

@@ -12,7 +12,12 @@
  * function defined in B); the graph is acyclic, and no file calls one
  * listed above it:
  *
- *   backend_cpu.c  -> dispatch.c, quant.c, threadpool.c, huge_pages.c
+ *   cpu_backend.c  -> cpu_elementwise.c, cpu_matmul.c, cpu_attention.c (its op
+ *                     table), dispatch.c, quant.c, threadpool.c, huge_pages.c,
+ *                     row_scan.c
+ *   cpu_elementwise.c -> elementwise.c, threadpool.c
+ *   cpu_matmul.c   -> dispatch.c, quant.c, quant_types.c, threadpool.c
+ *   cpu_attention.c -> dispatch.c, quant.c, threadpool.c
  *   dispatch.c     -> quant_packed.c, quant_packed_avx2.c, attn_avx2.c, quant_avx2.c,
  *                     quant_q5_0.c, elementwise.c, row_scan.c, quant.c
  *   quant_packed.c, quant_packed_avx2.c -> quant_avx2.c
@@ -23,7 +28,9 @@
  * Headers follow the same graph: quant.h declares quant.c (and the types
  * and inline helpers every kernel shares), quant_x86.h the vector
  * kernels' files, dispatch.h this file; simd_x86.h and quant_tile.inc are
- * inline code of the vector kernels.
+ * inline code of the vector kernels; cpu_internal.h declares the ops of
+ * the three cpu_*.c op files for cpu_backend.c's table (and the state and
+ * inline helpers the four share).
  */
 #include "dispatch.h"
 #include "quant.h"
@@ -196,6 +203,14 @@ llm_scale_get(int impl)
 	int			r = resolve(impl);
 
 	return r < 0 ? NULL : llm_scale_kernel(r != LLM_IMPL_SCALAR);
+}
+
+llm_add_row_fn
+llm_add_row_get(int impl)
+{
+	int			r = resolve(impl);
+
+	return r < 0 ? NULL : llm_add_row_kernel(r != LLM_IMPL_SCALAR);
 }
 
 llm_row_scan_fn

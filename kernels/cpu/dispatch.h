@@ -71,9 +71,10 @@ const llm_attn_split *llm_attn_split_get(int impl);
 /* SwiGLU kernel (quant.h llm_swiglu_fn) of implementation impl; NULL if unavailable. */
 llm_swiglu_fn llm_swiglu_get(int impl);
 
-/* GeGLU and scale kernels (elementwise.h) of implementation impl; NULL if unavailable. */
+/* GeGLU, scale and broadcast-add kernels (elementwise.h) of implementation impl; NULL if unavailable. */
 llm_geglu_fn llm_geglu_get(int impl);
 llm_scale_fn llm_scale_get(int impl);
+llm_add_row_fn llm_add_row_get(int impl);
 
 /* The row scan (row_scan.h: finiteness and argmax) of implementation impl; NULL if unavailable. */
 llm_row_scan_fn llm_row_scan_get(int impl);

@@ -1,14 +1,17 @@
 /*
- * elementwise.c — GeGLU, scale and soft-capping kernels (elementwise.h):
- * the scalar references and their AVX2 twins; and the scalar ops of the
- * architecture graph options (LayerNorm, RoPE and attention over the
- * step's own rows).  Depends on quant.c (fp16 conversion) only.
+ * elementwise.c — RMS norm, GeGLU, scale, soft-capping and broadcast-add
+ * kernels (elementwise.h): the scalar references and their AVX2 twins; and
+ * the scalar ops of the architecture graph options (LayerNorm, RoPE and
+ * attention over the step's own rows).  Depends on quant.c (fp16
+ * conversion) only.
  *
  * The AVX2 GeGLU converts 8 gate values to binary16 with vcvtps2ph (round to
  * nearest even, as llm_fp32_to_fp16), gathers the 8 table entries and applies
  * the two range rules with blends; the scalar code does the same per
- * element, so the results are bit-identical.  No expression in an FMA-target
- * function is written as a*b+c (GCC would fuse it).
+ * element, so the results are bit-identical.  The AVX2 scale and broadcast
+ * add are one vmulps / vaddps per 8 elements: the scalar operation lane by
+ * lane.  No expression in an FMA-target function is written as a*b+c (GCC
+ * would fuse it).
  */
 #include "elementwise.h"
 #include "quant.h"
@@ -83,6 +86,13 @@ scale_scalar(float *x, float s, int64_t n)
 		x[i] = x[i] * s;
 }
 
+static void
+add_row_scalar(const float *x, const float *bias, float *out, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		out[i] = x[i] + bias[i];
+}
+
 void
 llm_softcap_row(float *x, float cap, int64_t n)
 {
@@ -90,6 +100,22 @@ llm_softcap_row(float *x, float cap, int64_t n)
 
 	for (int64_t i = 0; i < n; i++)
 		x[i] = tanhf(x[i] * inv) * cap;
+}
+
+/* One row of ggml's rms_norm followed by the weight multiply. */
+void
+llm_rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps)
+{
+	double		sum = 0.0;
+	float		mean,
+				scale;
+
+	for (int i = 0; i < dim; i++)
+		sum += (double) (x[i] * x[i]);
+	mean = (float) (sum / dim);
+	scale = 1.0f / sqrtf(mean + eps);
+	for (int i = 0; i < dim; i++)
+		out[i] = (x[i] * scale) * w[i];
 }
 
 /* ---- AVX2 ---- */
@@ -134,6 +160,17 @@ scale_avx2(float *x, float s, int64_t n)
 		_mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), v));
 	for (; i < n; i++)
 		x[i] = x[i] * s;
+}
+
+static TGT void
+add_row_avx2(const float *x, const float *bias, float *out, int64_t n)
+{
+	int64_t		i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(bias + i)));
+	for (; i < n; i++)
+		out[i] = x[i] + bias[i];
 }
 #endif
 
@@ -309,4 +346,14 @@ llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, c
 					oh[i] = oh[i] / sum;
 			}
 	return 0;
+}
+
+llm_add_row_fn
+llm_add_row_kernel(bool avx2)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (avx2)
+		return add_row_avx2;
+#endif
+	return add_row_scalar;
 }

@@ -1,11 +1,14 @@
 /*
- * elementwise.h — element-wise kernels of the CPU backend added with the
- * Gemma 3 graph: the GELU-gated product (GeGLU), scaling by a constant and
- * tanh soft-capping (elementwise.c); and the scalar ops of the
- * architecture graph options (LayerNorm, RoPE and attention over the
- * step's rows).  Each has a scalar reference and an
- * AVX2 version that are bit-identical; dispatch.h hands out the one this CPU
- * runs.
+ * elementwise.h — element-wise kernels of the CPU backend (elementwise.c):
+ * the RMS norm of a row, the GELU-gated product (GeGLU), scaling by a
+ * constant, tanh soft-capping and the broadcast add of a bias row; and the
+ * scalar ops of the architecture graph options (LayerNorm, RoPE and
+ * attention over the step's rows).  GeGLU,
+ * scale and the broadcast add have a scalar reference and an AVX2 version
+ * that are bit-identical; dispatch.h hands out the one this CPU runs.  The
+ * thread-pool ops over them are cpu_elementwise.c's; this file and
+ * elementwise.c know nothing of a backend (the CUDA library links
+ * elementwise.c for the GELU table).
  *
  * Numerics are those of ggml's CPU backend, which is what llama.cpp runs:
  *  - GELU (tanh approximation) through ggml's binary16 table
@@ -20,7 +23,12 @@
  *    present);
  *  - scale: x * s, one rounding (ggml_vec_scale_f32);
  *  - soft-capping: tanhf(x * (1/cap)) * cap (ggml_scale, ggml_tanh, ggml_scale;
- *    libm tanhf in both versions, as ggml_vec_tanh_f32).
+ *    libm tanhf in both versions, as ggml_vec_tanh_f32);
+ *  - RMS norm: a double sum of the float squares x * x, mean = (float)
+ *    (sum / dim), scale = 1 / sqrtf(mean + eps), out = (x * scale) * w
+ *    (ggml_compute_forward_rms_norm_f32, then the weight multiply);
+ *  - broadcast add: x + bias, one rounding (ggml_vec_add_f32 with the bias
+ *    row repeated, as ggml_add broadcasts it).
  */
 #ifndef LLM_CPU_ELEMENTWISE_H
 #define LLM_CPU_ELEMENTWISE_H
@@ -36,6 +44,9 @@ typedef void (*llm_geglu_fn) (const float *gate, const float *up, float *out, in
 /* x[i] *= s for i < n. */
 typedef void (*llm_scale_fn) (float *x, float s, int64_t n);
 
+/* out[i] = x[i] + bias[i] for i < n: one float addition each; out may alias x. */
+typedef void (*llm_add_row_fn) (const float *x, const float *bias, float *out, int64_t n);
+
 /* The gelu of one float as ggml_gelu_f32 computes it (before the binary16 table rounding). */
 float		llm_gelu_f32(float x);
 
@@ -48,6 +59,7 @@ const float *llm_gelu_table(void);
 /* The kernels: avx2 false = the scalar reference; true = AVX2 + F16C (caller checked the CPU). */
 llm_geglu_fn llm_geglu_kernel(bool avx2);
 llm_scale_fn llm_scale_kernel(bool avx2);
+llm_add_row_fn llm_add_row_kernel(bool avx2);
 
 /* x[i] = tanhf(x[i] * inv_cap) * cap for i < n; inv_cap = 1.0f / cap (float division). */
 void		llm_softcap_row(float *x, float cap, int64_t n);
@@ -64,5 +76,7 @@ int			llm_cpu_rope_rows(llm_backend *b, const llm_step_desc *d, float *x, int n_
 int			llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
 								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 								   const llm_attn_opts *opts);
+/* out[i] = (x[i] * scale) * w[i] for i < dim, the RMS norm above; out may alias x. */
+void		llm_rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps);
 
 #endif

@@ -607,7 +607,7 @@ cuda_begin_step(llm_backend *b, const llm_step_desc *d)
 	if (d->seq_start[0] != 0 || d->seq_start[ns] != nt)
 		return fail(cb, "begin_step: seq_start must run from 0 to n_tokens (%d)", nt);
 
-	/* validation (as kernels/cpu/backend_cpu.c) and the number of work items */
+	/* validation (as kernels/cpu/cpu_backend.c) and the number of work items */
 	for (int s = 0; s < ns; s++)
 	{
 		int			len = d->seq_kv_len[s];
@@ -878,6 +878,17 @@ cuda_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 }
 
 static int
+cuda_add_broadcast(llm_backend *b, const float *x, const float *bias, float *out, int n_rows, int n)
+{
+	cuda_backend *cb = CB(b);
+
+	if (n_rows < 0 || n <= 0 || (n_rows > 0 && (x == NULL || bias == NULL || out == NULL)))
+		return fail(cb, "add_broadcast: invalid arguments");
+	CK(cu_add_broadcast(cb->stream, x, bias, out, (size_t) n_rows, (size_t) n), "add_broadcast");
+	return 0;
+}
+
+static int
 cuda_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n)
 {
 	cuda_backend *cb = CB(b);
@@ -1138,6 +1149,7 @@ static const llm_backend_ops cuda_ops = {
 	.layernorm = NULL,
 	.rope_rows = NULL,
 	.attention_rows = NULL,
+	.add_broadcast = cuda_add_broadcast,
 };
 
 static bool

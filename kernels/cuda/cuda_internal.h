@@ -111,6 +111,9 @@ cudaError_t cu_embed(cudaStream_t st, const cuda_weight *w, const int32_t *token
 cudaError_t cu_rmsnorm(cudaStream_t st, float *residual, const float *delta, const float *x,
 					   const float *w, float *out, int n, int dim, float eps);
 cudaError_t cu_add(cudaStream_t st, float *residual, const float *delta, size_t n);
+/* out[r][i] = x[r][i] + bias[i] for r < n_rows, i < n (backend.h add_broadcast); out may equal x. */
+cudaError_t cu_add_broadcast(cudaStream_t st, const float *x, const float *bias, float *out, size_t n_rows,
+							 size_t n);
 cudaError_t cu_silu_mul(cudaStream_t st, const float *gate, const float *up, float *out, size_t n);
 /* GeGLU through the binary16 GELU table gelu16 [65536] (backend.h gelu_mul; the CPU backend's table). */
 cudaError_t cu_gelu_mul(cudaStream_t st, const __half *gelu16, const float *gate, const float *up, float *out,

@@ -1,12 +1,12 @@
 /*
  * kernels_basic.cu — element-wise and row-wise kernels of the CUDA backend:
  * weight dequantization/repacking at load time, embedding gather, RMSNorm
- * (with the fused residual add), SiLU*up, GELU*up, scale, tanh soft-capping,
- * row gather, fp32->fp16, and RoPE (normal and NEOX modes) fused with the
- * paged KV-cache write.
+ * (with the fused residual add), the broadcast add of a bias row, SiLU*up,
+ * GELU*up, scale, tanh soft-capping, row gather, fp32->fp16, and RoPE
+ * (normal and NEOX modes) fused with the paged KV-cache write.
  *
- * Numerics mirror the CPU backend (kernels/cpu/backend_cpu.c, quant.c), which
- * follows llama.cpp's CPU backend: ggml's dequantize_row_* formulas
+ * Numerics mirror the CPU backend (kernels/cpu: the op files cpu_*.c over
+ * quant.c and elementwise.c), which follows llama.cpp's CPU backend: ggml's dequantize_row_* formulas
  * (written with __fmul_rn/__fadd_rn so that nvcc does not contract them into
  * FMAs the x86-64 baseline CPU build does not use), RMSNorm with a double sum
  * of float squares, RoPE angles built by repeated multiplication by
@@ -377,6 +377,25 @@ cu_add(cudaStream_t st, float *residual, const float *delta, size_t n)
 	if (n == 0)
 		return cudaSuccess;
 	add_kernel<<<grid_for(n, BASIC_THREADS), BASIC_THREADS, 0, st>>>(residual, delta, n);
+	return cudaGetLastError();
+}
+
+/* out[r][i] = x[r][i] + bias[i]: one rounded addition, as the CPU's (backend.h add_broadcast). */
+__global__ void
+add_broadcast_kernel(const float *x, const float *bias, float *out, size_t total, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t) blockDim.x + threadIdx.x; i < total; i += (size_t) gridDim.x * blockDim.x)
+		out[i] = __fadd_rn(x[i], bias[i % n]);
+}
+
+extern "C" cudaError_t
+cu_add_broadcast(cudaStream_t st, const float *x, const float *bias, float *out, size_t n_rows, size_t n)
+{
+	size_t		total = n_rows * n;
+
+	if (total == 0)
+		return cudaSuccess;
+	add_broadcast_kernel<<<grid_for(total, BASIC_THREADS), BASIC_THREADS, 0, st>>>(x, bias, out, total, n);
 	return cudaGetLastError();
 }
 

@@ -27,8 +27,8 @@
  *    activation quantization, dot products, SiLU and softmax exponentials
  *    are bit-identical to its exported quantize_row_q8_*, ggml_vec_dot_*,
  *    ggml_vec_swiglu_f32 and ggml_vec_soft_max_f32 (LLM_ORACLE_LIB_DIR,
- *    default ~/.cache/pg_llm/llama.cpp-build/bin; skipped with a note if
- *    absent).
+ *    default ~/.cache/pg_llm/llama.cpp-build/bin; each comparison counted
+ *    as a skipped check when the library is absent).
  * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
  */
 #include "unit.h"
@@ -1551,7 +1551,11 @@ test_oracle(void)
 	}
 	if (cpu == NULL)
 	{
-		printf("# oracle comparison skipped: no llama.cpp CPU library in %s\n", dir);
+		/* each comparison below, counted as skipped */
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+			SKIP("%s: llama.cpp oracle comparison: no llama.cpp CPU library in %s (LLM_ORACLE_LIB_DIR)",
+				 llm_type_get(cases[c].type)->name, dir);
+		SKIP("SiLU and softmax exp: llama.cpp oracle comparison: no llama.cpp CPU library in %s", dir);
 		return;
 	}
 	cpu_init = (void (*) (void)) dlsym(cpu, "ggml_cpu_init");
@@ -1657,7 +1661,7 @@ test_oracle(void)
 	 * SiLU and softmax exponentials: ggml_vec_swiglu_f32 /
 	 * ggml_vec_soft_max_f32.  Our exp is ggml_v_expf of an AVX512 build (the
 	 * oracle's build); a library built for AVX2 only has another exp, so
-	 * the comparison is skipped with a note there.
+	 * the comparison is a skipped check there.
 	 */
 	{
 		int			(*g_has_avx512) (void) = (int (*) (void)) dlsym(cpu, "ggml_cpu_has_avx512");
@@ -1678,7 +1682,8 @@ test_oracle(void)
 
 		if (g_has_avx512 != NULL && !g_has_avx512())
 		{
-			printf("# SiLU/exp oracle comparison skipped: the library in %s is not an AVX512 build\n", dir);
+			SKIP("SiLU and softmax exp: llama.cpp oracle comparison: the library in %s is not an AVX512 build",
+				 dir);
 			return;
 		}
 		for (int i = 0; i < N; i++)
