@@ -5,6 +5,7 @@
  * hash and the object's id; and llm_grammar_free, the object's one owner.
  */
 #include "grammar_impl.h"
+#include "engine/util/hash.h"
 #include "engine/util/text_util.h"
 
 #include <stdlib.h>
@@ -12,23 +13,11 @@
 
 static uint64_t next_grammar_id;
 
+/* llm_grammar_hash: FNV-1a 64, then the splitmix64 finalizer (FNV's low bits are weak). */
 static uint64_t
 hash_bytes(const char *s, size_t n)
 {
-	uint64_t	h = 1469598103934665603ull;
-
-	for (size_t i = 0; i < n; i++)
-	{
-		h ^= (uint8_t) s[i];
-		h *= 1099511628211ull;
-	}
-	/* splitmix64 finalizer: FNV's low bits are weak */
-	h ^= h >> 30;
-	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 27;
-	h *= 0x94d049bb133111ebull;
-	h ^= h >> 31;
-	return h;
+	return llm_mix64(llm_fnv1a64(s, n));
 }
 
 /* ---------- plain-text runs (grammar_impl.h) ---------- */

@@ -3,6 +3,7 @@
  * logits processor (lp_grammar.h).
  */
 #include "lp_grammar.h"
+#include "engine/util/hash.h"
 
 #include <errno.h>
 #include <math.h>
@@ -112,13 +113,8 @@ now_ns(void)
 static uint64_t
 source_hash(const char *s, size_t n)
 {
-	uint64_t	h = 1469598103934665603ull;
+	uint64_t	h = llm_fnv1a64(s, n);
 
-	for (size_t i = 0; i < n; i++)
-	{
-		h ^= (uint8_t) s[i];
-		h *= 1099511628211ull;
-	}
 	h ^= h >> 31;
 	return h;
 }

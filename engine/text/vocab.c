@@ -11,46 +11,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FNV-1a, 32 bit. */
-static uint32_t
-hash_bytes(const char *p, size_t n)
-{
-	uint32_t	h = 2166136261u;
-
-	for (size_t i = 0; i < n; i++)
-	{
-		h ^= (uint8_t) p[i];
-		h *= 16777619u;
-	}
-	return h;
-}
-
 /* ---------- interned strings ---------- */
 
-static int32_t
-str_find(const llm_tokenizer *t, const char *p, size_t n, uint32_t h)
+/* The key of a lookup: bytes p[0..n) and their FNV-1a 32 hash. */
+typedef struct str_key
 {
-	uint32_t	i = h & t->strings.mask;
+	const char *p;
+	size_t		n;
+	uint32_t	h;
+} str_key;
 
-	for (;;)
-	{
-		uint32_t	slot = t->strings.slots[i];
+static bool
+str_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const llm_tokenizer *t = ctx;
+	const str_key *k = key;
 
-		if (slot == 0)
-			return -1;
-		slot--;
-		if (t->str_hash[slot] == h && t->str_len[slot] == n &&
-			memcmp(t->arena + t->str_off[slot], p, n) == 0)
-			return (int32_t) slot;
-		i = (i + 1) & t->strings.mask;
-	}
+	return t->str_hash[id] == k->h && t->str_len[id] == k->n &&
+		memcmp(t->arena + t->str_off[id], k->p, k->n) == 0;
 }
 
 /* Id of string p[0..n) (vocabulary id when it is a token), or -1. */
 int32_t
 tok_str_lookup(const llm_tokenizer *t, const char *p, size_t n)
 {
-	return str_find(t, p, n, hash_bytes(p, n));
+	str_key		k = {p, n, llm_fnv1a32(p, n)};
+
+	return (int32_t) llm_hash_index_find(&t->strings, k.h, str_eq, t, &k);
 }
 
 /*
@@ -61,27 +48,12 @@ tok_str_lookup(const llm_tokenizer *t, const char *p, size_t n)
 int32_t
 tok_str_add(llm_tokenizer *t, const char *p, size_t n, bool replace)
 {
-	uint32_t	h = hash_bytes(p, n);
-	uint32_t	i = h & t->strings.mask;
+	str_key		k = {p, n, llm_fnv1a32(p, n)};
+	uint32_t   *slot = llm_hash_index_slot(&t->strings, k.h, str_eq, t, &k);
 	int32_t		id;
 
-	for (;;)
-	{
-		uint32_t	slot = t->strings.slots[i];
-
-		if (slot == 0)
-			break;
-		slot--;
-		if (t->str_hash[slot] == h && t->str_len[slot] == n &&
-			memcmp(t->arena + t->str_off[slot], p, n) == 0)
-		{
-			if (!replace)
-				return (int32_t) slot;
-			break;
-		}
-		i = (i + 1) & t->strings.mask;
-	}
-
+	if (*slot != 0 && !replace)
+		return (int32_t) *slot - 1;
 	if (t->n_strings >= t->cap_strings)
 		return -1;				/* capacity is sized up front */
 	if (t->arena_len + n > t->arena_cap)
@@ -98,9 +70,9 @@ tok_str_add(llm_tokenizer *t, const char *p, size_t n, bool replace)
 	memcpy(t->arena + t->arena_len, p, n);
 	t->str_off[id] = t->arena_len;
 	t->str_len[id] = (uint32_t) n;
-	t->str_hash[id] = h;
+	t->str_hash[id] = k.h;
 	t->arena_len += n;
-	t->strings.slots[i] = (uint32_t) id + 1;
+	*slot = (uint32_t) id + 1;
 	return id;
 }
 
@@ -111,17 +83,13 @@ tok_vocab_init(llm_tokenizer *t, const gguf_kv *tokens, const gguf_kv *types,
 			   uint64_t extra_strings, uint64_t total_text)
 {
 	uint64_t	n_strings_max = tokens->arr_n + extra_strings;
-	uint64_t	slots = 1024;
 
-	while (slots < n_strings_max * 2)
-		slots <<= 1;
 	t->cap_strings = (int32_t) n_strings_max;
 	t->str_off = malloc(sizeof(uint64_t) * n_strings_max);
 	t->str_len = malloc(sizeof(uint32_t) * n_strings_max);
 	t->str_hash = malloc(sizeof(uint32_t) * n_strings_max);
-	t->strings.slots = calloc(slots, sizeof(uint32_t));
-	t->strings.mask = (uint32_t) (slots - 1);
-	if (!t->str_off || !t->str_len || !t->str_hash || !t->strings.slots)
+	if (!llm_hash_index_init(&t->strings, n_strings_max, 1024) ||
+		!t->str_off || !t->str_len || !t->str_hash)
 		return false;
 	t->arena_cap = total_text + 1024;
 	t->arena = malloc(t->arena_cap);
@@ -294,7 +262,7 @@ tok_vocab_free(llm_tokenizer *t)
 	free(t->str_len);
 	free(t->str_hash);
 	free(t->arena);
-	free(t->strings.slots);
+	llm_hash_index_free(&t->strings);
 	free(t->tok_type);
 	free(t->dec_off);
 	free(t->dec_arena);

@@ -18,6 +18,7 @@
 #define LLM_TEXT_VOCAB_H
 
 #include "tokenizer.h"
+#include "engine/util/hash.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -38,13 +39,6 @@ typedef enum tok_kind
 	TOK_BPE = 1,				/* "gpt2": GPT-2 byte alphabet, merge ranks, regexes */
 	TOK_SPM						/* "llama": ▁ for spaces, merges by score, <0xNN> bytes */
 } tok_kind;
-
-/* Open-addressing hash set of interned strings: slot = string id + 1, 0 = empty. */
-typedef struct str_table
-{
-	uint32_t   *slots;
-	uint32_t	mask;
-} str_table;
 
 /* Open-addressing map (left id, right id) -> merge rank and merged string id. */
 typedef struct merge_entry
@@ -67,7 +61,7 @@ struct llm_tokenizer
 	char	   *arena;
 	uint64_t	arena_len;
 	uint64_t	arena_cap;
-	str_table	strings;
+	llm_hash_index strings;		/* interned strings by FNV-1a 32 of their bytes */
 
 	uint8_t    *tok_type;		/* n_vocab */
 	/* bytes each token stands for (byte-decoded): dec_arena [dec_off[i], dec_off[i+1]) */
