@@ -21,8 +21,8 @@ FUZZ_CFLAGS  := -g -O2 -fno-omit-frame-pointer -std=gnu11 \
                 -I. -Ifuzz
 
 # the sources each target links (the engine files under test, nothing else)
-FUZZ_VOCAB_SRCS := engine/gguf/gguf.c engine/text/tokenizer.c engine/text/tokenizer_spm.c engine/text/chat_template.c \
-                   engine/util/text_util.c kernels/quant_types.c
+FUZZ_VOCAB_SRCS := engine/gguf/gguf.c engine/text/tokenizer.c engine/text/vocab.c engine/text/bpe.c engine/text/spm.c engine/text/detok.c engine/text/chat_template.c \
+                   engine/util/text_util.c engine/util/hash.c kernels/quant_types.c
 fuzz_gguf_SRCS          := $(FUZZ_VOCAB_SRCS)
 fuzz_tokenizer_SRCS     := $(FUZZ_VOCAB_SRCS)
 fuzz_chat_template_SRCS := $(FUZZ_VOCAB_SRCS)

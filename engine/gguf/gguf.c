@@ -18,6 +18,7 @@
  * hash tables (duplicate detection + O(1) lookups).
  */
 #include "gguf.h"
+#include "engine/util/hash.h"
 #include "engine/util/text_util.h"
 #include "kernels/quant_types.h"
 
@@ -58,10 +59,8 @@ struct gguf_file
 	gguf_tensor *tensors;
 
 	/* open-addressing hash tables of indices+1 (0 = empty); size power of 2 */
-	uint32_t   *kv_index;
-	uint64_t	kv_index_mask;
-	uint32_t   *tensor_index;
-	uint64_t	tensor_index_mask;
+	llm_hash_index kv_index;	/* kvs by FNV-1a 64 of the key */
+	llm_hash_index tensor_index;	/* tensors by FNV-1a 64 of the name */
 };
 
 /* Bounds-checked reader over [base, base+size). */
@@ -167,28 +166,26 @@ scalar_size(uint32_t t)
 	}
 }
 
-/* FNV-1a over a byte string. */
-static uint64_t
-hash_bytes(const char *p, size_t n)
+/* Key lookups in kv_index: a key of len bytes (not NUL-terminated). */
+typedef struct key_ref
 {
-	uint64_t	h = 1469598103934665603ULL;
+	const char *p;
+	size_t		len;
+} key_ref;
 
-	for (size_t i = 0; i < n; i++)
-	{
-		h ^= (uint8_t) p[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
+static bool
+kv_key_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const gguf_str *o = &((const gguf_file *) ctx)->kvs[id].key;
+	const key_ref *k = key;
+
+	return o->len == k->len && memcmp(o->ptr, k->p, k->len) == 0;
 }
 
-static uint64_t
-index_capacity(uint64_t n)
+static bool
+tensor_name_eq(const void *ctx, uint32_t id, const void *key)
 {
-	uint64_t	cap = 16;
-
-	while (cap < n * 2)
-		cap <<= 1;
-	return cap;
+	return strcmp(((const gguf_file *) ctx)->tensors[id].name, (const char *) key) == 0;
 }
 
 /* Printable prefix of a key for messages (keys are not NUL-terminated). */
@@ -420,33 +417,24 @@ cmp_tensor_offset(const void *a, const void *b)
 static bool
 index_keys(gguf_file *f, char *err, size_t errlen)
 {
-	uint64_t	cap = index_capacity(f->n_kv);
-
-	f->kv_index = calloc(cap, sizeof(uint32_t));
-	if (f->kv_index == NULL)
+	if (!llm_hash_index_init(&f->kv_index, f->n_kv, 16))
 	{
 		llm_set_err(err, errlen, "gguf: out of memory");
 		return false;
 	}
-	f->kv_index_mask = cap - 1;
 	for (uint64_t i = 0; i < f->n_kv; i++)
 	{
 		const gguf_str *k = &f->kvs[i].key;
-		uint64_t	h = hash_bytes(k->ptr, k->len) & f->kv_index_mask;
+		key_ref		ref = {k->ptr, k->len};
+		uint32_t   *slot = llm_hash_index_slot(&f->kv_index, llm_fnv1a64(k->ptr, k->len), kv_key_eq, f, &ref);
 
-		while (f->kv_index[h] != 0)
+		if (*slot != 0)
 		{
-			const gguf_str *o = &f->kvs[f->kv_index[h] - 1].key;
-
-			if (o->len == k->len && memcmp(o->ptr, k->ptr, k->len) == 0)
-			{
-				llm_set_err(err, errlen, "gguf: duplicate key '%.*s' (kv %llu)",
-						msg_len(k->len), k->ptr, (unsigned long long) i);
-				return false;
-			}
-			h = (h + 1) & f->kv_index_mask;
+			llm_set_err(err, errlen, "gguf: duplicate key '%.*s' (kv %llu)",
+					msg_len(k->len), k->ptr, (unsigned long long) i);
+			return false;
 		}
-		f->kv_index[h] = (uint32_t) (i + 1);
+		*slot = (uint32_t) (i + 1);
 	}
 	return true;
 }
@@ -455,31 +443,24 @@ index_keys(gguf_file *f, char *err, size_t errlen)
 static bool
 index_tensors(gguf_file *f, char *err, size_t errlen)
 {
-	uint64_t	cap = index_capacity(f->n_tensors);
-
-	f->tensor_index = calloc(cap, sizeof(uint32_t));
-	if (f->tensor_index == NULL)
+	if (!llm_hash_index_init(&f->tensor_index, f->n_tensors, 16))
 	{
 		llm_set_err(err, errlen, "gguf: out of memory");
 		return false;
 	}
-	f->tensor_index_mask = cap - 1;
 	for (uint64_t i = 0; i < f->n_tensors; i++)
 	{
 		const char *name = f->tensors[i].name;
-		uint64_t	h = hash_bytes(name, strlen(name)) & f->tensor_index_mask;
+		uint32_t   *slot = llm_hash_index_slot(&f->tensor_index, llm_fnv1a64(name, strlen(name)),
+											   tensor_name_eq, f, name);
 
-		while (f->tensor_index[h] != 0)
+		if (*slot != 0)
 		{
-			if (strcmp(f->tensors[f->tensor_index[h] - 1].name, name) == 0)
-			{
-				llm_set_err(err, errlen, "gguf: duplicate tensor name '%s' (tensor %llu)",
-						name, (unsigned long long) i);
-				return false;
-			}
-			h = (h + 1) & f->tensor_index_mask;
+			llm_set_err(err, errlen, "gguf: duplicate tensor name '%s' (tensor %llu)",
+					name, (unsigned long long) i);
+			return false;
 		}
-		f->tensor_index[h] = (uint32_t) (i + 1);
+		*slot = (uint32_t) (i + 1);
 	}
 	return true;
 }
@@ -784,8 +765,8 @@ gguf_close(gguf_file *f)
 		free(f->kvs);
 	}
 	free(f->tensors);
-	free(f->kv_index);
-	free(f->tensor_index);
+	llm_hash_index_free(&f->kv_index);
+	llm_hash_index_free(&f->tensor_index);
 	if (f->mapped)
 		munmap((void *) f->base, f->size);
 	free(f);
@@ -814,22 +795,15 @@ gguf_kv_at(const gguf_file *f, uint64_t i)
 const gguf_kv *
 gguf_find_kv(const gguf_file *f, const char *key)
 {
-	size_t		len;
-	uint64_t	h;
+	key_ref		ref;
+	int64_t		id;
 
-	if (f->kv_index == NULL || key == NULL)
+	if (f->kv_index.slots == NULL || key == NULL)
 		return NULL;
-	len = strlen(key);
-	h = hash_bytes(key, len) & f->kv_index_mask;
-	while (f->kv_index[h] != 0)
-	{
-		const gguf_kv *kv = &f->kvs[f->kv_index[h] - 1];
-
-		if (kv->key.len == len && memcmp(kv->key.ptr, key, len) == 0)
-			return kv;
-		h = (h + 1) & f->kv_index_mask;
-	}
-	return NULL;
+	ref.p = key;
+	ref.len = strlen(key);
+	id = llm_hash_index_find(&f->kv_index, llm_fnv1a64(key, ref.len), kv_key_eq, f, &ref);
+	return id < 0 ? NULL : &f->kvs[id];
 }
 
 /* Value of a numeric scalar of type t at p as int64; false for non-integers. */
@@ -1046,20 +1020,12 @@ gguf_tensor_at(const gguf_file *f, uint64_t i)
 const gguf_tensor *
 gguf_find_tensor(const gguf_file *f, const char *name)
 {
-	uint64_t	h;
+	int64_t		id;
 
-	if (f->tensor_index == NULL || name == NULL)
+	if (f->tensor_index.slots == NULL || name == NULL)
 		return NULL;
-	h = hash_bytes(name, strlen(name)) & f->tensor_index_mask;
-	while (f->tensor_index[h] != 0)
-	{
-		const gguf_tensor *t = &f->tensors[f->tensor_index[h] - 1];
-
-		if (strcmp(t->name, name) == 0)
-			return t;
-		h = (h + 1) & f->tensor_index_mask;
-	}
-	return NULL;
+	id = llm_hash_index_find(&f->tensor_index, llm_fnv1a64(name, strlen(name)), tensor_name_eq, f, name);
+	return id < 0 ? NULL : &f->tensors[id];
 }
 
 bool

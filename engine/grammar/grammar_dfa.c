@@ -13,6 +13,7 @@
  * token masks rely on (every state but 0 can still finish).
  */
 #include "grammar_impl.h"
+#include "engine/util/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +92,7 @@ typedef struct subset_builder
 	int32_t		n_states,
 				cap_states;
 	/* open-addressing table of DFA ids (-1 empty) */
-	int32_t    *table;
-	uint32_t	table_mask;
+	llm_hash_index table;		/* DFA states by hash_set of their NFA set */
 	/* closure scratch */
 	uint32_t   *mark;
 	uint32_t	stamp;
@@ -165,27 +165,28 @@ closure(subset_builder *sb, const int32_t *seeds, int32_t n)
 	return nr;
 }
 
-static bool
-table_grow(subset_builder *sb)
+static uint64_t
+set_hash_of(const void *ctx, uint32_t id)
 {
-	uint32_t	size = (sb->table_mask + 1) * 2;
-	int32_t    *t = malloc(sizeof(int32_t) * size);
+	return ((const subset_builder *) ctx)->set_hash[id];
+}
 
-	if (t == NULL)
-		return no_memory(sb->c);
-	memset(t, 0xFF, sizeof(int32_t) * size);
-	for (int32_t i = 0; i < sb->n_states; i++)
-	{
-		uint32_t	h = sb->set_hash[i] & (size - 1);
+/* Whether DFA state id's NFA set is the last closure's result r[0..n) (key: n): same size, every member marked. */
+static bool
+set_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const subset_builder *sb = ctx;
+	const uint32_t *hn = key;	/* {hash, n} */
+	const int32_t *m;
+	int32_t		n = (int32_t) hn[1],
+				k = 0;
 
-		while (t[h] >= 0)
-			h = (h + 1) & (size - 1);
-		t[h] = i;
-	}
-	free(sb->table);
-	sb->table = t;
-	sb->table_mask = size - 1;
-	return true;
+	if (sb->set_hash[id] != hn[0] || sb->set_len[id] != n)
+		return false;
+	m = sb->pool + sb->set_off[id];
+	while (k < n && sb->mark[m[k]] == sb->stamp)
+		k++;
+	return k == n;
 }
 
 /*
@@ -196,25 +197,13 @@ table_grow(subset_builder *sb)
 static int32_t
 intern_set(subset_builder *sb, const int32_t *r, int32_t n)
 {
-	uint32_t	h = hash_set(r, n),
-				i = h & sb->table_mask;
+	uint32_t	h = hash_set(r, n);
+	uint32_t	key[2] = {h, (uint32_t) n};
+	uint32_t   *slot = llm_hash_index_slot(&sb->table, h, set_eq, sb, key);
 	int32_t		id;
 
-	while (sb->table[i] >= 0)
-	{
-		id = sb->table[i];
-		if (sb->set_hash[id] == h && sb->set_len[id] == n)
-		{
-			const int32_t *m = sb->pool + sb->set_off[id];
-			int32_t		k = 0;
-
-			while (k < n && sb->mark[m[k]] == sb->stamp)
-				k++;
-			if (k == n)
-				return id;
-		}
-		i = (i + 1) & sb->table_mask;
-	}
+	if (*slot != 0)
+		return (int32_t) *slot - 1;
 	if (sb->n_states >= LLM_GRAMMAR_MAX_BUILD_STATES)
 	{
 		too_large_states(sb->c);
@@ -288,9 +277,13 @@ intern_set(subset_builder *sb, const int32_t *r, int32_t n)
 	for (int32_t k = 0; k < n; k++)
 		if (sb->nfa->s[r[k]].kind == GNFA_MATCH)
 			sb->accept[id] = 1;
-	sb->table[i] = id;
-	if ((uint32_t) sb->n_states * 2 > sb->table_mask && !table_grow(sb))
+	*slot = (uint32_t) id + 1;
+	if ((uint32_t) sb->n_states * 2 > sb->table.mask &&
+		!llm_hash_index_grow(&sb->table, (uint32_t) sb->n_states, set_hash_of, sb))
+	{
+		no_memory(sb->c);
 		return -1;
+	}
 	return id;
 }
 
@@ -334,8 +327,7 @@ gdfa_from_nfa(gctx *c, const gnfa *nfa)
 	sb.trans = malloc(sizeof(int32_t) * (size_t) sb.cap_states * n_classes);
 	sb.accept = malloc(sb.cap_states);
 	sb.pool = malloc(sizeof(int32_t) * sb.pool_cap);
-	sb.table_mask = 1023;
-	sb.table = malloc(sizeof(int32_t) * (sb.table_mask + 1));
+	(void) llm_hash_index_init(&sb.table, 0, 1024);
 	sb.mark = calloc(nfa->n, sizeof(uint32_t));
 	sb.stack = malloc(sizeof(int32_t) * nfa->n);
 	sb.result = malloc(sizeof(int32_t) * nfa->n);
@@ -343,12 +335,11 @@ gdfa_from_nfa(gctx *c, const gnfa *nfa)
 	bucket_n = calloc(n_classes, sizeof(int32_t));
 	bucket_off = calloc(n_classes + 1, sizeof(int32_t));
 	if (!sb.set_off || !sb.set_len || !sb.set_hash || !sb.trans || !sb.accept || !sb.pool ||
-		!sb.table || !sb.mark || !sb.stack || !sb.result || !bucket_n || !bucket_off)
+		!sb.table.slots || !sb.mark || !sb.stack || !sb.result || !bucket_n || !bucket_off)
 	{
 		no_memory(c);
 		goto out;
 	}
-	memset(sb.table, 0xFF, sizeof(int32_t) * (sb.table_mask + 1));
 
 	/* state 0: the empty set (dead) */
 	sb.result[0] = 0;
@@ -448,7 +439,7 @@ out:
 	free(sb.trans);
 	free(sb.accept);
 	free(sb.pool);
-	free(sb.table);
+	llm_hash_index_free(&sb.table);
 	free(sb.mark);
 	free(sb.stack);
 	free(sb.result);
@@ -628,10 +619,10 @@ merge_classes(gctx *c, gdfa *d)
 
 	for (int32_t k = 0; k < d->n_classes; k++)
 	{
-		uint64_t	h = 1469598103934665603ull;
+		uint64_t	h = LLM_FNV64_OFFSET;
 
 		for (int32_t q = 0; q < d->n_states; q++)
-			h = (h ^ (uint32_t) d->trans[(size_t) q * d->n_classes + k]) * 1099511628211ull;
+			h = llm_fnv1a64_word(h, (uint32_t) d->trans[(size_t) q * d->n_classes + k]);
 		col_hash[k] = h;
 	}
 	for (int32_t k = 0; k < d->n_classes; k++)
@@ -867,6 +858,32 @@ out:
 
 /* ---------- intersection ---------- */
 
+#define PAIR_HASH(x, y) ((uint32_t) (x) * 2654435761u ^ (uint32_t) (y) * 40503u)
+
+/* The product states built so far: state id is the pair ((*qa)[id], (*qb)[id]) (arrays that grow). */
+typedef struct pair_set
+{
+	int32_t   **qa;
+	int32_t   **qb;
+} pair_set;
+
+static bool
+pair_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const pair_set *ps = ctx;
+	const int32_t *xy = key;
+
+	return (*ps->qa)[id] == xy[0] && (*ps->qb)[id] == xy[1];
+}
+
+static uint64_t
+pair_hash_of(const void *ctx, uint32_t id)
+{
+	const pair_set *ps = ctx;
+
+	return PAIR_HASH((*ps->qa)[id], (*ps->qb)[id]);
+}
+
 gdfa *
 gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 {
@@ -878,8 +895,8 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 			   *qb = NULL,
 			   *trans = NULL;
 	uint8_t    *acc = NULL;
-	int32_t    *table = NULL;
-	uint32_t	mask = 4095;
+	llm_hash_index table = {0};	/* product states by PAIR_HASH of (x, y) */
+	pair_set	ps = {&qa, &qb};
 	int32_t		n = 0,
 				cap = 0,
 				start = 0;
@@ -902,12 +919,9 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 		}
 		cls[x] = (uint8_t) k;
 	}
-	table = malloc(sizeof(int32_t) * (mask + 1));
-	if (table == NULL)
+	if (!llm_hash_index_init(&table, 0, 4096))
 		goto oom;
-	memset(table, 0xFF, sizeof(int32_t) * (mask + 1));
 
-#define PAIR_HASH(x, y) ((uint32_t) (x) * 2654435761u ^ (uint32_t) (y) * 40503u)
 	/* intern (x, y); state 0 is (0, 0) = dead; any pair with a dead side maps to 0 */
 	for (int32_t q = -2; q < n; q++)
 	{
@@ -916,7 +930,8 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 			int32_t		x,
 						y,
 						id;
-			uint32_t	h;
+			int32_t		key[2];
+			uint32_t   *slot;
 
 			if (q == -2)
 				x = 0, y = 0;
@@ -929,9 +944,10 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 			}
 			if (x == 0 || y == 0)
 				x = y = 0;
-			h = PAIR_HASH(x, y) & mask;
-			while ((id = table[h]) >= 0 && (qa[id] != x || qb[id] != y))
-				h = (h + 1) & mask;
+			key[0] = x;
+			key[1] = y;
+			slot = llm_hash_index_slot(&table, PAIR_HASH(x, y), pair_eq, &ps, key);
+			id = (int32_t) *slot - 1;
 			if (id < 0)
 			{
 				if (n >= LLM_GRAMMAR_MAX_BUILD_STATES)
@@ -976,27 +992,9 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 				qb[id] = y;
 				acc[id] = a->accept[x] && b->accept[y];
 				memset(trans + (size_t) id * n_classes, 0, sizeof(int32_t) * n_classes);
-				table[h] = id;
-				if ((uint32_t) n * 2 > mask)
-				{
-					uint32_t	nm = mask * 2 + 1;
-					int32_t    *nt = malloc(sizeof(int32_t) * (nm + 1));
-
-					if (nt == NULL)
-						goto oom;
-					memset(nt, 0xFF, sizeof(int32_t) * (nm + 1));
-					for (int32_t i = 0; i < n; i++)
-					{
-						uint32_t	hh = PAIR_HASH(qa[i], qb[i]) & nm;
-
-						while (nt[hh] >= 0)
-							hh = (hh + 1) & nm;
-						nt[hh] = i;
-					}
-					free(table);
-					table = nt;
-					mask = nm;
-				}
+				*slot = (uint32_t) id + 1;
+				if ((uint32_t) n * 2 > table.mask && !llm_hash_index_grow(&table, (uint32_t) n, pair_hash_of, &ps))
+					goto oom;
 			}
 			if (q >= 0)
 				trans[(size_t) q * n_classes + k] = id;
@@ -1004,7 +1002,6 @@ gdfa_intersect(gctx *c, const gdfa *a, const gdfa *b)
 				start = id;
 		}
 	}
-#undef PAIR_HASH
 	p = gdfa_alloc(c, n, n_classes);
 	if (p == NULL)
 		goto fail;
@@ -1022,7 +1019,7 @@ fail:
 	free(qb);
 	free(trans);
 	free(acc);
-	free(table);
+	llm_hash_index_free(&table);
 	return o;
 }
 

@@ -13,7 +13,8 @@
  *
  * Pipeline: source -> gnode (grammar_regex.c, grammar_schema.c with
  * grammar_numeric.c, choices in grammar.c) -> gnfa (grammar_nfa.c) -> gdfa -> minimal gdfa
- * (grammar_dfa.c) -> llm_grammar (grammar.c).
+ * (grammar_dfa.c) -> llm_grammar (grammar_finish.c).  grammar.c, the front door,
+ * calls the source compilers; they call grammar_finish.c, never grammar.c.
  */
 #ifndef LLM_GRAMMAR_IMPL_H
 #define LLM_GRAMMAR_IMPL_H
@@ -264,7 +265,8 @@ struct llm_grammar
 #define G_RUN_CLIFF	0x80
 
 /*
- * Compile a tree into *out (all compile entry points end here): minimal DFA,
+ * grammar_finish.c: compile a tree into *out (all compile entry points end
+ * here, never in grammar.c, the front door that calls them): minimal DFA,
  * "accepts no string" and state-limit checks; source[0..len) is the
  * normalized source (copied).
  */

@@ -1,14 +1,13 @@
 /*
- * lp_grammar.c — the grammar store, its compile thread and the grammar
- * logits processor (lp_grammar.h).
+ * lp_grammar.c — the grammar store, its compile thread (a job thread,
+ * engine/util/job_thread.h) and the grammar logits processor
+ * (lp_grammar.h).
  */
 #include "lp_grammar.h"
+#include "engine/util/hash.h"
+#include "engine/util/job_thread.h"
 
-#include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,19 +23,24 @@
 struct grammar_entry;
 
 /*
- * One compile.  The driver fills entry, src and len and queues it; the
- * compile thread writes g, gs, ms and err, then puts the job on the
- * finished list (store mutex); the driver reads them after taking it off.
+ * One compile.  The driver fills store, entry, src and len and queues it;
+ * the compile thread writes g, gs, ms and err (and, for the first job, the
+ * token index it built first); the driver reads them after taking the job
+ * from the thread.
  */
 typedef struct compile_job
 {
-	struct compile_job *next;	/* queue or finished list (store mutex) */
+	llm_job		base;			/* first: the job thread's view of it */
+	struct llm_grammar_store *store;	/* the compile thread reads tok and index_built */
 	struct grammar_entry *entry;	/* the driver's: never dereferenced by the compile thread */
 	const char *src;			/* the entry's source */
 	size_t		len;
 	llm_grammar *g;
 	llm_grammar_status gs;
 	double		ms;
+	llm_token_index *ix;		/* built by this job (the first), not taken over yet */
+	llm_mask_cache *mc;
+	double		ix_ms;
 	char		err[JOB_ERR_LEN];
 } compile_job;
 
@@ -79,25 +83,10 @@ struct llm_grammar_store
 	llm_grammar_store_stats st;
 	int64_t		hist[HIST_BUCKETS];
 	double		mask_ns_total;
-	bool		thread_started;
-	pthread_t	thread;
+	llm_job_thread *compiler;	/* the compile thread and its queue */
 
-	/* shared with the compile thread: under mu (n_done also read without it) */
-	pthread_mutex_t mu;
-	pthread_cond_t work;		/* the compile thread waits: a job, the gate opened, stop */
-	pthread_cond_t finished;	/* the driver waits: a job finished (wait, drain) */
-	compile_job *queue;			/* not started, FIFO */
-	compile_job **queue_tail;
-	compile_job *done;			/* finished, not collected, FIFO */
-	compile_job **done_tail;
-	atomic_int	n_done;			/* jobs on done */
-	bool		hold;			/* the gate (test seam) */
-	bool		stop;
-	bool		running;		/* a job is being compiled */
-	bool		index_built;	/* by the compile thread; handed over in new_index */
-	llm_token_index *new_index; /* built, not taken over yet */
-	llm_mask_cache *new_masks;
-	double		new_index_ms;
+	/* the compile thread only */
+	bool		index_built;	/* handed over with the job that built it */
 };
 
 static double
@@ -112,13 +101,8 @@ now_ns(void)
 static uint64_t
 source_hash(const char *s, size_t n)
 {
-	uint64_t	h = 1469598103934665603ull;
+	uint64_t	h = llm_fnv1a64(s, n);
 
-	for (size_t i = 0; i < n; i++)
-	{
-		h ^= (uint8_t) s[i];
-		h *= 1099511628211ull;
-	}
 	h ^= h >> 31;
 	return h;
 }
@@ -127,39 +111,17 @@ llm_grammar_store *
 llm_grammar_store_create(const llm_tokenizer *t)
 {
 	llm_grammar_store *s = calloc(1, sizeof(*s));
-	pthread_condattr_t ca;
 
 	if (s == NULL)
 		return NULL;
 	s->tok = t;
-	s->queue_tail = &s->queue;
-	s->done_tail = &s->done;
-	atomic_init(&s->n_done, 0);
-	if (pthread_mutex_init(&s->mu, NULL) != 0)
+	s->compiler = llm_job_thread_create("grammar compile", 0);
+	if (s->compiler == NULL)
 	{
 		free(s);
 		return NULL;
 	}
-	/* timed waits on the monotonic clock */
-	if (pthread_condattr_init(&ca) != 0)
-		goto fail_mu;
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	if (pthread_cond_init(&s->finished, &ca) != 0)
-	{
-		pthread_condattr_destroy(&ca);
-		goto fail_mu;
-	}
-	pthread_condattr_destroy(&ca);
-	if (pthread_cond_init(&s->work, NULL) != 0)
-	{
-		pthread_cond_destroy(&s->finished);
-		goto fail_mu;
-	}
 	return s;
-fail_mu:
-	pthread_mutex_destroy(&s->mu);
-	free(s);
-	return NULL;
 }
 
 static void
@@ -174,8 +136,12 @@ entry_free(grammar_entry *en)
 
 /* A job's memory and what its compile made, once nothing will collect it. */
 static void
-job_discard(compile_job *job)
+job_discard(llm_job *base)
 {
+	compile_job *job = (compile_job *) base;
+
+	llm_mask_cache_free(job->mc);
+	llm_token_index_free(job->ix);
 	llm_grammar_free(job->g);
 	job->entry->job = NULL;
 	free(job);
@@ -186,29 +152,8 @@ llm_grammar_store_free(llm_grammar_store *s)
 {
 	if (s == NULL)
 		return;
-	if (s->thread_started)
-	{
-		pthread_mutex_lock(&s->mu);
-		s->stop = true;
-		pthread_cond_broadcast(&s->work);
-		pthread_mutex_unlock(&s->mu);
-		/* a compile in progress runs to its end (lp_grammar.h, Shutdown) */
-		pthread_join(s->thread, NULL);
-	}
-	while (s->queue)
-	{
-		compile_job *job = s->queue;
-
-		s->queue = job->next;
-		job_discard(job);
-	}
-	while (s->done)
-	{
-		compile_job *job = s->done;
-
-		s->done = job->next;
-		job_discard(job);
-	}
+	/* a compile in progress runs to its end (lp_grammar.h, Shutdown); the jobs not collected are discarded */
+	llm_job_thread_free(s->compiler);
 	for (int i = 0; i < N_CHAINS; i++)
 		while (s->chains[i])
 		{
@@ -217,13 +162,8 @@ llm_grammar_store_free(llm_grammar_store *s)
 			s->chains[i] = en->next;
 			entry_free(en);
 		}
-	llm_mask_cache_free(s->new_masks);
-	llm_token_index_free(s->new_index);
 	llm_mask_cache_free(s->masks);
 	llm_token_index_free(s->index);
-	pthread_cond_destroy(&s->work);
-	pthread_cond_destroy(&s->finished);
-	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
 
@@ -274,110 +214,38 @@ grammar_status(llm_grammar_status gs)
 /* ---------- the compile thread ---------- */
 
 /*
- * One job, without the lock: the token index first when need_index (into
- * *ix / *mc), then the compile.
+ * One job on the compile thread: the token index first when no job built
+ * it yet (into the job, for the driver to take over), then the compile.
  */
 static void
-run_job(llm_grammar_store *s, compile_job *job, bool need_index, llm_token_index **ix, llm_mask_cache **mc,
-		double *ix_ms)
+compile_job_run(llm_job *base)
 {
+	compile_job *job = (compile_job *) base;
+	llm_grammar_store *s = job->store;
 	double		t0 = now_ns();
 
-	if (need_index)
+	if (!s->index_built)
 	{
-		*ix = llm_token_index_from_tokenizer(s->tok, job->err, sizeof(job->err));
-		if (*ix != NULL && (*mc = llm_mask_cache_create(*ix, LLM_GRAMMAR_MASK_CACHE_BYTES)) == NULL)
+		job->ix = llm_token_index_from_tokenizer(s->tok, job->err, sizeof(job->err));
+		if (job->ix != NULL && (job->mc = llm_mask_cache_create(job->ix, LLM_GRAMMAR_MASK_CACHE_BYTES)) == NULL)
 		{
-			llm_token_index_free(*ix);
-			*ix = NULL;
+			llm_token_index_free(job->ix);
+			job->ix = NULL;
 			snprintf(job->err, sizeof(job->err), "out of memory building the grammar mask cache");
 		}
-		if (*ix == NULL)
+		if (job->ix == NULL)
 		{
 			job->gs = LLM_GRAMMAR_NO_MEMORY;
 			return;
 		}
-		*ix_ms = (now_ns() - t0) / 1e6;
+		s->index_built = true;
+		job->ix_ms = (now_ns() - t0) / 1e6;
 		t0 = now_ns();
 	}
 	job->gs = llm_grammar_compile_source(job->src, job->len, &job->g, job->err, sizeof(job->err));
 	if (job->gs != LLM_GRAMMAR_OK)
 		job->g = NULL;
 	job->ms = (now_ns() - t0) / 1e6;
-}
-
-static void *
-compile_main(void *arg)
-{
-	llm_grammar_store *s = arg;
-	sigset_t	all;
-
-	/* signals are the driver's (the worker's PostgreSQL handlers) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	pthread_mutex_lock(&s->mu);
-	for (;;)
-	{
-		compile_job *job;
-		bool		need_index;
-		llm_token_index *ix = NULL;
-		llm_mask_cache *mc = NULL;
-		double		ix_ms = 0;
-
-		while (!s->stop && (s->hold || s->queue == NULL))
-			pthread_cond_wait(&s->work, &s->mu);
-		if (s->stop)
-			break;
-		job = s->queue;
-		s->queue = job->next;
-		if (s->queue == NULL)
-			s->queue_tail = &s->queue;
-		need_index = !s->index_built;
-		s->running = true;
-		pthread_mutex_unlock(&s->mu);
-
-		run_job(s, job, need_index, &ix, &mc, &ix_ms);
-
-		pthread_mutex_lock(&s->mu);
-		if (ix != NULL)
-		{
-			s->new_index = ix;
-			s->new_masks = mc;
-			s->new_index_ms = ix_ms;
-			s->index_built = true;
-		}
-		job->next = NULL;
-		*s->done_tail = job;
-		s->done_tail = &job->next;
-		atomic_fetch_add(&s->n_done, 1);
-		s->running = false;
-		pthread_cond_broadcast(&s->finished);
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
-}
-
-static llm_status
-ensure_thread(llm_grammar_store *s, char *err, size_t errlen)
-{
-	sigset_t	all,
-				old;
-	int			rc;
-
-	if (s->thread_started)
-		return LLM_OK;
-	/* the thread inherits the creator's mask: block everything while creating it */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(&s->thread, NULL, compile_main, s);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
-	{
-		snprintf(err, errlen, "could not start the grammar compile thread: %s", strerror(rc));
-		return LLM_ERR_OUT_OF_MEMORY;
-	}
-	s->thread_started = true;
-	return LLM_OK;
 }
 
 /* ---------- entries and references (driver thread) ---------- */
@@ -416,7 +284,6 @@ llm_grammar_store_request(llm_grammar_store *s, const char *src, size_t len, llm
 	uint64_t	h = source_hash(src, len);
 	grammar_entry *en;
 	compile_job *job;
-	llm_status	st;
 
 	*out = NULL;
 	for (en = s->chains[h % N_CHAINS]; en; en = en->next)
@@ -429,8 +296,8 @@ llm_grammar_store_request(llm_grammar_store *s, const char *src, size_t len, llm
 			*out = (llm_grammar_ref *) en;
 			return LLM_OK;
 		}
-	if ((st = ensure_thread(s, err, errlen)) != LLM_OK)
-		return st;
+	if (llm_job_thread_start(s->compiler, err, errlen) != 0)
+		return LLM_ERR_OUT_OF_MEMORY;
 	en = calloc(1, sizeof(*en));
 	job = calloc(1, sizeof(*job));
 	if (en != NULL)
@@ -457,14 +324,14 @@ llm_grammar_store_request(llm_grammar_store *s, const char *src, size_t len, llm
 	s->n_entries++;
 	s->n_pending++;
 	s->n_waiting++;
+	job->base.run = compile_job_run;
+	job->base.discard = job_discard;
+	job->store = s;
 	job->entry = en;
 	job->src = en->src;
 	job->len = len;
-	pthread_mutex_lock(&s->mu);
-	*s->queue_tail = job;
-	s->queue_tail = &job->next;
-	pthread_cond_signal(&s->work);
-	pthread_mutex_unlock(&s->mu);
+	/* the thread is running (llm_job_thread_start above): the push cannot fail */
+	(void) llm_job_thread_push(s->compiler, &job->base, err, errlen);
 	evict(s);
 	*out = (llm_grammar_ref *) en;
 	return LLM_OK;
@@ -517,30 +384,30 @@ collect(llm_grammar_store *s, compile_job *job)
 int
 llm_grammar_store_poll(llm_grammar_store *s)
 {
-	compile_job *done;
+	llm_job    *done = llm_job_thread_take(s->compiler);
 	int			n = 0;
 
-	if (atomic_load(&s->n_done) == 0)
+	if (done == NULL)
 		return 0;
-	pthread_mutex_lock(&s->mu);
-	done = s->done;
-	s->done = NULL;
-	s->done_tail = &s->done;
-	atomic_store(&s->n_done, 0);
-	if (s->new_index != NULL)
+	/* the token index comes with the job that built it (the first that could) */
+	for (llm_job *j = done; j != NULL; j = j->next)
 	{
-		s->index = s->new_index;
-		s->masks = s->new_masks;
-		s->st.index_ms = s->new_index_ms;
-		s->new_index = NULL;
-		s->new_masks = NULL;
+		compile_job *job = (compile_job *) j;
+
+		if (job->ix != NULL)
+		{
+			s->index = job->ix;
+			s->masks = job->mc;
+			s->st.index_ms = job->ix_ms;
+			job->ix = NULL;
+			job->mc = NULL;
+		}
 	}
-	pthread_mutex_unlock(&s->mu);
 	while (done)
 	{
-		compile_job *job = done;
+		compile_job *job = (compile_job *) done;
 
-		done = job->next;
+		done = done->next;
 		collect(s, job);
 		n++;
 	}
@@ -551,51 +418,21 @@ llm_grammar_store_poll(llm_grammar_store *s)
 bool
 llm_grammar_store_wait(llm_grammar_store *s, double max_ms)
 {
-	struct timespec until;
-	bool		got;
-
-	if (atomic_load(&s->n_done) > 0)
-		return true;
-	if (s->n_pending == 0)
-		return false;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t) (max_ms / 1e3);
-	until.tv_nsec += (long) (fmod(max_ms, 1e3) * 1e6);
-	if (until.tv_nsec >= 1000000000L)
-	{
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&s->mu);
-	while (atomic_load(&s->n_done) == 0 &&
-		   pthread_cond_timedwait(&s->finished, &s->mu, &until) != ETIMEDOUT)
-		;
-	got = atomic_load(&s->n_done) > 0;
-	pthread_mutex_unlock(&s->mu);
-	return got;
+	/* nothing queued or running: only an uncollected finished compile counts, without waiting */
+	return llm_job_thread_wait(s->compiler, s->n_pending == 0 ? 0 : max_ms);
 }
 
 void
 llm_grammar_store_debug_hold(llm_grammar_store *s, bool hold)
 {
-	pthread_mutex_lock(&s->mu);
-	s->hold = hold;
-	pthread_cond_broadcast(&s->work);
-	pthread_mutex_unlock(&s->mu);
+	llm_job_thread_debug_hold(s->compiler, hold);
 }
 
 bool
 llm_grammar_store_debug_drain(llm_grammar_store *s)
 {
-	pthread_mutex_lock(&s->mu);
-	if (s->hold)
-	{
-		pthread_mutex_unlock(&s->mu);
+	if (!llm_job_thread_debug_drain(s->compiler))
 		return false;
-	}
-	while (s->queue != NULL || s->running)
-		pthread_cond_wait(&s->finished, &s->mu);
-	pthread_mutex_unlock(&s->mu);
 	llm_grammar_store_poll(s);
 	return true;
 }

@@ -1,5 +1,6 @@
 /* sampler.c — see sampler.h. */
 #include "sampler.h"
+#include "engine/util/hash.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,11 +20,7 @@ llm_rng_seed(llm_rng *r, uint64_t seed)
 	for (int i = 0; i < 4; i++)
 	{
 		/* splitmix64 (Vigna), the recommended seeding of xoshiro */
-		uint64_t	x = (z += 0x9e3779b97f4a7c15ULL);
-
-		x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-		x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-		r->s[i] = x ^ (x >> 31);
+		r->s[i] = llm_mix64(z += 0x9e3779b97f4a7c15ULL);
 	}
 }
 

@@ -1,5 +1,6 @@
 /* kv_block_pool.c — see kv_block_pool.h. */
 #include "kv_block_pool.h"
+#include "engine/util/hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,27 +30,15 @@ struct llm_block_pool
 	uint32_t	table_mask;
 };
 
-static uint64_t
-mix64(uint64_t x)
-{
-	/* splitmix64 finalizer */
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
 uint64_t
 llm_block_hash(uint64_t parent_hash, const int32_t *tokens, int32_t block_size, int32_t prompt_rows)
 {
-	uint64_t	h = mix64(parent_hash ^ 0x9e3779b97f4a7c15ULL);
+	uint64_t	h = llm_mix64(parent_hash ^ 0x9e3779b97f4a7c15ULL);
 
-	h = mix64(h ^ ((uint64_t) (uint32_t) prompt_rows << 32) ^ (uint64_t) (uint32_t) block_size);
+	h = llm_mix64(h ^ ((uint64_t) (uint32_t) prompt_rows << 32) ^ (uint64_t) (uint32_t) block_size);
 
 	for (int32_t i = 0; i < block_size; i++)
-		h = mix64(h ^ ((uint64_t) (uint32_t) tokens[i] + 0x9e3779b97f4a7c15ULL * (uint64_t) (i + 1)));
+		h = llm_mix64(h ^ ((uint64_t) (uint32_t) tokens[i] + 0x9e3779b97f4a7c15ULL * (uint64_t) (i + 1)));
 	return h;
 }
 
@@ -57,7 +46,7 @@ uint64_t
 llm_prefix_salt(uint64_t model_identity, uint64_t cache_salt)
 {
 	/* two rounds so neither input can cancel the other by xor */
-	return mix64(mix64(model_identity ^ 0x6a09e667f3bcc909ULL) ^ cache_salt);
+	return llm_mix64(llm_mix64(model_identity ^ 0x6a09e667f3bcc909ULL) ^ cache_salt);
 }
 
 llm_block_pool *

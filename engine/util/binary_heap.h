@@ -1,8 +1,8 @@
 /*
  * binary_heap.h — a binary heap of fixed-size elements in caller storage:
  * the priority queue of pending merges of both BPE tokenizers (byte-level
- * BPE by merge rank in tokenizer.c, SentencePiece by score in
- * tokenizer_spm.c).
+ * BPE by merge rank in bpe.c, SentencePiece by score in
+ * spm.c).
  *
  * Contract:
  *  - Order: `before(a, b)` is true when a must come out before b; it must be

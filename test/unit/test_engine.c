@@ -15,46 +15,11 @@
 #include "unit.h"
 
 #define MAXTOK 512
+#define ENGINE_TEST_MAXTOK MAXTOK
+#define ENGINE_TEST_KEEP_FLUSH_IDS	/* a flush event's -1 is kept in ids */
+#include "engine_test_util.h"
 
-typedef struct result
-{
-	int32_t		ids[MAXTOK];
-	int			n;
-	char		text[8192];
-	size_t		len;
-	bool		done;
-	llm_event_kind kind;
-	llm_status	status;
-	llm_finish_reason why;
-	llm_usage	usage;
-	char		error[512];
-} result;
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	result	   *r = ev->user_data;
-
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		if (r->n < MAXTOK)
-			r->ids[r->n++] = ev->token_id;
-		if (r->len + ev->text_len < sizeof(r->text))
-		{
-			memcpy(r->text + r->len, ev->text, ev->text_len);
-			r->len += ev->text_len;
-			r->text[r->len] = '\0';
-		}
-		return;
-	}
-	r->done = true;
-	r->kind = ev->kind;
-	r->status = ev->status;
-	r->why = ev->finish_reason;
-	r->usage = ev->usage;
-	if (ev->kind == LLM_EVENT_ERROR)
-		snprintf(r->error, sizeof(r->error), "%s", ev->text);
-}
+typedef engine_result result;
 
 static const char *prompts[16] = {
 	"What is the capital of Australia?",
@@ -114,7 +79,7 @@ static void
 run_all(llm_engine *e)
 {
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 
@@ -443,7 +408,7 @@ test_limits_and_errors(void)
 		memset(&a, 0, sizeof(a));
 		llm_engine_add_request(e, 9, ids, np, &p, &a, err, sizeof(err));
 		for (int i = 0; i < 3; i++)
-			llm_engine_step(e, on_event, NULL);
+			llm_engine_step(e, engine_collect, NULL);
 		llm_engine_get_stats(e, &st);
 		CHECK(st.kv_blocks_used > 0, "running request holds KV blocks (%d)", st.kv_blocks_used);
 		CHECK(llm_engine_abort(e, 9), "abort a running request");
@@ -461,7 +426,7 @@ test_limits_and_errors(void)
 			memset(&a, 0, sizeof(a));
 			llm_engine_add_request(e, 100 + i, ids, np, &p, &a, err, sizeof(err));
 			if (i % 3 == 0)
-				llm_engine_step(e, on_event, NULL);
+				llm_engine_step(e, engine_collect, NULL);
 			ok &= llm_engine_abort(e, 100 + i);
 		}
 		llm_engine_get_stats(e, &st);

@@ -24,20 +24,10 @@
 #include "unit.h"
 
 #define MAXTOK 512
+#define ENGINE_TEST_MAXTOK MAXTOK
+#include "engine_test_util.h"
 
-typedef struct result
-{
-	int32_t		ids[MAXTOK];
-	int			n;
-	char		text[8192];
-	size_t		len;
-	bool		done;
-	llm_event_kind kind;
-	llm_status	status;
-	llm_finish_reason why;
-	char		error[2048];
-	int			n_events;
-} result;
+typedef engine_result result;
 
 static const char *model_path;
 
@@ -45,33 +35,6 @@ static const char *model_path;
 static const char heavy_schema[] =
 	"\x03{\"type\":\"object\",\"properties\":{\"notes\":{\"type\":\"string\",\"maxLength\":1000}},"
 	"\"required\":[\"notes\"]}";
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	result	   *r = ev->user_data;
-
-	(void) arg;
-	r->n_events++;
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		if (r->n < MAXTOK && ev->token_id >= 0)
-			r->ids[r->n++] = ev->token_id;
-		if (r->len + ev->text_len < sizeof(r->text))
-		{
-			memcpy(r->text + r->len, ev->text, ev->text_len);
-			r->len += ev->text_len;
-			r->text[r->len] = '\0';
-		}
-		return;
-	}
-	r->done = true;
-	r->kind = ev->kind;
-	r->status = ev->status;
-	r->why = ev->finish_reason;
-	if (ev->kind == LLM_EVENT_ERROR)
-		snprintf(r->error, sizeof(r->error), "%s", ev->text);
-}
 
 static llm_engine *
 make_engine(void)
@@ -123,7 +86,7 @@ static void
 run_all(llm_engine *e)
 {
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 
@@ -178,7 +141,7 @@ test_no_stall(void)
 	llm_engine_debug_grammar_hold(e, true);
 	if (!submit(e, 1, &qa, &a))
 		goto out;
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	CHECK(a.n == 1, "the plain request has its first token after one step (%d)", a.n);
 	if (!submit(e, 2, &qb, &b))
 		goto out;
@@ -192,7 +155,7 @@ test_no_stall(void)
 		int			before = a.n;
 		int64_t		rows = es.computed_tokens;
 
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 		llm_engine_get_stats(e, &es);
 		llm_engine_grammar_stats(e, &gs);
@@ -254,7 +217,7 @@ test_one_compile(void)
 		  "one source, two requests: %d compile queued, %d requests waiting, %lld joined",
 		  gs.compiles_pending, gs.requests_waiting, (long long) gs.hits);
 	for (int i = 0; i < 3; i++)
-		idle_ok += llm_engine_step(e, on_event, NULL) == LLM_OK && llm_engine_has_work(e) &&
+		idle_ok += llm_engine_step(e, engine_collect, NULL) == LLM_OK && llm_engine_has_work(e) &&
 			c.n_events == 0 && d.n_events == 0;
 	CHECK(idle_ok == 3, "steps with only waiting requests return, nothing admitted (%d/3)", idle_ok);
 	llm_engine_debug_grammar_hold(e, false);
@@ -301,7 +264,7 @@ test_failure(void)
 	submit(e, 22, &q, &ok);
 	q = gen_request("Say y.", 16, bad, sizeof(bad) - 1);
 	submit(e, 23, &q, &f_bad);
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	CHECK(plain.n == 1 && f_over.n_events == 0 && ok.n_events == 0 && f_bad.n_events == 0,
 		  "gate held: the plain request runs, the three grammar requests wait");
 	llm_engine_debug_grammar_hold(e, false);
@@ -348,7 +311,7 @@ test_abort_waiting(void)
 	submit(e, 30, &q, &h);
 	q = gen_request("Count to ten.", 24, NULL, 0);
 	submit(e, 31, &q, &plain);
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	CHECK(llm_engine_abort(e, 30) && !llm_engine_abort(e, 30), "a waiting request aborts once");
 	llm_engine_grammar_stats(e, &gs);
 	llm_engine_get_stats(e, &es);

@@ -23,51 +23,13 @@
 #include "unit.h"
 
 #define MAXTOK 512
+#define ENGINE_TEST_MAXTOK MAXTOK
+#define ENGINE_TEST_KEEP_FLUSH_IDS	/* a flush event's -1 is kept in ids */
+#include "engine_test_util.h"
 
-typedef struct result
-{
-	int32_t		ids[MAXTOK];
-	int			n;
-	char		text[8192];
-	size_t		len;
-	bool		done;
-	llm_event_kind kind;
-	llm_status	status;
-	llm_finish_reason why;
-	llm_usage	usage;
-	char		error[512];
-	int			n_scores;
-} result;
+typedef engine_result result;
 
 static const char *model_path;
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	result	   *r = ev->user_data;
-
-	(void) arg;
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		if (r->n < MAXTOK)
-			r->ids[r->n++] = ev->token_id;
-		if (r->len + ev->text_len < sizeof(r->text))
-		{
-			memcpy(r->text + r->len, ev->text, ev->text_len);
-			r->len += ev->text_len;
-			r->text[r->len] = '\0';
-		}
-		return;
-	}
-	r->done = true;
-	r->kind = ev->kind;
-	r->status = ev->status;
-	r->why = ev->finish_reason;
-	r->usage = ev->usage;
-	r->n_scores = ev->n_scores;
-	if (ev->kind == LLM_EVENT_ERROR)
-		snprintf(r->error, sizeof(r->error), "%s", ev->text);
-}
 
 static llm_engine *
 make_engine(int max_batched)
@@ -92,7 +54,7 @@ static void
 run_all(llm_engine *e)
 {
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 

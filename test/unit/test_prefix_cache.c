@@ -16,18 +16,13 @@
 #include "unit.h"
 
 #define MAXTOK 64
+#define ENGINE_TEST_MAXTOK MAXTOK
+#include "engine_test_util.h"
 #define BS 16
 /* 30 layers * 2 (K, V) * 16 tokens * 3 kv heads * 64 dims * 2 bytes */
 #define BLOCK_BYTES ((int64_t) 368640)
 
-typedef struct result
-{
-	int32_t		ids[MAXTOK];
-	int			n;
-	bool		done;
-	llm_event_kind kind;
-	llm_usage	usage;
-} result;
+typedef engine_result result;
 
 typedef struct prompt
 {
@@ -40,23 +35,6 @@ static int32_t stream[1024];	/* the tokenized conversation the prompts are cut f
 static int32_t n_stream;
 static int32_t other[1024];		/* a different conversation: tails and flood prompts */
 static int32_t n_other;
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	result	   *r = ev->user_data;
-
-	(void) arg;
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		if (ev->token_id >= 0 && r->n < MAXTOK)
-			r->ids[r->n++] = ev->token_id;
-		return;
-	}
-	r->done = true;
-	r->kind = ev->kind;
-	r->usage = ev->usage;
-}
 
 static llm_engine *
 make_engine(bool prefix, int64_t kv_bytes)
@@ -100,7 +78,7 @@ run_batch(llm_engine *e, const prompt *p, int n, int max_tokens, uint64_t salt, 
 			printf("# add_request: %s\n", err);
 	}
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 

@@ -21,49 +21,16 @@
 #include "engine/engine.h"
 #include "model_path_test_util.h"
 #include "unit.h"
+#include "engine_test_util.h"
 
 #define MAXC 8
 
-typedef struct result
-{
-	bool		done;
-	llm_event_kind kind;
-	llm_status	status;
-	llm_finish_reason why;
-	llm_usage	usage;
-	int			n_text;
-	double		scores[MAXC];
-	int32_t		n_scores;
-	char		error[512];
-} result;
+typedef engine_result result;
 
 static const char *model_path;
 static const char *question =
 	"Classify this ticket with one word: 'The app crashes every time I upload a photo from my gallery.'";
 static const char *labels[4] = {"bug", "bugfix", "feature", "question"};
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	result	   *r = ev->user_data;
-
-	(void) arg;
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		r->n_text++;
-		return;
-	}
-	r->done = true;
-	r->kind = ev->kind;
-	r->status = ev->status;
-	r->why = ev->finish_reason;
-	r->usage = ev->usage;
-	r->n_scores = ev->n_scores;
-	for (int i = 0; i < ev->n_scores && i < MAXC; i++)
-		r->scores[i] = ev->scores[i];
-	if (ev->kind == LLM_EVENT_ERROR)
-		snprintf(r->error, sizeof(r->error), "%s", ev->text);
-}
 
 static llm_engine *
 make_engine(int max_batched, int64_t kv_bytes, bool prefix, int n_ctx)
@@ -89,7 +56,7 @@ static void
 run_all(llm_engine *e)
 {
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 
@@ -408,7 +375,7 @@ test_invariance(void)
 	/* beside six generating requests (another salt: nothing cached for it) */
 	for (int i = 0; i < 6; i++)
 		submit_generate(e, 100 + i, gens[i], 24, &g[i]);
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	submit_score(e, 2, question, labels, 4, true, 8, &other, err, sizeof(err));
 	run_all(e);
 	ok = other.kind == LLM_EVENT_FINISHED && memcmp(alone.scores, other.scores, sizeof(alone.scores)) == 0;
@@ -579,7 +546,7 @@ test_abort_and_errors(void)
 	CHECK(st.kv_blocks_used == 0 && !llm_engine_has_work(e), "nothing left");
 	submit_score(e, 2, question, labels, 4, true, 0, &r, err, sizeof(err));
 	for (int i = 0; i < 3; i++)
-		llm_engine_step(e, on_event, NULL);
+		llm_engine_step(e, engine_collect, NULL);
 	llm_engine_get_stats(e, &st);
 	CHECK(!r.done && st.kv_blocks_used > 0 && st.n_running == 1,
 		  "mid-way: no event yet, %d KV blocks held, counted as one running request", st.kv_blocks_used);

@@ -21,19 +21,13 @@
 #include "unit.h"
 
 #define MAXTOK 256
+#define ENGINE_TEST_MAXTOK MAXTOK
+#define ENGINE_TEST_KEEP_FLUSH_IDS	/* a flush event's -1 is kept in ids */
+#define ENGINE_TEST_TEXT 4096
+#include "engine_test_util.h"
 #define MAXCASES 96
 
-typedef struct run_result
-{
-	int32_t		ids[MAXTOK];
-	int			n;
-	char		text[4096];
-	size_t		len;
-	bool		done;
-	llm_event_kind kind;
-	llm_finish_reason why;
-	llm_usage	usage;
-} run_result;
+typedef engine_result run_result;
 
 typedef struct prompt_case
 {
@@ -41,29 +35,6 @@ typedef struct prompt_case
 	int32_t		n;
 	const char *text;
 } prompt_case;
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	run_result *r = ev->user_data;
-
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		if (r->n < MAXTOK)
-			r->ids[r->n++] = ev->token_id;
-		if (r->len + ev->text_len < sizeof(r->text))
-		{
-			memcpy(r->text + r->len, ev->text, ev->text_len);
-			r->len += ev->text_len;
-			r->text[r->len] = '\0';
-		}
-		return;
-	}
-	r->done = true;
-	r->kind = ev->kind;
-	r->why = ev->finish_reason;
-	r->usage = ev->usage;
-}
 
 static const char *extraction[] = {
 	"Copy the order number and the email address from this message, nothing else: "
@@ -136,11 +107,11 @@ run_cases(llm_engine *e, const prompt_case *cases, int n, bool batch, int max_to
 		submit_case(e, &cases[i], i, max_tokens, temp, penalty, &out[i]);
 		if (!batch)
 			while (llm_engine_has_work(e))
-				if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+				if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 					break;
 	}
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 
@@ -299,7 +270,7 @@ test_off_rule(llm_engine *plain, const char *model, const prompt_case *cases, in
 					after;
 
 		llm_engine_get_stats(e, &before);
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 		llm_engine_get_stats(e, &after);
 		if (before.n_running > 2)
@@ -429,7 +400,7 @@ test_utf8_cut(llm_engine *e)
 		memset(&cut, 0, sizeof(cut));
 		llm_engine_submit(e, 7, &req, &cut, err, sizeof(err));
 		while (llm_engine_has_work(e))
-			llm_engine_step(e, on_event, NULL);
+			llm_engine_step(e, engine_collect, NULL);
 	}
 	CHECK(cut.done && cut.why == LLM_FINISH_LENGTH && strstr(cut.text, fffd) == NULL &&
 		  cut.len < full.len && memcmp(cut.text, full.text, cut.len) == 0,

@@ -24,62 +24,13 @@
 #include "unit.h"
 
 #define MAXTOK 256
+#define ENGINE_TEST_MAXTOK MAXTOK
+#include "engine_test_util.h"
 #define MAXIDS 16384
 
-typedef struct result
-{
-	int32_t		ids[MAXTOK];
-	int			n;
-	bool		done;
-	llm_event_kind kind;
-	llm_status	status;
-	llm_finish_reason why;
-	uint64_t	request_id;
-	char		error[2048];
-	int			n_events;
-	double		scores[4];
-	int			n_scores;
-	int32_t    *tok_ids;		/* TOKENS */
-	int64_t		n_tok_ids;
-	int			order;			/* when its final event came */
-} result;
+typedef engine_result result;
 
 static const char *model_path;
-static int	n_final;
-
-static void
-on_event(const llm_event *ev, void *arg)
-{
-	result	   *r = ev->user_data;
-
-	(void) arg;
-	r->n_events++;
-	r->request_id = ev->request_id;
-	if (ev->kind == LLM_EVENT_TEXT)
-	{
-		if (r->n < MAXTOK && ev->token_id >= 0)
-			r->ids[r->n++] = ev->token_id;
-		return;
-	}
-	r->done = true;
-	r->order = ++n_final;
-	r->kind = ev->kind;
-	r->status = ev->status;
-	r->why = ev->finish_reason;
-	if (ev->kind == LLM_EVENT_ERROR)
-		snprintf(r->error, sizeof(r->error), "%s", ev->text);
-	if (ev->kind == LLM_EVENT_FINISHED && ev->n_scores > 0 && ev->n_scores <= 4)
-	{
-		r->n_scores = ev->n_scores;
-		memcpy(r->scores, ev->scores, sizeof(double) * (size_t) ev->n_scores);
-	}
-	if (ev->kind == LLM_EVENT_TOKENS)
-	{
-		r->tok_ids = malloc(sizeof(int32_t) * (size_t) (ev->n_ids > 0 ? ev->n_ids : 1));
-		memcpy(r->tok_ids, ev->ids, sizeof(int32_t) * (size_t) ev->n_ids);
-		r->n_tok_ids = ev->n_ids;
-	}
-}
 
 static llm_engine *
 make_engine(void)
@@ -124,7 +75,7 @@ static void
 run_all(llm_engine *e)
 {
 	while (llm_engine_has_work(e))
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 }
 
@@ -180,7 +131,7 @@ test_no_stall(void)
 	llm_engine_debug_tokenize_hold(e, true);
 	if (submit(e, 1, &qa, &a, err, sizeof(err)) != LLM_OK)
 		goto out;
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	CHECK(a.n == 1, "the plain request has its first token after one step (%d)", a.n);
 	st = submit(e, 2, &qb, &b, err, sizeof(err));
 	CHECK(st == LLM_OK, "a 6,000-byte prompt is accepted at once (%s)", err);
@@ -192,7 +143,7 @@ test_no_stall(void)
 		int			before = a.n;
 		int64_t		rows = es.computed_tokens;
 
-		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
+		if (llm_engine_step(e, engine_collect, NULL) != LLM_OK)
 			break;
 		llm_engine_get_stats(e, &es);
 		steps_ok += a.n == before + 1 && b.n_events == 0 && es.computed_tokens - rows == 1 &&
@@ -239,7 +190,7 @@ check_same_error(llm_engine *e, uint64_t id, const llm_request *q, const char *w
 	CHECK(st_inline != LLM_OK && st == LLM_OK && r_async.n_events == 0,
 		  "%s: inline refused (%s), on the thread accepted at once", what, llm_status_name(st_inline));
 	llm_engine_debug_tokenize_drain(e);
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	CHECK(r_async.done && r_async.n_events == 1 && r_async.kind == LLM_EVENT_ERROR &&
 		  r_async.status == st_inline && strcmp(r_async.error, err_inline) == 0 && r_async.request_id == id + 1,
 		  "%s: one ERROR event, %s \"%s\" == inline %s \"%s\"", what, llm_status_name(r_async.status),
@@ -296,7 +247,7 @@ test_errors(void)
 		st = llm_engine_tokenize_request(e, 130, huge, 20000, &t, &ids, &n, err, sizeof(err));
 		CHECK(st == LLM_OK && ids == NULL && n == -1, "a 20,000-byte text goes to the thread");
 		llm_engine_debug_tokenize_drain(e);
-		llm_engine_step(e, on_event, NULL);
+		llm_engine_step(e, engine_collect, NULL);
 		CHECK(t.done && t.n_events == 1 && t.kind == LLM_EVENT_ERROR && t.status == LLM_ERR_INVALID_TEXT &&
 			  strcmp(t.error, err_inline) == 0, "invalid UTF-8: ERROR %s \"%s\" (inline: \"%s\")",
 			  llm_status_name(t.status), t.error, err_inline);
@@ -337,7 +288,7 @@ test_tokenize_requests(void)
 	free(ids);
 
 	llm_engine_debug_tokenize_hold(e, true);
-	n_final = 0;
+	engine_test_n_final = 0;
 	memset(&t1, 0, sizeof(t1));
 	st = llm_engine_tokenize_request(e, 11, text, 40000, &t1, &ids, &n, err, sizeof(err));
 	CHECK(st == LLM_OK && ids == NULL, "a 40,000-byte text goes to the thread");
@@ -354,11 +305,11 @@ test_tokenize_requests(void)
 	llm_engine_get_stats(e, &es);
 	CHECK(es.n_waiting == 3 && es.n_running == 0, "waiting: %d, running: %d", es.n_waiting, es.n_running);
 	for (int i = 0; i < 3; i++)
-		llm_engine_step(e, on_event, NULL);
+		llm_engine_step(e, engine_collect, NULL);
 	CHECK(t1.n_events == 0 && t2.n_events == 0 && g4.n_events == 0, "while held: no event");
 	llm_engine_debug_tokenize_hold(e, false);
 	llm_engine_debug_tokenize_drain(e);
-	llm_engine_step(e, on_event, NULL);
+	llm_engine_step(e, engine_collect, NULL);
 	CHECK(t1.done && t1.kind == LLM_EVENT_TOKENS && t1.n_events == 1 && t1.request_id == 11 &&
 		  t1.n_tok_ids == n_inline && memcmp(t1.tok_ids, inline_ids, sizeof(int32_t) * (size_t) n_inline) == 0,
 		  "40,000 bytes: one TOKENS event of request 11, the %lld inline ids", (long long) n_inline);
@@ -426,7 +377,7 @@ test_identical(void)
 		{
 			llm_engine_stats es;
 
-			llm_engine_step(e, on_event, NULL);
+			llm_engine_step(e, engine_collect, NULL);
 			llm_engine_get_stats(e, &es);
 			CHECK(es.n_waiting == 4 && es.n_running == 0 && thr[0].n_events + thr[3].n_events == 0,
 				  "all four wait for the thread (%d waiting, %d running)", es.n_waiting, es.n_running);

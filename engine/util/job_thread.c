@@ -1,7 +1,7 @@
 /*
- * offload.c — the driver's job thread (offload.h).
+ * job_thread.c — one FIFO job thread with a gate (job_thread.h).
  */
-#include "offload.h"
+#include "job_thread.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,13 +18,11 @@
 #include <sys/syscall.h>
 #endif
 
-/* the thread's nice value above the process's own */
-#define LLM_OFFLOAD_NICE 10
-
-struct llm_offload
+struct llm_job_thread
 {
 	/* driver only */
 	const char *what;
+	int			nice;
 	bool		thread_started;
 	pthread_t	thread;
 
@@ -32,25 +30,26 @@ struct llm_offload
 	pthread_mutex_t mu;
 	pthread_cond_t work;		/* the thread waits: a job, the gate opened, stop */
 	pthread_cond_t finished;	/* the driver waits: a job finished (wait, drain) */
-	llm_offload_job *queue;		/* not started, FIFO */
-	llm_offload_job **queue_tail;
-	llm_offload_job *done;		/* finished, not taken, FIFO */
-	llm_offload_job **done_tail;
+	llm_job *queue;		/* not started, FIFO */
+	llm_job **queue_tail;
+	llm_job *done;		/* finished, not taken, FIFO */
+	llm_job **done_tail;
 	atomic_int	n_done;
 	bool		hold;
 	bool		stop;
 	bool		running;		/* a job is being run */
 };
 
-llm_offload *
-llm_offload_create(const char *what)
+llm_job_thread *
+llm_job_thread_create(const char *what, int nice)
 {
-	llm_offload *o = calloc(1, sizeof(*o));
+	llm_job_thread *o = calloc(1, sizeof(*o));
 	pthread_condattr_t ca;
 
 	if (o == NULL)
 		return NULL;
 	o->what = what;
+	o->nice = nice;
 	o->queue_tail = &o->queue;
 	o->done_tail = &o->done;
 	atomic_init(&o->n_done, 0);
@@ -79,11 +78,11 @@ fail:
 }
 
 static void
-discard_list(llm_offload_job *j)
+discard_list(llm_job *j)
 {
 	while (j != NULL)
 	{
-		llm_offload_job *next = j->next;
+		llm_job *next = j->next;
 
 		j->discard(j);
 		j = next;
@@ -91,7 +90,7 @@ discard_list(llm_offload_job *j)
 }
 
 void
-llm_offload_free(llm_offload *o)
+llm_job_thread_free(llm_job_thread *o)
 {
 	if (o == NULL)
 		return;
@@ -112,9 +111,9 @@ llm_offload_free(llm_offload *o)
 }
 
 static void *
-offload_main(void *arg)
+job_thread_main(void *arg)
 {
-	llm_offload *o = arg;
+	llm_job_thread *o = arg;
 	sigset_t	all;
 
 	/* signals are the driver's (the worker's PostgreSQL handlers) */
@@ -126,12 +125,13 @@ offload_main(void *arg)
 	 * compute threads share a CPU, the steps keep most of it and the job
 	 * takes what is left (failure only loses that preference)
 	 */
-	(void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), LLM_OFFLOAD_NICE);
+	if (o->nice != 0)
+		(void) setpriority(PRIO_PROCESS, (id_t) syscall(SYS_gettid), o->nice);
 #endif
 	pthread_mutex_lock(&o->mu);
 	for (;;)
 	{
-		llm_offload_job *job;
+		llm_job *job;
 
 		while (!o->stop && (o->hold || o->queue == NULL))
 			pthread_cond_wait(&o->work, &o->mu);
@@ -159,26 +159,33 @@ offload_main(void *arg)
 }
 
 int
-llm_offload_push(llm_offload *o, llm_offload_job *job, char *err, size_t errlen)
+llm_job_thread_start(llm_job_thread *o, char *err, size_t errlen)
 {
-	if (!o->thread_started)
-	{
-		sigset_t	all,
-					old;
-		int			rc;
+	sigset_t	all,
+				old;
+	int			rc;
 
-		/* the thread inherits the creator's mask: block everything while creating it */
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		rc = pthread_create(&o->thread, NULL, offload_main, o);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (rc != 0)
-		{
-			snprintf(err, errlen, "could not start the %s thread: %s", o->what, strerror(rc));
-			return -1;
-		}
-		o->thread_started = true;
+	if (o->thread_started)
+		return 0;
+	/* the thread inherits the creator's mask: block everything while creating it */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(&o->thread, NULL, job_thread_main, o);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+	{
+		snprintf(err, errlen, "could not start the %s thread: %s", o->what, strerror(rc));
+		return -1;
 	}
+	o->thread_started = true;
+	return 0;
+}
+
+int
+llm_job_thread_push(llm_job_thread *o, llm_job *job, char *err, size_t errlen)
+{
+	if (llm_job_thread_start(o, err, errlen) != 0)
+		return -1;
 	pthread_mutex_lock(&o->mu);
 	job->next = NULL;
 	*o->queue_tail = job;
@@ -188,10 +195,10 @@ llm_offload_push(llm_offload *o, llm_offload_job *job, char *err, size_t errlen)
 	return 0;
 }
 
-llm_offload_job *
-llm_offload_take(llm_offload *o)
+llm_job *
+llm_job_thread_take(llm_job_thread *o)
 {
-	llm_offload_job *done;
+	llm_job *done;
 
 	if (atomic_load(&o->n_done) == 0)
 		return NULL;
@@ -205,7 +212,7 @@ llm_offload_take(llm_offload *o)
 }
 
 bool
-llm_offload_wait(llm_offload *o, double max_ms)
+llm_job_thread_wait(llm_job_thread *o, double max_ms)
 {
 	struct timespec until;
 	bool		got;
@@ -230,7 +237,7 @@ llm_offload_wait(llm_offload *o, double max_ms)
 }
 
 void
-llm_offload_debug_hold(llm_offload *o, bool hold)
+llm_job_thread_debug_hold(llm_job_thread *o, bool hold)
 {
 	pthread_mutex_lock(&o->mu);
 	o->hold = hold;
@@ -239,7 +246,7 @@ llm_offload_debug_hold(llm_offload *o, bool hold)
 }
 
 bool
-llm_offload_debug_drain(llm_offload *o)
+llm_job_thread_debug_drain(llm_job_thread *o)
 {
 	pthread_mutex_lock(&o->mu);
 	if (o->hold)

@@ -1,8 +1,12 @@
 /*
- * tokenizer_internal.h — the tokenizer's state, shared by its two encoders:
- * byte-level BPE (tokenizer.c, tokenizer.ggml.model = "gpt2") and
- * SentencePiece BPE (tokenizer_spm.c, tokenizer.ggml.model = "llama").
- * Not part of the engine's interface: only tokenizer*.c include it.
+ * vocab.h — the tokenizer's state and its vocabulary, below both encoders:
+ * byte-level BPE (bpe.c, tokenizer.ggml.model = "gpt2") and SentencePiece
+ * BPE (spm.c, tokenizer.ggml.model = "llama").  vocab.c owns the interned
+ * strings, token types, special ids and the decoded text of every token; an
+ * encoder reads them and owns only its own fields of struct llm_tokenizer.
+ * Includes point one way: tokenizer.c (the front door) -> bpe.h / spm.h ->
+ * vocab.h; vocab.c includes no encoder.  Not part of the engine's interface:
+ * only engine/text/ includes it.
  *
  * Vocabulary strings are interned: string id i < n_vocab is token i (a
  * lookup sees the LAST of duplicate texts, as llama.cpp's token_to_id);
@@ -10,10 +14,11 @@
  * Everything is built once by llm_tokenizer_create and read-only after, so
  * one tokenizer may be used by many threads at once.
  */
-#ifndef LLM_TOKENIZER_INTERNAL_H
-#define LLM_TOKENIZER_INTERNAL_H
+#ifndef LLM_TEXT_VOCAB_H
+#define LLM_TEXT_VOCAB_H
 
 #include "tokenizer.h"
+#include "engine/util/hash.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -34,13 +39,6 @@ typedef enum tok_kind
 	TOK_BPE = 1,				/* "gpt2": GPT-2 byte alphabet, merge ranks, regexes */
 	TOK_SPM						/* "llama": ▁ for spaces, merges by score, <0xNN> bytes */
 } tok_kind;
-
-/* Open-addressing hash set of interned strings: slot = string id + 1, 0 = empty. */
-typedef struct str_table
-{
-	uint32_t   *slots;
-	uint32_t	mask;
-} str_table;
 
 /* Open-addressing map (left id, right id) -> merge rank and merged string id. */
 typedef struct merge_entry
@@ -63,7 +61,7 @@ struct llm_tokenizer
 	char	   *arena;
 	uint64_t	arena_len;
 	uint64_t	arena_cap;
-	str_table	strings;
+	llm_hash_index strings;		/* interned strings by FNV-1a 32 of their bytes */
 
 	uint8_t    *tok_type;		/* n_vocab */
 	/* bytes each token stands for (byte-decoded): dec_arena [dec_off[i], dec_off[i+1]) */
@@ -119,26 +117,61 @@ emit(emitter *e, int32_t id)
 	e->n++;
 }
 
+/* Length of the sequence a valid UTF-8 lead byte starts, 0 for a non-lead. */
+static inline int
+utf8_lead_len(uint8_t b)
+{
+	if (b < 0x80)
+		return 1;
+	if (b >= 0xC2 && b <= 0xDF)
+		return 2;
+	if (b >= 0xE0 && b <= 0xEF)
+		return 3;
+	if (b >= 0xF0 && b <= 0xF4)
+		return 4;
+	return 0;
+}
+
+/*
+ * Allocate the string table for the n_vocab (already set) tokens plus
+ * extra_strings more (an encoder's merge sides), the arena for total_text
+ * bytes of token text, and the token types; intern every token text as its
+ * id (a lookup sees the last duplicate).  false on allocation failure.
+ */
+bool		tok_vocab_init(llm_tokenizer *t, const gguf_kv *tokens, const gguf_kv *types,
+						   uint64_t extra_strings, uint64_t total_text);
+
 /* Id of interned string p[0..n) (a vocabulary id when < n_vocab), or -1. */
 int32_t		tok_str_lookup(const llm_tokenizer *t, const char *p, size_t n);
 
 /*
- * SentencePiece setup, after the vocabulary and token types are loaded:
- * reads tokenizer.ggml.scores and tokenizer.ggml.add_space_prefix, finds the
- * byte-fallback tokens.  false + err when scores are missing or mistyped or a
- * byte has no fallback token.
+ * Intern p[0..n) as the next string id.  With replace, an equal string
+ * already present is re-pointed at the new id; without it the existing id
+ * is returned.  -1 when the capacity given to tok_vocab_init is exhausted or
+ * on allocation failure.
  */
-bool		tok_spm_setup(llm_tokenizer *t, const gguf_file *f, char *err, size_t errlen);
-
-/* Bytes a SentencePiece token stands for, written to out (at most n bytes); returns the count. */
-uint64_t	tok_spm_decode_text(const llm_tokenizer *t, int32_t id, const char *p, size_t n, char *out);
+int32_t		tok_str_add(llm_tokenizer *t, const char *p, size_t n, bool replace);
 
 /*
- * Encode one fragment of valid UTF-8 text (no USER_DEFINED token inside it)
- * and emit its ids; prefix_space adds the leading space of add_space_prefix.
- * false on allocation failure.
+ * After the encoder's setup: BOS / EOS (SentencePiece defaults when absent),
+ * add_bos (tokenizer.ggml.add_bos_token, else default_add_bos), the
+ * end-of-generation ids and texts, and the USER_DEFINED split list.  false
+ * on allocation failure.
  */
-bool		tok_spm_encode(const llm_tokenizer *t, const char *text, size_t len, bool prefix_space,
-						   emitter *e);
+bool		tok_vocab_specials(llm_tokenizer *t, const gguf_file *f, bool default_add_bos);
+
+/* Bytes token id (text p[0..n)) stands for, written to out (at most n bytes); returns the count. */
+typedef uint64_t (*tok_decode_fn) (const llm_tokenizer *t, int32_t id, const char *p, size_t n, char *out);
+
+/*
+ * The decoded text of every token through the encoder's decode (read by
+ * llm_token_to_bytes and the detokenizer) and max_token_bytes.  total_text
+ * bounds the decoded bytes (decoding never lengthens a token's text).  false
+ * on allocation failure.
+ */
+bool		tok_vocab_decode_all(llm_tokenizer *t, tok_decode_fn decode, uint64_t total_text);
+
+/* Free the vocabulary's fields (not the encoders', not t itself). */
+void		tok_vocab_free(llm_tokenizer *t);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * tokenizer_spm.c — SentencePiece BPE (tokenizer.ggml.model = "llama":
+ * spm.c — SentencePiece BPE (tokenizer.ggml.model = "llama":
  * Llama 1/2, Mistral, Gemma), as llama.cpp encodes it (src/llama-vocab.cpp,
  * llm_tokenizer_spm_session and llama_vocab::impl::tokenize, case
  * LLAMA_VOCAB_TYPE_SPM), so that ids are identical for the same GGUF:
@@ -27,7 +27,7 @@
  * control token can be assembled from smaller tokens, so the ids are the
  * same as llama.cpp's.
  */
-#include "tokenizer_internal.h"
+#include "spm.h"
 #include "engine/util/binary_heap.h"
 #include "engine/util/text_util.h"
 
@@ -68,6 +68,12 @@ byte_token_value(const char *p, size_t n)
 	hi = hexdigit(p[3]);
 	lo = hexdigit(p[4]);
 	return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+void
+tok_spm_free(llm_tokenizer *t)
+{
+	free(t->score);
 }
 
 bool
