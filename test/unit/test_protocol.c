@@ -86,6 +86,34 @@ request_eq(const llm_request *a, const llm_request *b)
 	return a->n_tokens == 0 || memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(int32_t)) == 0;
 }
 
+/*
+ * Whether a message the decoder accepted is a message: d (decoded from
+ * len bytes) encodes back to len bytes, which decode and encode again to
+ * the same bytes (only padding the decoder skips may differ from the
+ * bytes d came from).
+ */
+static int
+reencodes(const llm_wire_msg *d, size_t len)
+{
+	static llm_wire_arrays again_arrays;
+	llm_wire_msg again;
+	size_t		need = llm_wire_encode(d, NULL, 0);
+	unsigned char *buf,
+			   *buf2;
+	int			same;
+
+	if (need != len)
+		return 0;
+	buf = malloc(need);
+	buf2 = malloc(need);
+	same = llm_wire_encode(d, buf, need) == need &&
+		llm_wire_decode(buf, need, &again, &again_arrays, NULL) == LLM_WIRE_OK &&
+		llm_wire_encode(&again, buf2, need) == need && memcmp(buf, buf2, need) == 0;
+	free(buf2);
+	free(buf);
+	return same;
+}
+
 /* Every prefix and every single-byte change of a valid message: no crash, prefixes refused. */
 static void
 mutate_all(const unsigned char *msg, size_t len, const char *what)
@@ -94,6 +122,7 @@ mutate_all(const unsigned char *msg, size_t len, const char *what)
 	unsigned char *copy = malloc(len);
 	int			prefixes_refused = 1;
 	int			decoded = 0;
+	int			accepted_reencode = 0;
 
 	for (size_t n = 0; n < len; n++)
 		if (decode_copy(msg, n, &d, &arrays, NULL) == LLM_WIRE_OK)
@@ -104,9 +133,15 @@ mutate_all(const unsigned char *msg, size_t len, const char *what)
 		{
 			memcpy(copy, msg, len);
 			copy[i] = (unsigned char) v;
-			decoded += decode_copy(copy, len, &d, &arrays, NULL) == LLM_WIRE_OK;
+			if (llm_wire_decode(copy, len, &d, &arrays, NULL) == LLM_WIRE_OK)
+			{
+				decoded++;
+				accepted_reencode += reencodes(&d, len);
+			}
 		}
-	CHECK(1, "%s: %zu single-byte mutations decoded without a fault (%d accepted)", what, len, decoded);
+	CHECK(decoded > 0 && accepted_reencode == decoded,
+		  "%s: each of the %d single-byte mutations accepted (of %zu bytes) re-encodes to a message of its size that round-trips (%d do)",
+		  what, decoded, len, accepted_reencode);
 	free(copy);
 }
 
@@ -365,6 +400,7 @@ main(void)
 		unsigned char *r = malloc(4096);
 		uint64_t	s = 88172645463325252ULL;
 		int			ok = 0;
+		int			ok_reencode = 0;
 
 		for (int it = 0; it < 200000; it++)
 		{
@@ -381,9 +417,15 @@ main(void)
 			}
 			memcpy(r, &kind, 4);
 			memcpy(r + 4, &body, 4);
-			ok += llm_wire_decode(r, n, &d, &arrays, NULL) == LLM_WIRE_OK;
+			if (llm_wire_decode(r, n, &d, &arrays, NULL) == LLM_WIRE_OK)
+			{
+				ok++;
+				ok_reencode += reencodes(&d, n);
+			}
 		}
-		CHECK(1, "200000 random messages decoded without a fault (%d accepted)", ok);
+		CHECK(ok_reencode == ok,
+			  "each of the %d random messages accepted (of 200000) re-encodes to a message of its size that round-trips (%d do)",
+			  ok, ok_reencode);
 		free(r);
 	}
 	return unit_done();
