@@ -1,59 +1,28 @@
-/* pg_llm 0.2 -> 0.3.  Each feature of 0.3 has its own block below. */
+/* pg_llm 0.2 -> 0.3: what the release changes, one section per feature.
+   Each object is created, or widened in place, once and directly in its 0.3
+   form; a fresh install of 0.3 is 0.2 plus this script. */
 
 \echo Use "ALTER EXTENSION llm UPDATE TO '0.3'" to load this file. \quit
 
--- structured output and the SQL AI functions (docs/STRUCTURED_OUTPUT.md)
+-- The options of the generation functions
 --
--- choices, regex and json_schema are appended to llm_generate (both),
--- llm_complete and llm_chat in place (llm_widen_function: same OIDs, stored
--- views keep working); llm_extract, llm_classify, llm_classify_scores,
--- llm_filter and the llm_agg aggregate are new.
+-- llm_generate (both), llm_complete and llm_chat gain these arguments at the
+-- end of their argument lists, in the order of the library's argument table
+-- (llm_generation_arguments()), and read them by name:
+--   choices, regex, json_schema  structured output: the output is exactly one
+--                                choice, a full match of the pattern, or JSON
+--                                valid against the schema (docs/STRUCTURED_OUTPUT.md)
+--   priority                     the scheduling class, 'interactive' | 'batch'
+--                                (NULL: the session's class, llm.priority;
+--                                batch sites are batch)
+--   model                        the alias of the model that answers (several
+--                                models: the llm_models view, docs/MODELS.md)
+-- llm_tokenize and llm_detokenize gain model.  Each function is widened in
+-- place by llm_widen_function from a template named <function>_0_3 that has
+-- the new argument list (same OIDs: views, materialized views and
+-- SQL-standard bodies stored against them keep working).
 
-CREATE FUNCTION llm_generate_grammar(
-	prompt text,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL)
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_generate'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)',
-                          'llm_generate_grammar(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb)');
-
-CREATE FUNCTION llm_generate_grammar(
-	prompts text[],
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL)
-RETURNS text[]
-AS 'MODULE_PATHNAME', 'pg_llm_generate_array'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_generate(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)',
-                          'llm_generate_grammar(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb)');
-
-CREATE FUNCTION llm_complete_grammar(
+CREATE FUNCTION llm_generate_0_3(
 	prompt text,
 	max_tokens int DEFAULT 256,
 	temperature float8 DEFAULT 0,
@@ -69,6 +38,56 @@ CREATE FUNCTION llm_complete_grammar(
 	choices text[] DEFAULT NULL,
 	regex text DEFAULT NULL,
 	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pg_llm_generate'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+SELECT llm_widen_function('llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)',
+                          'llm_generate_0_3(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)');
+
+CREATE FUNCTION llm_generate_0_3(
+	prompts text[],
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'pg_llm_generate_array'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+SELECT llm_widen_function('llm_generate(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)',
+                          'llm_generate_0_3(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)');
+
+CREATE FUNCTION llm_complete_0_3(
+	prompt text,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL,
 	OUT text text,
 	OUT finish_reason text,
 	OUT prompt_tokens int,
@@ -80,9 +99,9 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'pg_llm_complete'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 SELECT llm_widen_function('llm_complete(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text)',
-                          'llm_complete_grammar(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb)');
+                          'llm_complete_0_3(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)');
 
-CREATE FUNCTION llm_chat_grammar(
+CREATE FUNCTION llm_chat_0_3(
 	messages jsonb,
 	max_tokens int DEFAULT 256,
 	temperature float8 DEFAULT 0,
@@ -96,15 +115,39 @@ CREATE FUNCTION llm_chat_grammar(
 	on_error text DEFAULT 'raise',
 	choices text[] DEFAULT NULL,
 	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL)
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'pg_llm_chat'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 SELECT llm_widen_function('llm_chat(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text)',
-                          'llm_chat_grammar(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb)');
+                          'llm_chat_0_3(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text)');
 
-COMMENT ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb) IS
+-- STRICT functions: the default is 'default' (a NULL model gives NULL)
+CREATE FUNCTION llm_tokenize_0_3(text, model text DEFAULT 'default')
+RETURNS int[]
+AS 'MODULE_PATHNAME', 'pg_llm_tokenize'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+SELECT llm_widen_function('llm_tokenize(text)', 'llm_tokenize_0_3(text, text)');
+
+CREATE FUNCTION llm_detokenize_0_3(int[], model text DEFAULT 'default')
+RETURNS text
+AS 'MODULE_PATHNAME', 'pg_llm_detokenize'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+SELECT llm_widen_function('llm_detokenize(int[])', 'llm_detokenize_0_3(int[], text)');
+
+COMMENT ON FUNCTION llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) IS
 'Generate a reply to prompt (chat template applied unless raw). NULL prompt gives NULL; a NULL option means its default. choices, regex or json_schema (one of them) constrain the output to exactly one choice, a full match of the pattern, or compact JSON valid against the schema (docs/STRUCTURED_OUTPUT.md). Errors: 22023 invalid argument, grammar or empty prompt, 54000 prompt longer than the context or output cut by max_tokens before its grammar was complete, 55000 worker not running. on_error => ''null'' turns a per-row failure into NULL plus a WARNING.';
+
+-- end of the options of the generation functions
+
+-- The SQL AI functions (docs/STRUCTURED_OUTPUT.md)
+--
+-- llm_extract, llm_classify, llm_classify_scores, llm_filter and the llm_agg
+-- aggregate.  The functions take the options of the generation functions
+-- they use, priority and model included, read by name from the argument
+-- table.
 
 CREATE FUNCTION llm_extract(
 	input text,
@@ -118,12 +161,14 @@ CREATE FUNCTION llm_extract(
 	repetition_penalty float8 DEFAULT 1,
 	seed bigint DEFAULT NULL,
 	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise')
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'pg_llm_extract'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
 
-COMMENT ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text) IS
+COMMENT ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text, text, text) IS
 'The information json_schema describes, extracted from input: always a value valid against the schema (constrained decoding). NULL input gives NULL. Errors: 22023 unsupported or invalid schema, 54000 output cut by max_tokens before it was complete.';
 
 CREATE FUNCTION llm_classify(
@@ -131,12 +176,14 @@ CREATE FUNCTION llm_classify(
 	labels text[],
 	instruction text DEFAULT NULL,
 	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise')
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'pg_llm_classify'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
 
-COMMENT ON FUNCTION llm_classify(text, text[], text, text, text) IS
+COMMENT ON FUNCTION llm_classify(text, text[], text, text, text, text, text) IS
 'The label of labels the model finds most likely for input, by the log-likelihood of each label followed by the end of the turn (no decoding): always exactly one of labels. NULL input gives NULL. Errors: 22023 labels NULL, empty, with a NULL, empty or duplicate element.';
 
 CREATE FUNCTION llm_classify_scores(
@@ -144,24 +191,28 @@ CREATE FUNCTION llm_classify_scores(
 	labels text[],
 	instruction text DEFAULT NULL,
 	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise')
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'pg_llm_classify_scores'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
 
-COMMENT ON FUNCTION llm_classify_scores(text, text[], text, text, text) IS
+COMMENT ON FUNCTION llm_classify_scores(text, text[], text, text, text, text, text) IS
 'llm_classify''s scores as {label: probability}: the softmax over the labels of their log-likelihoods, summing to 1.';
 
 CREATE FUNCTION llm_filter(
 	input text,
 	question text,
 	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise')
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'pg_llm_filter'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
 
-COMMENT ON FUNCTION llm_filter(text, text, text, text) IS
+COMMENT ON FUNCTION llm_filter(text, text, text, text, text, text) IS
 'Whether the answer to the yes/no question about input is yes, by the likelihood of the yes and no answers (no decoding); for WHERE and JOIN ON (high COST: cheaper conditions run first). NULL input gives NULL.';
 
 CREATE FUNCTION llm_agg_trans(internal, text, text)
@@ -200,131 +251,28 @@ COMMENT ON AGGREGATE llm_agg(text, text) IS
 COMMENT ON AGGREGATE llm_agg(text, text, jsonb) IS
 'llm_agg with options: generation options by name ({"max_tokens": 128, "on_error": "null", ...}) and chunk_tokens (the most tokens of rows per chunk).';
 
-REVOKE ALL ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_classify(text, text[], text, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_classify_scores(text, text[], text, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_filter(text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_classify(text, text[], text, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_classify_scores(text, text[], text, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_filter(text, text, text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_agg_trans(internal, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_agg_trans(internal, text, text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_agg_final(internal) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_agg(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_agg(text, text, jsonb) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text) TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_classify(text, text[], text, text, text) TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_classify_scores(text, text[], text, text, text) TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_filter(text, text, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_classify(text, text[], text, text, text, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_classify_scores(text, text[], text, text, text, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_filter(text, text, text, text, text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_agg(text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_agg(text, text, jsonb) TO llm_user;
+-- end of the SQL AI functions
 
--- fairness
+-- Fairness
 --
--- Priorities, fair share and quotas.
--- Every generation function gains priority => 'interactive' | 'batch'
--- (NULL: the session's class, llm.priority; batch sites are batch), appended
--- in place (llm_widen_function keeps each function's OID).  llm_usage: the
--- tokens each (role, database) used, from the worker's shared memory.
-
-CREATE FUNCTION llm_widen_template_generate(
-	prompt text,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL)
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_generate'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function(
-	'llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb)'::regprocedure,
-	'llm_widen_template_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text)'::regprocedure);
-
-CREATE FUNCTION llm_widen_template_generate_array(
-	prompts text[],
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL)
-RETURNS text[]
-AS 'MODULE_PATHNAME', 'pg_llm_generate_array'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function(
-	'llm_generate(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb)'::regprocedure,
-	'llm_widen_template_generate_array(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text)'::regprocedure);
-
-CREATE FUNCTION llm_widen_template_complete(
-	prompt text,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL,
-	OUT text text,
-	OUT finish_reason text,
-	OUT prompt_tokens int,
-	OUT cached_tokens int,
-	OUT completion_tokens int,
-	OUT ttft_ms float8,
-	OUT total_ms float8)
-RETURNS record
-AS 'MODULE_PATHNAME', 'pg_llm_complete'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function(
-	'llm_complete(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb)'::regprocedure,
-	'llm_widen_template_complete(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text)'::regprocedure);
-
-CREATE FUNCTION llm_widen_template_chat(
-	messages jsonb,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL)
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_chat'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function(
-	'llm_chat(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb)'::regprocedure,
-	'llm_widen_template_chat(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text)'::regprocedure);
+-- Priorities, fair share and quotas: the priority option (first section)
+-- and llm_usage, the tokens each (role, database) used, from the worker's
+-- shared memory.
 
 -- llm_usage(): one row per (role, database) the worker took requests for
 -- since start or llm_stat_reset(): requests, prompt tokens (cached_tokens
@@ -366,123 +314,9 @@ GRANT EXECUTE ON FUNCTION llm_usage() TO llm_user, pg_monitor;
 GRANT SELECT ON llm_usage TO llm_user, pg_monitor;
 -- end of fairness
 
--- several models
--- model => 'alias' on every generation function and on llm_tokenize /
--- llm_detokenize (widened in place: same OIDs), and the llm_models view.
-CREATE FUNCTION llm_generate_next(
-	prompt text,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_generate'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_generate(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text)',
-						  'llm_generate_next(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)');
-
-CREATE FUNCTION llm_generate_next(
-	prompts text[],
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS text[]
-AS 'MODULE_PATHNAME', 'pg_llm_generate_array'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_generate(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text)',
-						  'llm_generate_next(text[], int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)');
-
-CREATE FUNCTION llm_complete_next(
-	prompt text,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	raw boolean DEFAULT false,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL,
-	OUT text text,
-	OUT finish_reason text,
-	OUT prompt_tokens int,
-	OUT cached_tokens int,
-	OUT completion_tokens int,
-	OUT ttft_ms float8,
-	OUT total_ms float8)
-RETURNS record
-AS 'MODULE_PATHNAME', 'pg_llm_complete'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_complete(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text)',
-						  'llm_complete_next(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)');
-
-CREATE FUNCTION llm_chat_next(
-	messages jsonb,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	stop text[] DEFAULT NULL,
-	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise',
-	choices text[] DEFAULT NULL,
-	regex text DEFAULT NULL,
-	json_schema jsonb DEFAULT NULL,
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_chat'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_chat(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text)',
-						  'llm_chat_next(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text)');
-
--- STRICT functions: the default is 'default' (a NULL model gives NULL)
-CREATE FUNCTION llm_tokenize_next(text, model text DEFAULT 'default')
-RETURNS int[]
-AS 'MODULE_PATHNAME', 'pg_llm_tokenize'
-LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_tokenize(text)', 'llm_tokenize_next(text, text)');
-
-CREATE FUNCTION llm_detokenize_next(int[], model text DEFAULT 'default')
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_detokenize'
-LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
-SELECT llm_widen_function('llm_detokenize(int[])', 'llm_detokenize_next(int[], text)');
+-- Several models
+--
+-- The model option (first section) and the llm_models view.
 
 CREATE FUNCTION llm_models(
 	OUT alias text,
@@ -521,14 +355,8 @@ GRANT EXECUTE ON FUNCTION llm_models() TO llm_user, pg_monitor;
 GRANT SELECT ON llm_models TO llm_user, pg_monitor;
 -- end of several models
 
--- durable jobs
--- (llm_enrich and its jobs, llm_submit / llm_result / llm_cancel, llm_progress,
--- the submitter columns of llm_recent_requests; docs/JOBS.md)
--- New functions, after the several models block: llm_submit and llm_enrich
--- take every generation option of llm_generate (llm_enrich all but on_error:
--- a failed row is retried, never written NULL), in the argument table's
--- order (choices, regex, json_schema, priority, model last), read by name.
-
+-- The submitter in llm_recent_requests
+--
 -- Appending result columns to a function returning record, in place (pg/sql/widen.c).
 CREATE FUNCTION llm_widen_result(target regprocedure, template regprocedure)
 RETURNS void
@@ -564,8 +392,13 @@ SELECT llm_widen_result('llm_recent_requests()', 'llm_recent_requests_0_3()');
 COMMENT ON FUNCTION llm_recent_requests() IS
 'The last 4096 requests the worker finished (oldest first): outcome, prompt/cached/completion tokens, time to first token, time per output token and total time measured in the worker (ms), and the submitter''s pid, role and database. Cleared by llm_stat_reset().';
 
--- Progress of running statements: one row per backend whose current
--- statement has asked the llm worker for something.
+-- end of the submitter in llm_recent_requests
+
+-- Progress of running statements
+--
+-- llm_progress: one row per backend whose current statement has asked the
+-- llm worker for something.
+
 CREATE FUNCTION llm_progress(
 	OUT pid int,
 	OUT statement_start timestamptz,
@@ -600,7 +433,17 @@ JOIN pg_stat_activity a ON a.pid = p.pid AND a.query_start = p.statement_start A
 COMMENT ON VIEW llm_progress IS
 'One row per running statement that calls the llm worker: calls submitted / finished / failed / aborted / in flight, tokens, rows returned by its LLM Batch nodes, elapsed time. Like pg_stat_activity, other roles'' statements show only to members of pg_read_all_stats.';
 
--- Asynchronous requests: llm_submit returns at once, llm_result fetches.
+REVOKE ALL ON FUNCTION llm_progress() FROM PUBLIC;
+REVOKE ALL ON llm_progress FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_progress() TO llm_user, pg_monitor;
+GRANT SELECT ON llm_progress TO llm_user, pg_monitor;
+-- end of progress of running statements
+
+-- Asynchronous requests (docs/JOBS.md)
+--
+-- llm_submit returns at once, llm_result fetches, llm_cancel drops.
+-- llm_submit takes every generation option of llm_generate, in the
+-- argument table's order, read by name.
 CREATE FUNCTION llm_submit(
 	prompt text,
 	max_tokens int DEFAULT 256,
@@ -652,7 +495,19 @@ LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION llm_cancel(bigint) IS
 'Cancel a queued or running llm_submit request, or drop a finished one''s result; false if there is no such request.';
 
--- Jobs: llm_enrich fills a column in the background, resumably.
+REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_result(bigint, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_cancel(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_result(bigint, boolean) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_cancel(bigint) TO llm_user;
+-- end of asynchronous requests
+
+-- Jobs (docs/JOBS.md)
+--
+-- llm_enrich fills a column in the background, resumably.  It takes every
+-- generation option of llm_generate but on_error (a failed row is retried,
+-- never written NULL), in the argument table's order, read by name.
 CREATE TYPE llm_job_state AS ENUM ('queued', 'running', 'paused', 'done', 'failed', 'cancelled');
 
 CREATE TABLE llm_job (
@@ -808,11 +663,6 @@ WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE')
 COMMENT ON VIEW llm_job_errors IS
 'Rows a job gave up on after max_attempts, with the primary key, attempts and last error; llm_job_retry_failed queues them again.';
 
-REVOKE ALL ON FUNCTION llm_progress() FROM PUBLIC;
-REVOKE ALL ON llm_progress FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_result(bigint, boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION llm_cancel(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_wake() FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_trigger() FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text) FROM PUBLIC;
@@ -821,12 +671,6 @@ REVOKE ALL ON FUNCTION llm_job_resume(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_cancel(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION llm_job_retry_failed(bigint) FROM PUBLIC;
 REVOKE ALL ON llm_job, llm_job_queue, llm_job_error, llm_jobs, llm_job_errors FROM PUBLIC;
-
-GRANT EXECUTE ON FUNCTION llm_progress() TO llm_user, pg_monitor;
-GRANT SELECT ON llm_progress TO llm_user, pg_monitor;
-GRANT EXECUTE ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_result(bigint, boolean) TO llm_user;
-GRANT EXECUTE ON FUNCTION llm_cancel(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_trigger() TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_pause(bigint) TO llm_user;
@@ -834,73 +678,4 @@ GRANT EXECUTE ON FUNCTION llm_job_resume(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_cancel(bigint) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_job_retry_failed(bigint) TO llm_user;
 GRANT SELECT ON llm_jobs, llm_job_errors TO llm_user, pg_monitor;
-
--- end of durable jobs
-
--- AI functions: priority and model
--- llm_extract, llm_classify, llm_classify_scores and llm_filter gain the
--- generation options every other generation function has since the blocks
--- above: priority => (the fairness class) and model => 'alias' (read by
--- name from the argument table), appended in place (same OIDs).
-CREATE FUNCTION llm_extract_next(
-	input text,
-	json_schema jsonb,
-	instruction text DEFAULT NULL,
-	max_tokens int DEFAULT 256,
-	temperature float8 DEFAULT 0,
-	top_p float8 DEFAULT 1,
-	top_k int DEFAULT 0,
-	min_p float8 DEFAULT 0,
-	repetition_penalty float8 DEFAULT 1,
-	seed bigint DEFAULT NULL,
-	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise',
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS jsonb
-AS 'MODULE_PATHNAME', 'pg_llm_extract'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
-SELECT llm_widen_function('llm_extract(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text)',
-						  'llm_extract_next(text, jsonb, text, int, float8, float8, int, float8, float8, bigint, text, text, text, text)');
-
-CREATE FUNCTION llm_classify_next(
-	input text,
-	labels text[],
-	instruction text DEFAULT NULL,
-	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise',
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS text
-AS 'MODULE_PATHNAME', 'pg_llm_classify'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
-SELECT llm_widen_function('llm_classify(text, text[], text, text, text)',
-						  'llm_classify_next(text, text[], text, text, text, text, text)');
-
-CREATE FUNCTION llm_classify_scores_next(
-	input text,
-	labels text[],
-	instruction text DEFAULT NULL,
-	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise',
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS jsonb
-AS 'MODULE_PATHNAME', 'pg_llm_classify_scores'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
-SELECT llm_widen_function('llm_classify_scores(text, text[], text, text, text)',
-						  'llm_classify_scores_next(text, text[], text, text, text, text, text)');
-
-CREATE FUNCTION llm_filter_next(
-	input text,
-	question text,
-	system text DEFAULT NULL,
-	on_error text DEFAULT 'raise',
-	priority text DEFAULT NULL,
-	model text DEFAULT NULL)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'pg_llm_filter'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED COST 10000;
-SELECT llm_widen_function('llm_filter(text, text, text, text)',
-						  'llm_filter_next(text, text, text, text, text, text)');
--- end of AI functions: priority and model
+-- end of jobs

@@ -16,24 +16,29 @@ SELECT llm_generate('Say yes.', max_tokens => 4, priority => 'batch')
      = llm_generate('Say yes.', max_tokens => 4, priority => 'interactive') AS same_text;
 SELECT llm_generate(ARRAY['Say yes.', 'Say no.'], max_tokens => 4, priority => 'interactive')
      = llm_generate(ARRAY['Say yes.', 'Say no.'], max_tokens => 4) AS array_same;
-SELECT (llm_complete('Say yes.', max_tokens => 4, priority => 'batch')).finish_reason IS NOT NULL AS complete_ok,
-       llm_chat('[{"role": "user", "content": "Say yes."}]', max_tokens => 4, priority => 'batch') IS NOT NULL AS chat_ok;
+SELECT (llm_complete('Say yes.', max_tokens => 4, priority => 'batch')).text
+         = (llm_complete('Say yes.', max_tokens => 4)).text AS complete_ok,
+       llm_chat('[{"role": "user", "content": "Say yes."}]', max_tokens => 4, priority => 'batch')
+         = llm_chat('[{"role": "user", "content": "Say yes."}]', max_tokens => 4) AS chat_ok;
 SELECT q, try_sql(q) FROM (VALUES
   ($$SELECT llm_generate('hi', priority => 'urgent')$$),
   ($$SELECT llm_generate('hi', priority => '')$$),
   ($$SELECT llm_generate(ARRAY['hi'], priority => 'Batch')$$)
 ) AS t(q);
-SELECT llm_generate('hi', max_tokens => 1, priority => NULL) IS NOT NULL AS null_is_default;
+-- the replies of the default class, which the calls below must give again
+SELECT llm_generate('hi', max_tokens => 1) AS hi_1, llm_generate('Say yes.', max_tokens => 4) AS say_yes_4,
+       llm_generate('Say yes.', max_tokens => 2) AS say_yes_2 \gset
+SELECT llm_generate('hi', max_tokens => 1, priority => NULL) = :'hi_1' AS null_is_default;
 -- the session's class
 SET llm.priority = 'batch';
-SELECT llm_generate('Say yes.', max_tokens => 4) IS NOT NULL AS batch_session;
+SELECT llm_generate('Say yes.', max_tokens => 4) = :'say_yes_4' AS batch_session;
 RESET llm.priority;
 -- the ceiling: lowering is always allowed, raising above it is refused
 SET llm.max_priority = 'batch';
 SELECT try_sql($$SET llm.priority = 'interactive'$$) AS set_above_ceiling;
 SELECT try_sql($$SELECT llm_generate('hi', max_tokens => 1, priority => 'interactive')$$) AS call_above_ceiling;
-SELECT llm_generate('hi', max_tokens => 1, priority => 'batch') IS NOT NULL AS at_ceiling;
-SELECT llm_generate('hi', max_tokens => 1) IS NOT NULL AS default_under_ceiling;
+SELECT llm_generate('hi', max_tokens => 1, priority => 'batch') = :'hi_1' AS at_ceiling;
+SELECT llm_generate('hi', max_tokens => 1) = :'hi_1' AS default_under_ceiling;
 RESET llm.max_priority;
 SET llm.priority = 'interactive';
 RESET llm.priority;
@@ -43,7 +48,7 @@ SET ROLE regress_fair_user;
 SELECT try_sql($$SET llm.max_priority = 'interactive'$$) AS user_sets_ceiling;
 SELECT try_sql($$SET llm.max_tokens_per_minute = 0$$) AS user_sets_quota;
 SET llm.priority = 'batch';
-SELECT llm_generate('Say yes.', max_tokens => 4) IS NOT NULL AS user_lowers;
+SELECT llm_generate('Say yes.', max_tokens => 4) = :'say_yes_4' AS user_lowers;
 RESET llm.priority;
 RESET ROLE;
 -- accounting per role: wait until the worker has published the last request
@@ -113,7 +118,7 @@ SELECT try_sql($$SELECT llm_generate(ARRAY['Say yes.'], max_tokens => 2)$$) AS a
 RESET ROLE;
 RESET llm.max_tokens_per_minute;
 SET ROLE regress_fair_user;
-SELECT llm_generate('Say yes.', max_tokens => 2) IS NOT NULL AS quota_lifted;
+SELECT llm_generate('Say yes.', max_tokens => 2) = :'say_yes_2' AS quota_lifted;
 RESET ROLE;
 SELECT wait_until($$SELECT coalesce(sum(requests), 0) >= 2 FROM llm_usage WHERE role = 'regress_fair_user'$$, 10);
 SELECT requests FROM llm_usage WHERE role = 'regress_fair_user';

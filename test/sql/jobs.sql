@@ -184,7 +184,7 @@ SELECT calls_submitted, calls_finished, calls_in_flight, completion_tokens, role
 FROM progress_probe();
 SELECT count(*) AS after_statement FROM llm_progress WHERE pid = pg_backend_pid();
 -- llm_recent_requests(): the submitter of each request
-SELECT llm_generate('Say yes.', max_tokens => 1) IS NOT NULL AS generated;
+SELECT completion_tokens AS generated FROM llm_complete('Say yes.', max_tokens => 1);
 SELECT pg_sleep(0.3);
 SELECT pid = pg_backend_pid() AS pid, role = current_user AS role, database = current_database() AS database
 FROM llm_recent_requests() ORDER BY seq DESC LIMIT 1;
@@ -201,7 +201,10 @@ CREATE VIEW rr_all AS SELECT * FROM llm_recent_requests();
 SELECT 'llm_recent_requests()'::regprocedure::oid AS before_oid \gset
 ALTER EXTENSION llm UPDATE TO '0.3';
 SELECT 'llm_recent_requests()'::regprocedure::oid = :before_oid AS same_oid,
-       (SELECT count(*) FROM rr) >= 0 AS view_works, (SELECT count(*) FROM rr_all) >= 0 AS star_view_works;
+       (SELECT (seq, outcome) FROM rr ORDER BY seq DESC LIMIT 1)
+         = (SELECT (seq, outcome) FROM llm_recent_requests() ORDER BY seq DESC LIMIT 1) AS view_works,
+       (SELECT (seq, outcome, completion_tokens) FROM rr_all ORDER BY seq DESC LIMIT 1)
+         = (SELECT (seq, outcome, completion_tokens) FROM llm_recent_requests() ORDER BY seq DESC LIMIT 1) AS star_view_works;
 SELECT attname FROM pg_attribute WHERE attrelid = 'rr_all'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT string_agg(name, ', ' ORDER BY ord) AS columns
 FROM unnest((SELECT proargnames FROM pg_proc WHERE oid = 'llm_recent_requests()'::regprocedure)) WITH ORDINALITY AS a(name, ord);

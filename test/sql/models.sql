@@ -60,7 +60,8 @@ SELECT llm_tokenize('Hello models', model => 'twin') = llm_tokenize('Hello model
 SELECT finish_reason, prompt_tokens + completion_tokens AS total_tokens
 FROM llm_complete('1, 2, 3, 4, 5, 6, 7, 8,', raw => true, max_tokens => 400, model => 'small');
 SELECT try_sql(format($$SELECT llm_generate(%L, model => 'small')$$, repeat('word ', 300))) AS too_long_for_small;
-SELECT length(llm_generate(repeat('word ', 300), max_tokens => 1, model => 'twin')) >= 0 AS fits_twin;
+SELECT finish_reason, prompt_tokens > 256 AS over_small_context, completion_tokens AS fits_twin
+FROM llm_complete(repeat('word ', 300), max_tokens => 1, model => 'twin');
 
 -- the LLM Batch node: two models' calls in one statement, each model batching its own
 EXPLAIN (COSTS OFF)

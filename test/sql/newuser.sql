@@ -2,6 +2,8 @@
 -- newuser: what a new user's hostile calls found, each refused with the
 -- SQLSTATE a DBA expects (try_sql shows it) and its detail and hint.
 --
+-- the greedy reply the last call must give again
+SELECT llm_generate('Say hi.', max_tokens => 2) AS say_hi \gset
 -- a job's target must be a table of its own: a view or a materialized view
 -- is the wrong kind of object (42809); a temporary table is one the runner,
 -- another session, can never read (0A000, refused before any job exists)
@@ -69,4 +71,4 @@ DROP TABLE nu_tickets, nu_summaries;
 SELECT try_sql($$SELECT llm_generate(repeat('x', 20000000), max_tokens => 1)$$);
 SELECT try_sql($$SELECT llm_chat(jsonb_build_array(jsonb_build_object('role', 'user', 'content', repeat('y', 2000000))))$$);
 SELECT try_sql($$SELECT llm_classify('x', ARRAY['a', repeat('z', 2000000)])$$);
-SELECT llm_generate('Say hi.', max_tokens => 2) IS NOT NULL AS next_call_works;
+SELECT llm_generate('Say hi.', max_tokens => 2) = :'say_hi' AS next_call_works;

@@ -42,7 +42,7 @@ FROM llm_recent_requests() WHERE seq = 4;
 -- llm_stat_reset() empties it and restarts seq
 SELECT llm_stat_reset();
 SELECT count(*) AS after_second_reset FROM llm_recent_requests();
-SELECT llm_generate('Say yes.', max_tokens => 1) IS NOT NULL AS generated;
+SELECT completion_tokens AS generated FROM llm_complete('Say yes.', max_tokens => 1);
 SELECT wait_recent(1);
 SELECT seq, outcome, completion_tokens FROM llm_recent_requests();
 -- monitoring roles may read it, PUBLIC may not

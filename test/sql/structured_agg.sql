@@ -31,7 +31,7 @@ SELECT count(*) AS generations, count(*) FILTER (WHERE outcome = 'length') AS cu
 FROM llm_recent_requests() WHERE completion_tokens > 0;
 -- a row longer than a chunk is cut into pieces
 SELECT llm_agg(repeat('The router blinks red. ', 20), 'What is wrong?', '{"chunk_tokens": 60, "max_tokens": 8}')
-       IS NOT NULL AS long_row;
+       AS long_row;
 -- no rows, only NULL inputs: NULL
 SELECT llm_agg(body, 'Summarize.') IS NULL AS no_rows FROM sa_tickets WHERE false;
 SELECT llm_agg(body, 'Summarize.') IS NULL AS only_nulls FROM sa_tickets WHERE body IS NULL;

@@ -87,6 +87,62 @@ request_eq(const llm_request *a, const llm_request *b)
 	return a->n_tokens == 0 || memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(int32_t)) == 0;
 }
 
+/*
+ * d (decoded from len bytes) encoded again: a malloc'ed buffer of len bytes,
+ * or NULL when d does not encode or encodes to another size.
+ */
+static unsigned char *
+reencode(const llm_wire_msg *d, size_t len)
+{
+	unsigned char *buf;
+
+	if (llm_wire_encode(d, NULL, 0) != len)
+		return NULL;
+	buf = malloc(len);
+	if (llm_wire_encode(d, buf, len) != len)
+	{
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/*
+ * Whether a message the decoder accepted is a message that encodes back to
+ * the same bytes after one more decode: what any accepted bytes must be.
+ */
+static int
+round_trips(const llm_wire_msg *d, size_t len)
+{
+	static llm_wire_arrays again_arrays;
+	llm_wire_msg again;
+	unsigned char *buf = reencode(d, len),
+			   *buf2 = NULL;
+	int			same;
+
+	same = buf && llm_wire_decode(buf, len, &again, &again_arrays, NULL) == LLM_WIRE_OK &&
+		(buf2 = reencode(&again, len)) != NULL && memcmp(buf, buf2, len) == 0;
+	free(buf2);
+	free(buf);
+	return same;
+}
+
+/*
+ * Whether a single-byte change the decoder accepted was decoded faithfully:
+ * the message encodes back either to the changed bytes (the byte was read as
+ * written) or to the original ones (the byte is padding the decoder skips),
+ * never to a third message (a byte read as some other value).
+ */
+static int
+faithful(const llm_wire_msg *d, const unsigned char *changed, const unsigned char *original, size_t len)
+{
+	unsigned char *buf = reencode(d, len);
+	int			ok = buf && (memcmp(buf, changed, len) == 0 || memcmp(buf, original, len) == 0);
+
+	free(buf);
+	return ok;
+}
+
 /* Every prefix and every single-byte change of a valid message: no crash, prefixes refused. */
 static void
 mutate_all(const unsigned char *msg, size_t len, const char *what)
@@ -95,6 +151,7 @@ mutate_all(const unsigned char *msg, size_t len, const char *what)
 	unsigned char *copy = malloc(len);
 	int			prefixes_refused = 1;
 	int			decoded = 0;
+	int			accepted_reencode = 0;
 
 	for (size_t n = 0; n < len; n++)
 		if (decode_copy(msg, n, &d, &arrays, NULL) == LLM_WIRE_OK)
@@ -105,9 +162,15 @@ mutate_all(const unsigned char *msg, size_t len, const char *what)
 		{
 			memcpy(copy, msg, len);
 			copy[i] = (unsigned char) v;
-			decoded += decode_copy(copy, len, &d, &arrays, NULL) == LLM_WIRE_OK;
+			if (llm_wire_decode(copy, len, &d, &arrays, NULL) == LLM_WIRE_OK)
+			{
+				decoded++;
+				accepted_reencode += faithful(&d, copy, msg, len);
+			}
 		}
-	CHECK(1, "%s: %zu single-byte mutations decoded without a fault (%d accepted)", what, len, decoded);
+	CHECK(decoded > 0 && accepted_reencode == decoded,
+		  "%s: each of the %d single-byte mutations accepted (of %zu bytes) encodes back to the changed or the original bytes (%d do)",
+		  what, decoded, len, accepted_reencode);
 	free(copy);
 }
 
@@ -448,6 +511,7 @@ main(void)
 		unsigned char *r = malloc(4096);
 		uint64_t	s = 88172645463325252ULL;
 		int			ok = 0;
+		int			ok_reencode = 0;
 
 		for (int it = 0; it < 200000; it++)
 		{
@@ -464,9 +528,15 @@ main(void)
 			}
 			memcpy(r, &kind, 4);
 			memcpy(r + 4, &body, 4);
-			ok += llm_wire_decode(r, n, &d, &arrays, NULL) == LLM_WIRE_OK;
+			if (llm_wire_decode(r, n, &d, &arrays, NULL) == LLM_WIRE_OK)
+			{
+				ok++;
+				ok_reencode += round_trips(&d, n);
+			}
 		}
-		CHECK(1, "200000 random messages decoded without a fault (%d accepted)", ok);
+		CHECK(ok_reencode == ok,
+			  "each of the %d random messages accepted (of 200000) re-encodes to a message of its size that round-trips (%d do)",
+			  ok, ok_reencode);
 		free(r);
 	}
 	return unit_done();
