@@ -32,7 +32,8 @@
 #include "engine/sample/logits_processor.h"
 #include "engine/grammar/lp_grammar.h"
 #include "engine/model/model.h"
-#include "offload.h"
+#include "engine/util/job_thread.h"
+#include <stdatomic.h>
 #include "engine/sample/sampler.h"
 #include "engine/sched/scheduler.h"
 #include "engine/spec/spec.h"
@@ -260,12 +261,12 @@ struct llm_engine
 	live_request *grammar_waiting;
 	int32_t		n_grammar_waiting;
 	/*
-	 * engine.c: the tokenizer thread (offload.h), its jobs not collected yet
+	 * submit.c: the tokenizer thread (a job thread), its jobs not collected yet
 	 * (a dropped stand-in's included), the stand-ins waiting for one, and
 	 * the prompt size from which a submission is tokenized there
 	 * (LLM_TOKENIZE_INLINE_BYTES unless a test changed it)
 	 */
-	llm_offload *tokenizer;
+	llm_job_thread *tokenizer;
 	int32_t		n_tokenize_jobs;
 	int32_t		n_tokenizing;
 	size_t		tokenize_inline_bytes;
@@ -380,5 +381,57 @@ void		engine_output_tokens(live_request *r, const int32_t *ids, int64_t n, llm_e
 void		engine_output_vector(live_request *r, const float *v, int32_t n, llm_event_cb cb, void *arg);
 /* ERROR for r; the caller drops r. */
 void		engine_output_error(live_request *r, llm_status st, const char *msg, llm_event_cb cb, void *arg);
+
+/* ---------- requests.c, prompt.c, submit.c ---------- */
+
+/* the tokenizer thread's nice value: the steps keep the CPU they share with it */
+#define ENGINE_TOKENIZER_NICE 10
+
+/*
+ * Every token id a request's submission needs: the prompt's, and a SCORE
+ * request's continuations' in order up to the first that fails.  Made by
+ * tokenize_request from read-only engine state only (the tokenizer, the
+ * chat template, end_of_turn), so on the driver or on the tokenizer thread
+ * alike; consumed by submit_ids on the driver.
+ */
+typedef struct tokenized
+{
+	int32_t    *ids;			/* the prompt's (malloc'd) */
+	int64_t		n;				/* their count; -1: the prompt failed (err) */
+	int32_t   **cont;			/* SCORE: [n_continuations], the first n_cont_ok set */
+	int32_t    *n_cont;
+	int32_t		n_cont_ok;
+	llm_status	cont_st;		/* continuation n_cont_ok's failure (err), if any */
+	char		err[1100];
+} tokenized;
+
+/*
+ * One request's tokenization on the tokenizer thread.  The thread reads
+ * only req (its own copy) and the engine's read-only tokenizer, chat
+ * template and end_of_turn, and writes only out; owner is the driver's.
+ */
+typedef struct tokenize_job
+{
+	llm_job base;		/* first: the job thread's view of the job */
+	const llm_engine *e;
+	llm_request *req;			/* llm_request_copy of the submitted request */
+	bool		text_only;		/* llm_engine_tokenize_request: req->prompt as plain text */
+	live_request *owner;		/* driver: the waiting stand-in; NULL once it was dropped */
+	atomic_bool dropped;		/* set with owner = NULL: a job not started yet is skipped */
+	tokenized	out;
+} tokenize_job;
+
+live_request *engine_table_get(const llm_engine *e, uint64_t id);
+int engine_table_rehash(llm_engine *e, uint32_t size);
+int engine_table_put(llm_engine *e, live_request *r);
+void engine_table_del(llm_engine *e, uint64_t id);
+void engine_request_free(live_request *r);
+void engine_grammar_wait_cancel(llm_engine *e, live_request *r);
+int64_t engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen);
+void engine_tokenized_free(tokenized *t);
+void engine_tokenize_request(const llm_engine *e, const llm_request *req, tokenized *t);
+live_request *engine_request_new(uint64_t id, void *user_data, const llm_request *req, int32_t n_prompt, int32_t n_seqs);
+llm_status engine_submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, const tokenized *t, char *err, size_t errlen);
+void engine_tokenize_wait_cancel(llm_engine *e, live_request *r);
 
 #endif

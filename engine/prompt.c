@@ -1,0 +1,247 @@
+/*
+ * prompt.c — prompts to token ids, the one place: plain text through the
+ * tokenizer, messages through the chat template, raw text with special
+ * tokens parsed; token ids back to text.  Reads only the engine's
+ * read-only tokenizer, chat template and end_of_turn, so the tokenizer
+ * thread runs it too.
+ */
+#define _GNU_SOURCE
+#include "engine_internal.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+
+#include "backend_loader.h"
+#include "kernels/cpu/backend_cpu.h"
+#include "engine/grammar/json_min.h"
+#include "kernels/quant_types.h"
+
+/* ---------- prompts to token ids ---------- */
+
+int64_t
+llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, int32_t **ids_out,
+					char *err, size_t errlen)
+{
+	int64_t		cap = (int64_t) len + 8;
+	int32_t    *ids = malloc((size_t) cap * sizeof(int32_t));
+	int64_t		n;
+
+	*ids_out = NULL;
+	if (ids == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	n = llm_tokenize(e->tok, text, len, ids, cap, err, errlen);
+	if (n > cap)
+	{
+		int32_t    *more = realloc(ids, (size_t) n * sizeof(int32_t));
+
+		if (more == NULL)
+		{
+			free(ids);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		ids = more;
+		n = llm_tokenize(e->tok, text, len, ids, n, err, errlen);
+	}
+	if (n < 0)
+	{
+		free(ids);
+		return -1;
+	}
+	*ids_out = ids;
+	return n;
+}
+
+/* Render messages with the chat template into a malloc'd id array. */
+static int64_t
+render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, int32_t **ids_out,
+			char *err, size_t errlen)
+{
+	size_t		text_bytes = 0;
+	int64_t		cap;
+	int32_t    *ids;
+	int64_t		n;
+
+	*ids_out = NULL;
+	for (int i = 0; i < n_msgs; i++)
+		text_bytes += msgs[i].content_len;
+	cap = (int64_t) text_bytes + 16 * (n_msgs + 2) + 256;
+	ids = malloc((size_t) cap * sizeof(int32_t));
+	if (ids == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	n = llm_chat_apply(&e->chat, e->tok, msgs, n_msgs, ids, cap, err, errlen);
+	if (n > cap)
+	{
+		int32_t    *more = realloc(ids, (size_t) n * sizeof(int32_t));
+
+		if (more == NULL)
+		{
+			free(ids);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		ids = more;
+		n = llm_chat_apply(&e->chat, e->tok, msgs, n_msgs, ids, n, err, errlen);
+	}
+	if (n < 0)
+	{
+		free(ids);
+		return -1;
+	}
+	*ids_out = ids;
+	return n;
+}
+
+/*
+ * A raw prompt's ids: its text tokenized, after the BOS when the model's
+ * tokenizer wants one (llm_tokenizer_add_bos: Gemma yes, SmolLM2 no), as
+ * llama.cpp's tokenization with add_special gives a prompt.  Only here: text
+ * tokenized for llm_tokenize() or as a scoring continuation stays BOS-free.
+ */
+static int64_t
+raw_prompt_ids(const llm_engine *e, const char *text, size_t len, int32_t **ids_out, char *err, size_t errlen)
+{
+	int64_t		n = llm_engine_tokenize(e, text, len, ids_out, err, errlen);
+	int32_t    *more;
+
+	if (n < 0 || !llm_tokenizer_add_bos(e->tok))
+		return n;
+	more = realloc(*ids_out, (size_t) (n + 1) * sizeof(int32_t));
+	if (more == NULL)
+	{
+		free(*ids_out);
+		*ids_out = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memmove(more + 1, more, (size_t) n * sizeof(int32_t));
+	more[0] = llm_tokenizer_bos(e->tok);
+	*ids_out = more;
+	return n + 1;
+}
+
+/* The prompt of a validated req as token ids (malloc'd); -1 + err. */
+int64_t
+engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
+{
+	switch (req->prompt_kind)
+	{
+		case LLM_PROMPT_RAW:
+			return raw_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
+		case LLM_PROMPT_TEXT:
+			{
+				llm_chat_message msgs[2];
+				int			n = 0;
+
+				if (req->system != NULL)
+				{
+					msgs[n].role = "system";
+					msgs[n].content = req->system;
+					msgs[n].content_len = req->system_len;
+					n++;
+				}
+				msgs[n].role = "user";
+				msgs[n].content = req->prompt;
+				msgs[n].content_len = req->prompt_len;
+				n++;
+				return render_chat(e, msgs, n, ids, err, errlen);
+			}
+		case LLM_PROMPT_MESSAGES:
+			return render_chat(e, req->messages, req->n_messages, ids, err, errlen);
+		case LLM_PROMPT_TOKENS:
+			*ids = malloc((size_t) req->n_tokens * sizeof(int32_t));
+			if (*ids == NULL)
+			{
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			memcpy(*ids, req->tokens, (size_t) req->n_tokens * sizeof(int32_t));
+			return req->n_tokens;
+	}
+	*ids = NULL;
+	snprintf(err, errlen, "unknown prompt kind");
+	return -1;
+}
+
+int64_t
+llm_engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids,
+					  char *err, size_t errlen)
+{
+	int64_t		n;
+
+	*ids = NULL;
+	if (llm_request_validate(req, err, errlen) != LLM_OK)
+		return -1;
+	err[0] = '\0';
+	n = engine_prompt_ids(e, req, ids, err, errlen);
+	if (n < 0 && err[0] == '\0')
+		snprintf(err, errlen, "could not tokenize the prompt");
+	return n;
+}
+
+int64_t
+llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t n, char **text_out,
+					  char *err, size_t errlen)
+{
+	int32_t		nvocab = llm_tokenizer_n_vocab(e->tok);
+	size_t		cap = 256,
+				len = 0;
+	char	   *text = malloc(cap);
+	llm_detok	dt;
+	char		buf[256];
+	int			w;
+
+	*text_out = NULL;
+	if (text == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	llm_detok_init(&dt);
+	for (int32_t i = 0; i <= n; i++)
+	{
+		if (i < n)
+		{
+			if (ids[i] < 0 || ids[i] >= nvocab ||
+				(w = llm_detok_push(e->tok, &dt, ids[i], buf, sizeof(buf))) < 0)
+			{
+				snprintf(err, errlen, "token id %d is out of range (vocabulary size %d)", ids[i], nvocab);
+				free(text);
+				return -1;
+			}
+		}
+		else
+			w = llm_detok_flush(&dt, buf, sizeof(buf));
+		if (len + (size_t) w + 1 > cap)
+		{
+			char	   *more;
+
+			while (len + (size_t) w + 1 > cap)
+				cap *= 2;
+			more = realloc(text, cap);
+			if (more == NULL)
+			{
+				free(text);
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			text = more;
+		}
+		memcpy(text + len, buf, (size_t) w);
+		len += (size_t) w;
+	}
+	text[len] = '\0';
+	*text_out = text;
+	return (int64_t) len;
+}
