@@ -6,7 +6,7 @@
  * Each schema level is checked keyword by keyword against one table (what
  * the keyword applies to, or that it is an annotation); anything else is an
  * error naming the keyword and its JSON path.  Strings are built at the
- * character level (g_json_chars: raw characters, or their one canonical
+ * character level (g_json_chars, grammar_tree.c: raw characters, or their one canonical
  * escape); several constraints on one string value (pattern, format,
  * minLength/maxLength) are compiled to DFAs and intersected.
  */
@@ -28,50 +28,6 @@ typedef struct sparser
 	gdfa	  **owned;			/* DFAs embedded in the tree, freed with the compile */
 	int32_t		n_owned;
 } sparser;
-
-/* ---------- JSON string characters ---------- */
-
-gnode *
-g_json_chars(gctx *c, const gcpset *set)
-{
-	gnode_list	alts = {0};
-	gcpset		raw,
-				t;
-
-	/* raw: everything but controls, '"' and '\' */
-	if (!gcpset_remove(c, set, 0, 0x1F, &t) || !gcpset_remove(c, &t, '"', '"', &raw) ||
-		!gcpset_remove(c, &raw, '\\', '\\', &t))
-		return NULL;
-	if (t.n > 0 && !gnode_list_push(c, &alts, g_class(c, &t)))
-		return NULL;
-	for (uint32_t cp = 0; cp <= '\\'; cp++)
-	{
-		char		ch = (char) cp;
-		char		esc[8];
-		size_t		n;
-
-		if (cp >= 0x20 && cp != '"' && cp != '\\')
-			continue;
-		if (!gcpset_contains(set, cp))
-			continue;
-		n = llm_json_write_string(&ch, 1, esc, sizeof(esc));
-		if (!gnode_list_push(c, &alts, g_bytes(c, esc + 1, n - 2)))
-			return NULL;
-	}
-	return g_alt(c, alts.v, alts.n);
-}
-
-gnode *
-g_json_chars_lit(gctx *c, const uint8_t *s, size_t n)
-{
-	size_t		len = llm_json_write_string((const char *) s, n, NULL, 0);
-	char	   *buf = gctx_alloc(c, len);
-
-	if (buf == NULL)
-		return NULL;
-	llm_json_write_string((const char *) s, n, buf, len);
-	return g_bytes(c, buf + 1, len - 2);
-}
 
 /* ---------- paths and errors ---------- */
 

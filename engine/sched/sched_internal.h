@@ -20,6 +20,9 @@
 #define LLM_SCHED_INTERNAL_H
 
 #include "scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -78,9 +81,36 @@ struct llm_sched
 };
 
 /* Grow *arr (elements of elem bytes, capacity *cap) to hold need; 0, or -1 when out of memory. */
-int			sched_grow(void **arr, int32_t *cap, int32_t need, size_t elem);
+static inline int
+sched_grow(void **arr, int32_t *cap, int32_t need, size_t elem)
+{
+	int32_t		c = *cap ? *cap : 16;
+	void	   *p;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	p = realloc(*arr, (size_t) c * elem);
+	if (p == NULL)
+		return -1;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
 /* Take seq out of arr[0..*n) keeping the order; false when it is not there. */
-bool		sched_remove_from(llm_seq **arr, int32_t *n, llm_seq *seq);
+static inline bool
+sched_remove_from(llm_seq **arr, int32_t *n, llm_seq *seq)
+{
+	for (int32_t i = 0; i < *n; i++)
+		if (arr[i] == seq)
+		{
+			memmove(&arr[i], &arr[i + 1], (size_t) (*n - i - 1) * sizeof(llm_seq *));
+			(*n)--;
+			return true;
+		}
+	return false;
+}
 
 /* ---------- fair.c ---------- */
 

@@ -8,24 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int
-sched_grow(void **arr, int32_t *cap, int32_t need, size_t elem)
-{
-	int32_t		c = *cap ? *cap : 16;
-	void	   *p;
-
-	if (need <= *cap)
-		return 0;
-	while (c < need)
-		c *= 2;
-	p = realloc(*arr, (size_t) c * elem);
-	if (p == NULL)
-		return -1;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
 llm_sched  *
 llm_sched_create(llm_block_pool *pool, const llm_sched_config *c)
 {
@@ -99,19 +81,6 @@ llm_sched_add(llm_sched *s, llm_seq *seq)
 	seq->n_computed = 0;
 	seq->planned_in = 0;
 	return 0;
-}
-
-bool
-sched_remove_from(llm_seq **arr, int32_t *n, llm_seq *seq)
-{
-	for (int32_t i = 0; i < *n; i++)
-		if (arr[i] == seq)
-		{
-			memmove(&arr[i], &arr[i + 1], (size_t) (*n - i - 1) * sizeof(llm_seq *));
-			(*n)--;
-			return true;
-		}
-	return false;
 }
 
 void
