@@ -17,7 +17,6 @@
 #include "utils/timestamp.h"
 
 #include "client.h"
-#include "pg/sql/on_error.h"
 #include "protocol.h"
 #include "common/quota.h"
 #include "common/registry.h"
@@ -249,10 +248,10 @@ role_entries(Oid role)
 }
 
 static void role_full(int cap);
-static void track_submitted(uint64 id);
+static void track_submitted(uint64 id, int exec_level);
 
 uint64
-llm_async_submit(const llm_request *req, bool on_error_null)
+llm_async_submit(const llm_request *req, bool on_error_null, int exec_level)
 {
 	llm_wire_msg m;
 	size_t		len;
@@ -347,7 +346,7 @@ llm_async_submit(const llm_request *req, bool on_error_null)
 	e->quota = ticket;
 	store->version++;
 	LWLockRelease(store->lock);
-	track_submitted(id);
+	track_submitted(id, exec_level);
 
 	LWLockAcquire(llm_shared->lock, LW_SHARED);
 	worker_latch = llm_shared->worker_latch;
@@ -578,7 +577,7 @@ static void async_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								   SubTransactionId parentSubid, void *arg);
 
 static void
-track_submitted(uint64 id)
+track_submitted(uint64 id, int exec_level)
 {
 	if (!xact_callbacks)
 	{
@@ -597,7 +596,7 @@ track_submitted(uint64 id)
 	}
 	unreturned[n_unreturned].id = id;
 	unreturned[n_unreturned].xact_level = GetCurrentTransactionNestLevel();
-	unreturned[n_unreturned].exec_level = llm_exec_nesting();
+	unreturned[n_unreturned].exec_level = exec_level;
 	n_unreturned++;
 }
 

@@ -103,11 +103,13 @@ typedef struct LlmAsyncResult
 
 /*
  * Store req (checked by the caller) and return its id; on_error_null is
- * kept for llm_result.  ERROR 53400 when the store has no free entry or no
+ * kept for llm_result; exec_level is the caller's executor nesting level
+ * (the id counts as returned once a query at that level or below ends:
+ * llm_async_query_finished).  ERROR 53400 when the store has no free entry or no
  * room for the request, the role holds its share, or the request does
  * not fit the role's token limit.
  */
-extern uint64 llm_async_submit(const llm_request *req, bool on_error_null);
+extern uint64 llm_async_submit(const llm_request *req, bool on_error_null, int exec_level);
 
 /*
  * Copy entry id into *out.  With wait, sleep (interruptibly) until it has

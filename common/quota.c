@@ -20,7 +20,8 @@
 
 #include "quota.h"
 #include "registry.h"
-#include "pg/sql/sql_args.h"
+#include "engine/request.h"
+#include "settings.h"
 
 #define QUOTA_ENTRIES 256
 #define QUOTA_SLICES 60			/* buckets per window */

@@ -11,11 +11,18 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_db_role_setting.h"
 #include "miscadmin.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/array.h"
+#include "utils/fmgroids.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "settings.h"
 
@@ -374,4 +381,73 @@ llm_engine_config_field_value(const llm_engine_config *c, size_t field)
 			return pstrdup(*(const bool *) f ? "on" : "off");
 	}
 	return NULL;
+}
+
+/* ---------- a role's stored settings ---------- */
+
+/*
+ * The value entry (database, role) of pg_db_role_setting gives setting name
+ * (a later item of one entry replaces an earlier one, as when a session
+ * applies them) into *out (palloc'd); false if it does not name it.
+ */
+static bool
+stored_setting(Relation rel, Oid database, Oid role, const char *name, char **out)
+{
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	ScanKeyInit(&keys[0], Anum_pg_db_role_setting_setdatabase, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(database));
+	ScanKeyInit(&keys[1], Anum_pg_db_role_setting_setrole, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(role));
+	scan = systable_beginscan(rel, DbRoleSettingDatidRolidIndexId, true, NULL, 2, keys);
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		bool		isnull;
+		Datum		config = heap_getattr(tup, Anum_pg_db_role_setting_setconfig, RelationGetDescr(rel), &isnull);
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		if (isnull)
+			continue;
+		deconstruct_array(DatumGetArrayTypeP(config), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		for (int i = 0; i < n; i++)
+		{
+			char	   *item;
+			char	   *eq;
+
+			if (nulls[i])
+				continue;
+			item = TextDatumGetCString(elems[i]);
+			eq = strchr(item, '=');
+			if (eq != NULL && eq - item == (int) strlen(name) && pg_strncasecmp(item, name, eq - item) == 0)
+			{
+				*out = pstrdup(eq + 1);
+				found = true;
+			}
+			pfree(item);
+		}
+	}
+	systable_endscan(scan);
+	return found;
+}
+
+char *
+llm_role_setting(Oid role, const char *name)
+{
+	/* the order in which a new session applies them: the first found wins */
+	const Oid	entries[4][2] = {
+		{MyDatabaseId, role}, {InvalidOid, role}, {MyDatabaseId, InvalidOid}, {InvalidOid, InvalidOid}
+	};
+	Relation	rel = table_open(DbRoleSettingRelationId, AccessShareLock);
+	char	   *value = NULL;
+
+	for (int i = 0; i < lengthof(entries); i++)
+		if (stored_setting(rel, entries[i][0], entries[i][1], name, &value))
+			break;
+	table_close(rel, AccessShareLock);
+	return value;
 }

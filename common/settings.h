@@ -52,4 +52,12 @@ extern const char *llm_engine_config_field_guc(size_t field);
 /* c's value of that field as the GUC would take it ("gemma", "64MB", "on"), palloc'd; NULL as above. */
 extern char *llm_engine_config_field_value(const llm_engine_config *c, size_t field);
 
+/*
+ * The value of setting name a new session of role in this database would
+ * take from pg_db_role_setting (a new session's order: this database and
+ * role, the role, the database, everyone; palloc'd), NULL if no
+ * entry names it.  Needs a transaction.
+ */
+extern char *llm_role_setting(Oid role, const char *name);
+
 #endif

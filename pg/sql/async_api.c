@@ -13,6 +13,7 @@
 #include "utils/timestamp.h"
 
 #include "channel/mailbox.h"
+#include "on_error.h"
 #include "sql_args.h"
 #include "sql_result.h"
 #include "common/utf8_text.h"
@@ -42,7 +43,7 @@ pg_llm_submit(PG_FUNCTION_ARGS)
 	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &refused);
 	if (refused != NULL)
 		llm_raise_result(refused);
-	PG_RETURN_INT64((int64) llm_async_submit(&call.req, call.on_error_null));
+	PG_RETURN_INT64((int64) llm_async_submit(&call.req, call.on_error_null, llm_exec_nesting()));
 }
 
 #define LLM_RESULT_COLS 8

@@ -174,12 +174,6 @@ extern void llm_call_cap_priority(LlmCall *call, llm_priority ceiling);
  */
 extern llm_priority llm_role_max_priority(Oid role);
 
-/*
- * The value of setting name a new session of role in this database would
- * take from pg_db_role_setting (in the order above; palloc'd), NULL if no
- * entry names it.  Needs a transaction.
- */
-extern char *llm_role_setting(Oid role, const char *name);
 
 /*
  * Make prompt the call's prompt (user message through the chat template,
