@@ -102,4 +102,28 @@ engine_collect(const llm_event *ev, void *arg)
 	}
 }
 
+/*
+ * A small engine over model_path for tests that count steps: 2 threads,
+ * 64 MB of KV cache, a 2,048-token context and no speculation (one token
+ * per decode step, exactly).  NULL (and a diagnostic line) on failure.
+ */
+static inline llm_engine *
+engine_test_engine(const char *model_path)
+{
+	llm_engine_config c;
+	char		err[512];
+	llm_engine *e;
+
+	llm_engine_config_defaults(&c);
+	c.model_path = model_path;
+	c.n_threads = 2;
+	c.kv_cache_bytes = 64 << 20;
+	c.n_ctx = 2048;
+	c.spec_tokens = 0;
+	e = llm_engine_create(&c, err, sizeof(err));
+	if (e == NULL)
+		printf("# engine: %s\n", err);
+	return e;
+}
+
 #endif

@@ -36,25 +36,6 @@ static const char heavy_schema[] =
 	"\x03{\"type\":\"object\",\"properties\":{\"notes\":{\"type\":\"string\",\"maxLength\":1000}},"
 	"\"required\":[\"notes\"]}";
 
-static llm_engine *
-make_engine(void)
-{
-	llm_engine_config c;
-	char		err[512];
-	llm_engine *e;
-
-	llm_engine_config_defaults(&c);
-	c.model_path = model_path;
-	c.n_threads = 2;
-	c.kv_cache_bytes = 64 << 20;
-	c.n_ctx = 2048;
-	c.spec_tokens = 0;			/* one token per decode step, exactly */
-	e = llm_engine_create(&c, err, sizeof(err));
-	if (e == NULL)
-		printf("# engine: %s\n", err);
-	return e;
-}
-
 static llm_request
 gen_request(const char *prompt, int max_tokens, const char *grammar, size_t grammar_len)
 {
@@ -122,7 +103,7 @@ matches(const char *src, size_t len, const result *r)
 static void
 test_no_stall(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	static result a,
 				b,
 				b_again,
@@ -198,7 +179,7 @@ out:
 static void
 test_one_compile(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	const char	src[] = "\x02(yes|no|maybe)(, because [a-z ]{1,30}\\.)?";
 	static result c,
 				d;
@@ -236,7 +217,7 @@ out:
 static void
 test_failure(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	const char	over[] = "\x02[a-z]{1001}";
 	const char	bad[] = "\x02(?=x)y";
 	const char	good[] = "\x02[0-9]{3}-[0-9]{4}";
@@ -295,7 +276,7 @@ test_failure(void)
 static void
 test_abort_waiting(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	const char	src[] = "\x02[A-Z]{2}-[0-9]{2,4}";
 	static result h,
 				plain,
@@ -342,7 +323,7 @@ test_abort_waiting(void)
 static void
 test_destroy(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	static result k,
 				l;
 	llm_request q;
@@ -354,7 +335,7 @@ test_destroy(void)
 	submit(e, 40, &q, &k);
 	llm_engine_destroy(e);
 	CHECK(k.n_events == 0, "destroyed with a compile queued: returned, no event");
-	e = make_engine();
+	e = engine_test_engine(model_path);
 	if (e == NULL)
 		return;
 	q = gen_request("Hi", 8, heavy_schema, sizeof(heavy_schema) - 1);

@@ -32,25 +32,6 @@ typedef engine_result result;
 
 static const char *model_path;
 
-static llm_engine *
-make_engine(void)
-{
-	llm_engine_config c;
-	char		err[512];
-	llm_engine *e;
-
-	llm_engine_config_defaults(&c);
-	c.model_path = model_path;
-	c.n_threads = 2;
-	c.kv_cache_bytes = 64 << 20;
-	c.n_ctx = 2048;
-	c.spec_tokens = 0;			/* one token per decode step, exactly */
-	e = llm_engine_create(&c, err, sizeof(err));
-	if (e == NULL)
-		printf("# engine: %s\n", err);
-	return e;
-}
-
 static llm_request
 gen_request(const char *prompt, int max_tokens)
 {
@@ -109,7 +90,7 @@ long_text(size_t n)
 static void
 test_no_stall(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	static result a,
 				b,
 				b_alone;
@@ -202,7 +183,7 @@ check_same_error(llm_engine *e, uint64_t id, const llm_request *q, const char *w
 static void
 test_errors(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	char	   *huge = long_text(20000);
 	llm_request q;
 	llm_chat_message msgs[2] = {{"user", "Hello there.", 12}, {"wizard", "Abracadabra.", 12}};
@@ -264,7 +245,7 @@ test_errors(void)
 static void
 test_tokenize_requests(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	char	   *text = long_text(40000);
 	static result t1,
 				t2,
@@ -338,7 +319,7 @@ test_tokenize_requests(void)
 static void
 test_identical(void)
 {
-	llm_engine *e = make_engine();
+	llm_engine *e = engine_test_engine(model_path);
 	static result inl[4],
 				thr[4];
 	llm_chat_message msgs[2] = {{"system", "You are terse.", 14}, {"user", "Name a colour.", 14}};
