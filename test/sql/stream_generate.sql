@@ -4,6 +4,13 @@
 -- depends on timing, so the rows are compared joined, never one by one.
 --
 SELECT wait_idle();
+-- the same arguments, defaults included, as llm_generate and llm_chat
+-- (whose defaults test/sql/arguments.sql checks against the argument table)
+SELECT s.proname, pg_get_function_arguments(s.oid) = pg_get_function_arguments(g.oid) AS same_arguments,
+       pg_get_function_result(s.oid) AS result
+FROM pg_proc s JOIN pg_proc g ON g.prosrc = replace(s.prosrc, '_stream', '')
+WHERE s.prosrc IN ('pg_llm_generate_stream', 'pg_llm_chat_stream')
+ORDER BY 1;
 -- the deltas joined are llm_generate's text (greedy, stop strings, seeded
 -- sampling); the last row carries delta '' and the usage, NULL elsewhere
 CREATE TEMP VIEW stream_cases(prompt, max_tokens, temperature, seed, stop, raw) AS VALUES
