@@ -853,6 +853,22 @@ llm_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		abort_from_level(GetCurrentTransactionNestLevel());
+	else if (event == SUBXACT_EVENT_COMMIT_SUB && pending != NULL)
+	{
+		/*
+		 * The parent answers for what a released subtransaction submitted
+		 * and left running (a stream's cursor fetched from inside it), so a
+		 * later sibling's rollback leaves it alone.
+		 */
+		int			level = GetCurrentTransactionNestLevel();
+		HASH_SEQ_STATUS st;
+		PendingRequest *p;
+
+		hash_seq_init(&st, pending);
+		while ((p = hash_seq_search(&st)) != NULL)
+			if (p->nest_level >= level)
+				p->nest_level = level - 1;
+	}
 }
 
 int

@@ -10,7 +10,8 @@
  * Failure rules:
  *  - an ERROR/cancel/statement_timeout during a wait propagates normally; the
  *    transaction (or subtransaction) abort callback then aborts every request
- *    submitted at that nesting level or deeper (an abort message, or, if the
+ *    submitted at that nesting level or deeper (a released savepoint's
+ *    requests count at its parent's level) (an abort message, or, if the
  *    queue is mid-message, dropping the whole channel: the worker aborts all
  *    requests of a channel it sees detached);
  *  - a request sent with llm_submit_session outlives transactions: only

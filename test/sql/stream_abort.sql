@@ -36,6 +36,20 @@ FETCH ALL FROM c;
 ROLLBACK;
 SELECT wait_idle() AS idle_after_error;
 SELECT requests_aborted - :aborted0 AS aborted FROM llm_stat;
+-- a cursor first fetched inside a savepoint that is released belongs to
+-- the transaction: a later savepoint rolled back leaves its request alone
+BEGIN;
+DECLARE c CURSOR FOR
+	SELECT (x).finish_reason
+	FROM (SELECT llm_generate_stream('What is the capital of Australia?', max_tokens => 24) AS x) r;
+SAVEPOINT a;
+FETCH 1 FROM c;
+RELEASE a;
+SAVEPOINT b;
+ROLLBACK TO b;
+MOVE ALL IN c;
+COMMIT;
+SELECT wait_idle();
 -- a slow reader: the worker does not wait for it (the request finishes
 -- while the cursor is open and unread, its deltas waiting in the channel)
 -- and the text is unchanged
