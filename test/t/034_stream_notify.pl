@@ -1,3 +1,8 @@
+# A stream read through a cursor ends with a clean error when the worker
+# exits after rows were sent, and a cancel during a FETCH aborts its
+# request in the worker (KV blocks freed) while the session is still in
+# its failed transaction.
+#
 # llm_submit(..., notify => channel): when the request ends (done, failed,
 # cancelled) a session that LISTENs on the channel receives the payload
 # '<id> <status>' and nothing of the prompt or the text; the result stays
@@ -11,8 +16,42 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = LlmTest::new_node('submit_notify');
+my $node = LlmTest::new_node('stream_notify');
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+# ---------- streams: the worker exits, a cancel ----------
+my $long = q{SELECT (x).delta FROM (SELECT llm_generate_stream('1, 2, 3, 4, 5,', raw => true, max_tokens => 4000) AS x) r};
+my $bg = $node->background_psql('postgres');
+my $bg_pid = $bg->query_safe('SELECT pg_backend_pid()');
+$bg->query_safe("BEGIN; DECLARE c CURSOR FOR $long");
+isnt($bg->query_safe('FETCH 1 FROM c'), '', 'a stream: the first row');
+my $worker = LlmTest::worker_pid($node);
+q1("SELECT pg_terminate_backend($worker)");
+$bg->query('FETCH ALL FROM c');
+like($bg->{stderr}, qr/ERROR:  llm worker exited while the request was in progress/,
+	'the worker exits after rows were sent: the next FETCH ends with its error');
+$bg->{stderr} = '';
+$bg->query('ROLLBACK');
+ok($node->poll_query_until('postgres',
+		"SELECT worker_pid <> $worker AND model_status = 'ready' FROM llm_stat"),
+	'the worker is back');
+
+my $aborted = q1('SELECT requests_aborted FROM llm_stat');
+$bg->query_safe("BEGIN; DECLARE c CURSOR FOR $long");
+isnt($bg->query_safe('FETCH 1 FROM c'), '', 'a second stream: the first row');
+$bg->{stdin} .= "FETCH ALL FROM c;\n";
+$bg->{run}->pump_nb();
+ok($node->poll_query_until('postgres',
+		"SELECT state = 'active' AND query LIKE 'FETCH ALL%' FROM pg_stat_activity WHERE pid = $bg_pid"),
+	'FETCH ALL running');
+q1("SELECT pg_cancel_backend($bg_pid)");
+$bg->query('SELECT 1');
+like($bg->{stderr}, qr/ERROR:  canceling statement due to user request/, 'the FETCH is cancelled');
+$bg->{stderr} = '';
+LlmTest::wait_idle($node, 'the cancelled stream, its transaction not yet rolled back');
+cmp_ok(q1('SELECT requests_aborted FROM llm_stat'), '>', $aborted, 'counted aborted');
+$bg->query('ROLLBACK');
+$bg->quit;
 
 q1(q{CREATE ROLE n_sub IN ROLE llm_user; CREATE ROLE n_listen});
 
