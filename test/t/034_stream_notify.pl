@@ -21,7 +21,7 @@ sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
 # ---------- streams: the worker exits, a cancel ----------
 my $long = q{SELECT (x).delta FROM (SELECT llm_generate_stream('1, 2, 3, 4, 5,', raw => true, max_tokens => 4000) AS x) r};
-my $bg = $node->background_psql('postgres');
+my $bg = $node->background_psql('postgres', on_error_stop => 0);
 my $bg_pid = $bg->query_safe('SELECT pg_backend_pid()');
 $bg->query_safe("BEGIN; DECLARE c CURSOR FOR $long");
 isnt($bg->query_safe('FETCH 1 FROM c'), '', 'a stream: the first row');
