@@ -66,7 +66,8 @@ typedef struct PendingRequest
 	bool		generation;		/* a SUBMIT: counted in llm_progress */
 	bool		done;
 	bool		failed;
-	StringInfoData text;		/* TEXT deltas (UTF-8) */
+	bool		started;		/* any output arrived */
+	StringInfoData text;		/* TEXT deltas (UTF-8) not yet taken by llm_take_text */
 	int32	   *tokens;			/* TOKENS */
 	int			n_tokens;
 	llm_finish_reason finish_reason;	/* DONE */
@@ -392,6 +393,7 @@ dispatch(const char *data, Size nbytes)
 	{
 		case LLM_WIRE_TEXT:
 			appendBinaryStringInfo(&p->text, m.text, m.text_len);
+			p->started = true;
 			break;
 		case LLM_WIRE_DONE:
 			p->done = true;
@@ -655,7 +657,22 @@ llm_request_started(uint64 id)
 	if (pending == NULL)
 		return true;
 	p = hash_search(pending, &id, HASH_FIND, NULL);
-	return p == NULL || p->done || p->text.len > 0;
+	return p == NULL || p->done || p->started;
+}
+
+bool
+llm_take_text(uint64 id, StringInfo out)
+{
+	PendingRequest *p;
+
+	if (pending == NULL)
+		return false;
+	p = hash_search(pending, &id, HASH_FIND, NULL);
+	if (p == NULL || p->failed || p->text.len == 0)
+		return false;
+	appendBinaryStringInfo(out, p->text.data, p->text.len);
+	resetStringInfo(&p->text);
+	return true;
 }
 
 void
@@ -836,6 +853,22 @@ llm_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		abort_from_level(GetCurrentTransactionNestLevel());
+	else if (event == SUBXACT_EVENT_COMMIT_SUB && pending != NULL)
+	{
+		/*
+		 * The parent answers for what a released subtransaction submitted
+		 * and left running (a stream's cursor fetched from inside it), so a
+		 * later sibling's rollback leaves it alone.
+		 */
+		int			level = GetCurrentTransactionNestLevel();
+		HASH_SEQ_STATUS st;
+		PendingRequest *p;
+
+		hash_seq_init(&st, pending);
+		while ((p = hash_seq_search(&st)) != NULL)
+			if (p->nest_level >= level)
+				p->nest_level = level - 1;
+	}
 }
 
 int

@@ -10,7 +10,8 @@
  * Failure rules:
  *  - an ERROR/cancel/statement_timeout during a wait propagates normally; the
  *    transaction (or subtransaction) abort callback then aborts every request
- *    submitted at that nesting level or deeper (an abort message, or, if the
+ *    submitted at that nesting level or deeper (a released savepoint's
+ *    requests count at its parent's level) (an abort message, or, if the
  *    queue is mid-message, dropping the whole channel: the worker aborts all
  *    requests of a channel it sees detached);
  *  - a request sent with llm_submit_session outlives transactions: only
@@ -28,6 +29,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "lib/stringinfo.h"
 
 #include "protocol.h"
 
@@ -93,6 +95,17 @@ extern bool llm_request_started(uint64 id);
  * wait (interruptibly) for the worker to send something.
  */
 extern void llm_channel_poll(bool block);
+
+/*
+ * Append the text (UTF-8) of request id that arrived since the last call to
+ * out and drop it from the request; false when there is none (or the
+ * request is unknown or failed).  What is taken is whole TEXT messages, and
+ * the worker cuts its deltas at character boundaries (output.c: the
+ * detokenizer emits complete UTF-8 only, a held-back stop-string prefix
+ * starts at a character), so out gains complete characters.  The final
+ * result (llm_take_result) then holds only the text not taken.
+ */
+extern bool llm_take_text(uint64 id, StringInfo out);
 
 /* Wait until request id is done. */
 extern void llm_wait_request(uint64 id);

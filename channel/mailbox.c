@@ -18,6 +18,7 @@
 
 #include "client.h"
 #include "protocol.h"
+#include "common/job_registry.h"
 #include "common/quota.h"
 #include "common/registry.h"
 #include "mailbox.h"
@@ -42,6 +43,9 @@ typedef struct LlmAsyncEntry
 	int			sqlstate;		/* FAILED */
 	char		error[LLM_ASYNC_ERROR_LEN];
 	LlmQuotaTicket quota;		/* QUEUED, RUNNING: its reservation under the token limit */
+	Oid			database;		/* submitter's database: where its notification goes */
+	char		notify[NAMEDATALEN];	/* NOTIFY channel at its end; "" for none */
+	bool		notify_pending; /* ended with a channel; not yet taken by the database's runner */
 } LlmAsyncEntry;
 
 typedef struct LlmAsyncStore
@@ -65,6 +69,34 @@ static int	async_max_requests_per_role = 0;	/* 0: half of async_max_requests */
 
 static LlmAsyncStore *store = NULL;
 static dsa_area *area = NULL;
+
+/*
+ * Databases whose runner must be woken for a notification: noted by
+ * end_entry under the store's lock, woken by wake_notified after it is
+ * released (the job registry has its own lock).
+ */
+static Oid	notify_wakes[LLM_JOB_MAX_DATABASES];
+static int	n_notify_wakes = 0;
+
+static void
+note_notify_wake(Oid database)
+{
+	for (int i = 0; i < n_notify_wakes; i++)
+		if (notify_wakes[i] == database)
+			return;
+	/* no more databases than the job registry serves have runners */
+	if (n_notify_wakes < LLM_JOB_MAX_DATABASES)
+		notify_wakes[n_notify_wakes++] = database;
+}
+
+/* Wake the runners noted; call without the store's lock. */
+static void
+wake_notified(void)
+{
+	for (int i = 0; i < n_notify_wakes; i++)
+		llm_jobs_wake_database(notify_wakes[i]);
+	n_notify_wakes = 0;
+}
 
 const char *
 llm_async_state_name(LlmAsyncState s)
@@ -251,7 +283,7 @@ static void role_full(int cap);
 static void track_submitted(uint64 id, int exec_level);
 
 uint64
-llm_async_submit(const llm_request *req, bool on_error_null, int exec_level)
+llm_async_submit(const llm_request *req, bool on_error_null, int exec_level, const char *notify)
 {
 	llm_wire_msg m;
 	size_t		len;
@@ -344,6 +376,9 @@ llm_async_submit(const llm_request *req, bool on_error_null, int exec_level)
 	e->request_len = len;
 	e->text = InvalidDsaPointer;
 	e->quota = ticket;
+	e->database = MyDatabaseId;
+	if (notify != NULL)
+		strlcpy(e->notify, notify, sizeof(e->notify));
 	store->version++;
 	LWLockRelease(store->lock);
 	track_submitted(id, exec_level);
@@ -488,6 +523,11 @@ llm_async_cancel(uint64 id)
 			llm_quota_refund(&e->quota);
 			e->state = LLM_ASYNC_CANCELLED;
 			e->ended_at = GetCurrentTimestamp();
+			if (e->notify[0] != '\0')
+			{
+				e->notify_pending = true;
+				note_notify_wake(e->database);
+			}
 			ended = true;
 			break;
 		case LLM_ASYNC_RUNNING:
@@ -499,6 +539,7 @@ llm_async_cancel(uint64 id)
 			break;
 	}
 	LWLockRelease(store->lock);
+	wake_notified();
 	if (ended)
 		ConditionVariableBroadcast(&store->cv);
 	else
@@ -752,6 +793,11 @@ end_entry(LlmAsyncEntry *e, LlmAsyncState state)
 	llm_quota_settle(&e->quota, state == LLM_ASYNC_DONE ? &e->usage : NULL);
 	if (e->drop_at_end)
 		free_entry(e);
+	else if (e->notify[0] != '\0')
+	{
+		e->notify_pending = true;
+		note_notify_wake(e->database);
+	}
 }
 
 
@@ -821,6 +867,7 @@ llm_async_take(uint32 generation, LlmAsyncTaken *out, int max, bool *more,
 		seen_any = true;
 	}
 	LWLockRelease(store->lock);
+	wake_notified();
 	ConditionVariableBroadcast(&store->cv);
 	return n;
 }
@@ -870,6 +917,7 @@ llm_async_finish(int index, uint64 id, const char *text, Size len,
 		}
 	}
 	LWLockRelease(store->lock);
+	wake_notified();
 	ConditionVariableBroadcast(&store->cv);
 }
 
@@ -894,6 +942,7 @@ end_running(int index, uint64 id, LlmAsyncState state, int sqlstate, const char 
 		end_entry(e, state);
 	}
 	LWLockRelease(store->lock);
+	wake_notified();
 	ConditionVariableBroadcast(&store->cv);
 }
 
@@ -938,6 +987,39 @@ llm_async_sweep(void)
 	LWLockAcquire(store->lock, LW_EXCLUSIVE);
 	(void) sweep_locked(now);
 	LWLockRelease(store->lock);
+}
+
+/* ---------- notifications (the job runner of the entry's database) ---------- */
+
+int
+llm_async_take_notices(Oid database, LlmAsyncNotice *out, int max, bool *more)
+{
+	int			n = 0;
+
+	*more = false;
+	if (store == NULL)
+		return 0;
+	llm_async_attach();
+	LWLockAcquire(store->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < store->n_entries; i++)
+	{
+		LlmAsyncEntry *e = &store->entries[i];
+
+		if (!e->notify_pending || e->database != database)
+			continue;
+		if (n == max)
+		{
+			*more = true;
+			break;
+		}
+		out[n].id = e->id;
+		out[n].state = e->state;
+		memcpy(out[n].channel, e->notify, sizeof(out[n].channel));
+		e->notify_pending = false;
+		n++;
+	}
+	LWLockRelease(store->lock);
+	return n;
 }
 
 /* ---------- settings ---------- */

@@ -51,6 +51,15 @@
  * Token limit: each entry holds its reservation (quota.h) from submission
  * until it ends.
  *
+ * Notifications: an entry submitted with a channel is marked when it ends
+ * (DONE, FAILED, CANCELLED; not when it is dropped because the statement
+ * that made it failed) and the job runner of its database is woken
+ * (job_registry.h; the worker has no database, and NOTIFY is per
+ * database): the runner takes the marked entries of its database
+ * (llm_async_take_notices) and sends NOTIFY <channel>, '<id> <state>' in a
+ * transaction of its own.  An entry freed before its runner took it (its
+ * result dropped by llm_cancel, its time to live passed) is not notified.
+ *
  * Locking: store->lock (its own LWLock tranche "llm async") guards every
  * entry field and the counters; readers copy an entry's text out while
  * holding it shared, and the chunks an entry names are freed only under it
@@ -103,13 +112,16 @@ typedef struct LlmAsyncResult
 
 /*
  * Store req (checked by the caller) and return its id; on_error_null is
- * kept for llm_result; exec_level is the caller's executor nesting level
+ * kept for llm_result; notify (NULL: none; checked by the caller, shorter
+ * than NAMEDATALEN) is the channel to NOTIFY when it ends; exec_level is
+ * the caller's executor nesting level
  * (the id counts as returned once a query at that level or below ends:
  * llm_async_query_finished).  ERROR 53400 when the store has no free entry or no
  * room for the request, the role holds its share, or the request does
  * not fit the role's token limit.
  */
-extern uint64 llm_async_submit(const llm_request *req, bool on_error_null, int exec_level);
+extern uint64 llm_async_submit(const llm_request *req, bool on_error_null, int exec_level,
+							   const char *notify);
 
 /*
  * Copy entry id into *out.  With wait, sleep (interruptibly) until it has
@@ -192,5 +204,21 @@ extern void llm_async_requeue(int index, uint64 id);
 
 /* Free the entries whose time to live has passed; at most once per second does work. */
 extern void llm_async_sweep(void);
+
+/* ---------- job runner side (jobs/job_runner.c) ---------- */
+
+/* An ended entry whose submitter asked for a notification. */
+typedef struct LlmAsyncNotice
+{
+	uint64		id;
+	LlmAsyncState state;		/* DONE, FAILED or CANCELLED */
+	char		channel[NAMEDATALEN];
+} LlmAsyncNotice;
+
+/*
+ * Take up to max notifications of database's entries into out (each taken
+ * once); returns how many, *more set when some were left.
+ */
+extern int	llm_async_take_notices(Oid database, LlmAsyncNotice *out, int max, bool *more);
 
 #endif

@@ -162,6 +162,12 @@ wake_callback(XactEvent event, void *arg)
 }
 
 void
+llm_jobs_wake_database(Oid database)
+{
+	wake(database);
+}
+
+void
 llm_jobs_wake_at_commit(void)
 {
 	if (llm_am_job_runner)

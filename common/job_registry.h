@@ -63,6 +63,14 @@ extern void llm_job_registry_request(void);
 /* Wake this database's runner (or the launcher) when the current transaction commits. */
 extern void llm_jobs_wake_at_commit(void);
 
+/*
+ * Wake database's runner now, or the launcher to start one (the database
+ * becomes wanted): an asynchronous request of that database that asked
+ * for a notification ended (mailbox.h).  Any process; takes the registry's
+ * lock briefly.
+ */
+extern void llm_jobs_wake_database(Oid database);
+
 /* Set in a job runner: its own commits wake nobody. */
 extern bool llm_am_job_runner;
 

@@ -13,6 +13,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -542,15 +543,15 @@ llm_job_fetch_active(MemoryContext cxt, int *n)
 
 static const char insert_job_sql[] =
 "INSERT INTO @.llm_job (owner, target, output_column, prompt, where_clause, options, mode, max_attempts, "
-"  search_path) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id";
+"  search_path, notify) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id";
 
 int64
 llm_job_insert(const LlmJob *job)
 {
-	Oid			types[9] = {REGROLEOID, REGCLASSOID, NAMEOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID,
-	TEXTOID};
-	Datum		values[9];
-	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			types[10] = {REGROLEOID, REGCLASSOID, NAMEOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, INT4OID,
+	TEXTOID, TEXTOID};
+	Datum		values[10];
+	char		nulls[10] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	bool		isnull;
 
 	values[0] = ObjectIdGetDatum(job->owner);
@@ -565,7 +566,11 @@ llm_job_insert(const LlmJob *job)
 	values[6] = CStringGetTextDatum(job->continuous ? "continuous" : "once");
 	values[7] = Int32GetDatum(job->max_attempts);
 	values[8] = CStringGetTextDatum(job->search_path);
-	llm_job_internal_exec(insert_job_sql, 9, types, values, nulls, 0);
+	if (job->notify)
+		values[9] = CStringGetTextDatum(job->notify);
+	else
+		nulls[9] = 'n';
+	llm_job_internal_exec(insert_job_sql, 10, types, values, nulls, 0);
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -624,7 +629,7 @@ static const char set_state_sql[] =
 "  started_at = CASE WHEN $3 = 'running' THEN COALESCE(started_at, pg_catalog.now()) "
 "                    ELSE started_at END, "
 "  finished_at = CASE WHEN $3 IN ('done', 'failed', 'cancelled') THEN pg_catalog.now() END "
-"WHERE id = $1 AND state = $2::pg_catalog.text::@.llm_job_state";
+"WHERE id = $1 AND state = $2::pg_catalog.text::@.llm_job_state RETURNING notify";
 
 bool
 llm_job_set_state(int64 id, LlmJobState from, LlmJobState to, const char *error, bool clear_error)
@@ -642,7 +647,17 @@ llm_job_set_state(int64 id, LlmJobState from, LlmJobState to, const char *error,
 		nulls[3] = 'n';
 	values[4] = BoolGetDatum(clear_error);
 	llm_job_internal_exec(set_state_sql, 5, types, values, nulls, 0);
-	return SPI_processed > 0;
+	if (SPI_processed == 0)
+		return false;
+	/* the job ended: its channel hears of it when this transaction commits */
+	if (to == LLM_JOB_DONE || to == LLM_JOB_FAILED || to == LLM_JOB_CANCELLED)
+	{
+		char	   *channel = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (channel != NULL)
+			Async_Notify(channel, psprintf("job " INT64_FORMAT " %s", id, llm_job_state_name(to)));
+	}
+	return true;
 }
 
 /* skipped_by_reason gains $9 (an object of counts by reason), added key by key */

@@ -122,7 +122,9 @@ extern int64 llm_job_find_in_tree(Oid target, const char *column, int64 except, 
 /*
  * Move job from state from to state to (stamping started_at, finished_at);
  * error (if not NULL) becomes last_error, clear_error empties it.  False if
- * the job was not in state from any more.
+ * the job was not in state from any more.  A job that ends (done, failed,
+ * cancelled) with a notify channel sends NOTIFY channel, 'job <id>
+ * <state>' when the transaction commits.
  */
 extern bool llm_job_set_state(int64 id, LlmJobState from, LlmJobState to, const char *error,
 							  bool clear_error);

@@ -67,6 +67,7 @@ typedef struct LlmJob
 	int			max_attempts;
 	char	   *search_path;
 	LlmJobState state;
+	char	   *notify;			/* NOTIFY channel when the job ends; NULL: none (set at insert only) */
 	/* resolved from the catalog (llm_job_resolve) */
 	bool		resolved;
 	bool		partitioned;

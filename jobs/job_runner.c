@@ -28,6 +28,10 @@
  *      current llm.max_priority), or settle the row; commit;
  *   4. exit when no job is active, nothing is in flight and no wake came
  *      (job_registry.h), else sleep on the latch.
+ * Before the pass, the notifications of this database's asynchronous
+ * requests that ended (llm_submit(..., notify => ...), mailbox.h) are sent,
+ * each batch in a transaction of its own (send_notifications); the worker
+ * wakes the runner for them, or has the launcher start one.
  *
  *
  * The write protocol of finished rows and its failures: job_write.c; the
@@ -35,6 +39,9 @@
  * guarded steps: runner_state.c; what they share: job_runner.h.
  */
 #include "job_runner.h"
+
+#include "channel/mailbox.h"
+#include "commands/async.h"
 
 extern PGDLLEXPORT void llm_job_runner_main(Datum arg);
 
@@ -351,6 +358,36 @@ pass_wanted(uint64 seq, TimestampTz now)
 	return false;
 }
 
+/*
+ * NOTIFY the channels of this database's ended asynchronous requests:
+ * payload '<id> <status>', nothing of the prompt or the text (any role may
+ * LISTEN on any channel).  Delivered when the transaction commits, to the
+ * sessions listening then; a notification whose transaction fails is lost
+ * (the result itself stays in the store until its time to live).
+ */
+static void
+send_notifications(void)
+{
+	LlmAsyncNotice notes[64];
+	bool		more = true;
+
+	while (more)
+	{
+		int			n = llm_async_take_notices(MyDatabaseId, notes, lengthof(notes), &more);
+
+		if (n == 0)
+			break;
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		pgstat_report_activity(STATE_RUNNING, "llm job runner: notifying");
+		for (int i = 0; i < n; i++)
+			Async_Notify(notes[i].channel,
+						 psprintf(UINT64_FORMAT " %s", notes[i].id, llm_async_state_name(notes[i].state)));
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+}
+
 static long
 next_timeout(void)
 {
@@ -471,6 +508,7 @@ llm_job_runner_main(Datum arg)
 					(errmsg("llm job runner: llm.enable_jobs is off, the jobs of this database wait")));
 			proc_exit(0);
 		}
+		send_notifications();
 		receive_results();
 		now = GetCurrentTimestamp();
 		if (pass_wanted(seq, now))

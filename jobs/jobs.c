@@ -54,38 +54,10 @@ PG_FUNCTION_INFO_V1(pg_llm_job_wake);
 
 /* ---------- llm_enrich ---------- */
 
-/* Position of llm_enrich's own argument name among the function's inputs; -1 if absent. */
-static int
-arg_position(FunctionCallInfo fcinfo, const char *name)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fcinfo->flinfo->fn_oid));
-	bool		isnull;
-	Datum		names_d;
-	Datum		modes_d;
-	char	  **names = NULL;
-	int			n;
-	int			pos = -1;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", fcinfo->flinfo->fn_oid);
-	names_d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargnames, &isnull);
-	if (isnull)
-		names_d = PointerGetDatum(NULL);
-	modes_d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargmodes, &isnull);
-	if (isnull)
-		modes_d = PointerGetDatum(NULL);
-	n = get_func_input_arg_names(names_d, modes_d, &names);
-	for (int i = 0; i < n && i < PG_NARGS(); i++)
-		if (names[i] && strcmp(names[i], name) == 0)
-			pos = i;
-	ReleaseSysCache(tup);
-	return pos;
-}
-
 static char *
 text_arg(FunctionCallInfo fcinfo, const char *name, const char *dflt)
 {
-	int			pos = arg_position(fcinfo, name);
+	int			pos = llm_arg_position(fcinfo, name);
 
 	if (pos < 0 || PG_ARGISNULL(pos))
 		return dflt ? pstrdup(dflt) : NULL;
@@ -317,9 +289,10 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 	job->prompt = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	job->where_clause = text_arg(fcinfo, "where_clause", NULL);
 	mode = text_arg(fcinfo, "mode", "once");
-	pos = arg_position(fcinfo, "max_attempts");
+	pos = llm_arg_position(fcinfo, "max_attempts");
 	job->max_attempts = (pos < 0 || PG_ARGISNULL(pos)) ? 3 : PG_GETARG_INT32(pos);
 	job->state = LLM_JOB_QUEUED;
+	job->notify = llm_notify_channel_arg(fcinfo);
 
 	if (strcmp(mode, "once") == 0)
 		job->continuous = false;

@@ -126,3 +126,132 @@ COMMENT ON VIEW llm_jobs IS
 'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since), rows skipped by reason (deleted, filled, where_false, prompt_null), and while the owner''s token limit (llm.max_tokens_per_minute) holds its rows back, until when and why (throttled_until, throttled_reason). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
 
 -- end of the llm_jobs view
+
+-- streaming and notifications
+--
+-- llm_generate_stream / llm_chat_stream return a generation as rows while
+-- the worker produces it (docs/STREAMING.md): each row the text since the
+-- previous one, the last row delta '' with finish_reason and the token
+-- counts (NULL on the other rows).  Called in a target list (through a
+-- cursor: each FETCH returns as soon as the worker sent the delta); in FROM
+-- PostgreSQL materialises the whole set first.  Options as llm_generate /
+-- llm_chat, read by name through the argument table.
+CREATE FUNCTION llm_generate_stream(
+	prompt text,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS TABLE(delta text, finish_reason text, prompt_tokens int, completion_tokens int)
+AS 'MODULE_PATHNAME', 'pg_llm_generate_stream'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED ROWS 64;
+
+COMMENT ON FUNCTION llm_generate_stream(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) IS
+'llm_generate as rows while it is generated: delta (the text since the previous row; their concatenation is llm_generate''s result), then a last row with delta '''', finish_reason, prompt_tokens and completion_tokens. Call it in a target list or through a cursor (in FROM the whole set is materialised first); closing the cursor aborts the generation.';
+
+CREATE FUNCTION llm_chat_stream(
+	messages jsonb,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL)
+RETURNS TABLE(delta text, finish_reason text, prompt_tokens int, completion_tokens int)
+AS 'MODULE_PATHNAME', 'pg_llm_chat_stream'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED ROWS 64;
+
+COMMENT ON FUNCTION llm_chat_stream(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text) IS
+'llm_chat as rows while it is generated, like llm_generate_stream.';
+
+REVOKE ALL ON FUNCTION llm_generate_stream(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_chat_stream(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_generate_stream(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_chat_stream(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text) TO llm_user;
+
+-- llm_submit(..., notify): when the request finishes, fails or is
+-- cancelled, NOTIFY notify with the payload '<id> <status>' (no text, no
+-- prompt), sent by the job runner of the submitter's database.
+CREATE FUNCTION llm_submit_0_4(
+	prompt text,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL,
+	notify text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pg_llm_submit'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+SELECT llm_widen_function('llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text)',
+                          'llm_submit_0_4(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text, text)');
+
+COMMENT ON FUNCTION llm_submit(text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text[], text, jsonb, text, text, text) IS
+'Submit a generation (options as llm_generate) that outlives the statement, the transaction and the session; returns its id at once. Fetch it with llm_result, drop it with llm_cancel; results are kept for llm.async_result_ttl. With notify, NOTIFY that channel with ''<id> <status>'' when it ends.';
+
+-- llm_enrich(..., notify): NOTIFY notify with 'job <id> <state>' when the
+-- job ends (done, failed, cancelled).
+ALTER TABLE llm_job ADD COLUMN notify text;
+
+CREATE FUNCTION llm_enrich_0_4(
+	target regclass,
+	output_column name,
+	prompt text,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	raw boolean DEFAULT false,
+	where_clause text DEFAULT NULL,
+	mode text DEFAULT 'once',
+	max_attempts int DEFAULT 3,
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL,
+	notify text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'pg_llm_enrich'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+SELECT llm_widen_function('llm_enrich(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text)',
+                          'llm_enrich_0_4(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text, text)');
+
+-- end of streaming and notifications

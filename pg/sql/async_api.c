@@ -31,6 +31,8 @@ PG_FUNCTION_INFO_V1(pg_llm_cancel_all);
  * role's share of it and its token limit (53400); on_error applies to
  * what llm_result later finds.  If the statement making the call fails,
  * the request is dropped (mailbox.h: ids no statement returned).
+ * notify => channel: NOTIFY channel, '<id> <status>' when it ends, sent by
+ * the job runner of this database (mailbox.h); the channel is checked here.
  */
 Datum
 pg_llm_submit(PG_FUNCTION_ARGS)
@@ -43,7 +45,8 @@ pg_llm_submit(PG_FUNCTION_ARGS)
 	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &refused);
 	if (refused != NULL)
 		llm_raise_result(refused);
-	PG_RETURN_INT64((int64) llm_async_submit(&call.req, call.on_error_null, llm_exec_nesting()));
+	PG_RETURN_INT64((int64) llm_async_submit(&call.req, call.on_error_null, llm_exec_nesting(),
+											 llm_notify_channel_arg(fcinfo)));
 }
 
 #define LLM_RESULT_COLS 8

@@ -185,92 +185,24 @@ pg_llm_generate_array(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 
-/* A string member of a jsonb object, UTF-8; NULL if missing or not a string. */
-static char *
-jsonb_object_string(JsonbContainer *obj, const char *key)
-{
-	JsonbValue	v;
-	char	   *s;
-
-	if (getKeyJsonValueFromContainer(obj, key, strlen(key), &v) == NULL || v.type != jbvString)
-		return NULL;
-	s = pnstrdup(v.val.string.val, v.val.string.len);
-	return pg_server_to_any(s, strlen(s), PG_UTF8);
-}
-
 /*
  * llm_chat(messages jsonb, max_tokens, temperature, top_p, top_k, min_p,
  *          repetition_penalty, seed, stop, system, on_error) -> text
  * messages: [{"role": "system"|"user"|"assistant", "content": "..."}, ...]
- * (OpenAI style); system, if given, is put before them.  The shape of the
- * jsonb is checked here (with room for the system message); the request by
- * llm_request_validate_options (when its arguments are read) and
- * llm_request_validate_prompt (llm_call_set_messages).
+ * (OpenAI style), read by llm_call_set_messages_jsonb.
  */
 Datum
 pg_llm_chat(PG_FUNCTION_ARGS)
 {
 	LlmCall		call;
-	Jsonb	   *jb;
-	int			n;
-	int			k = 0;
-	llm_chat_message *msgs;
 	LlmResult  *res;
 	Datum		result;
 	bool		isnull;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	jb = PG_GETARG_JSONB_P(0);
 	llm_call_read(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call);
-
-	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
-		invalid_arg("messages must be a JSON array of {\"role\": ..., \"content\": ...} objects");
-	n = JB_ROOT_COUNT(jb);
-	if (n == 0)
-		invalid_arg("messages must not be empty");
-	if (n + 1 > LLM_MAX_MESSAGES)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("at most %d messages are allowed", LLM_MAX_MESSAGES - 1)));
-
-	msgs = palloc(sizeof(llm_chat_message) * (n + 1));
-	if (call.req.system)
-	{
-		msgs[k].role = "system";
-		msgs[k].content = call.req.system;
-		msgs[k].content_len = call.req.system_len;
-		k++;
-	}
-	for (int i = 0; i < n; i++)
-	{
-		JsonbValue *elem = getIthJsonbValueFromContainer(&jb->root, i);
-		char	   *role;
-		char	   *content;
-
-		if (elem == NULL || elem->type != jbvBinary ||
-			!JsonContainerIsObject(elem->val.binary.data))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("message %d is not a JSON object", i + 1)));
-		role = jsonb_object_string(elem->val.binary.data, "role");
-		content = jsonb_object_string(elem->val.binary.data, "content");
-		if (role == NULL || content == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("message %d must have string \"role\" and \"content\" members", i + 1)));
-		if (strcmp(role, "system") != 0 && strcmp(role, "user") != 0 &&
-			strcmp(role, "assistant") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("message %d has unknown role \"%s\"", i + 1, role),
-					 errhint("Roles are \"system\", \"user\" and \"assistant\".")));
-		msgs[k].role = role;
-		msgs[k].content = content;
-		msgs[k].content_len = strlen(content);
-		k++;
-	}
-	llm_call_set_messages(&call, msgs, k);
+	llm_call_set_messages_jsonb(&call, PG_GETARG_JSONB_P(0));
 
 	res = run_request(&call.req);
 	result = llm_text_value(res, call.on_error_null, &isnull);

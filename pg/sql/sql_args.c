@@ -307,8 +307,10 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_classify", TEXTOID, TEXTOID, llm_label_value, llm_call_build_classify},
 	{"pg_llm_classify_scores", TEXTOID, JSONBOID, llm_label_scores_value, llm_call_build_classify},
 	{"pg_llm_filter", TEXTOID, BOOLOID, llm_yes_no_value, llm_call_build_filter},
-	{"pg_llm_submit", TEXTOID, INT8OID, NULL},
+	{"pg_llm_submit", TEXTOID, INT8OID, NULL, NULL, true},
 	{"pg_llm_enrich", REGCLASSOID, INT8OID, NULL, NULL, true},
+	{"pg_llm_generate_stream", TEXTOID, RECORDOID, NULL},
+	{"pg_llm_chat_stream", JSONBOID, RECORDOID, NULL},
 };
 
 static const LlmSqlFunction *

@@ -191,6 +191,14 @@ extern LlmResult *llm_call_set_prompt_utf8(LlmCall *call, const char *prompt);
 extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, int n);
 
 /*
+ * Make a messages jsonb argument (llm_chat, llm_chat_stream:
+ * [{"role": "system"|"user"|"assistant", "content": "..."}, ...], the
+ * system option put before them) the call's prompt: ERROR 22023 for a
+ * shape or a request the check refuses.
+ */
+extern void llm_call_set_messages_jsonb(LlmCall *call, Jsonb *messages);
+
+/*
  * The call of a batchable function from its argument values, as the
  * function builds it and the LLM Batch node does for each row: its
  * function-table row's build function (sql_ai.h), or for llm_generate(text,
@@ -201,6 +209,21 @@ extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, i
  */
 extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 								LlmCall *call, LlmResult **refused);
+
+/*
+ * Position of fcinfo's function's input argument name (one of the
+ * function's own arguments, not an option), -1 if the function has none by
+ * that name (a declaration from before the argument was added) or the call
+ * passes fewer arguments.
+ */
+extern int	llm_arg_position(FunctionCallInfo fcinfo, const char *name);
+
+/*
+ * The notify => argument of llm_submit and llm_enrich: NULL when absent
+ * or NULL, else the channel name, checked as pg_notify checks it (ERROR
+ * 22023 for an empty name or one of NAMEDATALEN bytes or more).
+ */
+extern char *llm_notify_channel_arg(FunctionCallInfo fcinfo);
 
 /* ---------- a call's options as one jsonb object (sql_options.c) ---------- */
 
