@@ -1,10 +1,11 @@
 /*
- * vocab.h — the tokenizer's state and its vocabulary, below both encoders:
- * byte-level BPE (bpe.c, tokenizer.ggml.model = "gpt2") and SentencePiece
- * BPE (spm.c, tokenizer.ggml.model = "llama").  vocab.c owns the interned
- * strings, token types, special ids and the decoded text of every token; an
- * encoder reads them and owns only its own fields of struct llm_tokenizer.
- * Includes point one way: tokenizer.c (the front door) -> bpe.h / spm.h ->
+ * vocab.h — the tokenizer's state and its vocabulary, below the encoders:
+ * byte-level BPE (bpe.c, tokenizer.ggml.model = "gpt2"), SentencePiece
+ * BPE (spm.c, tokenizer.ggml.model = "llama") and WordPiece (wordpiece.c,
+ * tokenizer.ggml.model = "bert").  vocab.c owns the interned strings, token
+ * types, special ids and the decoded text of every token; an encoder reads
+ * them and owns only its own fields of struct llm_tokenizer.  Includes point
+ * one way: tokenizer.c (the front door) -> bpe.h / spm.h / wordpiece.h ->
  * vocab.h; vocab.c includes no encoder.  Not part of the engine's interface:
  * only engine/text/ includes it.
  *
@@ -37,7 +38,8 @@
 typedef enum tok_kind
 {
 	TOK_BPE = 1,				/* "gpt2": GPT-2 byte alphabet, merge ranks, regexes */
-	TOK_SPM						/* "llama": ▁ for spaces, merges by score, <0xNN> bytes */
+	TOK_SPM,					/* "llama": ▁ for spaces, merges by score, <0xNN> bytes */
+	TOK_WPM						/* "bert": WordPiece, longest match per word, [UNK] */
 } tok_kind;
 
 /* Open-addressing map (left id, right id) -> merge rank and merged string id. */
@@ -94,9 +96,18 @@ struct llm_tokenizer
 	int32_t		spm_byte_tok[256];	/* byte-fallback token of byte b: <0xNN>, else the 1-byte token */
 	bool		add_space_prefix;	/* a space before text that starts a fragment */
 
-	int32_t		bos;
+	/* WordPiece */
+	int32_t		wpm_max_len;	/* longest vocabulary text in bytes (the match window) */
+	bool		wpm_lowercase;	/* tokenizer.ggml.normalizer.lowercase */
+	bool		wpm_strip_accents;	/* tokenizer.ggml.normalizer.strip_accents */
+
+	int32_t		bos;			/* WordPiece: [CLS] */
 	int32_t		eos;
+	int32_t		unk;			/* -1 if none */
+	int32_t		sep;			/* -1 if none; WordPiece: [SEP] */
 	bool		add_bos;
+	bool		add_eos;		/* llm_tokenize_special appends EOS */
+	bool		add_sep;		/* llm_tokenize_special appends SEP */
 	int32_t		eog[MAX_EOG];
 	int			n_eog;
 };
