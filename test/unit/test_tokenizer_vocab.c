@@ -17,11 +17,16 @@
  *    llama.cpp's llama-tokenize).
  * 3. An unknown tokenizer model or pre-tokenizer is refused with a message
  *    naming the known ones; WordPiece's [CLS] ... [SEP] framing.
+ * 4. Vocabulary-only loading: llm_vocab_file_open builds the tokenizer and
+ *    the chat template of a file without tensors; the engine still refuses
+ *    such a file (no weights).
  */
 #define _GNU_SOURCE				/* memmem */
 #include "unit.h"
 #include "engine/gguf/gguf.h"
+#include "engine/engine.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/vocab_file.h"
 #include "tokenizer_test_util.h"
 
 #include <stdio.h>
@@ -78,13 +83,12 @@ vocab_dir(char *out, size_t cap)
 		snprintf(out, cap, "%s/.cache/pg_llm/llama_cpp_python-0.3.36/vendor/llama.cpp/models", home ? home : "");
 }
 
+/* The tokenizer of a vocabulary-only file, through llm_vocab_file_open. */
 static llm_tokenizer *
-open_tok(const char *path, gguf_file **fp, char *err, size_t errlen)
+open_tok(const char *path, llm_vocab_file **vp, char *err, size_t errlen)
 {
-	*fp = gguf_open(path, err, errlen);
-	if (*fp == NULL)
-		return NULL;
-	return llm_tokenizer_create(*fp, err, errlen);
+	*vp = llm_vocab_file_open(path, "auto", err, errlen);
+	return *vp ? (*vp)->tok : NULL;
 }
 
 /* Compare ids of text[0..len) with the expected ids; prints the first difference. */
@@ -116,10 +120,10 @@ static void
 run_battery(const char *dir, const char *name, int *total_pairs, int *total_ok)
 {
 	char		path[4200],
-				pin[4200],
-				pout[4200],
+				pin[4300],
+				pout[4300],
 				err[512];
-	gguf_file  *f = NULL;
+	llm_vocab_file *f = NULL;
 	llm_tokenizer *t;
 	char	   *inp,
 			   *outs;
@@ -143,9 +147,7 @@ run_battery(const char *dir, const char *name, int *total_pairs, int *total_ok)
 	{
 		free(inp);
 		free(outs);
-		llm_tokenizer_destroy(t);
-		if (f)
-			gguf_close(f);
+		llm_vocab_file_close(f);
 		return;
 	}
 	line = outs;
@@ -183,8 +185,7 @@ run_battery(const char *dir, const char *name, int *total_pairs, int *total_ok)
 	*total_ok += ok;
 	free(inp);
 	free(outs);
-	llm_tokenizer_destroy(t);
-	gguf_close(f);
+	llm_vocab_file_close(f);
 }
 
 /* WordPiece: [CLS] text [SEP] with llm_tokenize_special, [UNK] for an unknown word. */
@@ -193,7 +194,7 @@ wordpiece_specials(const char *dir)
 {
 	char		path[4200],
 				err[512];
-	gguf_file  *f;
+	llm_vocab_file *f;
 	llm_tokenizer *t;
 	int64_t		n,
 				m;
@@ -214,8 +215,51 @@ wordpiece_specials(const char *dir)
 	CHECK(n == 3 && got[1] == 100, "an unknown word gives one [UNK] (100): %lld ids, middle %d", (long long) n,
 		  n >= 2 ? got[1] : -1);
 	CHECK(llm_tokenizer_max_token_bytes(t) == 0, "WordPiece has no bytes-per-token bound (0)");
-	llm_tokenizer_destroy(t);
-	gguf_close(f);
+	llm_vocab_file_close(f);
+}
+
+/* A file without tensors: its tokenizer and chat template, but no engine. */
+static void
+vocab_only(const char *dir)
+{
+	char		path[4200],
+				err[512];
+	llm_vocab_file *v;
+	llm_engine_config c;
+	llm_engine *e;
+	llm_chat_message msg = {"user", "Hi", 2};
+	int32_t    *ids = NULL;
+	int64_t		n;
+
+	/* Qwen2's vocabulary carries its ChatML template */
+	snprintf(path, sizeof(path), "%s/ggml-vocab-qwen2.gguf", dir);
+	v = llm_vocab_file_open(path, NULL, err, sizeof(err));
+	if (!CHECK(v != NULL && gguf_n_tensors(v->gguf) == 0, "vocabulary-only qwen2 opens without tensors (%s)",
+			   v ? "ok" : err))
+		return;
+	CHECK(v->chat.family == LLM_CHAT_CHATML, "its chat template is read from the file (family %s)",
+		  llm_chat_family_name(v->chat.family));
+	n = llm_chat_apply_alloc(&v->chat, v->tok, &msg, 1, &ids, err, sizeof(err));
+	CHECK(n > 4 && ids[n - 3] == llm_tokenizer_special_id(v->tok, "<|im_start|>"),
+		  "a chat renders from the vocabulary alone (%lld ids)", (long long) n);
+	free(ids);
+	llm_vocab_file_close(v);
+
+	v = llm_vocab_file_open(path, "gemma", err, sizeof(err));
+	CHECK(v == NULL && strstr(err, "start_of_turn") != NULL,
+		  "a configured template the vocabulary cannot render is refused: %s", v ? "(opened)" : err);
+	llm_vocab_file_close(v);
+
+	/* an architecture the engine knows, so what it misses is the weights */
+	snprintf(path, sizeof(path), "%s/ggml-vocab-llama-bpe.gguf", dir);
+	llm_engine_config_defaults(&c);
+	c.model_path = path;
+	c.n_threads = 1;
+	e = llm_engine_create(&c, err, sizeof(err));
+	CHECK(e == NULL && strstr(err, "token_embd") != NULL,
+		  "the engine still requires weights: %s", e ? "(created)" : err);
+	if (e)
+		llm_engine_destroy(e);
 }
 
 int
@@ -231,5 +275,6 @@ main(void)
 		run_battery(dir, battery[i], &pairs, &ok);
 	printf("# sdist battery: %d/%d pairs identical\n", ok, pairs);
 	wordpiece_specials(dir);
+	vocab_only(dir);
 	return unit_done();
 }
