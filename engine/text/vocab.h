@@ -32,7 +32,7 @@
 #define TOKTYPE_UNUSED			5
 #define TOKTYPE_BYTE			6
 
-#define MAX_REGEXES		4
+#define MAX_REGEXES		8		/* pre-tokenizer regexes, plus the NULL ending the list */
 #define MAX_EOG			16
 
 typedef enum tok_kind
@@ -88,6 +88,7 @@ struct llm_tokenizer
 	int32_t		raw_byte_tok[256];	/* vocab id of the 1-byte string "b", or -1 */
 	int16_t		cp_byte[512];	/* inverse map for code points < 512, -1 if none */
 	pcre2_code *regex[MAX_REGEXES];
+	uint8_t		regex_mode[MAX_REGEXES];	/* pretok_rx_mode of each (pretok.h) */
 	int			n_regex;
 	bool		ignore_merges;
 
