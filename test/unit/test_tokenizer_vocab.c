@@ -29,6 +29,7 @@
 #include "engine/text/vocab_file.h"
 #include "tokenizer_test_util.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,158 @@ run_battery(const char *dir, const char *name, int *total_pairs, int *total_ok)
 	llm_vocab_file_close(f);
 }
 
+/*
+ * data (a GGUF of len bytes) with the string value of tokenizer.ggml.pre
+ * replaced by pre, as scripts/oracle/make_pretok_golden.py relabels it:
+ * a malloc'd copy (length in *out_len), or NULL when the key is not there
+ * exactly once.
+ */
+static char *
+relabel(const char *data, size_t len, const char *pre, size_t *out_len)
+{
+	static const char key[] = "tokenizer.ggml.pre";
+	char		needle[8 + sizeof(key) - 1 + 4];
+	uint64_t	klen = sizeof(key) - 1,
+				vlen,
+				plen = strlen(pre);
+	uint32_t	vt = 8;			/* GGUF_VT_STRING */
+	const char *at,
+			   *again;
+	size_t		v;
+	char	   *out;
+
+	memcpy(needle, &klen, 8);	/* GGUF is little-endian, as this host */
+	memcpy(needle + 8, key, klen);
+	memcpy(needle + 8 + klen, &vt, 4);
+	at = memmem(data, len, needle, sizeof(needle));
+	if (at == NULL)
+		return NULL;
+	again = memmem(at + 1, len - (size_t) (at + 1 - data), needle, sizeof(needle));
+	if (again != NULL)
+		return NULL;
+	v = (size_t) (at - data) + sizeof(needle);
+	memcpy(&vlen, data + v, 8);
+	if (v + 8 + vlen > len)
+		return NULL;
+	*out_len = len - vlen + plen;
+	out = malloc(*out_len);
+	if (out == NULL)
+		return NULL;
+	memcpy(out, data, v);
+	memcpy(out + v, &plen, 8);
+	memcpy(out + v + 8, pre, plen);
+	memcpy(out + v + 8 + plen, data + v + 8 + vlen, len - v - 8 - vlen);
+	return out;
+}
+
+/* test/golden/tokenizer_pre/PRE.tsv: the pre-tokenizer PRE on its base vocabulary, against llama.cpp. */
+static void
+run_relabelled(const char *dir, const char *tsv_dir, const char *file)
+{
+	char		pre[128],
+				path[4400],
+				base[128],
+				err[1024];
+	size_t		n = strlen(file) - 4,
+				tsv_len,
+				vocab_len,
+				buf_len;
+	char	   *tsv,
+			   *vocab = NULL,
+			   *buf = NULL,
+			   *line,
+			   *next;
+	gguf_file  *f = NULL;
+	llm_tokenizer *t = NULL;
+	int			pairs = 0,
+				ok = 0;
+	char		text[1 << 16];
+
+	if (n >= sizeof(pre))
+		return;
+	memcpy(pre, file, n);
+	pre[n] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", tsv_dir, file);
+	tsv = read_file(path, &tsv_len);
+	if (tsv == NULL || sscanf(tsv, "# base: %127s", base) != 1)
+	{
+		CHECK(0, "%s: golden %s readable, with its base vocabulary", pre, path);
+		free(tsv);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", dir, base);
+	vocab = read_file(path, &vocab_len);
+	buf = vocab ? relabel(vocab, vocab_len, pre, &buf_len) : NULL;
+	if (buf)
+		f = gguf_open_buffer(buf, buf_len, err, sizeof(err));
+	if (f)
+		t = llm_tokenizer_create(f, err, sizeof(err));
+	if (!CHECK(t != NULL, "%s: %s relabelled tokenizer.ggml.pre = %s builds (%s)", pre, base, pre,
+			   t ? "ok" : vocab == NULL ? path : buf == NULL ? "relabel failed" : err))
+		goto done;
+	for (line = strchr(tsv, '\n') + 1; line && *line; line = next)
+	{
+		char	   *tab = strchr(line, '\t');
+		long		len;
+		int			n_exp;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		if (tab == NULL)
+			continue;
+		len = unhex(line, (size_t) (tab - line), text);
+		n_exp = parse_ids(tab + 1, want, MAX_IDS);
+		pairs++;
+		if (len >= 0 && same_ids(t, pre, text, (size_t) len, want, n_exp))
+			ok++;
+	}
+	CHECK(pairs > 0 && ok == pairs, "%s (on %s's vocabulary): %d/%d strings give llama.cpp's ids", pre, base, ok,
+		  pairs);
+done:
+	llm_tokenizer_destroy(t);
+	if (f)
+		gguf_close(f);
+	free(buf);
+	free(vocab);
+	free(tsv);
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Every golden of test/golden/tokenizer_pre, in name order. */
+static void
+relabelled_battery(const char *dir)
+{
+	const char *tsv_dir = "test/golden/tokenizer_pre";
+	DIR		   *d = opendir(tsv_dir);
+	struct dirent *de;
+	char	   *names[256];
+	int			n = 0;
+
+	if (!CHECK(d != NULL, "%s exists (run from the repository root)", tsv_dir))
+		return;
+	while ((de = readdir(d)) != NULL && n < 256)
+	{
+		size_t		l = strlen(de->d_name);
+
+		if (l > 4 && strcmp(de->d_name + l - 4, ".tsv") == 0)
+			names[n++] = strdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t) n, sizeof(char *), name_cmp);
+	CHECK(n > 0, "%d relabelled pre-tokenizer goldens", n);
+	for (int i = 0; i < n; i++)
+	{
+		run_relabelled(dir, tsv_dir, names[i]);
+		free(names[i]);
+	}
+}
+
 /* WordPiece: [CLS] text [SEP] with llm_tokenize_special, [UNK] for an unknown word. */
 static void
 wordpiece_specials(const char *dir)
@@ -274,6 +427,7 @@ main(void)
 	for (size_t i = 0; i < sizeof(battery) / sizeof(battery[0]); i++)
 		run_battery(dir, battery[i], &pairs, &ok);
 	printf("# sdist battery: %d/%d pairs identical\n", ok, pairs);
+	relabelled_battery(dir);
 	wordpiece_specials(dir);
 	vocab_only(dir);
 	return unit_done();
