@@ -73,7 +73,9 @@ bool		llm_tokenizer_is_eog(const llm_tokenizer *t, int32_t id);
  * number of tokens (may exceed cap: call again with a larger buffer), or -1
  * with err set (invalid UTF-8).  Decoding the ids gives text back exactly,
  * except for SentencePiece: a literal U+2581 reads back as a space, and with
- * add_space_prefix (not Gemma's) the text gains a leading space.
+ * add_space_prefix (not Gemma's) the text gains a leading space; and for
+ * WordPiece, which normalizes (lowercase, accents, whitespace, control
+ * characters dropped, [UNK] for unknown words) and does not round-trip.
  */
 int64_t		llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 						 int32_t *out, int64_t cap, char *err, size_t errlen);
