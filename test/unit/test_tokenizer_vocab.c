@@ -14,7 +14,8 @@
  * 2. Pre-tokenizers without a vocabulary of their own: test/golden/
  *    tokenizer_pre/PRE.tsv (scripts/oracle/make_pretok_golden.py: a sdist
  *    vocabulary relabelled with tokenizer.ggml.pre = PRE, tokenized by
- *    llama.cpp's llama-tokenize).
+ *    llama.cpp); and WordPiece's normalizer switches, bert-bge.NAME.tsv
+ *    (bert-bge with tokenizer.ggml.normalizer.* keys added).
  * 3. An unknown tokenizer model or pre-tokenizer is refused with a message
  *    naming the known ones; WordPiece's [CLS] ... [SEP] framing.
  * 4. Vocabulary-only loading: llm_vocab_file_open builds the tokenizer and
@@ -233,6 +234,38 @@ relabel(const char *data, size_t len, const char *pre, size_t *out_len)
 	return out;
 }
 
+/*
+ * data with a bool KV key = value inserted before the first KV (the
+ * header's count raised, 32 zero bytes appended for the data section's
+ * alignment), as scripts/oracle/make_pretok_golden.py adds it; malloc'd.
+ */
+static char *
+add_bool(char *data, size_t len, const char *key, bool value, size_t *out_len)
+{
+	uint64_t	n_kv,
+				klen = strlen(key);
+	uint32_t	vt = 7;			/* GGUF_VT_BOOL */
+	size_t		kvlen = 8 + klen + 4 + 1;
+	char	   *out;
+
+	if (len < 24)
+		return NULL;
+	*out_len = len + kvlen + 32;
+	out = calloc(1, *out_len);
+	if (out == NULL)
+		return NULL;
+	memcpy(&n_kv, data + 16, 8);
+	n_kv++;
+	memcpy(out, data, 16);
+	memcpy(out + 16, &n_kv, 8);
+	memcpy(out + 24, &klen, 8);
+	memcpy(out + 32, key, klen);
+	memcpy(out + 32 + klen, &vt, 4);
+	out[36 + klen] = value ? 1 : 0;
+	memcpy(out + 24 + kvlen, data + 24, len - 24);
+	return out;
+}
+
 /* test/golden/tokenizer_pre/PRE.tsv: the pre-tokenizer PRE on its base vocabulary, against llama.cpp. */
 static void
 run_relabelled(const char *dir, const char *tsv_dir, const char *file)
@@ -240,6 +273,7 @@ run_relabelled(const char *dir, const char *tsv_dir, const char *file)
 	char		pre[128],
 				path[4400],
 				base[128],
+				what[512] = "",
 				err[1024];
 	size_t		n = strlen(file) - 4,
 				tsv_len,
@@ -270,12 +304,35 @@ run_relabelled(const char *dir, const char *tsv_dir, const char *file)
 	}
 	snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", dir, base);
 	vocab = read_file(path, &vocab_len);
-	buf = vocab ? relabel(vocab, vocab_len, pre, &buf_len) : NULL;
+	buf_len = vocab_len;
+	/* "# bool: KEY=0|1" lines: keys added to the base vocabulary; none: its pre-tokenizer relabelled */
+	for (line = strchr(tsv, '\n') + 1; vocab && line && strncmp(line, "# bool: ", 8) == 0;
+		 line = strchr(line, '\n') + 1)
+	{
+		char		key[128];
+		int			v;
+		char	   *more;
+
+		if (sscanf(line, "# bool: %127[^=]=%d", key, &v) != 2 ||
+			(more = add_bool(buf ? buf : vocab, buf_len, key, v != 0, &buf_len)) == NULL)
+		{
+			buf_len = 0;
+			break;
+		}
+		free(buf);
+		buf = more;
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s=%d", what[0] ? ", " : "", key, v);
+	}
+	if (vocab && buf == NULL && buf_len == vocab_len)
+	{
+		buf = relabel(vocab, vocab_len, pre, &buf_len);
+		snprintf(what, sizeof(what), "tokenizer.ggml.pre=%s", pre);
+	}
 	if (buf)
 		f = gguf_open_buffer(buf, buf_len, err, sizeof(err));
 	if (f)
 		t = llm_tokenizer_create(f, err, sizeof(err));
-	if (!CHECK(t != NULL, "%s: %s relabelled tokenizer.ggml.pre = %s builds (%s)", pre, base, pre,
+	if (!CHECK(t != NULL, "%s: %s with %s builds (%s)", pre, base, what,
 			   t ? "ok" : vocab == NULL ? path : buf == NULL ? "relabel failed" : err))
 		goto done;
 	for (line = strchr(tsv, '\n') + 1; line && *line; line = next)
@@ -287,7 +344,7 @@ run_relabelled(const char *dir, const char *tsv_dir, const char *file)
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		if (tab == NULL)
+		if (tab == NULL || line[0] == '#')
 			continue;
 		len = unhex(line, (size_t) (tab - line), text);
 		n_exp = parse_ids(tab + 1, want, MAX_IDS);
@@ -295,8 +352,8 @@ run_relabelled(const char *dir, const char *tsv_dir, const char *file)
 		if (len >= 0 && same_ids(t, pre, text, (size_t) len, want, n_exp))
 			ok++;
 	}
-	CHECK(pairs > 0 && ok == pairs, "%s (on %s's vocabulary): %d/%d strings give llama.cpp's ids", pre, base, ok,
-		  pairs);
+	CHECK(pairs > 0 && ok == pairs, "%s (%s's vocabulary, %s): %d/%d strings give llama.cpp's ids", pre, base,
+		  what, ok, pairs);
 done:
 	llm_tokenizer_destroy(t);
 	if (f)
