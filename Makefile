@@ -164,14 +164,20 @@ unknown-model:
 
 include fuzz/fuzz.mk
 
-unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE)
+unit-test: build/llm-cli $(UNIT_BINS) $(MODEL_FILE) sdist
 	test/run-unit
+
+# The llama-cpp-python sdist (downloaded, not built): its vocabulary files
+# and their reference ids are the tokenizer battery of test_tokenizer_vocab.
+sdist:
+	scripts/build-llama-cpp.sh --fetch >/dev/null
 
 # README's test command: dependencies, model, build, install, every suite.
 test:
 	scripts/install-deps.sh
 	$(MAKE) all
 	$(MAKE) model
+	$(MAKE) sdist
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
@@ -209,5 +215,5 @@ endif
 bench:
 	bench/run $(BENCH_ARGS)
 
-.PHONY: model unknown-model unit-test test install-model demo bench
+.PHONY: model unknown-model unit-test sdist test install-model demo bench
 endif

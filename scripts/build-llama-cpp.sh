@@ -27,6 +27,13 @@
 #
 # Env: LLM_ORACLE_CACHE (default ~/.cache/pg_llm), LLM_SMOKE_MODEL (default
 # models/SmolLM2-135M-Instruct.Q4_1.gguf), LLM_BUILD_JOBS (default nproc).
+#
+#   scripts/build-llama-cpp.sh --fetch
+#
+# only downloads and unpacks the sdist (no compiling) and prints its
+# llama.cpp directory: `make test` runs the tokenizer battery on its
+# vocabulary files (vendor/llama.cpp/models/ggml-vocab-*), and a failed
+# download fails the command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -110,9 +117,15 @@ smoke() {
 mkdir -p "$CACHE"
 if [ ! -f "$SRC/CMakeLists.txt" ]; then
 	tmp=$(mktemp -d)
-	python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VER" -d "$tmp" >&2
-	tar xzf "$tmp"/llama_cpp_python-$VER.tar.gz -C "$CACHE"
+	python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VER" -d "$tmp" >&2 ||
+		die "could not download the llama-cpp-python $VER sdist from PyPI"
+	tar xzf "$tmp"/llama_cpp_python-$VER.tar.gz -C "$CACHE" || die "could not unpack the sdist"
 	rm -rf "$tmp"
+fi
+if [ "${1:-}" = --fetch ]; then
+	[ -f "$SRC/models/ggml-vocab-llama-bpe.gguf" ] || die "the sdist at $SRC has no vocabulary files"
+	echo "$SRC"
+	exit 0
 fi
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$CONFIG" ] &&
 	[ -x "$BUILD/bin/llama-server" ] && [ -x "$BUILD/bin/llama-bench" ]; then
