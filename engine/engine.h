@@ -165,6 +165,12 @@ void		llm_engine_destroy(llm_engine *e);
 
 const llm_tokenizer *llm_engine_tokenizer(const llm_engine *e);
 const llm_chat_template *llm_engine_chat_template(const llm_engine *e);
+/*
+ * Why the model file's chat template was refused at load (a construct
+ * outside the Jinja subset, named with line:column): the model then serves
+ * raw prompts only.  NULL when it was not.
+ */
+const char *llm_engine_chat_refused(const llm_engine *e);
 int32_t		llm_engine_n_ctx(const llm_engine *e);
 
 /* The configuration the engine runs with: every auto value resolved (strings owned by e). */
