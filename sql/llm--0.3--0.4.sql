@@ -126,3 +126,42 @@ COMMENT ON VIEW llm_jobs IS
 'Jobs of llm_enrich: state, rows total / done / failed / in flight / queued, tokens in and out, recent rows per second and ETA, times, last error, the runner of an active job (runner_pid) and since when none has run for it (stalled_since), rows skipped by reason (deleted, filled, where_false, prompt_null), and while the owner''s token limit (llm.max_tokens_per_minute) holds its rows back, until when and why (throttled_until, throttled_reason). Shows the jobs of roles the caller has the privileges of (all to pg_read_all_stats).';
 
 -- end of the llm_jobs view
+
+-- chat templates: the prompt as the model's chat template renders it, and
+-- its size as a call is charged (answered by the worker without running the
+-- model).
+
+CREATE FUNCTION llm_render_chat(messages jsonb, add_generation_prompt boolean DEFAULT true,
+                                model text DEFAULT NULL, tools jsonb DEFAULT NULL,
+                                enable_thinking boolean DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pg_llm_render_chat'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_render_chat(jsonb, boolean, text, jsonb, boolean) IS
+'The prompt of messages exactly as the model sees it: its chat template (the model file''s own Jinja template, or llm.chat_template) rendered as HF transformers'' apply_chat_template(tokenize => false) does, with add_generation_prompt, tools (a JSON array of tool schemas) and enable_thinking passed to the template.';
+
+CREATE FUNCTION llm_count_tokens(prompt text, model text DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'pg_llm_count_tokens'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_count_tokens(text, text) IS
+'The prompt tokens llm_generate(prompt) is charged for: the text as the user turn of the chat template, template included.';
+
+CREATE FUNCTION llm_count_tokens(messages jsonb, model text DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'pg_llm_count_tokens_messages'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_count_tokens(jsonb, text) IS
+'The prompt tokens llm_chat(messages) is charged for, chat template included.';
+
+REVOKE ALL ON FUNCTION llm_render_chat(jsonb, boolean, text, jsonb, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_count_tokens(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_count_tokens(jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_render_chat(jsonb, boolean, text, jsonb, boolean) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_count_tokens(text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_count_tokens(jsonb, text) TO llm_user;
+
+-- end of chat templates

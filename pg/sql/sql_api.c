@@ -1,7 +1,8 @@
 /*
  * sql_api.c — the SQL functions of pg_llm that talk to the worker:
  * llm_generate (text and text[]), llm_complete, llm_chat, llm_tokenize,
- * llm_detokenize, and the AI functions llm_extract, llm_classify,
+ * llm_detokenize, llm_render_chat and llm_count_tokens (the chat template's
+ * prompt and its size, answered without running the model), and the AI functions llm_extract, llm_classify,
  * llm_classify_scores, llm_filter (their calls are built in sql_args.c,
  * their prompts in ai_prompts.c; llm_agg is sql_agg.c).  Optional arguments are read by name and checked through
  * the argument table (sql_args.h) before anything is sent; a NULL optional
@@ -34,6 +35,9 @@ PG_FUNCTION_INFO_V1(pg_llm_extract);
 PG_FUNCTION_INFO_V1(pg_llm_classify);
 PG_FUNCTION_INFO_V1(pg_llm_classify_scores);
 PG_FUNCTION_INFO_V1(pg_llm_filter);
+PG_FUNCTION_INFO_V1(pg_llm_render_chat);
+PG_FUNCTION_INFO_V1(pg_llm_count_tokens);
+PG_FUNCTION_INFO_V1(pg_llm_count_tokens_messages);
 
 static void
 invalid_arg(const char *msg)
@@ -198,6 +202,60 @@ jsonb_object_string(JsonbContainer *obj, const char *key)
 	return pg_server_to_any(s, strlen(s), PG_UTF8);
 }
 
+/* The number of messages of a messages array, its shape checked (room left for a system message). */
+static int
+jsonb_messages_count(Jsonb *jb)
+{
+	int			n;
+
+	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
+		invalid_arg("messages must be a JSON array of {\"role\": ..., \"content\": ...} objects");
+	n = JB_ROOT_COUNT(jb);
+	if (n == 0)
+		invalid_arg("messages must not be empty");
+	if (n + 1 > LLM_MAX_MESSAGES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at most %d messages are allowed", LLM_MAX_MESSAGES - 1)));
+	return n;
+}
+
+/* The messages of jb (jsonb_messages_count checked) into msgs: their count. */
+static int
+jsonb_messages(Jsonb *jb, llm_chat_message *msgs)
+{
+	int			n = JB_ROOT_COUNT(jb);
+
+	for (int i = 0; i < n; i++)
+	{
+		JsonbValue *elem = getIthJsonbValueFromContainer(&jb->root, i);
+		char	   *role;
+		char	   *content;
+
+		if (elem == NULL || elem->type != jbvBinary ||
+			!JsonContainerIsObject(elem->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("message %d is not a JSON object", i + 1)));
+		role = jsonb_object_string(elem->val.binary.data, "role");
+		content = jsonb_object_string(elem->val.binary.data, "content");
+		if (role == NULL || content == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("message %d must have string \"role\" and \"content\" members", i + 1)));
+		if (strcmp(role, "system") != 0 && strcmp(role, "user") != 0 &&
+			strcmp(role, "assistant") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("message %d has unknown role \"%s\"", i + 1, role),
+					 errhint("Roles are \"system\", \"user\" and \"assistant\".")));
+		msgs[i].role = role;
+		msgs[i].content = content;
+		msgs[i].content_len = strlen(content);
+	}
+	return n;
+}
+
 /*
  * llm_chat(messages jsonb, max_tokens, temperature, top_p, top_k, min_p,
  *          repetition_penalty, seed, stop, system, on_error) -> text
@@ -223,16 +281,7 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	jb = PG_GETARG_JSONB_P(0);
 	llm_call_read(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call);
-
-	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
-		invalid_arg("messages must be a JSON array of {\"role\": ..., \"content\": ...} objects");
-	n = JB_ROOT_COUNT(jb);
-	if (n == 0)
-		invalid_arg("messages must not be empty");
-	if (n + 1 > LLM_MAX_MESSAGES)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("at most %d messages are allowed", LLM_MAX_MESSAGES - 1)));
+	n = jsonb_messages_count(jb);
 
 	msgs = palloc(sizeof(llm_chat_message) * (n + 1));
 	if (call.req.system)
@@ -242,34 +291,7 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 		msgs[k].content_len = call.req.system_len;
 		k++;
 	}
-	for (int i = 0; i < n; i++)
-	{
-		JsonbValue *elem = getIthJsonbValueFromContainer(&jb->root, i);
-		char	   *role;
-		char	   *content;
-
-		if (elem == NULL || elem->type != jbvBinary ||
-			!JsonContainerIsObject(elem->val.binary.data))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("message %d is not a JSON object", i + 1)));
-		role = jsonb_object_string(elem->val.binary.data, "role");
-		content = jsonb_object_string(elem->val.binary.data, "content");
-		if (role == NULL || content == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("message %d must have string \"role\" and \"content\" members", i + 1)));
-		if (strcmp(role, "system") != 0 && strcmp(role, "user") != 0 &&
-			strcmp(role, "assistant") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("message %d has unknown role \"%s\"", i + 1, role),
-					 errhint("Roles are \"system\", \"user\" and \"assistant\".")));
-		msgs[k].role = role;
-		msgs[k].content = content;
-		msgs[k].content_len = strlen(content);
-		k++;
-	}
+	k += jsonb_messages(jb, msgs + k);
 	llm_call_set_messages(&call, msgs, k);
 
 	res = run_request(&call.req);
@@ -402,4 +424,104 @@ Datum
 pg_llm_filter(PG_FUNCTION_ARGS)
 {
 	return batchable_call(fcinfo);
+}
+
+/*
+ * A RENDER request (no model run, answered at once by the worker): the
+ * prompt of messages or of a text, as the chat template renders it.
+ */
+static LlmResult *
+render_request(llm_request *req, int model_arg, FunctionCallInfo fcinfo)
+{
+	LlmResult  *res;
+	char		err[256];
+
+	req->mode = LLM_MODE_RENDER;
+	if (PG_NARGS() > model_arg && !PG_ARGISNULL(model_arg))
+	{
+		char	   *alias = text_to_cstring(PG_GETARG_TEXT_PP(model_arg));
+
+		llm_model_alias_check(alias);
+		req->model = alias;
+	}
+	if (llm_request_validate(req, err, sizeof(err)) != LLM_OK)
+		invalid_arg(err);
+	res = run_request(req);
+	if (res->failed)
+		llm_raise_result(res);
+	return res;
+}
+
+/* messages jsonb (argument 0) as the request's prompt */
+static void
+messages_prompt(llm_request *req, FunctionCallInfo fcinfo)
+{
+	Jsonb	   *jb = PG_GETARG_JSONB_P(0);
+	int			n = jsonb_messages_count(jb);
+	llm_chat_message *msgs = palloc(sizeof(llm_chat_message) * n);
+
+	req->prompt_kind = LLM_PROMPT_MESSAGES;
+	req->n_messages = jsonb_messages(jb, msgs);
+	req->messages = msgs;
+}
+
+/*
+ * llm_render_chat(messages jsonb, add_generation_prompt boolean, model text,
+ *                 tools jsonb, enable_thinking boolean) -> text: the prompt
+ * exactly as the model sees it (HF's apply_chat_template(tokenize=False)).
+ */
+Datum
+pg_llm_render_chat(PG_FUNCTION_ARGS)
+{
+	llm_request req;
+	LlmResult  *res;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	llm_request_init(&req);
+	messages_prompt(&req, fcinfo);
+	req.no_generation_prompt = !PG_ARGISNULL(1) && !PG_GETARG_BOOL(1);
+	if (!PG_ARGISNULL(3))
+	{
+		Jsonb	   *tools = PG_GETARG_JSONB_P(3);
+		char	   *s;
+
+		if (!JB_ROOT_IS_ARRAY(tools) || JB_ROOT_IS_SCALAR(tools))
+			invalid_arg("tools must be a JSON array of tool schemas");
+		s = JsonbToCString(NULL, &tools->root, VARSIZE(tools));
+		req.tools = pg_server_to_any(s, strlen(s), PG_UTF8);
+		req.tools_len = strlen(req.tools);
+	}
+	if (!PG_ARGISNULL(4))
+		req.thinking = PG_GETARG_BOOL(4) ? 1 : -1;
+	res = render_request(&req, 2, fcinfo);
+	PG_RETURN_TEXT_P(llm_utf8_to_text(res->text ? res->text : "", res->text ? res->text_len : 0));
+}
+
+/*
+ * llm_count_tokens(prompt text, model text) -> int: the prompt's tokens as
+ * llm_generate would be charged for them, the chat template included.
+ */
+Datum
+pg_llm_count_tokens(PG_FUNCTION_ARGS)
+{
+	llm_request req;
+	char	   *s = llm_text_to_utf8(PG_GETARG_TEXT_PP(0));
+
+	llm_request_init(&req);
+	req.prompt_kind = LLM_PROMPT_TEXT;
+	req.prompt = s;
+	req.prompt_len = strlen(s);
+	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);
+}
+
+/* llm_count_tokens(messages jsonb, model text) -> int: as llm_chat would be charged. */
+Datum
+pg_llm_count_tokens_messages(PG_FUNCTION_ARGS)
+{
+	llm_request req;
+
+	llm_request_init(&req);
+	messages_prompt(&req, fcinfo);
+	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);
 }
