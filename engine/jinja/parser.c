@@ -156,14 +156,19 @@ mk(parser *P, int kind, const jtok *at)
 static void
 add_kid(parser *P, jnode *n, jnode *kid)
 {
-	jnode	  **k = ja_alloc(&P->t->arena, sizeof(jnode *) * (size_t) (n->n_kids + 1));
+	/* capacity: the next power of two (at least 4), grown when n_kids reaches it */
+	if (n->n_kids == 0 || (n->n_kids >= 4 && (n->n_kids & (n->n_kids - 1)) == 0))
+	{
+		int			cap = n->n_kids == 0 ? 4 : n->n_kids * 2;
+		jnode	  **k = ja_alloc(&P->t->arena, sizeof(jnode *) * (size_t) cap);
 
-	if (k == NULL)
-		perr(P, cur(P), "out of memory");
-	if (n->n_kids)
-		memcpy(k, n->kids, sizeof(jnode *) * (size_t) n->n_kids);
-	k[n->n_kids++] = kid;
-	n->kids = k;
+		if (k == NULL)
+			perr(P, cur(P), "out of memory");
+		if (n->n_kids)
+			memcpy(k, n->kids, sizeof(jnode *) * (size_t) n->n_kids);
+		n->kids = k;
+	}
+	n->kids[n->n_kids++] = kid;
 }
 
 static void

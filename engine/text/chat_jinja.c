@@ -33,11 +33,12 @@ typedef struct special_tok
 
 struct chat_specials
 {
-	special_tok *toks;			/* sorted by text (bytes) */
+	special_tok *toks;			/* sorted by text (bytes, a prefix before its extensions) */
 	int32_t		n;
 	char	   *pool;
-	int32_t		first[256];		/* first index of tokens starting with byte b, -1 none */
-	int32_t		count[256];
+	bool		first[256];		/* some token starts with byte b */
+	int32_t    *lens;			/* the distinct token lengths, longest first */
+	int32_t		n_lens;
 };
 
 static int
@@ -50,7 +51,13 @@ cmp_special(const void *a, const void *b)
 
 	if (r != 0)
 		return r;
-	return y->len - x->len;		/* longer first among equal prefixes */
+	return x->len - y->len;
+}
+
+static int
+cmp_len_desc(const void *a, const void *b)
+{
+	return *(const int32_t *) b - *(const int32_t *) a;
 }
 
 chat_specials *
@@ -99,16 +106,23 @@ chat_specials_build(const llm_tokenizer *t)
 			}
 		}
 	qsort(s->toks, (size_t) s->n, sizeof(special_tok), cmp_special);
-	for (int b = 0; b < 256; b++)
-		s->first[b] = -1;
+	s->lens = malloc(sizeof(int32_t) * (size_t) (s->n ? s->n : 1));
+	if (s->lens == NULL)
+	{
+		chat_specials_free(s);
+		return NULL;
+	}
 	for (int32_t i = 0; i < s->n; i++)
 	{
-		unsigned char b = (unsigned char) s->toks[i].text[0];
+		bool		seen = false;
 
-		if (s->first[b] < 0)
-			s->first[b] = i;
-		s->count[b]++;
+		s->first[(unsigned char) s->toks[i].text[0]] = true;
+		for (int32_t k = 0; k < s->n_lens && !seen; k++)
+			seen = s->lens[k] == s->toks[i].len;
+		if (!seen)
+			s->lens[s->n_lens++] = s->toks[i].len;
 	}
+	qsort(s->lens, (size_t) s->n_lens, sizeof(int32_t), cmp_len_desc);
 	return s;
 }
 
@@ -119,31 +133,34 @@ chat_specials_free(chat_specials *s)
 		return;
 	free(s->toks);
 	free(s->pool);
+	free(s->lens);
 	free(s);
 }
 
-/* The longest control token at text[i..len) wholly in trusted bytes: its index, or -1. */
+/*
+ * The longest control token at text[i..len) wholly in trusted bytes: its
+ * index, or -1.  One binary search per distinct token length (Gemma's
+ * thousands of <unusedN> tokens share a few lengths).
+ */
 static int32_t
 special_at(const chat_specials *s, const char *text, const uint8_t *trusted, size_t i, size_t len)
 {
-	unsigned char b = (unsigned char) text[i];
-	int32_t		best = -1;
-
-	if (s->first[b] < 0)
+	if (!s->first[(unsigned char) text[i]])
 		return -1;
-	for (int32_t k = s->first[b]; k < s->first[b] + s->count[b]; k++)
+	for (int32_t k = 0; k < s->n_lens; k++)
 	{
-		const special_tok *tk = &s->toks[k];
+		special_tok key;
+		const special_tok *hit;
 
-		if ((size_t) tk->len > len - i || (best >= 0 && tk->len <= s->toks[best].len))
+		if ((size_t) s->lens[k] > len - i)
 			continue;
-		if (memcmp(text + i, tk->text, (size_t) tk->len) != 0)
-			continue;
-		if (memchr(trusted + i, 0, (size_t) tk->len) != NULL)
-			continue;
-		best = k;
+		key.text = text + i;
+		key.len = s->lens[k];
+		hit = bsearch(&key, s->toks, (size_t) s->n, sizeof(special_tok), cmp_special);
+		if (hit != NULL && memchr(trusted + i, 0, (size_t) hit->len) == NULL)
+			return (int32_t) (hit - s->toks);
 	}
-	return best;
+	return -1;
 }
 
 int64_t
