@@ -618,7 +618,7 @@ jtest(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, int
 	if (strcmp(name, "iterable") == 0)
 		return v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT;
 	if (strcmp(name, "sequence") == 0)
-		return v.t == JV_STR || v.t == JV_LIST || v.t == JV_DICT;
+		return v.t == JV_STR || (v.t == JV_LIST && v.i != 1) || v.t == JV_DICT;
 	if (strcmp(name, "callable") == 0)
 		return v.t == JV_MACRO || v.t == JV_FUNC;
 	if (strcmp(name, "lower") == 0 || strcmp(name, "upper") == 0)
@@ -761,6 +761,7 @@ select_filter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *a
 	jv			r = jv_newlist(c, 0);
 	int			first_test = by_attr ? 1 : 0;
 
+	r.i = 1;
 	/* jinja2 selects from a false value (None, empty) nothing, without iterating it */
 	if (!jv_truthy(v))
 		return r;
@@ -801,7 +802,12 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	if (strcmp(name, "safe") == 0 || strcmp(name, "e") == 0 || strcmp(name, "escape") == 0)
 	{
 		if (name[0] == 's')
-			return v.t == JV_STR ? v : jv_tostr(c, v);
+		{
+			jv			m = v.t == JV_STR ? v : jv_tostr(c, v);
+
+			m.b = true;			/* Markup */
+			return m;
+		}
 		jerr_fail(c, at, "unsupported filter '%s'", name);
 	}
 	if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0)
@@ -816,6 +822,8 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	{
 		if (v.t == JV_STR)
 			return jv_int((int64_t) ju_len(v.s, v.n));
+		if (v.t == JV_LIST && v.i == 1)
+			jerr_fail(c, at, "object of type 'generator' has no len()");
 		if (v.t == JV_LIST)
 			return jv_int((int64_t) v.l->n);
 		if (v.t == JV_DICT || v.t == JV_NS)
@@ -888,7 +896,11 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	}
 	if (strcmp(name, "first") == 0 || strcmp(name, "last") == 0)
 	{
-		const jlist *items = jv_iter(c, at, v);
+		const jlist *items;
+
+		if (name[0] == 'l' && v.t == JV_LIST && v.i == 1)
+			jerr_fail(c, at, "'generator' object is not reversible");
+		items = jv_iter(c, at, v);
 
 		if (items->n == 0)
 			return jv_undef(name);
@@ -923,11 +935,16 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	}
 	if (strcmp(name, "items") == 0)
 	{
+		jv			r;
+
 		if (v.t == JV_UNDEF)
-			return jv_newlist(c, 0);
-		if (v.t != JV_DICT)
+			r = jv_newlist(c, 0);
+		else if (v.t != JV_DICT)
 			jerr_fail(c, at, "Can only get item pairs from a mapping.");
-		return jcall_func(c, at, jmethod(c, v, "items").fn, NULL, 0, NULL, NULL, 0);
+		else
+			r = jcall_func(c, at, jmethod(c, v, "items").fn, NULL, 0, NULL, NULL, 0);
+		r.i = 1;
+		return r;
 	}
 	if (strcmp(name, "dictsort") == 0)
 	{
@@ -975,7 +992,10 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 			jl_push(c, keys.l, k);
 		}
 		if (name[0] == 'u')
+		{
+			r.i = 1;
 			return r;
+		}
 		sort_values(c, at, r.l->v, r.l->n, keys.l->v, rev, cs);
 		if (name[1] == 'i')
 			return r.l->n ? r.l->v[0] : jv_undef("min");
@@ -987,6 +1007,8 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	{
 		const jlist *items = jv_truthy(v) ? jv_iter(c, at, v) : jv_newlist(c, 0).l;
 		jv			r = jv_newlist(c, items->n);
+
+		r.i = 1;
 		jv			attr = ARG(-1, "attribute", jv_undef("attribute"));
 		jv			dflt = ARG(-1, "default", jv_undef("default"));
 

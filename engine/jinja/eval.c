@@ -108,6 +108,38 @@ eval_args(jinja_ctx *c, const jnode *n, int from, jframe *f, jv *args, int *narg
 	}
 }
 
+/* markupsafe's escape: & < > " ' as entities (bytes keep their trust) */
+static jv
+html_escape(jinja_ctx *c, jv s)
+{
+	jbuf		t = {0};
+	jv			r;
+
+	for (size_t i = 0; i < s.n; i++)
+	{
+		const char *e = NULL;
+		uint8_t		tr = s.mask ? s.mask[i] : s.trust;
+
+		switch (s.s[i])
+		{
+			case '&': e = "&amp;"; break;
+			case '<': e = "&lt;"; break;
+			case '>': e = "&gt;"; break;
+			case '"': e = "&#34;"; break;
+			case '\'': e = "&#39;"; break;
+		}
+		if (e)
+			jb_put(c, &t, e, strlen(e), tr);
+		else
+			jb_put(c, &t, s.s + i, 1, tr);
+	}
+	r = jb_take(c, &t);
+	if (t.len == 0)
+		r = jv_str_static("", 0, s.trust);
+	jb_free(&t);
+	return r;
+}
+
 static jv
 arith(jinja_ctx *c, const jnode *n, jv a, jv b)
 {
@@ -120,8 +152,21 @@ arith(jinja_ctx *c, const jnode *n, jv a, jv b)
 		return jv_concat(c, jv_tostr(c, a), jv_tostr(c, b));
 	if (op == '+')
 	{
+		if (a.t == JV_STR && b.t == JV_STR && a.b != b.b)
+		{
+			/* Markup + str (or str + Markup): the plain one HTML-escaped, the result Markup */
+			jv			r = a.b ? jv_concat(c, a, html_escape(c, b)) : jv_concat(c, html_escape(c, a), b);
+
+			r.b = true;
+			return r;
+		}
 		if (a.t == JV_STR && b.t == JV_STR)
-			return jv_concat(c, a, b);
+		{
+			jv			r = jv_concat(c, a, b);
+
+			r.b = a.b;
+			return r;
+		}
 		if (a.t == JV_LIST && b.t == JV_LIST)
 		{
 			jv			r = jv_newlist(c, a.l->n + b.l->n);

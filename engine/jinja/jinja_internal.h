@@ -44,6 +44,12 @@ struct jnode;
 struct jloop;
 struct jfunc;
 
+/*
+ * JV_STR: b is jinja2's Markup (the safe filter's result: "+" with a plain
+ * string HTML-escapes that string).  JV_LIST: b marks a tuple, i == 1 a
+ * generator (what map, select, reject, unique and items give in jinja2:
+ * always true, iterated once, no length, not JSON).
+ */
 typedef struct jv
 {
 	uint8_t		t;				/* jtype */
@@ -69,6 +75,7 @@ typedef struct jlist
 	jv		   *v;
 	size_t		n,
 				cap;
+	bool		consumed;		/* a generator already iterated: empty from now on */
 } jlist;
 
 typedef struct jdict

@@ -123,6 +123,8 @@ jtojson(jinja_ctx *c, const jnode *at, jbuf *b, jv v, int indent, int level,
 			json_string(c, b, v, ensure_ascii);
 			return;
 		case JV_LIST:
+			if (v.i == 1)
+				jerr_fail(c, at, "Object of type generator is not JSON serializable");
 			if (v.l->n == 0)
 			{
 				put(c, b, "[]");

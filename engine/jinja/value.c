@@ -236,7 +236,7 @@ jv_truthy(jv v)
 		case JV_STR:
 			return v.n > 0;
 		case JV_LIST:
-			return v.l->n > 0;
+			return v.i == 1 || v.l->n > 0;	/* a generator is always true */
 		case JV_DICT:
 			return v.d->n > 0;
 		default:
@@ -303,6 +303,10 @@ jv_typename(jv v)
 	static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list",
 	"dict", "Namespace", "Macro", "function", "LoopContext"};
 
+	if (v.t == JV_LIST && v.i == 1)
+		return "generator";
+	if (v.t == JV_LIST && v.b)
+		return "tuple";
 	return names[v.t];
 }
 
@@ -643,6 +647,10 @@ jv_tostr(jinja_ctx *c, jv v)
 			put_float(c, &b, v.f);
 			break;
 		case JV_LIST:
+			if (v.i == 1)
+				jerr_fail(c, NULL, "a generator has no text of its own (add |list)");
+			jv_repr(c, &b, v);
+			break;
 		case JV_DICT:
 			jv_repr(c, &b, v);
 			break;
@@ -667,6 +675,16 @@ jv_iter(jinja_ctx *c, const jnode *at, jv v)
 	switch (v.t)
 	{
 		case JV_LIST:
+			if (v.i == 1)
+			{
+				/* a generator yields its items once */
+				if (v.l->consumed)
+				{
+					l = jv_newlist(c, 0);
+					return l.l;
+				}
+				v.l->consumed = true;
+			}
 			return v.l;
 		case JV_UNDEF:
 			l = jv_newlist(c, 0);

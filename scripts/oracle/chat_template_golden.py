@@ -3,7 +3,8 @@
 
 For every template (the llama.cpp tree's models/templates/*.jinja, and the
 tokenizer.chat_template of every GGUF given with --gguf) and every
-conversation of test/golden/chat_templates/conversations.json, with
+conversation of test/golden/chat_templates/conversations.json (its tools,
+when it has some, passed as apply_chat_template's tools), with
 add_generation_prompt false and true, writes what transformers'
 render_jinja_template (the function apply_chat_template(tokenize=False)
 calls) gives, with strftime_now fixed at 2026-02-03 04:05:06 and fixed
@@ -45,8 +46,8 @@ class FixedDatetime(_dt.datetime):
 ctu.datetime = FixedDatetime
 
 
-def render(src, messages, agp, specials):
-    return ctu.render_jinja_template(conversations=[messages], chat_template=src,
+def render(src, messages, agp, specials, tools=None):
+    return ctu.render_jinja_template(conversations=[messages], chat_template=src, tools=tools,
                                      add_generation_prompt=agp, **specials)[0][0]
 
 
@@ -68,7 +69,7 @@ def golden(path, src, convs, specials):
         for conv in convs:
             for agp in (False, True):
                 try:
-                    text = render(src, conv["messages"], agp, specials)
+                    text = render(src, conv["messages"], agp, specials, conv.get("tools"))
                     record(out, conv["name"], str(int(agp)), "OK", text)
                 except jinja2.exceptions.TemplateError as e:
                     if type(e) is jinja2.exceptions.TemplateError:

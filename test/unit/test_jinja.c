@@ -52,15 +52,19 @@ read_file(const char *path, size_t *len)
 
 static const llm_json *conversations;
 
+/* A conversation of conversations.json by name: its messages, and its tools or NULL. */
 static const llm_json *
-conversation(const char *name)
+conversation(const char *name, const llm_json **tools)
 {
 	for (int i = 0; i < conversations->n; i++)
 	{
 		const llm_json *c = conversations->items[i];
 
 		if (strcmp(llm_json_member(c, "name")->text, name) == 0)
+		{
+			*tools = llm_json_member(c, "tools");
 			return llm_json_member(c, "messages");
+		}
 	}
 	return NULL;
 }
@@ -74,16 +78,22 @@ typedef struct specials
 
 /* Render messages; the status, and out/err. */
 static jinja_status
-render(const jinja_template *t, jinja_ctx *c, const llm_json *messages, bool agp, const specials *sp,
-	   jinja_output *out, char *err, size_t errlen)
+render(const jinja_template *t, jinja_ctx *c, const llm_json *messages, const llm_json *tools, bool agp,
+	   const specials *sp, jinja_output *out, char *err, size_t errlen)
 {
 	char	   *json = malloc(65536);
 	size_t		n = llm_json_write(messages, json, 65536);
 	jinja_value *msgs = jinja_from_json(c, json, n, err, errlen);
+	jinja_value *tl = NULL;
 	struct tm	tm = {0};
 
+	if (tools != NULL)
+	{
+		n = llm_json_write(tools, json, 65536);
+		tl = jinja_from_json(c, json, n, err, errlen);
+	}
 	free(json);
-	if (msgs == NULL)
+	if (msgs == NULL || (tools != NULL && tl == NULL))
 		return JINJA_FAILED;
 	tm.tm_year = 2026 - 1900;
 	tm.tm_mon = 1;
@@ -96,7 +106,7 @@ render(const jinja_template *t, jinja_ctx *c, const llm_json *messages, bool agp
 	jinja_ctx_set_time(c, &tm);
 	jinja_set(c, "messages", msgs);
 	jinja_set(c, "add_generation_prompt", jinja_bool(c, agp));
-	jinja_set(c, "tools", jinja_none(c));
+	jinja_set(c, "tools", tl ? tl : jinja_none(c));
 	jinja_set(c, "documents", jinja_none(c));
 	for (int i = 0; i < sp->n; i++)
 		jinja_set(c, sp->name[i], jinja_string(c, sp->value[i], strlen(sp->value[i]), true));
@@ -231,8 +241,9 @@ check_template(const char *tdir, const char *name, tally *ty)
 		{
 			jinja_ctx  *c = jinja_ctx_create();
 			jinja_output out;
-			const llm_json *msgs = conversation(conv);
-			jinja_status st = render(t, c, msgs, agp[0] == '1', &sp, &out, err, sizeof(err));
+			const llm_json *tools = NULL;
+			const llm_json *msgs = conversation(conv, &tools);
+			jinja_status st = render(t, c, msgs, tools, agp[0] == '1', &sp, &out, err, sizeof(err));
 			bool		ok;
 
 			if (strcmp(kind, "OK") == 0)
