@@ -880,7 +880,6 @@ jinja_ctx_free(jinja_ctx *c)
 {
 	if (c == NULL)
 		return;
-	jb_free(&c->out);
 	ja_free(&c->arena);
 	free(c);
 }

@@ -231,7 +231,7 @@ void		jv_repr(jinja_ctx *c, jbuf *b, jv v);
 void		jb_put(jinja_ctx *c, jbuf *b, const char *s, size_t n, uint8_t trust);
 void		jb_putv(jinja_ctx *c, jbuf *b, jv s);	/* a string value with its mask */
 jv			jb_take(jinja_ctx *c, jbuf *b);		/* the buffer as a string value (arena copy) */
-void		jb_free(jbuf *b);
+void		jb_free(jbuf *b);		/* forget the buffer (its bytes are the arena's) */
 jv			jv_concat(jinja_ctx *c, jv a, jv b);
 jv			jv_substr(jinja_ctx *c, jv s, size_t off, size_t n);	/* bytes */
 /* UTF-8 */

@@ -353,21 +353,27 @@ jv_is_str(jv v, const char *lit)
 
 /* ---- buffers ---- */
 
+/*
+ * Buffers live in the render's arena (grown by copying): a render that
+ * fails half-way (longjmp) leaves nothing to free but the arena.
+ */
 static void
 jb_grow(jinja_ctx *c, jbuf *b, size_t more)
 {
 	if (b->len + more + 1 > b->cap)
 	{
 		size_t		cap = (b->len + more + 1) * 2;
-		char	   *p = realloc(b->p, cap);
-		uint8_t    *m;
+		char	   *p = ja_alloc(&c->arena, cap);
+		uint8_t    *m = ja_alloc(&c->arena, cap);
 
-		if (p == NULL)
+		if (p == NULL || m == NULL)
 			jerr_fail(c, NULL, "out of memory");
+		if (b->len)
+		{
+			memcpy(p, b->p, b->len);
+			memcpy(m, b->mask, b->len);
+		}
 		b->p = p;
-		m = realloc(b->mask, cap);
-		if (m == NULL)
-			jerr_fail(c, NULL, "out of memory");
 		b->mask = m;
 		b->cap = cap;
 	}
@@ -424,8 +430,7 @@ jb_take(jinja_ctx *c, jbuf *b)
 void
 jb_free(jbuf *b)
 {
-	free(b->p);
-	free(b->mask);
+	/* the arena owns the bytes */
 	memset(b, 0, sizeof(*b));
 }
 

@@ -169,7 +169,7 @@ load_specials(const char *name, specials *sp)
 	root = llm_json_root(doc);
 	for (int i = 0; i < root->n && i < 8; i++)
 	{
-		sp->name[sp->n] = strdup(root->keys[i]);
+		sp->name[sp->n] = root->keys[i][0] == 'b' ? "bos_token" : root->keys[i][0] == 'e' ? "eos_token" : root->keys[i][0] == 'u' ? "unk_token" : "pad_token";
 		snprintf(sp->value[sp->n], sizeof(sp->value[0]), "%s", root->items[i]->text);
 		sp->n++;
 	}
