@@ -625,6 +625,30 @@ test_synthetic(void)
 	gguf_close(f);
 	free(g.p);
 
+	/* a template outside the interpreter's subset: refused at load, no template, and why */
+	g = make_vocab_gguf("gpt2", "qwen2", "{% for m in messages %}\n{{ m.content|wordwrap(8) }}{% endfor %}", true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	if (CHECK(t != NULL, "synthetic vocabulary with an unsupported template loads"))
+	{
+		llm_chat_template ct;
+		llm_chat_message m = {"user", "hi", 2};
+		int32_t		ids[16];
+		int			rc = llm_chat_template_init(&ct, f, t, err, sizeof(err));
+
+		CHECK(rc == 0 && ct.family == LLM_CHAT_NONE && llm_chat_template_refused(&ct) != NULL &&
+			  strcmp(llm_chat_template_refused(&ct),
+					 "the model file's chat template is refused: 2:14: unsupported filter 'wordwrap'") == 0,
+			  "refused at load, the construct named with line:column: %s",
+			  llm_chat_template_refused(&ct) ? llm_chat_template_refused(&ct) : "(none)");
+		CHECK(llm_chat_apply(&ct, t, &m, 1, ids, 16, err, sizeof(err)) == -1 &&
+			  strstr(err, "use raw => true") != NULL && strstr(err, "wordwrap") != NULL,
+			  "a chat request says why: %s", err);
+		llm_chat_template_free(&ct);
+		llm_tokenizer_destroy(t);
+	}
+	gguf_close(f);
+	free(g.p);
+
 	/* ChatML with the default system message inside an escaped Jinja literal (Qwen style) */
 	g = make_vocab_gguf("gpt2", "qwen2",
 						"{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
