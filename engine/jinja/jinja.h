@@ -8,7 +8,7 @@
  * subset is the one the corpus of real templates uses: statements if / for
  * (loop.*, else, filtered) / set (names, namespace attributes, tuples, block
  * set) / macro / call / filter blocks / break / continue / generation, and
- * the expressions, filters, tests and methods listed in builtins.c.
+ * the expressions, filters, tests (filters.c) and methods (methods.c) listed there.
  *
  * Lifecycle: jinja_compile parses a template once into an AST (immutable,
  * may be shared between threads); every jinja_render gets a jinja_ctx of

@@ -249,7 +249,20 @@ void		jexec(jinja_ctx *c, const jnode *n, jbuf *out);
 jv			jcall_macro(jinja_ctx *c, const jnode *at, const jnode *macro, const jv *args, int nargs,
 						const char **kwnames, const jv *kwvals, int nkw, const jnode *caller);
 
-/* builtins.c */
+/* strings.c: argument reading and Python's str operations */
+jv			jarg(const jv *args, int nargs, const char **kwn, const jv *kwv, int nkw, int pos,
+				 const char *name, jv dflt);
+#define ARG(pos, name, dflt) jarg(args, nargs, kwn, kwv, nkw, pos, name, dflt)
+jv			jneed_str(jinja_ctx *c, const jnode *at, jv v, const char *what);
+bool		jstr_is_ws(unsigned char ch);
+jv			jstr_strip(jinja_ctx *c, jv s, jv chars, bool left, bool right);	/* chars NONE: whitespace */
+jv			jstr_replace(jinja_ctx *c, jv s, jv old, jv new, int64_t count);	/* count < 0: all */
+jv			jstr_split(jinja_ctx *c, jv s, jv sep, int64_t maxsplit);	/* sep NONE: runs of whitespace */
+jv			jstr_case(jinja_ctx *c, jv s, int mode);	/* 'u' upper, 'l' lower, 't' title, 'c' capitalize */
+jv			jstr_format(jinja_ctx *c, const jnode *at, jv s, const jv *args, int nargs,
+						const char **kwn, const jv *kwv, int nkw);
+
+/* filters.c, methods.c */
 jv			jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, int nargs,
 					const char **kwnames, const jv *kwvals, int nkw);
 bool		jtest(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, int nargs);

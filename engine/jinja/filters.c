@@ -1,9 +1,7 @@
 /*
- * builtins.c — the filters, tests, methods and global functions of the
- * subset, with jinja2's (and Python's str/dict) behaviour, and HF
- * transformers' additions: tojson (json.dumps, ensure_ascii off),
- * raise_exception, strftime_now, namespace, dict.  Lists and dicts are
- * immutable as in HF's sandbox: list.append and the like fail as there.
+ * filters.c — the filters and tests of the subset, with jinja2's behaviour
+ * (select/map on a false value give nothing, generators where jinja2 gives
+ * them) and HF transformers' tojson (json.dumps, ensure_ascii off).
  */
 #include "jinja_internal.h"
 
@@ -44,546 +42,6 @@ bool
 jtest_known(const char *name)
 {
 	return listed(TESTS, name);
-}
-
-/* positional argument pos or keyword name, else dflt */
-static jv
-arg(const jv *args, int nargs, const char **kwn, const jv *kwv, int nkw, int pos, const char *name, jv dflt)
-{
-	for (int k = 0; k < nkw; k++)
-		if (name && strcmp(kwn[k], name) == 0)
-			return kwv[k];
-	if (pos >= 0 && pos < nargs)
-		return args[pos];
-	return dflt;
-}
-
-#define ARG(pos, name, dflt) arg(args, nargs, kwn, kwv, nkw, pos, name, dflt)
-
-static jv
-need_str(jinja_ctx *c, const jnode *at, jv v, const char *what)
-{
-	if (v.t != JV_STR)
-		jerr_fail(c, at, "%s: expected a string, got '%s'", what, jv_typename(v));
-	return v;
-}
-
-static bool
-is_ws(unsigned char ch)
-{
-	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v' ||
-		(ch >= 0x1c && ch <= 0x1f);
-}
-
-/* strip/lstrip/rstrip: chars NONE = whitespace */
-static jv
-strip(jinja_ctx *c, jv s, jv chars, bool left, bool right)
-{
-	size_t		a = 0,
-				b = s.n;
-
-	if (chars.t == JV_STR)
-	{
-		while (left && a < b && memchr(chars.s, s.s[a], chars.n))
-			a++;
-		while (right && b > a && memchr(chars.s, s.s[b - 1], chars.n))
-			b--;
-	}
-	else
-	{
-		/* ASCII whitespace, plus U+00A0-free Unicode spaces are rare enough in templates */
-		while (left && a < b && is_ws((unsigned char) s.s[a]))
-			a++;
-		while (right && b > a && is_ws((unsigned char) s.s[b - 1]))
-			b--;
-	}
-	return jv_substr(c, s, a, b - a);
-}
-
-static jv
-str_replace(jinja_ctx *c, jv s, jv old, jv new, int64_t count)
-{
-	jbuf		t = {0};
-	jv			r;
-	size_t		i = 0;
-	int64_t		done = 0;
-
-	if (old.n == 0)
-	{
-		/* Python inserts new between every character */
-		const jlist *chars = jv_iter(c, NULL, s);
-
-		for (size_t k = 0; k < chars->n; k++)
-		{
-			if (count < 0 || done < count)
-			{
-				jb_putv(c, &t, new);
-				done++;
-			}
-			jb_putv(c, &t, chars->v[k]);
-		}
-		if (count < 0 || done < count)
-			jb_putv(c, &t, new);
-	}
-	else
-		while (i < s.n)
-		{
-			if ((count < 0 || done < count) && i + old.n <= s.n && memcmp(s.s + i, old.s, old.n) == 0)
-			{
-				jb_putv(c, &t, new);
-				i += old.n;
-				done++;
-				continue;
-			}
-			jb_putv(c, &t, jv_substr(c, s, i, 1));
-			i++;
-		}
-	r = jb_take(c, &t);
-	if (t.len == 0)
-		r = jv_str_static("", 0, s.trust);
-	jb_free(&t);
-	return r;
-}
-
-static jv
-str_split(jinja_ctx *c, jv s, jv sep, int64_t maxsplit)
-{
-	jv			r = jv_newlist(c, 0);
-	size_t		i = 0;
-	int64_t		k = 0;
-
-	if (sep.t != JV_STR)
-	{
-		/* runs of whitespace, none empty */
-		for (;;)
-		{
-			size_t		st;
-
-			while (i < s.n && is_ws((unsigned char) s.s[i]))
-				i++;
-			if (i >= s.n)
-				break;
-			if (maxsplit >= 0 && k >= maxsplit)
-			{
-				size_t		e = s.n;
-
-				while (e > i && is_ws((unsigned char) s.s[e - 1]))
-					e--;
-				jl_push(c, r.l, jv_substr(c, s, i, e - i));
-				break;
-			}
-			st = i;
-			while (i < s.n && !is_ws((unsigned char) s.s[i]))
-				i++;
-			jl_push(c, r.l, jv_substr(c, s, st, i - st));
-			k++;
-		}
-		return r;
-	}
-	if (sep.n == 0)
-		jerr_fail(c, NULL, "empty separator");
-	for (;;)
-	{
-		size_t		j = i;
-		bool		hit = false;
-
-		if (maxsplit < 0 || k < maxsplit)
-			for (; j + sep.n <= s.n; j++)
-				if (memcmp(s.s + j, sep.s, sep.n) == 0)
-				{
-					hit = true;
-					break;
-				}
-		if (!hit)
-		{
-			jl_push(c, r.l, jv_substr(c, s, i, s.n - i));
-			return r;
-		}
-		jl_push(c, r.l, jv_substr(c, s, i, j - i));
-		i = j + sep.n;
-		k++;
-	}
-}
-
-static jv
-case_map(jinja_ctx *c, jv s, int mode)	/* 'u' upper, 'l' lower, 't' title, 'c' capitalize */
-{
-	char	   *p = ja_alloc(&c->arena, s.n + 1);
-	bool		word_start = true;
-	jv			r;
-
-	if (p == NULL)
-		jerr_fail(c, NULL, "out of memory");
-	for (size_t i = 0; i < s.n; i++)
-	{
-		char		ch = s.s[i];
-		bool		alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
-		bool		up;
-
-		if (mode == 'u')
-			up = true;
-		else if (mode == 'l')
-			up = false;
-		else if (mode == 't')
-			up = word_start;
-		else
-			up = i == 0;
-		if (alpha)
-			p[i] = up ? (char) (ch & ~0x20) : (char) (ch | 0x20);
-		else
-			p[i] = ch;
-		if (mode == 't')
-			word_start = !(alpha || (ch >= '0' && ch <= '9') || ((unsigned char) ch >= 0x80));
-	}
-	r = jv_str_static(p, s.n, s.trust);
-	r.mask = s.mask;
-	return r;
-}
-
-/* str.format with {} and {0} / {name} fields (no format specs) */
-static jv
-str_format(jinja_ctx *c, const jnode *at, jv s, const jv *args, int nargs, const char **kwn, const jv *kwv, int nkw)
-{
-	jbuf		t = {0};
-	jv			r;
-	int			auto_i = 0;
-
-	for (size_t i = 0; i < s.n; i++)
-	{
-		if (s.s[i] == '{' && i + 1 < s.n && s.s[i + 1] == '{')
-		{
-			jb_put(c, &t, "{", 1, s.trust);
-			i++;
-			continue;
-		}
-		if (s.s[i] == '}' && i + 1 < s.n && s.s[i + 1] == '}')
-		{
-			jb_put(c, &t, "}", 1, s.trust);
-			i++;
-			continue;
-		}
-		if (s.s[i] == '{')
-		{
-			size_t		e = i + 1;
-			jv			v = jv_undef("field");
-
-			while (e < s.n && s.s[e] != '}')
-				e++;
-			if (e >= s.n)
-				jerr_fail(c, at, "Single '{' encountered in format string");
-			if (e == i + 1)
-				v = auto_i < nargs ? args[auto_i++] : jv_undef("field");
-			else if (s.s[i + 1] >= '0' && s.s[i + 1] <= '9')
-			{
-				int			k = atoi(s.s + i + 1);
-
-				v = k < nargs ? args[k] : jv_undef("field");
-			}
-			else
-				for (int k = 0; k < nkw; k++)
-					if (strlen(kwn[k]) == e - i - 1 && memcmp(kwn[k], s.s + i + 1, e - i - 1) == 0)
-						v = kwv[k];
-			if (v.t == JV_UNDEF)
-				jerr_fail(c, at, "format: missing argument");
-			jb_putv(c, &t, jv_tostr(c, v));
-			i = e;
-			continue;
-		}
-		jb_put(c, &t, s.s + i, 1, s.mask ? s.mask[i] : s.trust);
-	}
-	r = jb_take(c, &t);
-	jb_free(&t);
-	return r;
-}
-
-static jv
-mkfunc(jinja_ctx *c, const char *name, jv self)
-{
-	jv			v = {0};
-
-	v.t = JV_FUNC;
-	v.fn = ja_alloc(&c->arena, sizeof(jfunc));
-	if (v.fn == NULL)
-		jerr_fail(c, NULL, "out of memory");
-	v.fn->name = name;
-	v.fn->self = self;
-	return v;
-}
-
-static const char *const STR_METHODS[] = {
-	"split", "rsplit", "strip", "lstrip", "rstrip", "startswith", "endswith", "replace", "title",
-	"format", "upper", "lower", "capitalize", "find", "rfind", "count", "join", "splitlines",
-	"isdigit", "isspace", "isalpha", "isalnum", "isupper", "islower", NULL
-};
-static const char *const DICT_METHODS[] = {"get", "items", "keys", "values", NULL};
-static const char *const MUTATORS[] = {
-	"append", "pop", "extend", "insert", "remove", "clear", "sort", "reverse", "update", "setdefault",
-	"popitem", NULL
-};
-
-jv
-jmethod(jinja_ctx *c, jv self, const char *name)
-{
-	const char *const *l = NULL;
-
-	if (self.t == JV_STR)
-		l = STR_METHODS;
-	else if (self.t == JV_DICT)
-		l = DICT_METHODS;
-	if (l)
-		for (int i = 0; l[i]; i++)
-			if (strcmp(l[i], name) == 0)
-				return mkfunc(c, l[i], self);
-	if (self.t == JV_LIST || self.t == JV_DICT)
-		for (int i = 0; MUTATORS[i]; i++)
-			if (strcmp(MUTATORS[i], name) == 0 && (self.t == JV_DICT || i < 8))
-				return mkfunc(c, MUTATORS[i], self);
-	return jv_undef(name);
-}
-
-jv
-jglobal(jinja_ctx *c, const char *name)
-{
-	static const char *const G[] = {"range", "namespace", "raise_exception", "strftime_now", "dict", NULL};
-
-	for (int i = 0; G[i]; i++)
-		if (strcmp(G[i], name) == 0)
-			return mkfunc(c, G[i], jv_undef(NULL));
-	return jv_undef(name);
-}
-
-static bool
-starts_or_ends(jinja_ctx *c, const jnode *at, jv s, jv p, bool ends)
-{
-	if (p.t == JV_LIST)
-	{
-		for (size_t i = 0; i < p.l->n; i++)
-			if (starts_or_ends(c, at, s, p.l->v[i], ends))
-				return true;
-		return false;
-	}
-	need_str(c, at, p, ends ? "endswith" : "startswith");
-	if (p.n > s.n)
-		return false;
-	return memcmp(ends ? s.s + s.n - p.n : s.s, p.s, p.n) == 0;
-}
-
-jv
-jcall_func(jinja_ctx *c, const jnode *at, const jfunc *fn, const jv *args, int nargs,
-		   const char **kwn, const jv *kwv, int nkw)
-{
-	const char *m = fn->name;
-	jv			self = fn->self;
-
-	if (self.t == JV_UNDEF)
-	{
-		/* globals */
-		if (strcmp(m, "raise_exception") == 0)
-		{
-			jv			msg = jv_tostr(c, ARG(0, "message", jv_str_static("", 0, false)));
-
-			jerr_raise(c, msg.s, msg.n);
-		}
-		if (strcmp(m, "range") == 0)
-		{
-			int64_t		a = 0,
-						b,
-						st = 1;
-			jv			r = jv_newlist(c, 0);
-
-			for (int i = 0; i < nargs; i++)
-				if (args[i].t != JV_INT)
-					jerr_fail(c, at, "range() integer argument expected, got %s", jv_typename(args[i]));
-			if (nargs == 1)
-				b = args[0].i;
-			else if (nargs >= 2)
-			{
-				a = args[0].i;
-				b = args[1].i;
-				if (nargs >= 3)
-					st = args[2].i;
-			}
-			else
-				jerr_fail(c, at, "range expected at least 1 argument, got 0");
-			if (st == 0)
-				jerr_fail(c, at, "range() arg 3 must not be zero");
-			if ((st > 0 ? (b - a) / st : (a - b) / -st) > 100000)
-				jerr_fail(c, at, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-			for (int64_t i = a; st > 0 ? i < b : i > b; i += st)
-				jl_push(c, r.l, jv_int(i));
-			return r;
-		}
-		if (strcmp(m, "namespace") == 0 || strcmp(m, "dict") == 0)
-		{
-			jv			r = jv_newdict(c);
-
-			for (int i = 0; i < nargs; i++)
-				if (args[i].t == JV_DICT)
-					for (size_t k = 0; k < args[i].d->n; k++)
-						jd_set(c, r.d, args[i].d->k[k], args[i].d->v[k]);
-			for (int k = 0; k < nkw; k++)
-				jd_set(c, r.d, jv_str_static(kwn[k], strlen(kwn[k]), true), kwv[k]);
-			if (m[0] == 'n')
-				r.t = JV_NS;
-			return r;
-		}
-		if (strcmp(m, "strftime_now") == 0)
-		{
-			jv			f = need_str(c, at, ARG(0, "format", jv_undef("format")), "strftime_now");
-			char		fmt[256],
-						buf[512];
-			struct tm	tm;
-			size_t		k;
-
-			if (c->now_set)
-				tm = c->now;
-			else
-			{
-				time_t		now = time(NULL);
-
-				localtime_r(&now, &tm);
-			}
-			snprintf(fmt, sizeof(fmt), "%.*s", (int) f.n, f.s);
-			k = strftime(buf, sizeof(buf), fmt, &tm);
-			return jv_str(c, buf, k, false);
-		}
-		jerr_fail(c, at, "'%s' is not callable", m);
-	}
-	for (int i = 0; MUTATORS[i]; i++)
-		if (strcmp(MUTATORS[i], m) == 0)
-			jerr_fail(c, at, "access to attribute '%s' of '%s' object is unsafe.", m, jv_typename(self));
-	if (self.t == JV_DICT)
-	{
-		if (strcmp(m, "get") == 0)
-		{
-			const jv   *v = jd_getv(self.d, ARG(0, "key", jv_none()));
-
-			return v ? *v : ARG(1, "default", jv_none());
-		}
-		{
-			jv			r = jv_newlist(c, self.d->n);
-
-			for (size_t i = 0; i < self.d->n; i++)
-			{
-				if (m[0] == 'i')
-				{
-					jv			pair = jv_newlist(c, 2);
-
-					jl_push(c, pair.l, self.d->k[i]);
-					jl_push(c, pair.l, self.d->v[i]);
-					pair.b = true;
-					jl_push(c, r.l, pair);
-				}
-				else
-					jl_push(c, r.l, m[0] == 'k' ? self.d->k[i] : self.d->v[i]);
-			}
-			return r;
-		}
-	}
-	/* string methods */
-	if (strcmp(m, "split") == 0 || strcmp(m, "rsplit") == 0)
-	{
-		jv			mx = ARG(1, "maxsplit", jv_int(-1));
-
-		if (m[0] == 'r' && mx.i >= 0)
-			jerr_fail(c, at, "unsupported: rsplit with maxsplit");
-		return str_split(c, self, ARG(0, "sep", jv_none()), mx.i);
-	}
-	if (strcmp(m, "strip") == 0)
-		return strip(c, self, ARG(0, "chars", jv_none()), true, true);
-	if (strcmp(m, "lstrip") == 0)
-		return strip(c, self, ARG(0, "chars", jv_none()), true, false);
-	if (strcmp(m, "rstrip") == 0)
-		return strip(c, self, ARG(0, "chars", jv_none()), false, true);
-	if (strcmp(m, "startswith") == 0 || strcmp(m, "endswith") == 0)
-		return jv_bool(starts_or_ends(c, at, self, ARG(0, NULL, jv_undef("prefix")), m[0] == 'e'));
-	if (strcmp(m, "replace") == 0)
-		return str_replace(c, self, need_str(c, at, ARG(0, NULL, jv_none()), "replace"),
-						   need_str(c, at, jv_tostr(c, ARG(1, NULL, jv_none())), "replace"), ARG(2, "count", jv_int(-1)).i);
-	if (strcmp(m, "title") == 0)
-		return case_map(c, self, 't');
-	if (strcmp(m, "upper") == 0)
-		return case_map(c, self, 'u');
-	if (strcmp(m, "lower") == 0)
-		return case_map(c, self, 'l');
-	if (strcmp(m, "capitalize") == 0)
-		return case_map(c, case_map(c, self, 'l'), 'c');
-	if (strcmp(m, "format") == 0)
-		return str_format(c, at, self, args, nargs, kwn, kwv, nkw);
-	if (strcmp(m, "find") == 0 || strcmp(m, "rfind") == 0 || strcmp(m, "count") == 0)
-	{
-		jv			sub = need_str(c, at, ARG(0, NULL, jv_none()), m);
-		int64_t		found = -1,
-					cnt = 0;
-
-		for (size_t i = 0; i + sub.n <= self.n; i++)
-			if (memcmp(self.s + i, sub.s, sub.n) == 0)
-			{
-				if (found < 0 || m[0] == 'r')
-					found = (int64_t) ju_len(self.s, i);
-				cnt++;
-				if (m[0] == 'c' && sub.n > 0)
-					i += sub.n - 1;
-			}
-		return jv_int(m[0] == 'c' ? cnt : found);
-	}
-	if (strcmp(m, "join") == 0)
-	{
-		const jlist *items = jv_iter(c, at, ARG(0, NULL, jv_undef("iterable")));
-		jbuf		t = {0};
-		jv			r;
-
-		for (size_t i = 0; i < items->n; i++)
-		{
-			if (i)
-				jb_putv(c, &t, self);
-			jb_putv(c, &t, need_str(c, at, items->v[i], "join"));
-		}
-		r = jb_take(c, &t);
-		jb_free(&t);
-		return r;
-	}
-	if (strcmp(m, "splitlines") == 0)
-	{
-		jv			r = jv_newlist(c, 0);
-		size_t		st = 0;
-
-		for (size_t i = 0; i < self.n; i++)
-			if (self.s[i] == '\n' || self.s[i] == '\r')
-			{
-				jl_push(c, r.l, jv_substr(c, self, st, i - st));
-				if (self.s[i] == '\r' && i + 1 < self.n && self.s[i + 1] == '\n')
-					i++;
-				st = i + 1;
-			}
-		if (st < self.n)
-			jl_push(c, r.l, jv_substr(c, self, st, self.n - st));
-		return r;
-	}
-	if (strncmp(m, "is", 2) == 0)
-	{
-		bool		ok = self.n > 0;
-
-		for (size_t i = 0; i < self.n && ok; i++)
-		{
-			char		ch = self.s[i];
-
-			if (strcmp(m, "isdigit") == 0)
-				ok = ch >= '0' && ch <= '9';
-			else if (strcmp(m, "isspace") == 0)
-				ok = is_ws((unsigned char) ch);
-			else if (strcmp(m, "isalpha") == 0)
-				ok = (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z';
-			else if (strcmp(m, "isalnum") == 0)
-				ok = ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'z') || (ch >= '0' && ch <= '9');
-			else if (strcmp(m, "isupper") == 0)
-				ok = !(ch >= 'a' && ch <= 'z');
-			else
-				ok = !(ch >= 'A' && ch <= 'Z');
-		}
-		return jv_bool(ok);
-	}
-	jerr_fail(c, at, "unsupported method '%s'", m);
 }
 
 /* ---- tests ---- */
@@ -690,7 +148,7 @@ static int
 cmp_values(jinja_ctx *c, const jnode *at, jv a, jv b, bool case_sensitive)
 {
 	if (!case_sensitive && a.t == JV_STR && b.t == JV_STR)
-		return jv_compare(c, at, case_map(c, a, 'l'), case_map(c, b, 'l'));
+		return jv_compare(c, at, jstr_case(c, a, 'l'), jstr_case(c, b, 'l'));
 	return jv_compare(c, at, a, b);
 }
 
@@ -704,7 +162,7 @@ attr_path(jinja_ctx *c, const jnode *at, jv item, jv attr)
 
 	if (attr.t == JV_INT)
 		return jv_getitem(c, at, item, attr);
-	attr = need_str(c, at, attr, "attribute");
+	attr = jneed_str(c, at, attr, "attribute");
 	s = attr.s;
 	n = attr.n;
 	while (i <= n)
@@ -779,7 +237,7 @@ select_filter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *a
 		}
 		if (nargs > first_test)
 		{
-			jv			t = need_str(c, at, args[first_test], name);
+			jv			t = jneed_str(c, at, args[first_test], name);
 			char		tn[64];
 
 			snprintf(tn, sizeof(tn), "%.*s", (int) t.n, t.s);
@@ -835,16 +293,16 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	if (strcmp(name, "string") == 0)
 		return jv_tostr(c, v);
 	if (strcmp(name, "trim") == 0)
-		return strip(c, need_str(c, at, jv_tostr(c, v), "trim"), ARG(0, "chars", jv_none()), true, true);
+		return jstr_strip(c, jneed_str(c, at, jv_tostr(c, v), "trim"), ARG(0, "chars", jv_none()), true, true);
 	if (strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 || strcmp(name, "title") == 0 ||
 		strcmp(name, "capitalize") == 0)
 	{
 		jv			s = jv_tostr(c, v);
 
-		return name[0] == 'c' ? case_map(c, case_map(c, s, 'l'), 'c') : case_map(c, s, name[0]);
+		return name[0] == 'c' ? jstr_case(c, jstr_case(c, s, 'l'), 'c') : jstr_case(c, s, name[0]);
 	}
 	if (strcmp(name, "replace") == 0)
-		return str_replace(c, jv_tostr(c, v), jv_tostr(c, ARG(0, "old", jv_none())), jv_tostr(c, ARG(1, "new", jv_none())),
+		return jstr_replace(c, jv_tostr(c, v), jv_tostr(c, ARG(0, "old", jv_none())), jv_tostr(c, ARG(1, "new", jv_none())),
 						   ARG(2, "count", jv_none()).t == JV_INT ? ARG(2, "count", jv_none()).i : -1);
 	if (strcmp(name, "tojson") == 0)
 	{
@@ -980,7 +438,7 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 			if (name[0] == 'u')
 			{
 				bool		seen = false;
-				jv			kk = !cs && k.t == JV_STR ? case_map(c, k, 'l') : k;
+				jv			kk = !cs && k.t == JV_STR ? jstr_case(c, k, 'l') : k;
 
 				for (size_t j = 0; j < keys.l->n && !seen; j++)
 					seen = jv_equal(keys.l->v[j], kk);
@@ -1024,7 +482,7 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 			}
 			else
 			{
-				jv			f = need_str(c, at, ARG(0, NULL, jv_undef("filter")), "map");
+				jv			f = jneed_str(c, at, ARG(0, NULL, jv_undef("filter")), "map");
 				char		fn[64];
 
 				snprintf(fn, sizeof(fn), "%.*s", (int) f.n, f.s);
@@ -1113,12 +571,12 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 	}
 	if (strcmp(name, "attr") == 0)
 	{
-		jv			a = need_str(c, at, ARG(0, "name", jv_none()), "attr");
+		jv			a = jneed_str(c, at, ARG(0, "name", jv_none()), "attr");
 
 		return jv_getattr(c, at, v, jv_str(c, a.s, a.n, true).s);
 	}
 	if (strcmp(name, "wordcount") == 0)
-		return jv_int((int64_t) str_split(c, jv_tostr(c, v), jv_none(), -1).l->n);
+		return jv_int((int64_t) jstr_split(c, jv_tostr(c, v), jv_none(), -1).l->n);
 	if (strcmp(name, "format") == 0)
 	{
 		jv			tup = jv_newlist(c, (size_t) nargs);
@@ -1129,7 +587,7 @@ jfilter(jinja_ctx *c, const jnode *at, const char *name, jv v, const jv *args, i
 		{
 			/* "%s" % tuple, as jinja2's format filter */
 			jbuf		t = {0};
-			jv			s = need_str(c, at, v, "format"),
+			jv			s = jneed_str(c, at, v, "format"),
 						r;
 			size_t		ai = 0;
 
