@@ -47,8 +47,6 @@ typedef enum jinja_status
 /* Parse src (len bytes, UTF-8).  NULL + err "line:col: ..." on a construct outside the subset. */
 jinja_template *jinja_compile(const char *src, size_t len, char *err, size_t errlen);
 void		jinja_free(jinja_template *t);
-/* Whether the template's source mentions name as a variable anywhere (e.g. "tools"). */
-bool		jinja_uses_name(const jinja_template *t, const char *name);
 
 /* A render context: variables, the clock strftime_now reads, the output. */
 jinja_ctx  *jinja_ctx_create(void);

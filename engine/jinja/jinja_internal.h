@@ -135,8 +135,6 @@ struct jinja_template
 {
 	jarena		arena;
 	jnode	   *root;
-	char	  **names;			/* every NAME used, for jinja_uses_name */
-	int			n_names;
 };
 
 /* ---- tokens (lexer.c) ---- */

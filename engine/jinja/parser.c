@@ -172,26 +172,6 @@ add_kid(parser *P, jnode *n, jnode *kid)
 }
 
 static void
-note_name(parser *P, const char *name)
-{
-	jinja_template *t = P->t;
-
-	for (int i = 0; i < t->n_names; i++)
-		if (strcmp(t->names[i], name) == 0)
-			return;
-	{
-		char	  **k = ja_alloc(&t->arena, sizeof(char *) * (size_t) (t->n_names + 1));
-
-		if (k == NULL)
-			perr(P, cur(P), "out of memory");
-		if (t->n_names)
-			memcpy(k, t->names, sizeof(char *) * (size_t) t->n_names);
-		k[t->n_names++] = (char *) name;
-		t->names = k;
-	}
-}
-
-static void
 note_unknown(parser *P, jnode *n)
 {
 	jnode	  **k = ja_alloc(&P->t->arena, sizeof(jnode *) * (size_t) (P->n_unknown + 1));
@@ -265,7 +245,6 @@ parse_primary(parser *P)
 		}
 		n = mk(P, JN_NAME, t);
 		n->name = t->s;
-		note_name(P, t->s);
 		return n;
 	}
 	if (t->kind == JT_STRING)
@@ -770,7 +749,6 @@ parse_target(parser *P, bool with_namespace)
 		n->a = mk(P, JN_NAME, t);
 		n->a->name = t->s;
 		n->name = a->s;
-		note_name(P, t->s);
 		return n;
 	}
 	n = mk(P, JN_NAME, t);
@@ -1131,13 +1109,4 @@ jinja_free(jinja_template *t)
 		return;
 	ja_free(&t->arena);
 	free(t);
-}
-
-bool
-jinja_uses_name(const jinja_template *t, const char *name)
-{
-	for (int i = 0; i < t->n_names; i++)
-		if (strcmp(t->names[i], name) == 0)
-			return true;
-	return false;
 }
