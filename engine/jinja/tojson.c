@@ -218,11 +218,11 @@ from_json(jinja_ctx *c, const llm_json *j, jv *out)
 		case LLM_JSON_NUMBER:
 			{
 				char		buf[64];
-				bool		integral = strpbrk(j->text, ".eE") == NULL || j->len >= sizeof(buf);
+				bool		integral;
 
+				/* the number's source text (not NUL-terminated); Python reads 1 as int, 1.0 and 1e3 as float */
 				snprintf(buf, sizeof(buf), "%.*s", (int) j->len, j->text);
-				if (memchr(buf, '.', strlen(buf)) || memchr(buf, 'e', strlen(buf)) || memchr(buf, 'E', strlen(buf)))
-					integral = false;
+				integral = strpbrk(buf, ".eE") == NULL && j->len < sizeof(buf);
 				*out = integral ? jv_int(strtoll(buf, NULL, 10)) : jv_float(strtod(buf, NULL));
 				return 0;
 			}
