@@ -139,6 +139,11 @@ build/bench/tokenize_stall: bench/tokenize_stall.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# Rendering a conversation with a chat template: compile once, render to text and to ids (docs/PERFORMANCE.md).
+build/bench/chat_template_bench: bench/chat_template_bench.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 # -MMD -MP: a test is rebuilt when a header it includes changes (the shared
 # test helpers: unit.h, *_test_util.h).
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)

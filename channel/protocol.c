@@ -12,12 +12,17 @@
 #define FLAG_EOT		0x04u		/* SUBMIT: continuation_eot */
 #define FLAG_GRAMMAR	0x08u		/* SUBMIT: a grammar source follows the token ids */
 #define FLAG_ECHO		0x10u		/* SUBMIT: continuation_echo */
-#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO)
+#define FLAG_TOOLS		0x20u		/* SUBMIT: a tools JSON string follows the grammar */
+#define FLAG_NO_GEN		0x40u		/* SUBMIT: no_generation_prompt */
+#define FLAG_THINK_ON	0x80u		/* SUBMIT: thinking 1 */
+#define FLAG_THINK_OFF	0x100u		/* SUBMIT: thinking -1 */
+#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO | FLAG_TOOLS | \
+						 FLAG_NO_GEN | FLAG_THINK_ON | FLAG_THINK_OFF)
 
 static bool
 valid_mode(uint32_t v)
 {
-	return v == LLM_MODE_GENERATE || v == LLM_MODE_SCORE || v == LLM_MODE_EMBED;
+	return v == LLM_MODE_GENERATE || v == LLM_MODE_SCORE || v == LLM_MODE_EMBED || v == LLM_MODE_RENDER;
 }
 
 static bool
@@ -176,6 +181,14 @@ put_request(writer *w, const llm_request *r)
 		flags |= FLAG_GRAMMAR;
 	if (r->continuation_echo)
 		flags |= FLAG_ECHO;
+	if (r->tools != NULL)
+		flags |= FLAG_TOOLS;
+	if (r->no_generation_prompt)
+		flags |= FLAG_NO_GEN;
+	if (r->thinking > 0)
+		flags |= FLAG_THINK_ON;
+	else if (r->thinking < 0)
+		flags |= FLAG_THINK_OFF;
 	put_u32(w, r->mode);
 	put_u32(w, r->prompt_kind);
 	put_u32(w, flags);
@@ -207,6 +220,8 @@ put_request(writer *w, const llm_request *r)
 	/* a grammar source is bytes (a choices source holds binary lengths) */
 	if (r->grammar != NULL)
 		put_bytes(w, r->grammar, r->grammar_len);
+	if (r->tools != NULL)
+		put_str(w, r->tools, r->tools_len);
 	if (!valid_priority(r->priority) || !valid_pooling(r->pooling))
 		w->bad = true;
 	put_u32(w, r->pooling);
@@ -517,6 +532,12 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 		return false;
 	if ((flags & FLAG_GRAMMAR) && !get_bytes(r, &q->grammar, &q->grammar_len))
 		return false;
+	if ((flags & FLAG_TOOLS) && !get_str(r, &q->tools, &q->tools_len))
+		return false;
+	if ((flags & FLAG_THINK_ON) && (flags & FLAG_THINK_OFF))
+		return fail(r, "enable_thinking both on and off");
+	q->no_generation_prompt = (flags & FLAG_NO_GEN) != 0;
+	q->thinking = (flags & FLAG_THINK_ON) ? 1 : (flags & FLAG_THINK_OFF) ? -1 : 0;
 	{
 		uint32_t	pooling;
 

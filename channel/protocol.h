@@ -30,7 +30,9 @@
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
  *               continuations, token ids, the grammar source (bytes:
- *               length + bytes) when its flag is set, pooling, priority; then the
+ *               length + bytes) when its flag is set, the tools JSON of a
+ *               chat prompt when its flag is set (flags also carry
+ *               no_generation_prompt and enable_thinking), pooling, priority; then the
  *               accounting tags (role, database); then the submitter
  *               (llm_wire_client: pid, role, database).  Not on the wire:
  *               the request's session, which the worker sets from the channel

@@ -212,15 +212,16 @@
 		"Speculate only while at most this many requests run in the engine's batch.", \
 		"Draft tokens cost compute in large batches, where batching already pays.") \
 	/* \
-	 * "auto" (default; NULL = "auto"): the family of the GGUF's \
-	 * tokenizer.chat_template, "none" when it has none; "none", "chatml", \
-	 * "gemma": that family whatever the file says (its marker tokens must \
-	 * be in the vocabulary) \
+	 * "auto" (default; NULL = "auto"): the GGUF's own \
+	 * tokenizer.chat_template rendered by the Jinja interpreter, "none" \
+	 * when it has none or it is refused; "none", "chatml", "gemma": that \
+	 * built-in family whatever the file says (its marker tokens must be in \
+	 * the vocabulary) \
 	 */ \
 	ENUM(chat_template, "llm.chat_template", "--chat-template", LLM_CHAT_TEMPLATE_OPTIONS, true, true, \
 		 "auto, none, chatml or gemma", \
 		 "Chat template of llm_chat and text prompts: auto, none, chatml or gemma.", \
-		 "auto uses the family of the model file's tokenizer.chat_template; a model without one " \
+		 "auto renders the model file's own tokenizer.chat_template (Jinja); a model without one " \
 		 "(a base model) then serves raw prompts only and llm_chat is an error. A family named here is used " \
 		 "whatever the file says; its marker tokens must be in the model's vocabulary.") \
 	/* \

@@ -75,12 +75,8 @@ done:
 static int32_t
 find_end_of_turn(const llm_tokenizer *tok, const llm_chat_template *chat)
 {
-	int32_t		id = -1;
+	int32_t		id = llm_chat_end_of_turn(chat, tok);
 
-	if (chat->family == LLM_CHAT_CHATML)
-		id = llm_tokenizer_special_id(tok, "<|im_end|>");
-	else if (chat->family == LLM_CHAT_GEMMA)
-		id = llm_tokenizer_special_id(tok, "<end_of_turn>");
 	if (id < 0)
 		id = llm_tokenizer_eos(tok);
 	return id >= 0 && llm_tokenizer_is_eog(tok, id) ? id : -1;
@@ -449,6 +445,12 @@ llm_engine_tokenizer(const llm_engine *e)
 	return e->tok;
 }
 
+const char *
+llm_engine_chat_refused(const llm_engine *e)
+{
+	return llm_chat_template_refused(&e->chat);
+}
+
 const llm_chat_template *
 llm_engine_chat_template(const llm_engine *e)
 {
@@ -538,8 +540,7 @@ size_t
 llm_engine_model_info_json(const llm_engine *e, char *out, size_t cap)
 {
 	const llm_model_config *m = e->mc;
-	const char *fam = e->chat.family == LLM_CHAT_CHATML ? "chatml" :
-		e->chat.family == LLM_CHAT_GEMMA ? "gemma" : "none";
+	const char *fam = llm_chat_family_name(e->chat.family);
 	const char *wt = llm_type_get(m->weight_type) ? llm_type_get(m->weight_type)->name : "?";
 	char		name[256];
 	size_t		j = 0;

@@ -165,6 +165,24 @@ void		llm_engine_destroy(llm_engine *e);
 
 const llm_tokenizer *llm_engine_tokenizer(const llm_engine *e);
 const llm_chat_template *llm_engine_chat_template(const llm_engine *e);
+/*
+ * Why the model file's chat template was refused at load (a construct
+ * outside the Jinja subset, named with line:column): the model then serves
+ * raw prompts only.  NULL when it was not.
+ */
+const char *llm_engine_chat_refused(const llm_engine *e);
+
+/*
+ * A TEXT or MESSAGES request's prompt as the chat template renders it (with
+ * its options: add_generation_prompt, tools, enable_thinking): *text
+ * malloc'd (NUL-terminated, *len bytes), what HF's apply_chat_template
+ * gives; returns the prompt's token count, what the request would be
+ * charged.  -1 + err as a submission of the request would fail (the
+ * template's raise_exception: "chat template: " + its message).  Read-only
+ * on the engine: any thread.
+ */
+int64_t		llm_engine_render(const llm_engine *e, const llm_request *req, char **text, size_t *len,
+							  char *err, size_t errlen);
 int32_t		llm_engine_n_ctx(const llm_engine *e);
 
 /* The configuration the engine runs with: every auto value resolved (strings owned by e). */

@@ -31,12 +31,44 @@ llm_engine_tokenize(const llm_engine *e, const char *text, size_t len, int32_t *
 	return llm_tokenize_alloc(e->tok, text, len, ids_out, err, errlen);
 }
 
+/* What a request passes the chat template besides its messages. */
+static llm_chat_options
+chat_options(const llm_request *req)
+{
+	llm_chat_options o = LLM_CHAT_OPTIONS_DEFAULT;
+
+	o.add_generation_prompt = !req->no_generation_prompt;
+	o.tools_json = req->tools;
+	o.tools_len = req->tools_len;
+	o.enable_thinking = req->thinking == 0 ? -1 : req->thinking > 0 ? 1 : 0;
+	return o;
+}
+
+/* A TEXT prompt's messages: the system message (if any), then the user's. */
+static int
+text_messages(const llm_request *req, llm_chat_message msgs[2])
+{
+	int			n = 0;
+
+	if (req->system != NULL)
+	{
+		msgs[n].role = "system";
+		msgs[n].content = req->system;
+		msgs[n].content_len = req->system_len;
+		n++;
+	}
+	msgs[n].role = "user";
+	msgs[n].content = req->prompt;
+	msgs[n].content_len = req->prompt_len;
+	return n + 1;
+}
+
 /* Render messages with the chat template into a malloc'd id array. */
 static int64_t
-render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, int32_t **ids_out,
-			char *err, size_t errlen)
+render_chat(const llm_engine *e, const llm_chat_message *msgs, int n_msgs, const llm_chat_options *o,
+			int32_t **ids_out, char *err, size_t errlen)
 {
-	return llm_chat_apply_alloc(&e->chat, e->tok, msgs, n_msgs, ids_out, err, errlen);
+	return llm_chat_apply_alloc(&e->chat, e->tok, msgs, n_msgs, o, ids_out, err, errlen);
 }
 
 /*
@@ -78,23 +110,17 @@ engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, ch
 		case LLM_PROMPT_TEXT:
 			{
 				llm_chat_message msgs[2];
-				int			n = 0;
+				int			n = text_messages(req, msgs);
+				llm_chat_options o = chat_options(req);
 
-				if (req->system != NULL)
-				{
-					msgs[n].role = "system";
-					msgs[n].content = req->system;
-					msgs[n].content_len = req->system_len;
-					n++;
-				}
-				msgs[n].role = "user";
-				msgs[n].content = req->prompt;
-				msgs[n].content_len = req->prompt_len;
-				n++;
-				return render_chat(e, msgs, n, ids, err, errlen);
+				return render_chat(e, msgs, n, &o, ids, err, errlen);
 			}
 		case LLM_PROMPT_MESSAGES:
-			return render_chat(e, req->messages, req->n_messages, ids, err, errlen);
+			{
+				llm_chat_options o = chat_options(req);
+
+				return render_chat(e, req->messages, req->n_messages, &o, ids, err, errlen);
+			}
 		case LLM_PROMPT_TOKENS:
 			*ids = malloc((size_t) req->n_tokens * sizeof(int32_t));
 			if (*ids == NULL)
@@ -180,4 +206,39 @@ llm_engine_detokenize(const llm_engine *e, const int32_t *ids, int32_t n, char *
 	text[len] = '\0';
 	*text_out = text;
 	return (int64_t) len;
+}
+
+int64_t
+llm_engine_render(const llm_engine *e, const llm_request *req, char **text, size_t *len,
+				  char *err, size_t errlen)
+{
+	llm_chat_message two[2];
+	const llm_chat_message *msgs = req->messages;
+	int			n = req->n_messages;
+	llm_chat_options o = chat_options(req);
+	int32_t    *ids = NULL;
+	int64_t		k;
+
+	*text = NULL;
+	*len = 0;
+	if (llm_request_validate(req, err, errlen) != LLM_OK)
+		return -1;
+	if (req->prompt_kind == LLM_PROMPT_TEXT)
+	{
+		n = text_messages(req, two);
+		msgs = two;
+	}
+	else if (req->prompt_kind != LLM_PROMPT_MESSAGES)
+	{
+		snprintf(err, errlen, "only a text or messages prompt is rendered with the chat template");
+		return -1;
+	}
+	err[0] = '\0';
+	k = render_chat(e, msgs, n, &o, &ids, err, errlen);
+	free(ids);
+	if (k < 0)
+		return -1;
+	if (llm_chat_render_text(&e->chat, e->tok, msgs, n, &o, text, len, err, errlen) != 0)
+		return -1;
+	return k;
 }

@@ -152,8 +152,18 @@ validate_params(const llm_sampling_params *p, char *err, size_t errlen)
 llm_status
 llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 {
-	if (r->mode != LLM_MODE_GENERATE && r->mode != LLM_MODE_SCORE && r->mode != LLM_MODE_EMBED)
+	if (r->mode != LLM_MODE_GENERATE && r->mode != LLM_MODE_SCORE && r->mode != LLM_MODE_EMBED &&
+		r->mode != LLM_MODE_RENDER)
 		return invalid(err, errlen, "unknown request mode");
+	if (r->mode == LLM_MODE_RENDER && r->prompt_kind != LLM_PROMPT_TEXT && r->prompt_kind != LLM_PROMPT_MESSAGES)
+		return invalid(err, errlen, "only a text or messages prompt is rendered with the chat template");
+	if ((r->tools != NULL || r->thinking != 0 || r->no_generation_prompt) &&
+		r->prompt_kind != LLM_PROMPT_TEXT && r->prompt_kind != LLM_PROMPT_MESSAGES)
+		return invalid(err, errlen, "tools, enable_thinking and add_generation_prompt are for chat prompts");
+	if (r->thinking < -1 || r->thinking > 1)
+		return invalid(err, errlen, "unknown enable_thinking value");
+	if (r->tools != NULL && memchr(r->tools, '\0', r->tools_len) != NULL)
+		return invalid(err, errlen, "tools must not contain NUL bytes");
 	if ((unsigned) r->pooling >= LLM_N_POOLINGS)
 		return invalid(err, errlen, "unknown pooling");
 	switch (r->prompt_kind)
@@ -315,6 +325,8 @@ llm_request_copy(const llm_request *r)
 		total += copy_size(r->grammar_len);
 	if (r->model)
 		total += copy_size(strlen(r->model));
+	if (r->tools)
+		total += copy_size(r->tools_len);
 
 	c = malloc(total);
 	if (c == NULL)
@@ -363,5 +375,7 @@ llm_request_copy(const llm_request *r)
 		c->grammar = copy_into(&at, r->grammar, r->grammar_len);
 	if (r->model)
 		c->model = copy_into(&at, r->model, strlen(r->model));
+	if (r->tools)
+		c->tools = copy_into(&at, r->tools, r->tools_len);
 	return c;
 }

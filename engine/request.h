@@ -144,8 +144,10 @@ typedef enum llm_request_mode
 	LLM_MODE_GENERATE = 1,		/* sample up to max_tokens; TEXT events, then FINISHED */
 	LLM_MODE_SCORE,				/* no sampling: the log-probability of each continuation
 								 * after the prompt, in the FINISHED event */
-	LLM_MODE_EMBED				/* no sampling: the prompt's final hidden state, pooled
+	LLM_MODE_EMBED,				/* no sampling: the prompt's final hidden state, pooled
 								 * (llm_pooling), in a VECTOR event */
+	LLM_MODE_RENDER				/* no model run: a TEXT or MESSAGES prompt as the chat
+								 * template renders it (llm_engine_render), answered at once */
 } llm_request_mode;
 
 /*
@@ -231,6 +233,18 @@ typedef struct llm_request
 
 	/* EMBED: the pooling of the hidden states (the zeroed value: LAST); 0 for other modes */
 	llm_pooling pooling;
+
+	/*
+	 * TEXT, MESSAGES: what the chat template gets besides the messages
+	 * (chat_template.h, llm_chat_options).  no_generation_prompt: render
+	 * without the assistant turn's opening (the zeroed value adds it);
+	 * thinking: enable_thinking, 0 not passed, 1 true, -1 false; tools: a
+	 * JSON array of tool schemas (tools_len bytes, NUL-free), or NULL.
+	 */
+	bool		no_generation_prompt;
+	int8_t		thinking;
+	const char *tools;
+	size_t		tools_len;
 } llm_request;
 
 #define LLM_MAX_MODEL_ALIAS 63

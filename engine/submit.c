@@ -235,6 +235,11 @@ llm_engine_submit(llm_engine *e, uint64_t id, const llm_request *req, void *user
 
 	if ((st = llm_request_validate(req, err, errlen)) != LLM_OK)
 		return st;
+	if (req->mode == LLM_MODE_RENDER)
+	{
+		snprintf(err, errlen, "a render request runs no model: llm_engine_render answers it");
+		return LLM_ERR_INVALID_PARAM;
+	}
 	if (req->mode == LLM_MODE_SCORE && req->continuation_eot && e->end_of_turn < 0)
 	{
 		snprintf(err, errlen, "continuation_eot: the model has no end-of-turn token");

@@ -101,16 +101,16 @@ expected(const llm_chat_message *m, int n, sbuf *out)
 {
 	int			markers = 0;
 
-	if (v.tmpl.family == LLM_CHAT_CHATML)
+	if (v.tmpl.family == LLM_CHAT_CHATML || v.tmpl.family == LLM_CHAT_JINJA)
 	{
 		int32_t		s = llm_tokenizer_special_id(v.tok, "<|im_start|>");
 		int32_t		e = llm_tokenizer_special_id(v.tok, "<|im_end|>");
 
-		if (n > 0 && strcmp(m[0].role, "system") != 0 && v.tmpl.default_system)
+		if (n > 0 && strcmp(m[0].role, "system") != 0 && v.default_system)
 		{
 			put_token(out, s);
 			puts_(out, "system\n");
-			put_text(out, v.tmpl.default_system, strlen(v.tmpl.default_system));
+			put_text(out, v.default_system, strlen(v.default_system));
 			put_token(out, e);
 			puts_(out, "\n");
 			markers += 2;

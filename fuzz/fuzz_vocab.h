@@ -24,6 +24,7 @@ typedef struct fuzz_vocab
 	gguf_file  *file;
 	llm_tokenizer *tok;
 	llm_chat_template tmpl;
+	char	   *default_system;	/* a Jinja ChatML template's own system text (SmolLM2), or NULL */
 	bool		has_byte[256];	/* the byte has a token: it survives tokenization */
 	bool		drops_bytes;	/* some byte has none */
 } fuzz_vocab;
@@ -69,6 +70,20 @@ fuzz_vocab_load(fuzz_vocab *v)
 	{
 		fprintf(stderr, "fuzz: cannot load the vocabulary of %s: %s (set LLM_FUZZ_MODEL)\n", path, err);
 		exit(2);
+	}
+	if (v->tmpl.family == LLM_CHAT_JINJA)
+	{
+		/* the system turn the template inserts before a user turn, read from its own rendering */
+		llm_chat_message m = {"user", "", 0};
+		char	   *text = NULL;
+		size_t		len;
+		const char *a,
+				   *b;
+
+		if (llm_chat_render_text(&v->tmpl, v->tok, &m, 1, NULL, &text, &len, err, sizeof(err)) == 0 &&
+			(a = strstr(text, "<|im_start|>system\n")) != NULL && (b = strstr(a, "<|im_end|>")) != NULL)
+			v->default_system = strndup(a + 19, (size_t) (b - a - 19));
+		free(text);
 	}
 	for (unsigned b = 0; b < 256; b++)
 	{

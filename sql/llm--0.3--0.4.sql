@@ -255,3 +255,41 @@ SELECT llm_widen_function('llm_enrich(regclass, name, text, int, float8, float8,
                           'llm_enrich_0_4(regclass, name, text, int, float8, float8, int, float8, float8, bigint, text[], text, boolean, text, text, int, text[], text, jsonb, text, text, text)');
 
 -- end of streaming and notifications
+-- chat templates: the prompt as the model's chat template renders it, and
+-- its size as a call is charged (answered by the worker without running the
+-- model).
+
+CREATE FUNCTION llm_render_chat(messages jsonb, add_generation_prompt boolean DEFAULT true,
+                                model text DEFAULT NULL, tools jsonb DEFAULT NULL,
+                                enable_thinking boolean DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pg_llm_render_chat'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_render_chat(jsonb, boolean, text, jsonb, boolean) IS
+'The prompt of messages exactly as the model sees it: its chat template (the model file''s own Jinja template, or llm.chat_template) rendered as HF transformers'' apply_chat_template(tokenize => false) does, with add_generation_prompt, tools (a JSON array of tool schemas) and enable_thinking passed to the template.';
+
+CREATE FUNCTION llm_count_tokens(prompt text, model text DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'pg_llm_count_tokens'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_count_tokens(text, text) IS
+'The prompt tokens llm_generate(prompt) is charged for: the text as the user turn of the chat template, template included.';
+
+CREATE FUNCTION llm_count_tokens(messages jsonb, model text DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'pg_llm_count_tokens_messages'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION llm_count_tokens(jsonb, text) IS
+'The prompt tokens llm_chat(messages) is charged for, chat template included.';
+
+REVOKE ALL ON FUNCTION llm_render_chat(jsonb, boolean, text, jsonb, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_count_tokens(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_count_tokens(jsonb, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_render_chat(jsonb, boolean, text, jsonb, boolean) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_count_tokens(text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_count_tokens(jsonb, text) TO llm_user;
+
+-- end of chat templates

@@ -1287,7 +1287,7 @@ cmd_tokenize(const cli_opts *o)
 		msgs[k].content = o->prompt;
 		msgs[k].content_len = strlen(o->prompt);
 		k++;
-		n = llm_chat_apply_alloc(&v->chat, v->tok, msgs, k, &ids, err, sizeof(err));
+		n = llm_chat_apply_alloc(&v->chat, v->tok, msgs, k, NULL, &ids, err, sizeof(err));
 	}
 	else
 		n = llm_tokenize_alloc(v->tok, o->prompt, strlen(o->prompt), &ids, err, sizeof(err));

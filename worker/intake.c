@@ -483,6 +483,46 @@ detokenize(int slot, const llm_wire_msg *m, llm_engine *engine)
 	wch_queue(slot, &out);
 }
 
+/*
+ * llm_render_chat(), llm_count_tokens(): a RENDER request answered at once,
+ * no request in the engine: the prompt's text, then DONE with its token
+ * count as usage.prompt_tokens (in no statistics: nothing ran).
+ */
+static void
+render(int slot, const llm_wire_msg *m, llm_engine *engine)
+{
+	char	   *text;
+	size_t		len;
+	int64		n;
+	char		err[1100];
+	llm_wire_msg out;
+
+	err[0] = '\0';
+	n = llm_engine_render(engine, &m->request, &text, &len, err, sizeof(err));
+	if (n < 0)
+	{
+		wch_queue_error(slot, m->id, llm_status_sqlstate(LLM_ERR_INVALID_PARAM),
+						err[0] ? err : llm_status_name(LLM_ERR_INVALID_PARAM));
+		return;
+	}
+	memset(&out, 0, sizeof(out));
+	out.id = m->id;
+	if (len > 0)
+	{
+		out.kind = LLM_WIRE_TEXT;
+		out.text = text;
+		out.text_len = len;
+		wch_queue(slot, &out);
+	}
+	free(text);
+	out.kind = LLM_WIRE_DONE;
+	out.text = NULL;
+	out.text_len = 0;
+	out.finish_reason = LLM_FINISH_STOP;
+	out.usage.prompt_tokens = (int32) Min(n, PG_INT32_MAX);
+	wch_queue(slot, &out);
+}
+
 /* r leaves its engine unanswered: its client aborted or cancelled it, or went away. */
 static void
 abort_in_engine(WorkerRequest *r)
@@ -558,7 +598,10 @@ intake_message(int slot, const void *data, Size len)
 	switch (m.kind)
 	{
 		case LLM_WIRE_SUBMIT:
-			engine_submit(new_request(slot, m.id, 0), &m, engine, model);
+			if (m.request.mode == LLM_MODE_RENDER && slot != ASYNC_SLOT)
+				render(slot, &m, engine);
+			else
+				engine_submit(new_request(slot, m.id, 0), &m, engine, model);
 			break;
 		case LLM_WIRE_TOKENIZE:
 			tokenize(slot, &m, engine, model);

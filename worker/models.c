@@ -62,6 +62,9 @@ set_row(int row, LlmModelState state)
 	strlcpy(r->path, m->loaded.model_path ? m->loaded.model_path : "", sizeof(r->path));
 	r->state = state;
 	strlcpy(r->error, state == LLM_MODEL_FAILED ? m->error : "", sizeof(r->error));
+	/* ready, but its own chat template refused: it serves raw prompts only, and says why */
+	if (state == LLM_MODEL_READY && llm_engine_chat_refused(m->engine) != NULL)
+		strlcpy(r->error, llm_engine_chat_refused(m->engine), sizeof(r->error));
 	if (state == LLM_MODEL_READY)
 	{
 		strlcpy(r->sha256, m->sha256, sizeof(r->sha256));
@@ -201,6 +204,11 @@ announce(int row)
 					(errmsg("llm worker loaded model %s \"%s\" (device %s, context %d tokens)",
 							m->alias, m->loaded.model_path, m->loaded.device,
 							llm_engine_n_ctx(m->engine))));
+		if (llm_engine_chat_refused(m->engine) != NULL)
+			ereport(WARNING,
+					(errmsg("llm worker: model \"%s\" serves raw prompts only: %s", m->loaded.model_path,
+							llm_engine_chat_refused(m->engine)),
+					 errhint("Set llm.chat_template to a built-in family, or give the model a template the engine renders.")));
 		if (llm_engine_notes(m->engine)[0] != '\0')
 			ereport(WARNING,
 					(errmsg("llm worker: llm.threads = %d clamped: %s", m->loaded.n_threads,

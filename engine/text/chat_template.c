@@ -1,8 +1,9 @@
 /*
- * chat_template.c — ChatML and Gemma chat rendering straight to token ids.
+ * chat_template.c — the front door of chat rendering: the model's own Jinja
+ * template (chat_jinja.c over engine/jinja), or a built-in family, ChatML
+ * and Gemma, rendered straight to token ids.
  *
- * Instead of running the GGUF's Jinja template, the family is recognised from
- * tokenizer.chat_template and rendered here: the markers (<|im_start|>,
+ * The built-in families are rendered here: the markers (<|im_start|>,
  * <|im_end|>, <start_of_turn>, <end_of_turn>) are emitted as their ids and
  * every stretch of text between two markers is tokenized on its own as plain
  * text.  That is exactly what llama.cpp produces when it tokenizes the
@@ -11,14 +12,13 @@
  * tokenized separately), except that marker text inside message content stays
  * plain text here, so users cannot inject control tokens.
  *
- * ChatML follows SmolLM2's template: when the first message is not a system
- * one, the template's default system message (read from the template text,
- * not hard-coded) is inserted.  Gemma follows llama.cpp's gemma rendering
+ * ChatML is the plain <|im_start|>role ... <|im_end|> turn.  Gemma follows llama.cpp's gemma rendering
  * (llama-chat.cpp, LLM_CHAT_TEMPLATE_GEMMA): system texts are concatenated
  * into the next user turn, "assistant" is called "model", contents are
  * trimmed, BOS first (llama.cpp adds it when tokenizing with add_special).
  */
 #include "chat_template.h"
+#include "chat_jinja.h"
 #include "engine/util/text_util.h"
 
 #include <stdarg.h>
@@ -39,63 +39,6 @@ find_str(const char *hay, size_t len, size_t from, const char *needle)
 	return -1;
 }
 
-/*
- * The literal system text a ChatML template inserts by default: the text
- * between "<|im_start|>system" + newline (real, or the two characters \n
- * inside a Jinja string) and the next "<|im_end|>", taken from the first
- * occurrence that is a plain string literal (no quotes or braces, so not
- * "... + message['content']").  NULL when the template has none.
- */
-static char *
-extract_default_system(const char *tmpl, size_t len)
-{
-	static const char marker[] = "<|im_start|>system";
-	int64_t		at = 0;
-
-	while ((at = find_str(tmpl, len, (size_t) at, marker)) >= 0)
-	{
-		size_t		p = (size_t) at + strlen(marker);
-		int64_t		end;
-		char	   *out;
-		size_t		w = 0;
-		bool		literal = true;
-
-		at = (int64_t) p;
-		if (p < len && tmpl[p] == '\n')
-			p += 1;
-		else if (p + 1 < len && tmpl[p] == '\\' && tmpl[p + 1] == 'n')
-			p += 2;
-		else
-			continue;
-		end = find_str(tmpl, len, p, "<|im_end|>");
-		if (end < 0)
-			return NULL;
-		for (size_t i = p; i < (size_t) end; i++)
-			if (strchr("'\"{}", tmpl[i]) != NULL)
-				literal = false;
-		if (!literal || (size_t) end == p)
-			continue;
-		out = malloc((size_t) end - p + 1);
-		if (out == NULL)
-			return NULL;
-		for (size_t i = p; i < (size_t) end; i++)
-		{
-			/* undo the Jinja string escapes a literal can hold */
-			if (tmpl[i] == '\\' && i + 1 < (size_t) end)
-			{
-				char		c = tmpl[++i];
-
-				out[w++] = c == 'n' ? '\n' : c == 't' ? '\t' : c;
-				continue;
-			}
-			out[w++] = tmpl[i];
-		}
-		out[w] = '\0';
-		return out;
-	}
-	return NULL;
-}
-
 /* The marker tokens of family must be special tokens of t: 0, or -1 + err naming what (e.g. "ChatML template"). */
 static int
 check_markers(llm_chat_family family, const char *what, const llm_tokenizer *t, char *err, size_t errlen)
@@ -110,38 +53,136 @@ check_markers(llm_chat_family family, const char *what, const llm_tokenizer *t, 
 	return -1;
 }
 
+/* The Jinja family's parts besides the compiled template: control tokens, special ids, end of turn. */
+static int
+jinja_parts(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen)
+{
+	static const char *const keys[] = {NULL, NULL, "tokenizer.ggml.unknown_token_id",
+	"tokenizer.ggml.padding_token_id"};
+
+	ct->special_ids[0] = llm_tokenizer_bos(t);
+	ct->special_ids[1] = llm_tokenizer_eos(t);
+	for (int i = 2; i < 4; i++)
+	{
+		int64_t		id;
+
+		ct->special_ids[i] = f != NULL && gguf_get_int(f, keys[i], &id) && id >= 0 &&
+			id < llm_tokenizer_n_vocab(t) ? (int32_t) id : -1;
+	}
+	ct->specials = chat_specials_build(t);
+	if (ct->specials == NULL)
+	{
+		llm_set_err(err, errlen, "chat template: out of memory");
+		return -1;
+	}
+	ct->family = LLM_CHAT_JINJA;
+	ct->end_of_turn = -1;
+	{
+		/* the first end-of-generation token the template writes after an assistant's words */
+		static const char word[] = "Zyzzyva";
+		llm_chat_message m[2] = {{"user", "Hi", 2}, {"assistant", word, sizeof(word) - 1}};
+		llm_chat_options o = {false, NULL, 0, -1};
+		jinja_ctx  *c = jinja_ctx_create();
+		jinja_output out;
+		chat_jinja_vars v = {t, {ct->special_ids[0], ct->special_ids[1], ct->special_ids[2], ct->special_ids[3]}};
+		char		e2[256];
+
+		if (c != NULL && chat_jinja_render(ct->jinja, &v, m, 2, &o, c, &out, e2, sizeof(e2)) == JINJA_OK)
+		{
+			int64_t		at = find_str(out.text, out.len, 0, word);
+			int32_t		ids[64];
+
+			if (at >= 0)
+			{
+				size_t		from = (size_t) at + sizeof(word) - 1;
+				int64_t		n = chat_jinja_tokenize(ct->specials, t, out.text + from, out.trusted + from,
+													out.len - from, ids, 64, e2, sizeof(e2));
+
+				for (int64_t i = 0; i < n && i < 64 && ct->end_of_turn < 0; i++)
+					if (llm_tokenizer_is_control(t, ids[i]) && llm_tokenizer_is_eog(t, ids[i]))
+						ct->end_of_turn = ids[i];
+			}
+		}
+		jinja_ctx_free(c);
+	}
+	return 0;
+}
+
 /*
- * Recognise the template family from tokenizer.chat_template and check the
- * tokenizer has its marker tokens.  A GGUF without a template, or with one of
- * another family, gives LLM_CHAT_NONE (raw prompts only) and returns 0.
- * Returns -1 + err when the markers are missing or on allocation failure.
+ * Compile the file's tokenizer.chat_template.  A GGUF without a template
+ * gives LLM_CHAT_NONE (raw prompts only) and returns 0; one outside the
+ * interpreter's subset too, with ct->refused saying why.  -1 + err on
+ * allocation failure.
  */
 int
 llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t,
 					   char *err, size_t errlen)
 {
 	gguf_str	tmpl;
+	char		why[512];
 
 	memset(ct, 0, sizeof(*ct));
 	if (!gguf_get_str(f, "tokenizer.chat_template", &tmpl))
 		return 0;
-
-	if (find_str(tmpl.ptr, tmpl.len, 0, "<|im_start|>") >= 0)
+	ct->jinja = jinja_compile(tmpl.ptr, tmpl.len, why, sizeof(why));
+	if (ct->jinja == NULL)
 	{
-		if (check_markers(LLM_CHAT_CHATML, "ChatML template", t, err, errlen) != 0)
+		size_t		k = strlen(why) + 64;
+
+		ct->refused = malloc(k);
+		if (ct->refused == NULL)
+		{
+			llm_set_err(err, errlen, "chat template: out of memory");
 			return -1;
-		ct->family = LLM_CHAT_CHATML;
-		ct->default_system = extract_default_system(tmpl.ptr, tmpl.len);
+		}
+		snprintf(ct->refused, k, "the model file's chat template is refused: %s", why);
 		return 0;
 	}
-	if (find_str(tmpl.ptr, tmpl.len, 0, "<start_of_turn>") >= 0)
+	if (jinja_parts(ct, f, t, err, errlen) != 0)
 	{
-		if (check_markers(LLM_CHAT_GEMMA, "Gemma template", t, err, errlen) != 0)
-			return -1;
-		ct->family = LLM_CHAT_GEMMA;
-		return 0;
+		llm_chat_template_free(ct);
+		return -1;
 	}
 	return 0;
+}
+
+int
+llm_chat_template_init_source(llm_chat_template *ct, const char *src, size_t len,
+							  const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen)
+{
+	char		why[512];
+
+	memset(ct, 0, sizeof(*ct));
+	ct->jinja = jinja_compile(src, len, why, sizeof(why));
+	if (ct->jinja == NULL)
+	{
+		llm_set_err(err, errlen, "chat template refused: %s", why);
+		return -1;
+	}
+	if (jinja_parts(ct, f, t, err, errlen) != 0)
+	{
+		llm_chat_template_free(ct);
+		return -1;
+	}
+	return 0;
+}
+
+const char *
+llm_chat_template_refused(const llm_chat_template *ct)
+{
+	return ct->refused;
+}
+
+int32_t
+llm_chat_end_of_turn(const llm_chat_template *ct, const llm_tokenizer *t)
+{
+	if (ct->family == LLM_CHAT_CHATML)
+		return llm_tokenizer_special_id(t, "<|im_end|>");
+	if (ct->family == LLM_CHAT_GEMMA)
+		return llm_tokenizer_special_id(t, "<end_of_turn>");
+	if (ct->family == LLM_CHAT_JINJA)
+		return ct->end_of_turn;
+	return -1;
 }
 
 int
@@ -166,12 +207,13 @@ static const char *const family_names[] = {
 	[LLM_CHAT_NONE] = "none",
 	[LLM_CHAT_CHATML] = "chatml",
 	[LLM_CHAT_GEMMA] = "gemma",
+	[LLM_CHAT_JINJA] = "jinja",
 };
 
 bool
 llm_chat_family_parse(const char *name, llm_chat_family *out)
 {
-	for (size_t i = 0; i < sizeof(family_names) / sizeof(family_names[0]); i++)
+	for (size_t i = 0; i <= LLM_CHAT_GEMMA; i++)
 	{
 		if (name != NULL && strcmp(name, family_names[i]) == 0)
 		{
@@ -193,8 +235,10 @@ llm_chat_family_name(llm_chat_family family)
 void
 llm_chat_template_free(llm_chat_template *ct)
 {
-	free(ct->default_system);
-	ct->default_system = NULL;
+	jinja_free(ct->jinja);
+	chat_specials_free(ct->specials);
+	free(ct->refused);
+	memset(ct, 0, sizeof(*ct));
 	ct->family = LLM_CHAT_NONE;
 }
 
@@ -296,19 +340,11 @@ role_ok(const char *role)
 }
 
 static void
-render_chatml(const llm_chat_template *ct, chat_out *o, const llm_chat_message *msgs, int n)
+render_chatml(chat_out *o, const llm_chat_message *msgs, int n, bool agp)
 {
 	int32_t		start = llm_tokenizer_special_id(o->t, "<|im_start|>");
 	int32_t		end = llm_tokenizer_special_id(o->t, "<|im_end|>");
 
-	if (n > 0 && strcmp(msgs[0].role, "system") != 0 && ct->default_system != NULL)
-	{
-		emit_marker(o, start);
-		text_append_str(o, "system\n");
-		text_append_str(o, ct->default_system);
-		emit_marker(o, end);
-		text_append_str(o, "\n");
-	}
 	for (int i = 0; i < n; i++)
 	{
 		emit_marker(o, start);
@@ -318,13 +354,16 @@ render_chatml(const llm_chat_template *ct, chat_out *o, const llm_chat_message *
 		emit_marker(o, end);
 		text_append_str(o, "\n");
 	}
-	emit_marker(o, start);
-	text_append_str(o, "assistant\n");
+	if (agp)
+	{
+		emit_marker(o, start);
+		text_append_str(o, "assistant\n");
+	}
 	text_flush(o);
 }
 
 static void
-render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
+render_gemma(chat_out *o, const llm_chat_message *msgs, int n, bool agp)
 {
 	int32_t		start = llm_tokenizer_special_id(o->t, "<start_of_turn>");
 	int32_t		end = llm_tokenizer_special_id(o->t, "<end_of_turn>");
@@ -373,27 +412,18 @@ render_gemma(chat_out *o, const llm_chat_message *msgs, int n)
 		text_append_str(o, "\n");
 	}
 	free(sys);
-	emit_marker(o, start);
-	text_append_str(o, "model\n");
+	if (agp)
+	{
+		emit_marker(o, start);
+		text_append_str(o, "model\n");
+	}
 	text_flush(o);
 }
 
-/*
- * Render msgs[0..n) plus the assistant prompt as token ids (see header).
- * Roles must be "system", "user" or "assistant"; content must be valid UTF-8.
- */
-int64_t
-llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
-			   const llm_chat_message *msgs, int n,
-			   int32_t *out, int64_t cap, char *err, size_t errlen)
+/* Roles, contents: 0 or -1 + err. */
+static int
+check_messages(const llm_chat_message *msgs, int n, char *err, size_t errlen)
 {
-	chat_out	o;
-
-	if (ct == NULL || ct->family == LLM_CHAT_NONE)
-	{
-		llm_set_err(err, errlen, "%s", LLM_CHAT_NONE_ERROR);
-		return -1;
-	}
 	if (n < 0 || (n > 0 && msgs == NULL))
 	{
 		llm_set_err(err, errlen, "chat template: invalid message list");
@@ -424,17 +454,174 @@ llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 			}
 		}
 	}
+	return 0;
+}
 
-	memset(&o, 0, sizeof(o));
-	o.t = t;
-	o.ids = out;
-	o.cap = out == NULL || cap < 0 ? 0 : cap;
-	o.err = err;
-	o.errlen = errlen;
+/* The family can render at all, and takes o: 0 or -1 + err. */
+static int
+check_template(const llm_chat_template *ct, const llm_chat_options *o, char *err, size_t errlen)
+{
+	if (ct == NULL || ct->family == LLM_CHAT_NONE)
+	{
+		if (ct != NULL && ct->refused != NULL)
+			llm_set_err(err, errlen, "%s (%s)", LLM_CHAT_NONE_ERROR, ct->refused);
+		else
+			llm_set_err(err, errlen, "%s", LLM_CHAT_NONE_ERROR);
+		return -1;
+	}
+	if (ct->family != LLM_CHAT_JINJA && (o->tools_json != NULL || o->enable_thinking >= 0))
+	{
+		llm_set_err(err, errlen, "chat template: the built-in %s template takes no tools and no enable_thinking",
+					llm_chat_family_name(ct->family));
+		return -1;
+	}
+	return 0;
+}
+
+/* Render with the Jinja template into c: the status mapped to 0 / -1 + err. */
+static int
+render_jinja(const llm_chat_template *ct, const llm_tokenizer *t, const llm_chat_message *msgs, int n,
+			 const llm_chat_options *o, jinja_ctx *c, jinja_output *out, char *err, size_t errlen)
+{
+	chat_jinja_vars v = {t, {ct->special_ids[0], ct->special_ids[1], ct->special_ids[2], ct->special_ids[3]}};
+	char		why[1024];
+	jinja_status st;
+
+	if (c == NULL)
+	{
+		llm_set_err(err, errlen, "chat template: out of memory");
+		return -1;
+	}
+	st = chat_jinja_render(ct->jinja, &v, msgs, n, o, c, out, why, sizeof(why));
+	if (st == JINJA_OK)
+		return 0;
+	/* raise_exception's message as it is; another failure with its place in the template */
+	llm_set_err(err, errlen, st == JINJA_RAISED ? "chat template: %s" : "chat template failed: %s", why);
+	return -1;
+}
+
+/*
+ * Render msgs[0..n) plus the assistant prompt as token ids (see header).
+ * Roles must be "system", "user" or "assistant"; content must be valid UTF-8.
+ */
+int64_t
+llm_chat_apply_ex(const llm_chat_template *ct, const llm_tokenizer *t,
+				  const llm_chat_message *msgs, int n, const llm_chat_options *opts,
+				  int32_t *out, int64_t cap, char *err, size_t errlen)
+{
+	static const llm_chat_options dflt = LLM_CHAT_OPTIONS_DEFAULT;
+	const llm_chat_options *o = opts ? opts : &dflt;
+	chat_out	co;
+
+	if (check_template(ct, o, err, errlen) != 0 || check_messages(msgs, n, err, errlen) != 0)
+		return -1;
+	if (ct->family == LLM_CHAT_JINJA)
+	{
+		jinja_ctx  *c = jinja_ctx_create();
+		jinja_output r;
+		int64_t		k = -1;
+
+		if (render_jinja(ct, t, msgs, n, o, c, &r, err, errlen) == 0)
+			k = chat_jinja_tokenize(ct->specials, t, r.text, r.trusted, r.len, out, cap, err, errlen);
+		jinja_ctx_free(c);
+		return k;
+	}
+	memset(&co, 0, sizeof(co));
+	co.t = t;
+	co.ids = out;
+	co.cap = out == NULL || cap < 0 ? 0 : cap;
+	co.err = err;
+	co.errlen = errlen;
 	if (ct->family == LLM_CHAT_CHATML)
-		render_chatml(ct, &o, msgs, n);
+		render_chatml(&co, msgs, n, o->add_generation_prompt);
 	else
-		render_gemma(&o, msgs, n);
-	free(o.text);
-	return o.failed ? -1 : o.n;
+		render_gemma(&co, msgs, n, o->add_generation_prompt);
+	free(co.text);
+	return co.failed ? -1 : co.n;
+}
+
+int64_t
+llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
+			   const llm_chat_message *msgs, int n,
+			   int32_t *out, int64_t cap, char *err, size_t errlen)
+{
+	return llm_chat_apply_ex(ct, t, msgs, n, NULL, out, cap, err, errlen);
+}
+
+int
+llm_chat_render_text(const llm_chat_template *ct, const llm_tokenizer *t,
+					 const llm_chat_message *msgs, int n, const llm_chat_options *opts,
+					 char **text, size_t *len, char *err, size_t errlen)
+{
+	static const llm_chat_options dflt = LLM_CHAT_OPTIONS_DEFAULT;
+	const llm_chat_options *o = opts ? opts : &dflt;
+
+	*text = NULL;
+	*len = 0;
+	if (check_template(ct, o, err, errlen) != 0 || check_messages(msgs, n, err, errlen) != 0)
+		return -1;
+	if (ct->family == LLM_CHAT_JINJA)
+	{
+		jinja_ctx  *c = jinja_ctx_create();
+		jinja_output r;
+		int			rc = -1;
+
+		if (render_jinja(ct, t, msgs, n, o, c, &r, err, errlen) == 0)
+		{
+			*text = malloc(r.len + 1);
+			if (*text == NULL)
+				llm_set_err(err, errlen, "chat template: out of memory");
+			else
+			{
+				memcpy(*text, r.text, r.len + 1);
+				*len = r.len;
+				rc = 0;
+			}
+		}
+		jinja_ctx_free(c);
+		return rc;
+	}
+	{
+		/* a built-in family: its ids as text */
+		int64_t		k = llm_chat_apply_ex(ct, t, msgs, n, o, NULL, 0, err, errlen);
+		int32_t    *ids;
+		size_t		cap = 64,
+					w = 0;
+		char	   *buf;
+
+		if (k < 0)
+			return -1;
+		ids = malloc(sizeof(int32_t) * (size_t) (k + 1));
+		buf = malloc(cap);
+		if (ids == NULL || buf == NULL || llm_chat_apply_ex(ct, t, msgs, n, o, ids, k, err, errlen) != k)
+			goto oom;
+		for (int64_t i = 0; i < k; i++)
+		{
+			int			b = llm_token_to_bytes(t, ids[i], NULL, 0);
+
+			if (b < 0)
+				b = 0;
+			if (w + (size_t) b + 1 > cap)
+			{
+				char	   *more;
+
+				cap = (w + (size_t) b + 1) * 2;
+				more = realloc(buf, cap);
+				if (more == NULL)
+					goto oom;
+				buf = more;
+			}
+			w += (size_t) llm_token_to_bytes(t, ids[i], buf + w, b);
+		}
+		buf[w] = '\0';
+		free(ids);
+		*text = buf;
+		*len = w;
+		return 0;
+oom:
+		free(ids);
+		free(buf);
+		llm_set_err(err, errlen, "chat template: out of memory");
+		return -1;
+	}
 }

@@ -3,14 +3,17 @@
  * token ids (special tokens emitted as ids, message text tokenized as plain
  * text so control-token injection is impossible).
  *
- * Template family is detected from tokenizer.chat_template in the GGUF:
- * ChatML (<|im_start|>role\n...<|im_end|>\n, SmolLM2/Qwen) and Gemma
- * (<start_of_turn>user\n...<end_of_turn>\n).  SmolLM2's template inserts
- * its default system message when the first message is not a system one.
+ * "auto" renders the GGUF's own tokenizer.chat_template with the Jinja
+ * interpreter (engine/jinja, HF transformers' semantics; chat_jinja.c); a
+ * template outside the interpreter's subset is refused at load: the model
+ * then serves raw prompts only and llm_chat_template_refused() says why.
  * A GGUF without tokenizer.chat_template (a base model such as Gemma 3 270M)
  * gets LLM_CHAT_NONE: the family is never guessed from the architecture or
  * the vocabulary, so a base model is never silently given a template.  A
- * family can be chosen explicitly instead (llm_chat_template_init_family).
+ * built-in family can be chosen explicitly instead
+ * (llm_chat_template_init_family): ChatML (<|im_start|>role\n...<|im_end|>\n)
+ * and Gemma (<start_of_turn>user\n...<end_of_turn>\n, llama.cpp's
+ * rendering), or a Jinja template given as text (llm_chat_template_init_source).
  */
 #ifndef LLM_CHAT_TEMPLATE_H
 #define LLM_CHAT_TEMPLATE_H
@@ -25,7 +28,8 @@ typedef enum llm_chat_family
 {
 	LLM_CHAT_NONE = 0,			/* no template: raw prompts only */
 	LLM_CHAT_CHATML,
-	LLM_CHAT_GEMMA
+	LLM_CHAT_GEMMA,
+	LLM_CHAT_JINJA				/* a Jinja template: the file's own or one given as text */
 } llm_chat_family;
 
 /* llm_chat_apply's error for LLM_CHAT_NONE (the SQL layer may match on it). */
@@ -38,16 +42,36 @@ typedef struct llm_chat_message
 	size_t		content_len;
 } llm_chat_message;
 
+/* What a render passes the template besides the messages (HF's apply_chat_template arguments). */
+typedef struct llm_chat_options
+{
+	bool		add_generation_prompt;	/* end with the assistant turn's opening (default true) */
+	const char *tools_json;		/* JSON array of tool schemas, or NULL (the template sees None) */
+	size_t		tools_len;
+	int			enable_thinking;	/* -1: not passed (undefined in the template), 0 false, 1 true */
+} llm_chat_options;
+
+#define LLM_CHAT_OPTIONS_DEFAULT {true, NULL, 0, -1}
+
+struct jinja_template;
+struct chat_specials;
+
 typedef struct llm_chat_template
 {
 	llm_chat_family family;
-	char	   *default_system;	/* malloc'd, or NULL: system text the template adds when none given */
+	/* JINJA: the compiled template, the control tokens by text, bos/eos/unk/pad ids (-1 absent) */
+	struct jinja_template *jinja;
+	struct chat_specials *specials;
+	int32_t		special_ids[4];
+	int32_t		end_of_turn;	/* JINJA: the id closing an assistant turn, -1 unknown */
+	char	   *refused;		/* malloc'd: why the file's template was refused (family NONE), or NULL */
 } llm_chat_template;
 
 /*
- * Detect the family from tokenizer.chat_template (NONE when absent or of
- * another family; returns 0).  -1 + err when the template's marker tokens
- * are not special tokens of the vocabulary, or on allocation failure.
+ * The file's own tokenizer.chat_template compiled (JINJA; returns 0).  NONE
+ * and 0 when the file has none, or when its template is outside the
+ * interpreter's subset (ct->refused names the construct and line:column).
+ * -1 + err on allocation failure.
  */
 int			llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t,
 								   char *err, size_t errlen);
@@ -61,7 +85,28 @@ int			llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const ll
 int			llm_chat_template_init_family(llm_chat_template *ct, llm_chat_family family,
 										  const llm_tokenizer *t, char *err, size_t errlen);
 
-/* "none", "chatml", "gemma" <-> family; llm_chat_family_parse returns false for another name. */
+/*
+ * A Jinja template given as text (len bytes): JINJA, or -1 + err naming
+ * the construct the interpreter refuses, with line:column.
+ */
+int			llm_chat_template_init_source(llm_chat_template *ct, const char *src, size_t len,
+										  const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen);
+
+/* Why the file's template was refused (the model serves raw prompts only), or NULL. */
+const char *llm_chat_template_refused(const llm_chat_template *ct);
+
+/*
+ * The token closing an assistant turn: <|im_end|> (ChatML), <end_of_turn>
+ * (Gemma), for a Jinja template the first end-of-generation control token
+ * it writes after an assistant's content; -1 when none.
+ */
+int32_t		llm_chat_end_of_turn(const llm_chat_template *ct, const llm_tokenizer *t);
+
+/*
+ * "none", "chatml", "gemma" <-> family ("jinja" is only a name: a Jinja
+ * template is configured by its text); llm_chat_family_parse returns false
+ * for another name.
+ */
 bool		llm_chat_family_parse(const char *name, llm_chat_family *out);
 const char *llm_chat_family_name(llm_chat_family family);
 
@@ -70,10 +115,26 @@ void		llm_chat_template_free(llm_chat_template *ct);
 /*
  * Render msgs (n) followed by the assistant generation prompt into token ids.
  * Returns the total token count (may exceed cap, as llm_tokenize) or -1 + err
- * (unknown role, invalid UTF-8, model has no template: LLM_CHAT_NONE_ERROR).
+ * (unknown role, invalid UTF-8, model has no template: LLM_CHAT_NONE_ERROR,
+ * a Jinja template's raise_exception: "chat template: " + its message).
  */
 int64_t		llm_chat_apply(const llm_chat_template *ct, const llm_tokenizer *t,
 						   const llm_chat_message *msgs, int n,
 						   int32_t *out, int64_t cap, char *err, size_t errlen);
+
+/* llm_chat_apply with options (o NULL: LLM_CHAT_OPTIONS_DEFAULT). */
+int64_t		llm_chat_apply_ex(const llm_chat_template *ct, const llm_tokenizer *t,
+							  const llm_chat_message *msgs, int n, const llm_chat_options *o,
+							  int32_t *out, int64_t cap, char *err, size_t errlen);
+
+/*
+ * The prompt as text, as the model sees it (HF's apply_chat_template with
+ * tokenize=False for a Jinja template; the built-in families' ids as text):
+ * *text malloc'd (NUL-terminated, *len bytes), 0; or -1 + err as
+ * llm_chat_apply.
+ */
+int			llm_chat_render_text(const llm_chat_template *ct, const llm_tokenizer *t,
+								 const llm_chat_message *msgs, int n, const llm_chat_options *o,
+								 char **text, size_t *len, char *err, size_t errlen);
 
 #endif

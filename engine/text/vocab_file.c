@@ -96,7 +96,7 @@ llm_tokenize_alloc(const llm_tokenizer *t, const char *text, size_t len, int32_t
 
 int64_t
 llm_chat_apply_alloc(const llm_chat_template *ct, const llm_tokenizer *t, const llm_chat_message *msgs,
-					 int n_msgs, int32_t **ids_out, char *err, size_t errlen)
+					 int n_msgs, const llm_chat_options *o, int32_t **ids_out, char *err, size_t errlen)
 {
 	size_t		text_bytes = 0;
 	int64_t		cap;
@@ -113,7 +113,7 @@ llm_chat_apply_alloc(const llm_chat_template *ct, const llm_tokenizer *t, const 
 		llm_set_err(err, errlen, "out of memory");
 		return -1;
 	}
-	n = llm_chat_apply(ct, t, msgs, n_msgs, ids, cap, err, errlen);
+	n = llm_chat_apply_ex(ct, t, msgs, n_msgs, o, ids, cap, err, errlen);
 	if (n > cap)
 	{
 		int32_t    *more = realloc(ids, (size_t) n * sizeof(int32_t));
@@ -125,7 +125,7 @@ llm_chat_apply_alloc(const llm_chat_template *ct, const llm_tokenizer *t, const 
 			return -1;
 		}
 		ids = more;
-		n = llm_chat_apply(ct, t, msgs, n_msgs, ids, n, err, errlen);
+		n = llm_chat_apply_ex(ct, t, msgs, n_msgs, o, ids, n, err, errlen);
 	}
 	if (n < 0)
 	{

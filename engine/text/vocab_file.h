@@ -39,9 +39,13 @@ void		llm_vocab_file_close(llm_vocab_file *v);
 int64_t		llm_tokenize_alloc(const llm_tokenizer *t, const char *text, size_t len, int32_t **ids_out,
 							   char *err, size_t errlen);
 
-/* n_msgs messages rendered by the chat template (llm_chat_apply) into a malloc'd array; the count or -1 + err. */
+/*
+ * n_msgs messages rendered by the chat template (llm_chat_apply_ex, with
+ * options o, NULL for the defaults) into a malloc'd array; the count or -1 + err.
+ */
 int64_t		llm_chat_apply_alloc(const llm_chat_template *ct, const llm_tokenizer *t,
-								 const llm_chat_message *msgs, int n_msgs, int32_t **ids_out,
+								 const llm_chat_message *msgs, int n_msgs,
+								 const llm_chat_options *o, int32_t **ids_out,
 								 char *err, size_t errlen);
 
 #endif

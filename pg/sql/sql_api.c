@@ -1,7 +1,8 @@
 /*
  * sql_api.c — the SQL functions of pg_llm that talk to the worker:
  * llm_generate (text and text[]), llm_complete, llm_chat, llm_tokenize,
- * llm_detokenize, and the AI functions llm_extract, llm_classify,
+ * llm_detokenize, llm_render_chat and llm_count_tokens (the chat template's
+ * prompt and its size, answered without running the model), and the AI functions llm_extract, llm_classify,
  * llm_classify_scores, llm_filter (their calls are built in sql_args.c,
  * their prompts in ai_prompts.c; llm_agg is sql_agg.c).  Optional arguments are read by name and checked through
  * the argument table (sql_args.h) before anything is sent; a NULL optional
@@ -34,6 +35,9 @@ PG_FUNCTION_INFO_V1(pg_llm_extract);
 PG_FUNCTION_INFO_V1(pg_llm_classify);
 PG_FUNCTION_INFO_V1(pg_llm_classify_scores);
 PG_FUNCTION_INFO_V1(pg_llm_filter);
+PG_FUNCTION_INFO_V1(pg_llm_render_chat);
+PG_FUNCTION_INFO_V1(pg_llm_count_tokens);
+PG_FUNCTION_INFO_V1(pg_llm_count_tokens_messages);
 
 static void
 invalid_arg(const char *msg)
@@ -334,4 +338,104 @@ Datum
 pg_llm_filter(PG_FUNCTION_ARGS)
 {
 	return batchable_call(fcinfo);
+}
+
+/*
+ * A RENDER request (no model run, answered at once by the worker): the
+ * prompt of messages or of a text, as the chat template renders it.
+ */
+static LlmResult *
+render_request(llm_request *req, int model_arg, FunctionCallInfo fcinfo)
+{
+	LlmResult  *res;
+	char		err[256];
+
+	req->mode = LLM_MODE_RENDER;
+	if (PG_NARGS() > model_arg && !PG_ARGISNULL(model_arg))
+	{
+		char	   *alias = text_to_cstring(PG_GETARG_TEXT_PP(model_arg));
+
+		llm_model_alias_check(alias);
+		req->model = alias;
+	}
+	if (llm_request_validate(req, err, sizeof(err)) != LLM_OK)
+		invalid_arg(err);
+	res = run_request(req);
+	if (res->failed)
+		llm_raise_result(res);
+	return res;
+}
+
+/* messages jsonb (argument 0) as the request's prompt */
+static void
+messages_prompt(llm_request *req, FunctionCallInfo fcinfo)
+{
+	Jsonb	   *jb = PG_GETARG_JSONB_P(0);
+	int			n = llm_jsonb_messages_count(jb);
+	llm_chat_message *msgs = palloc(sizeof(llm_chat_message) * n);
+
+	req->prompt_kind = LLM_PROMPT_MESSAGES;
+	req->n_messages = llm_jsonb_messages(jb, msgs);
+	req->messages = msgs;
+}
+
+/*
+ * llm_render_chat(messages jsonb, add_generation_prompt boolean, model text,
+ *                 tools jsonb, enable_thinking boolean) -> text: the prompt
+ * exactly as the model sees it (HF's apply_chat_template(tokenize=False)).
+ */
+Datum
+pg_llm_render_chat(PG_FUNCTION_ARGS)
+{
+	llm_request req;
+	LlmResult  *res;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	llm_request_init(&req);
+	messages_prompt(&req, fcinfo);
+	req.no_generation_prompt = !PG_ARGISNULL(1) && !PG_GETARG_BOOL(1);
+	if (!PG_ARGISNULL(3))
+	{
+		Jsonb	   *tools = PG_GETARG_JSONB_P(3);
+		char	   *s;
+
+		if (!JB_ROOT_IS_ARRAY(tools) || JB_ROOT_IS_SCALAR(tools))
+			invalid_arg("tools must be a JSON array of tool schemas");
+		s = JsonbToCString(NULL, &tools->root, VARSIZE(tools));
+		req.tools = pg_server_to_any(s, strlen(s), PG_UTF8);
+		req.tools_len = strlen(req.tools);
+	}
+	if (!PG_ARGISNULL(4))
+		req.thinking = PG_GETARG_BOOL(4) ? 1 : -1;
+	res = render_request(&req, 2, fcinfo);
+	PG_RETURN_TEXT_P(llm_utf8_to_text(res->text ? res->text : "", res->text ? res->text_len : 0));
+}
+
+/*
+ * llm_count_tokens(prompt text, model text) -> int: the prompt's tokens as
+ * llm_generate would be charged for them, the chat template included.
+ */
+Datum
+pg_llm_count_tokens(PG_FUNCTION_ARGS)
+{
+	llm_request req;
+	char	   *s = llm_text_to_utf8(PG_GETARG_TEXT_PP(0));
+
+	llm_request_init(&req);
+	req.prompt_kind = LLM_PROMPT_TEXT;
+	req.prompt = s;
+	req.prompt_len = strlen(s);
+	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);
+}
+
+/* llm_count_tokens(messages jsonb, model text) -> int: as llm_chat would be charged. */
+Datum
+pg_llm_count_tokens_messages(PG_FUNCTION_ARGS)
+{
+	llm_request req;
+
+	llm_request_init(&req);
+	messages_prompt(&req, fcinfo);
+	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);
 }

@@ -197,6 +197,9 @@ extern void llm_call_set_messages(LlmCall *call, const llm_chat_message *msgs, i
  * shape or a request the check refuses.
  */
 extern void llm_call_set_messages_jsonb(LlmCall *call, Jsonb *messages);
+/* A messages array's count (its shape checked, 22023) and its messages, read into msgs. */
+extern int	llm_jsonb_messages_count(Jsonb *messages);
+extern int	llm_jsonb_messages(Jsonb *messages, llm_chat_message *msgs);
 
 /*
  * The call of a batchable function from its argument values, as the

@@ -35,18 +35,13 @@ jsonb_object_string(JsonbContainer *obj, const char *key)
 }
 
 /*
- * The messages of llm_chat and llm_chat_stream:
- * [{"role": "system"|"user"|"assistant", "content": "..."}, ...] (OpenAI
- * style); the system option, if given, is put before them.  The shape of
- * the jsonb is checked here (with room for the system message), the
- * request by llm_call_set_messages.
+ * The number of messages of a messages array, its shape checked (room left
+ * for a system message).
  */
-void
-llm_call_set_messages_jsonb(LlmCall *call, Jsonb *jb)
+int
+llm_jsonb_messages_count(Jsonb *jb)
 {
 	int			n;
-	int			k = 0;
-	llm_chat_message *msgs;
 
 	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
 		invalid_arg("messages must be a JSON array of {\"role\": ..., \"content\": ...} objects");
@@ -57,15 +52,15 @@ llm_call_set_messages_jsonb(LlmCall *call, Jsonb *jb)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("at most %d messages are allowed", LLM_MAX_MESSAGES - 1)));
+	return n;
+}
 
-	msgs = palloc(sizeof(llm_chat_message) * (n + 1));
-	if (call->req.system)
-	{
-		msgs[k].role = "system";
-		msgs[k].content = call->req.system;
-		msgs[k].content_len = call->req.system_len;
-		k++;
-	}
+/* The messages of jb (llm_jsonb_messages_count checked) into msgs: their count. */
+int
+llm_jsonb_messages(Jsonb *jb, llm_chat_message *msgs)
+{
+	int			n = JB_ROOT_COUNT(jb);
+
 	for (int i = 0; i < n; i++)
 	{
 		JsonbValue *elem = getIthJsonbValueFromContainer(&jb->root, i);
@@ -89,11 +84,36 @@ llm_call_set_messages_jsonb(LlmCall *call, Jsonb *jb)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("message %d has unknown role \"%s\"", i + 1, role),
 					 errhint("Roles are \"system\", \"user\" and \"assistant\".")));
-		msgs[k].role = role;
-		msgs[k].content = content;
-		msgs[k].content_len = strlen(content);
+		msgs[i].role = role;
+		msgs[i].content = content;
+		msgs[i].content_len = strlen(content);
+	}
+	return n;
+}
+
+/*
+ * The messages of llm_chat and llm_chat_stream:
+ * [{"role": "system"|"user"|"assistant", "content": "..."}, ...] (OpenAI
+ * style); the system option, if given, is put before them.  The shape of
+ * the jsonb is checked here (with room for the system message), the
+ * request by llm_call_set_messages.
+ */
+void
+llm_call_set_messages_jsonb(LlmCall *call, Jsonb *jb)
+{
+	int			n = llm_jsonb_messages_count(jb);
+	int			k = 0;
+	llm_chat_message *msgs;
+
+	msgs = palloc(sizeof(llm_chat_message) * (n + 1));
+	if (call->req.system)
+	{
+		msgs[k].role = "system";
+		msgs[k].content = call->req.system;
+		msgs[k].content_len = call->req.system_len;
 		k++;
 	}
+	k += llm_jsonb_messages(jb, msgs + k);
 	llm_call_set_messages(call, msgs, k);
 }
 

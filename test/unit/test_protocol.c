@@ -84,6 +84,10 @@ request_eq(const llm_request *a, const llm_request *b)
 			return 0;
 	if (strcmp(a->model ? a->model : "", b->model ? b->model : "") != 0)
 		return 0;
+	if (a->no_generation_prompt != b->no_generation_prompt || a->thinking != b->thinking ||
+		(a->tools == NULL) != (b->tools == NULL) ||
+		(a->tools && !str_eq(a->tools, a->tools_len, b->tools, b->tools_len)))
+		return 0;
 	return a->n_tokens == 0 || memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(int32_t)) == 0;
 }
 
@@ -247,6 +251,29 @@ main(void)
 	CHECK(buf && llm_wire_decode(buf, len, &d, &arrays, NULL) == LLM_WIRE_OK && request_eq(&m.request, &d.request),
 		  "MESSAGES request round trip");
 	free(buf);
+	/* RENDER with the chat template's options: tools, enable_thinking, no generation prompt */
+	m.request.mode = LLM_MODE_RENDER;
+	m.request.tools = "[{\"type\": \"function\"}]";
+	m.request.tools_len = strlen(m.request.tools);
+	m.request.thinking = -1;
+	m.request.no_generation_prompt = true;
+	/* no stop strings: with a zeroed stop count they would read as well-formed messages */
+	m.request.params.n_stop = 0;
+	m.request.params.stop = NULL;
+	buf = encode(&m, &len);
+	CHECK(buf && llm_wire_decode(buf, len, &d, &arrays, NULL) == LLM_WIRE_OK && request_eq(&m.request, &d.request) &&
+		  d.request.thinking == -1 && d.request.no_generation_prompt && d.request.tools_len == m.request.tools_len,
+		  "RENDER request with tools, enable_thinking off, no generation prompt: round trip");
+	if (buf)
+		mutate_all(buf, len, "RENDER request");
+	free(buf);
+	m.request.mode = LLM_MODE_GENERATE;
+	m.request.tools = NULL;
+	m.request.tools_len = 0;
+	m.request.thinking = 0;
+	m.request.no_generation_prompt = false;
+	m.request.params.n_stop = 2;
+	m.request.params.stop = stops;
 	m.request.mode = LLM_MODE_SCORE;
 	m.request.continuations = conts;
 	m.request.continuation_lens = cont_lens;

@@ -286,10 +286,18 @@ test_chat(const gguf_file *f, const llm_tokenizer *t)
 
 	if (!CHECK(llm_chat_template_init(&ct, f, t, err, sizeof(err)) == 0, "chat template init: %s", err))
 		return;
-	CHECK(ct.family == LLM_CHAT_CHATML, "SmolLM2 template detected as ChatML");
-	CHECK(ct.default_system != NULL &&
-		  strcmp(ct.default_system, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") == 0,
-		  "default system text read from the template: \"%s\"", ct.default_system ? ct.default_system : "(null)");
+	CHECK(ct.family == LLM_CHAT_JINJA, "SmolLM2's own template compiled (Jinja)");
+	{
+		llm_chat_message m = {"user", "x", 1};
+		char	   *text = NULL;
+		size_t		len = 0;
+
+		CHECK(llm_chat_render_text(&ct, t, &m, 1, NULL, &text, &len, err, sizeof(err)) == 0 && text != NULL &&
+			  strcmp(text, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+					 "<|im_end|>\n<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n") == 0,
+			  "the template's own default system text rendered: \"%s\"", text ? text : err);
+		free(text);
+	}
 
 	fp = fopen("test/golden/chat_template.tsv", "r");
 	if (CHECK(fp != NULL, "open test/golden/chat_template.tsv"))
@@ -351,7 +359,7 @@ test_chat(const gguf_file *f, const llm_tokenizer *t)
 			  "chat with a short buffer returns the full count (%lld) and a correct prefix", (long long) part);
 	}
 	llm_chat_template_free(&ct);
-	CHECK(ct.default_system == NULL, "template free clears the default system text");
+	CHECK(ct.jinja == NULL && ct.family == LLM_CHAT_NONE, "template free clears the compiled template");
 }
 
 /* ---------- synthetic GGUF files (error paths, Gemma, escaped ChatML) ---------- */
@@ -607,8 +615,8 @@ test_synthetic(void)
 					eot = llm_tokenizer_special_id(t, "<end_of_turn>");
 		static const char *const parts[] = {"user\nBe brief.\n\nhello", "\n", "model\nhi", "\n", "model\n"};
 
-		CHECK(llm_chat_template_init(&ct, f, t, err, sizeof(err)) == 0 && ct.family == LLM_CHAT_GEMMA,
-			  "Gemma template detected");
+		CHECK(llm_chat_template_init_family(&ct, LLM_CHAT_GEMMA, t, err, sizeof(err)) == 0 &&
+			  ct.family == LLM_CHAT_GEMMA, "Gemma family configured");
 		n = llm_chat_apply(&ct, t, msgs, 3, got, 128, err, sizeof(err));
 		want[w++] = llm_tokenizer_bos(t);
 		for (int i = 0; i < 5; i++)
@@ -627,6 +635,30 @@ test_synthetic(void)
 	gguf_close(f);
 	free(g.p);
 
+	/* a template outside the interpreter's subset: refused at load, no template, and why */
+	g = make_vocab_gguf("gpt2", "qwen2", "{% for m in messages %}\n{{ m.content|wordwrap(8) }}{% endfor %}", true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	if (CHECK(t != NULL, "synthetic vocabulary with an unsupported template loads"))
+	{
+		llm_chat_template ct;
+		llm_chat_message m = {"user", "hi", 2};
+		int32_t		ids[16];
+		int			rc = llm_chat_template_init(&ct, f, t, err, sizeof(err));
+
+		CHECK(rc == 0 && ct.family == LLM_CHAT_NONE && llm_chat_template_refused(&ct) != NULL &&
+			  strcmp(llm_chat_template_refused(&ct),
+					 "the model file's chat template is refused: 2:14: unsupported filter 'wordwrap'") == 0,
+			  "refused at load, the construct named with line:column: %s",
+			  llm_chat_template_refused(&ct) ? llm_chat_template_refused(&ct) : "(none)");
+		CHECK(llm_chat_apply(&ct, t, &m, 1, ids, 16, err, sizeof(err)) == -1 &&
+			  strstr(err, "use raw => true") != NULL && strstr(err, "wordwrap") != NULL,
+			  "a chat request says why: %s", err);
+		llm_chat_template_free(&ct);
+		llm_tokenizer_destroy(t);
+	}
+	gguf_close(f);
+	free(g.p);
+
 	/* ChatML with the default system message inside an escaped Jinja literal (Qwen style) */
 	g = make_vocab_gguf("gpt2", "qwen2",
 						"{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
@@ -636,10 +668,15 @@ test_synthetic(void)
 	{
 		llm_chat_template ct;
 		int			rc = llm_chat_template_init(&ct, f, t, err, sizeof(err));
+		llm_chat_message m = {"user", "x", 1};
+		char	   *text = NULL;
+		size_t		len = 0;
 
-		CHECK(rc == 0 && ct.family == LLM_CHAT_CHATML &&
-			  ct.default_system != NULL && strcmp(ct.default_system, "You are Qwen.\tBe nice.") == 0,
-			  "escaped default system extracted: \"%s\"", ct.default_system ? ct.default_system : "(null)");
+		CHECK(rc == 0 && ct.family == LLM_CHAT_JINJA &&
+			  llm_chat_render_text(&ct, t, &m, 1, NULL, &text, &len, err, sizeof(err)) == 0 &&
+			  strncmp(text, "<|im_start|>system\nYou are Qwen.\tBe nice.<|im_end|>\n", 51) == 0,
+			  "escaped default system rendered: \"%s\"", text ? text : err);
+		free(text);
 		llm_chat_template_free(&ct);
 		llm_tokenizer_destroy(t);
 	}

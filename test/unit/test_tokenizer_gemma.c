@@ -396,7 +396,7 @@ test_chat(const gguf_file *f, const llm_tokenizer *t)
 		  llm_chat_apply(&ct, t, &m, 1, ids_buf, MAX_IDS, err, sizeof(err)) == -1,
 		  "configured none refuses to render");
 	if (!CHECK(llm_chat_template_init_family(&ct, LLM_CHAT_GEMMA, t, err, sizeof(err)) == 0 &&
-			   ct.family == LLM_CHAT_GEMMA && ct.default_system == NULL, "configured gemma family: %s", err))
+			   ct.family == LLM_CHAT_GEMMA && ct.jinja == NULL, "configured gemma family: %s", err))
 		return;
 
 	fp = fopen(GOLDEN_DIR "chat_template.tsv", "r");

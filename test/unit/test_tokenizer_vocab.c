@@ -449,7 +449,7 @@ vocab_only(const char *dir)
 		return;
 	CHECK(v->chat.family == LLM_CHAT_CHATML, "its chat template is read from the file (family %s)",
 		  llm_chat_family_name(v->chat.family));
-	n = llm_chat_apply_alloc(&v->chat, v->tok, &msg, 1, &ids, err, sizeof(err));
+	n = llm_chat_apply_alloc(&v->chat, v->tok, &msg, 1, NULL, &ids, err, sizeof(err));
 	CHECK(n > 4 && ids[n - 3] == llm_tokenizer_special_id(v->tok, "<|im_start|>"),
 		  "a chat renders from the vocabulary alone (%lld ids)", (long long) n);
 	free(ids);
