@@ -485,7 +485,12 @@ def cmd_arch(args):
         tok_kv = tokenizer_kv(os.path.join(args.vocab_dir, ARCH_VOCAB_FILE[args.family]), c["vocab"])
     else:
         tok_kv = cut_tokenizer_kv(args.tokenizer or ARCH_SMALL_VOCAB_SRC, c["vocab"])
+    if args.set_arch:
+        c["arch"] = args.set_arch
     kv = arch_kv(c, args.size, tok_kv)
+    for item in args.kv or []:
+        k, v = item.split("=", 1)
+        kv[k] = (T_STR, v.encode())
     rng = np.random.default_rng(args.seed)
     specs = arch_tensors(c)
     tensors = []
@@ -561,6 +566,8 @@ def main():
     p.add_argument("--tokenizer", help="gpt2-BPE GGUF whose first tokens make the cut vocabulary")
     p.add_argument("--vocab-dir", help="llama.cpp models/ with ggml-vocab-*.gguf (size full)")
     p.add_argument("--sha256", help="fail unless the written file has this sha256")
+    p.add_argument("--set-arch", help="another general.architecture (and key prefix): refusal tests")
+    p.add_argument("--kv", action="append", help="KEY=STRING metadata added (refusal tests)")
     p = sub.add_parser("config")
     p.add_argument("name", choices=sorted(PRESETS))
     sub.add_parser("list")

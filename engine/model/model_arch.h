@@ -130,8 +130,9 @@ typedef enum llm_hparam_type
  * One hyper-parameter row: GGUF key "<arch>.<key>".  Absent: an error when
  * required, else the field = def (the derived integers above: def 0).
  * Present but not of the type, or out of range: an error.  LLM_HP_STR_NONE:
- * a value other than "none" is refused as "<what> \"value\" is not
- * supported".
+ * a value other than "none" is refused as "GGUF metadata <key>: <what>
+ * \"value\" is not supported"; LLM_HP_ROPE_SCALING likewise, with the
+ * accepted list.
  */
 typedef struct llm_hparam_spec
 {

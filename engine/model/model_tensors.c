@@ -35,7 +35,8 @@ read_hparam(llm_model *m, const gguf_file *f, const llm_hparam_spec *r, char *er
 
 		if (gguf_get_str(f, key, &s) && !gguf_str_eq(s, "none"))
 		{
-			snprintf(err, errlen, "%s \"%.*s\" is not supported", r->what, (int) s.len, s.ptr);
+			snprintf(err, errlen, "GGUF metadata %s: %s \"%.*s\" is not supported", key, r->what, (int) s.len,
+					 s.ptr);
 			return -1;
 		}
 		return 0;

@@ -20,7 +20,9 @@
  * batched together, chunked (5 tokens per step), preempted in a tiny KV
  * pool and served cold then warm from the prefix cache, each identical to
  * the prompt's solo run.  Also: llm_engine_model_info_json names the
- * architecture.
+ * architecture; a mixture-of-experts architecture, a RoPE scaling type
+ * not implemented (YaRN) and a missing per-layer norm are refused at load
+ * with the architecture or key named.
  */
 #include "unit.h"
 #include "golden_test_util.h"
@@ -502,6 +504,60 @@ check_invariance(const char *fam, const char *arch, const char *model_path)
 	}
 }
 
+/* ---- refusals at load ---- */
+
+/* Write a variant of a family's small model (generator flags) and load it; the load error into err. */
+static bool
+load_fails(const char *fam, const char *flags, const char *name, char *err, size_t errlen)
+{
+	char		cmd[1024],
+				path[256];
+	gguf_file  *g;
+	llm_backend *b = NULL;
+	llm_model  *m = NULL;
+
+	snprintf(path, sizeof(path), SYNTH_DIR "/refuse-%s.gguf", name);
+	snprintf(cmd, sizeof(cmd), "mkdir -p " SYNTH_DIR " && python3 tools/make_synth_gguf.py arch %s small '%s' %s >/dev/null",
+			 fam, path, flags);
+	snprintf(err, errlen, "could not write %s", path);
+	if (system(cmd) != 0)
+		return false;
+	g = gguf_open(path, err, errlen);
+	if (g)
+		b = llm_backend_cpu_create(1, err, errlen);
+	if (b)
+		m = llm_model_load(g, b, err, errlen);
+	llm_model_free(m);
+	if (b)
+		b->ops->destroy(b);
+	if (g)
+		gguf_close(g);
+	return g != NULL && b != NULL && m == NULL;
+}
+
+static void
+check_refusals(void)
+{
+	char		err[512];
+
+	CHECK(load_fails("qwen2", "--set-arch qwen2moe", "moe", err, sizeof(err)) &&
+		  strstr(err, "\"qwen2moe\"") && strstr(err, "mixture-of-experts"),
+		  "a mixture-of-experts architecture refused, named: %s", err);
+	CHECK(load_fails("qwen2", "--kv qwen2.rope.scaling.type=yarn", "yarn", err, sizeof(err)) &&
+		  strcmp(err, "GGUF metadata qwen2.rope.scaling.type: RoPE scaling \"yarn\" is not supported "
+				 "(supported: none,linear)") == 0,
+		  "YaRN RoPE scaling refused with the key named: %s", err);
+	CHECK(load_fails("phi3", "--kv phi3.rope.scaling.type=su-yarn", "phi3-scaling", err, sizeof(err)) &&
+		  strstr(err, "phi3.rope.scaling.type") && strstr(err, "\"su-yarn\""),
+		  "an unknown RoPE scaling type refused with the key named: %s", err);
+	CHECK(load_fails("gemma2", "--kv gemma2.rope.scaling.type=linear", "gemma2-linear", err, sizeof(err)) &&
+		  strcmp(err, "GGUF metadata gemma2.rope.scaling.type: RoPE scaling \"linear\" is not supported") == 0,
+		  "gemma2: RoPE scaling refused: %s", err);
+	CHECK(load_fails("qwen2", "--set-arch qwen3", "qwen3-without-norms", err, sizeof(err)) &&
+		  strstr(err, "blk.0.attn_q_norm.weight missing"),
+		  "a qwen3 file without its Q/K norms refused: %s", err);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -526,5 +582,7 @@ main(int argc, char **argv)
 		if (have16)
 			check_invariance(families[i], archs[i], f16);
 	}
+	if (!(only && *only))
+		check_refusals();
 	return unit_done();
 }
