@@ -483,10 +483,17 @@ def cmd_arch(args):
     mat_type = TYPE_IDS[args.type]
     if args.size == "full" and args.family in ARCH_VOCAB_FILE and args.vocab_dir:
         tok_kv = tokenizer_kv(os.path.join(args.vocab_dir, ARCH_VOCAB_FILE[args.family]), c["vocab"])
+    elif args.size == "full":
+        # the SmolLM2 vocabulary padded to the family's size (the embedding and output keep their real shape)
+        tok_kv = tokenizer_kv(args.tokenizer or ARCH_SMALL_VOCAB_SRC, c["vocab"])
     else:
         tok_kv = cut_tokenizer_kv(args.tokenizer or ARCH_SMALL_VOCAB_SRC, c["vocab"])
     if args.set_arch:
         c["arch"] = args.set_arch
+    if args.plain:
+        # the same widths as a plain llama block: no biases, norms of q/k, fusion or RoPE factors
+        for k in ("qkv_bias", "qk_norm", "fused", "longrope", "rope_freqs", "gemma2", "scales"):
+            c.pop(k, None)
     kv = arch_kv(c, args.size, tok_kv)
     for item in args.kv or []:
         k, v = item.split("=", 1)
@@ -568,6 +575,8 @@ def main():
     p.add_argument("--sha256", help="fail unless the written file has this sha256")
     p.add_argument("--set-arch", help="another general.architecture (and key prefix): refusal tests")
     p.add_argument("--kv", action="append", help="KEY=STRING metadata added (refusal tests)")
+    p.add_argument("--plain", action="store_true",
+                   help="with --set-arch llama: the family's widths as a plain llama model (speed baseline)")
     p = sub.add_parser("config")
     p.add_argument("name", choices=sorted(PRESETS))
     sub.add_parser("list")
