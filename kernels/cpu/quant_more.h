@@ -3,24 +3,29 @@
  * Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS.  Block layouts are ggml's
  * block_q5_1 ... block_iq4_xs (GGUF files store them byte for byte).
  *
- *   weight type   activations   dot product (per block b, exact int32 sums)
- *   Q5_1          Q8_1          acc += (dw*da) * isum; accm += mw * sa
- *   IQ4_NL        Q8_0          acc += (dw*da) * isum
- *   Q2_K, Q5_K    Q8_K          acc += (da*dw) * isum; accm += (da*dminw) * msum
- *   Q3_K, IQ4_XS  Q8_K          acc += (da*dw) * isum
- * where isum is the block's integer sum of scale * q_w * q_a (scales and
- * quants as ggml's dequantize_row_* decode them), msum the integer sum of
- * mins times the activation's 16-element sums (bsums), every += a fused
- * multiply-add (fmaf) in block order, and the result acc + accm (Q5_1) or
- * acc - accm (Q2_K, Q5_K).  The pairing with activation types is
- * llama.cpp's (its vec_dot_type of each type).  Integer sums are exact, so
- * any order of them gives the same bits; the float operations are the same
- * in every implementation: scalar, AVX2 and AVX-512 kernels (quant_more.c,
- * quant_more_avx2.c, quant_more_avx512.c: one source, quant_more_dot.inc,
- * compiled for each instruction set without floating-point contraction)
- * are bit-identical.  Activations are quantized by the existing kernels of
- * the same implementation (Q4_1's Q8_1, Q8_0's Q8_0, Q4_K's Q8_K), so they
- * are byte-identical to those the other types see.
+ *   weight type   activations   dot product
+ *   Q5_1          Q8_1          ggml_vec_dot_q5_1_q8_1
+ *   IQ4_NL        Q8_0          ggml_vec_dot_iq4_nl_q8_0
+ *   Q2_K, Q3_K,   Q8_K          ggml_vec_dot_{q2_K,q3_K,q5_K,iq4_xs}_q8_K
+ *   Q5_K, IQ4_XS
+ * The pairing with activation types is llama.cpp's (its vec_dot_type of
+ * each type), and the arithmetic that of the AVX2 branch of those ggml
+ * functions, which its AVX-512 build runs too: products of 32-element
+ * chunks summed exactly in 8 int32 lanes of 4 consecutive elements, each
+ * lane scaled by its block's (or 16-element group's) scale as an integer,
+ * converted to float and accumulated with one fused multiply-add per lane
+ * and block (scale d = d_w * d_a), the lanes reduced in hsum_float_8's
+ * order; the mins of Q5_1 / Q5_K through a scalar fused multiply-add, of
+ * Q2_K through the same 8 lanes before the quants.  Results are
+ * bit-identical to the oracle library's ggml_vec_dot_* functions
+ * (test/unit/test_kernels_types.c).  Integer sums are exact in any order
+ * and the float operations are the same in every compilation: the scalar,
+ * AVX2 and AVX-512 kernels (quant_more.c, quant_more_avx2.c,
+ * quant_more_avx512.c: one source, quant_more_dot.inc, compiled for each
+ * instruction set without floating-point contraction) are bit-identical.
+ * Activations are quantized by the existing kernels of the same
+ * implementation (Q4_1's Q8_1, Q8_0's Q8_0, Q4_K's Q8_K), so they are
+ * byte-identical to those the other types see.
  *
  * Dequantization (llm_dequantize_row_more, dequant_more.c) follows ggml's
  * dequantize_row_* operation by operation and is bit-identical to the gguf

@@ -23,6 +23,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/backend_cpu.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,19 +65,20 @@ typedef struct type_case
 	uint32_t	type;
 	uint32_t	act_type;		/* llama.cpp's vec_dot_type */
 	int			half_off[2];	/* fp16 fields of a block (-1: none) */
+	const char *ggml_dot;		/* ggml_vec_dot_<this> of the oracle library */
 } type_case;
 
 static const type_case cases[] = {
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, {0, 2}},
-	{LLM_TYPE_Q5_K, LLM_TYPE_Q8_K, {0, 2}},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, {208, -1}},
-	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, {0, -1}},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, {0, -1}},
-	{LLM_TYPE_Q5_1, LLM_TYPE_Q8_1, {0, 2}},
-	{LLM_TYPE_Q2_K, LLM_TYPE_Q8_K, {80, 82}},
-	{LLM_TYPE_Q3_K, LLM_TYPE_Q8_K, {108, -1}},
-	{LLM_TYPE_IQ4_NL, LLM_TYPE_Q8_0, {0, -1}},
-	{LLM_TYPE_IQ4_XS, LLM_TYPE_Q8_K, {0, -1}},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, {0, 2}, "q4_K_q8_K"},
+	{LLM_TYPE_Q5_K, LLM_TYPE_Q8_K, {0, 2}, "q5_K_q8_K"},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, {208, -1}, "q6_K_q8_K"},
+	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, {0, -1}, "q5_0_q8_0"},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, {0, -1}, "q8_0_q8_0"},
+	{LLM_TYPE_Q5_1, LLM_TYPE_Q8_1, {0, 2}, "q5_1_q8_1"},
+	{LLM_TYPE_Q2_K, LLM_TYPE_Q8_K, {80, 82}, "q2_K_q8_K"},
+	{LLM_TYPE_Q3_K, LLM_TYPE_Q8_K, {108, -1}, "q3_K_q8_K"},
+	{LLM_TYPE_IQ4_NL, LLM_TYPE_Q8_0, {0, -1}, "iq4_nl_q8_0"},
+	{LLM_TYPE_IQ4_XS, LLM_TYPE_Q8_K, {0, -1}, "iq4_xs_q8_K"},
 };
 
 static llm_backend *
@@ -289,6 +291,101 @@ test_case(const type_case *c)
 	free(y);
 }
 
+typedef void (*ggml_quant_fn) (const float *x, void *y, int64_t k);
+typedef void (*ggml_dot_fn) (int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by, int nrc);
+
+/* The oracle library's quantizer and dot product for c, compared on rows of n elements. */
+static void
+test_oracle(void *cpu, const type_case *c, int64_t n)
+{
+	const llm_type_info *ti = llm_type_get(c->type);
+	char		name[64];
+	const char *qname = c->act_type == LLM_TYPE_Q8_K ? "quantize_row_q8_K" :
+		c->act_type == LLM_TYPE_Q8_1 ? "quantize_row_q8_1" : "quantize_row_q8_0";
+	int			blk = c->act_type == LLM_TYPE_Q8_K ? 256 : 32;
+	int			blk_bytes = c->act_type == LLM_TYPE_Q8_K ? 292 : c->act_type == LLM_TYPE_Q8_1 ? 36 : 34;
+	int			qs_off = c->act_type == LLM_TYPE_Q8_K || c->act_type == LLM_TYPE_Q8_1 ? 4 : 2;
+	ggml_quant_fn gq = (ggml_quant_fn) dlsym(cpu, qname);
+	ggml_dot_fn gd;
+	const llm_qkernel *k = llm_qkernel_get(c->type, LLM_IMPL_SCALAR);
+	size_t		rb = llm_type_row_bytes(c->type, n);
+	uint8_t    *w;
+	float	   *x;
+	char	   *ga,
+			   *ma;
+	int			qdiff = 0,
+				ddiff = 0,
+				total = 0;
+
+	if (rb == 0)
+		return;
+	snprintf(name, sizeof name, "ggml_vec_dot_%s", c->ggml_dot);
+	gd = (ggml_dot_fn) dlsym(cpu, name);
+	if (!CHECK(gq != NULL && gd != NULL, "oracle library exports %s and %s", qname, name))
+		return;
+	w = malloc(rb);
+	x = malloc(sizeof(float) * n);
+	ga = malloc((size_t) (n / blk) * blk_bytes);
+	ma = malloc(k->act_row_bytes(n));
+	for (int it = 0; it < 64; it++)
+	{
+		random_blocks(c, w, rb);
+		for (int64_t i = 0; i < n; i++)
+			x[i] = rng_normal(1.0f) * (i % 50 == 0 ? 10.0f : 1.0f);
+		gq(x, ga, n);
+		k->quantize_act(x, ma, n);
+		for (int64_t b = 0; b < n / blk; b++)
+			qdiff += memcmp(ga + b * blk_bytes + qs_off, ma + b * blk, (size_t) blk) != 0;
+		for (int impl = LLM_IMPL_SCALAR; impl <= LLM_IMPL_AVX512VNNI; impl++)
+		{
+			const llm_qkernel *kv = llm_qkernel_get(c->type, impl);
+			float		s_ggml,
+						s_ours;
+
+			if (kv == NULL || kv->dot == NULL)
+				continue;
+			s_ours = kv->dot(n, w, ma);
+			gd((int) n, &s_ggml, 0, w, 0, ga, 0, 1);
+			total++;
+			ddiff += memcmp(&s_ggml, &s_ours, 4) != 0;
+		}
+	}
+	CHECK(qdiff == 0 && ddiff == 0, "%s, rows of %lld: bit-identical to llama.cpp's %s + %s "
+		  "(%d activation blocks, %d of %d dots differ)", ti->name, (long long) n, qname, name,
+		  qdiff, ddiff, total);
+	free(w);
+	free(x);
+	free(ga);
+	free(ma);
+}
+
+static void *
+oracle_cpu_library(void)
+{
+	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
+	const char *home = getenv("HOME");
+	char		path[1024],
+				lib[1200];
+	void	   *cpu;
+	void		(*cpu_init) (void);
+
+	if (dir == NULL)
+	{
+		snprintf(path, sizeof(path), "%s/.cache/pg_llm/llama.cpp-build/bin", home ? home : "/root");
+		dir = path;
+	}
+	snprintf(lib, sizeof(lib), "%s/libggml-base.so", dir);
+	if (dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL)
+		return NULL;
+	snprintf(lib, sizeof(lib), "%s/libggml-cpu.so", dir);
+	cpu = dlopen(lib, RTLD_NOW);
+	cpu_init = cpu ? (void (*) (void)) dlsym(cpu, "ggml_cpu_init") : NULL;
+	if (cpu_init == NULL)
+		return NULL;
+	cpu_init();
+	return cpu;
+}
+
 int
 main(void)
 {
@@ -304,6 +401,21 @@ main(void)
 		rng_state = seeds[si] ? seeds[si] : 1;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 			test_case(&cases[i]);
+	}
+	{
+		void	   *cpu = oracle_cpu_library();
+
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		{
+			if (cpu == NULL)
+			{
+				SKIP("%s: llama.cpp oracle comparison: no llama.cpp CPU library (LLM_ORACLE_LIB_DIR)",
+					 llm_type_get(cases[i].type)->name);
+				continue;
+			}
+			test_oracle(cpu, &cases[i], 512);
+			test_oracle(cpu, &cases[i], 1568);
+		}
 	}
 	return unit_done();
 }
