@@ -25,7 +25,7 @@ CUDA_OBJS := $(patsubst %.cu,build/%.o,$(CUDA_SRCS)) build/kernels/cuda/quant_ty
 CUDA_LIB  := build/llm_cuda.so
 
 build/kernels/cuda/%.o: kernels/cuda/%.cu kernels/cuda/cuda_internal.h kernels/cuda/backend_cuda.h \
-		kernels/backend.h kernels/quant_types.h
+		kernels/cuda/dequant_more.cuh kernels/backend.h kernels/quant_types.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
