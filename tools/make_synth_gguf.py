@@ -48,6 +48,10 @@ PRESETS = {
     # SmolLM2-135M-Instruct (the project's default model)
     "smollm2-135m": dict(n_layers=30, dim=576, n_heads=9, n_kv_heads=3, ffn=1536, vocab=49152,
                          ctx=8192, theta=100000.0, eps=1e-5, tied=True),
+    # small, every row a multiple of 256 (the k-quant super-block): the
+    # weight-type goldens (scripts/oracle/make_types_golden.sh)
+    "tiny-256": dict(n_layers=2, dim=256, n_heads=4, n_kv_heads=2, ffn=768, vocab=49152,
+                     ctx=8192, theta=100000.0, eps=1e-5, tied=False),
     # Llama-3.2-1B
     "llama-1b": dict(n_layers=16, dim=2048, n_heads=32, n_kv_heads=8, ffn=8192, vocab=128256,
                      ctx=8192, theta=500000.0, eps=1e-5, tied=True),

@@ -301,6 +301,13 @@ type_supported(uint32_t t)
 		case LLM_TYPE_Q5_0:
 		case LLM_TYPE_Q4_K:
 		case LLM_TYPE_Q6_K:
+			/* the types of kernels/cpu/quant_more.h (dequant_more.cuh) */
+		case LLM_TYPE_Q5_1:
+		case LLM_TYPE_Q2_K:
+		case LLM_TYPE_Q3_K:
+		case LLM_TYPE_Q5_K:
+		case LLM_TYPE_IQ4_NL:
+		case LLM_TYPE_IQ4_XS:
 			return true;
 		default:
 			return false;

@@ -48,6 +48,8 @@ rd_u16(const uint8_t *p)
 	return (unsigned) p[0] | ((unsigned) p[1] << 8);
 }
 
+#include "dequant_more.cuh"
+
 /*
  * Element e of a GGUF row of the given type (ggml's dequantize_row_*
  * formulas, same operation order as kernels/cpu/quant.c llm_dequantize_row).
@@ -144,7 +146,13 @@ dequant_raw_elem(uint32_t type, const uint8_t *row, int64_t e)
 								 (float) (q - 32));
 			}
 		default:
-			return __int_as_float(0x7fc00000);	/* unreachable: host rejects the type */
+			{
+				float		v;
+
+				if (dequant_more_elem(type, row, e, &v))
+					return v;
+				return __int_as_float(0x7fc00000);	/* unreachable: host rejects the type */
+			}
 	}
 }
 
