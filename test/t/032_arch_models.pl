@@ -3,7 +3,8 @@
 # biases, NEOX RoPE) and Gemma-2-2B (gemma2: soft-capped attention and
 # logits, alternating sliding window) at CI size, written by
 # tools/make_synth_gguf.py with the sha256 of test/golden/arch/models.tsv
-# (the files test_arch_golden holds to llama.cpp's logits), as aliases of
+# (the files test_arch_golden holds to llama.cpp's logits; the ones it
+# wrote into build/synth, or written here), as aliases of
 # llm.models.  llm_models names each architecture; llm_generate on an alias
 # answers greedily, the same text alone and batched (llm_generate(text[]));
 # a mixture-of-experts file in llm.models fails with the architecture named
@@ -16,26 +17,43 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $root = "$FindBin::RealBin/../..";
+use Digest::SHA;
+
+my $root = $ENV{LLM_SOURCE_DIR} // "$FindBin::RealBin/../..";
 my $dir = PostgreSQL::Test::Utils::tempdir();
 
-# a family's small model with the goldens' sha256
+# A family's small model with the goldens' sha256: the one test_arch_golden
+# wrote into build/synth, else written here (python3 with numpy).
 sub synth
 {
-	my ($fam, $type, @flags) = @_;
-	my $out = "$dir/$fam-" . lc($type) . (@flags ? '-variant' : '') . '.gguf';
-	my ($sha) = grep { /^$fam\tsmall\t$type\t/ } split /\n/, slurp_file("$root/test/golden/arch/models.tsv");
-	$sha = (split /\t/, $sha)[3];
-	my @cmd = ('python3', "$root/tools/make_synth_gguf.py", 'arch', $fam, 'small', $out, '--type', $type,
-		'--tokenizer', "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-	push @cmd, @flags ? @flags : ('--sha256', $sha);
-	system(@cmd) == 0 or die "make_synth_gguf: @cmd";
-	return $out;
+	my ($fam, $type) = @_;
+	my ($row) = grep { /^$fam\tsmall\t$type\t/ } split /\n/, slurp_file("$root/test/golden/arch/models.tsv");
+	my $sha = (split /\t/, $row)[3];
+	for my $path ("$root/build/synth/$fam-small-" . lc($type) . '.gguf', "$dir/$fam-" . lc($type) . '.gguf')
+	{
+		system('python3', "$root/tools/make_synth_gguf.py", 'arch', $fam, 'small', $path, '--type', $type,
+			'--tokenizer', "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf", '--sha256', $sha)
+		  if $path =~ /^\Q$dir\E/;
+		return $path if -r $path && Digest::SHA->new(256)->addfile($path)->hexdigest eq $sha;
+	}
+	return undef;
 }
 
 my $qwen = synth('qwen2', 'F16');
 my $gem = synth('gemma2', 'Q8_0');
-my $moe = synth('qwen2', 'F16', '--set-arch', 'qwen2moe');
+plan skip_all => 'synthetic models absent (run build/test/test_arch_golden, or python3 with numpy)'
+  unless $qwen && $gem;
+
+# the qwen2 file renamed to a mixture-of-experts architecture of the same length
+my $moe = "$dir/olmoe.gguf";
+{
+	my $bytes = slurp_file($qwen);
+	my $n = ($bytes =~ s/(general\.architecture\x08\x00\x00\x00\x05\x00{7})qwen2/${1}olmoe/);
+	die "general.architecture not found" unless $n;
+	open(my $fh, '>:raw', $moe) or die "$moe: $!";
+	print $fh $bytes;
+	close($fh);
+}
 
 my $node = LlmTest::new_node('arch_models', "max_worker_processes = 16\n");
 $node->safe_psql('postgres',
@@ -56,7 +74,7 @@ for my $alias ('qwen', 'gem')
 		"SELECT (llm_generate(ARRAY['Name a color.', 'The capital of France is'], max_tokens => 12, model => '$alias'))[2]");
 	my $tokens = $node->safe_psql('postgres',
 		"SELECT completion_tokens FROM llm_models WHERE alias = '$alias'");
-	isnt($one, '', "$alias: llm_generate answers ($one)");
+	isnt($one, '', "$alias: llm_generate answers (" . length($one) . " characters)");
 	is($again, $one, "$alias: the same greedy text again");
 	is($batch, $one, "$alias: the same text batched with another prompt");
 	ok($tokens >= 36, "$alias: its completion tokens counted on its row ($tokens)");
@@ -68,7 +86,7 @@ $node->reload;
 ok($node->poll_query_until('postgres', "SELECT state = 'failed' FROM llm_models WHERE alias = 'moe'"),
 	'a mixture-of-experts file fails to load');
 like($node->safe_psql('postgres', "SELECT error FROM llm_models WHERE alias = 'moe'"),
-	qr/unsupported model architecture "qwen2moe".*mixture-of-experts/, 'its error names the architecture');
+	qr/unsupported model architecture "olmoe".*mixture-of-experts/, 'its error names the architecture');
 isnt($node->safe_psql('postgres', "SELECT llm_generate('Name a color.', max_tokens => 4, model => 'qwen')"), '',
 	'the qwen2 model still serves');
 LlmTest::no_crash($node);
