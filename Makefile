@@ -101,6 +101,12 @@ build/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
 
+# Reference dequantization and the quant_more.h kernels: no floating-point
+# contraction, so d * q - m stays two rounded operations (as in ggml and the
+# gguf package) and every instruction set's compilation computes the same bits.
+build/kernels/cpu/quant.o build/kernels/cpu/dequant_more.o build/kernels/cpu/quant_more.o \
+build/kernels/cpu/quant_more_avx2.o build/kernels/cpu/quant_more_avx512.o: ENGINE_CFLAGS += -ffp-contract=off
+
 $(ENGINE_LIB): $(ENGINE_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@

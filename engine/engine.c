@@ -269,6 +269,7 @@ engine_build(const llm_engine_config *c, bool check_only, size_t *field, char *e
 	if (engine_config_resolve(&e->cfg, e->mc, e->backend, llm_kv_block_bytes(&g), field, err, errlen) != 0)
 		goto fail;
 	*field = LLM_CONFIG_NO_FIELD;
+	llm_model_set_context(e->model, e->cfg.n_ctx);
 	if (check_only)
 		return e;
 	g.n_blocks = (int) (e->cfg.kv_cache_bytes / (int64_t) llm_kv_block_bytes(&g));

@@ -129,6 +129,23 @@ typedef struct llm_step_desc
 	const int32_t *block_tables_local;
 } llm_step_desc;
 
+/*
+ * rope_store_kv_opts' RoPE of one layer (ggml_rope_ext without YaRN:
+ * ext_factor 0).  Pair i < n_rot / 2 of a head turns by the angle
+ * cos/sin(freq_scale * (theta_i / ff_i)) * mscale, theta_i = pos *
+ * powf(theta, -2/n_rot)^i built by repeated float multiplication from pos
+ * (ggml_rope_cache_init), ff_i = freq_factors[i] or 1 when NULL.
+ */
+typedef struct llm_rope_opts
+{
+	int			mode;			/* LLM_ROPE_NORMAL, LLM_ROPE_NEOX, or LLM_ROPE_NONE: q, k left as they are */
+	int			n_rot;			/* rotated values at the start of each head: even, 2..head_dim */
+	float		theta;			/* the base, > 0 */
+	float		freq_scale;		/* angle factor (linear scaling: 1 / factor); 1 = none */
+	float		mscale;			/* cos and sin factor (LongRoPE's attention factor); 1 = none */
+	const float *freq_factors;	/* [n_rot / 2] divisors of each pair's angle (load_vector), or NULL */
+} llm_rope_opts;
+
 /* attention_rows' options. */
 typedef struct llm_attn_opts
 {
@@ -371,6 +388,35 @@ typedef struct llm_backend_ops
 	 */
 	int			(*add_broadcast) (llm_backend *b, const float *x, const float *bias, float *out,
 								  int n_rows, int n);
+
+	/*
+	 * ---- added with the cached path's RoPE and soft-cap options (model_graph.c) ----
+	 * Optional: NULL means a model whose layers need them fails to load.
+	 */
+
+	/*
+	 * rope_store_kv_mode with the layer's RoPE as *ro (llm_rope_opts): q
+	 * [n][n_heads][head_dim] and k rotated in place over the first
+	 * ro->n_rot values of each head (pairs as rope_rows: adjacent in
+	 * NORMAL, (x[i], x[i + n_rot/2]) in NEOX; the values n_rot..head_dim-1
+	 * unchanged; LLM_ROPE_NONE: nothing rotated), then k and v stored at
+	 * the step's slots as rope_store_kv does.  With n_rot = head_dim, no
+	 * factors, freq_scale 1 and mscale 1 the result is bit for bit
+	 * rope_store_kv_mode's.  The rotation's roundings are those of
+	 * rope_store_kv (ggml's fused x0*c - x1*s, x0*s + x1*c).
+	 */
+	int			(*rope_store_kv_opts) (llm_backend *b, int layer, float *q, float *k, const float *v,
+									   int n_heads, const llm_rope_opts *ro);
+
+	/*
+	 * attention with attention logit soft-capping, as llama.cpp computes it
+	 * without flash attention: for each key, s = q . k (the dot product of
+	 * attention's order), then s = tanhf(s * (1 / softcap)) * softcap, then
+	 * the softmax of s * scale (ggml_soft_max_ext's scale).  softcap > 0;
+	 * every other argument and the reduction orders as attention.
+	 */
+	int			(*attention_softcap) (llm_backend *b, int layer, const float *q, float *out, int n_heads,
+									  float scale, int window, float softcap);
 } llm_backend_ops;
 
 
@@ -384,6 +430,7 @@ enum
 /* rope_store_kv_mode's rotations (the values of ggml's rope mode). */
 enum
 {
+	LLM_ROPE_NONE = -1,			/* no rotation (rope_store_kv_opts; layers without RoPE) */
 	LLM_ROPE_NORMAL = 0,		/* adjacent pairs (llama) */
 	LLM_ROPE_NEOX = 2			/* halves (GPT-NeoX, Gemma, Qwen) */
 };

@@ -29,6 +29,8 @@ typedef enum llm_type
 	LLM_TYPE_Q5_K = 13,
 	LLM_TYPE_Q6_K = 14,
 	LLM_TYPE_Q8_K = 15,
+	LLM_TYPE_IQ4_NL = 20,
+	LLM_TYPE_IQ4_XS = 23,
 	LLM_TYPE_BF16 = 30,
 	LLM_TYPE_COUNT_ = 40		/* upper bound of ids; not a type */
 } llm_type;

@@ -72,7 +72,10 @@ cpu_flags() {
 
 BUILD=$CACHE/llama.cpp-build
 CPU_FLAGS="-DGGML_NATIVE=OFF $(cpu_flags)"
-TARGETS="llama-server llama-bench llama-tokenize llama"
+# llama-quantize makes the quantized synthetic models of the weight-type tests
+# and benchmarks; llama-embedding is the embeddings oracle (an example, hence
+# LLAMA_BUILD_EXAMPLES=ON; examples change no library's compile flags).
+TARGETS="llama-server llama-bench llama-tokenize llama llama-quantize llama-embedding"
 CONFIG="llama-cpp-python $VER: $CPU_FLAGS"
 STAMP=$BUILD/pg_llm-build.txt
 
@@ -128,7 +131,8 @@ if [ "${1:-}" = --fetch ]; then
 	exit 0
 fi
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$CONFIG" ] &&
-	[ -x "$BUILD/bin/llama-server" ] && [ -x "$BUILD/bin/llama-bench" ]; then
+	[ -x "$BUILD/bin/llama-server" ] && [ -x "$BUILD/bin/llama-bench" ] &&
+	[ -x "$BUILD/bin/llama-quantize" ] && [ -x "$BUILD/bin/llama-embedding" ]; then
 	echo "$BUILD"
 	exit 0
 fi
@@ -140,7 +144,7 @@ rm -f "$STAMP"
 echo "build-llama-cpp: building $CONFIG" >&2
 # shellcheck disable=SC2086
 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-	$CPU_FLAGS -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+	$CPU_FLAGS -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON \
 	-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DGGML_CUDA=OFF >&2
 # shellcheck disable=SC2086
 cmake --build "$BUILD" -j"$JOBS" --target $TARGETS >&2

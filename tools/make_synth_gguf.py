@@ -11,6 +11,8 @@ tokens of type UNUSED (5).
 
     make_synth_gguf.py extract-tokenizer SRC.gguf OUT.gguf
     make_synth_gguf.py write NAME OUT.gguf --tokenizer TOK.gguf [--type Q4_1] [--embd-type Q8_0] [--seed S]
+    make_synth_gguf.py arch FAMILY SIZE OUT.gguf [--type F16|Q8_0] [--seed S] [--sha256 H]
+                                        # an architecture family's shape (ARCH below)
     make_synth_gguf.py config NAME      # JSON: shapes, parameter count (for HF transformers, rooflines)
     make_synth_gguf.py list
 
@@ -46,6 +48,10 @@ PRESETS = {
     # SmolLM2-135M-Instruct (the project's default model)
     "smollm2-135m": dict(n_layers=30, dim=576, n_heads=9, n_kv_heads=3, ffn=1536, vocab=49152,
                          ctx=8192, theta=100000.0, eps=1e-5, tied=True),
+    # small, every row a multiple of 256 (the k-quant super-block): the
+    # weight-type goldens (scripts/oracle/make_types_golden.sh)
+    "tiny-256": dict(n_layers=2, dim=256, n_heads=4, n_kv_heads=2, ffn=768, vocab=49152,
+                     ctx=8192, theta=100000.0, eps=1e-5, tied=False),
     # Llama-3.2-1B
     "llama-1b": dict(n_layers=16, dim=2048, n_heads=32, n_kv_heads=8, ffn=8192, vocab=128256,
                      ctx=8192, theta=500000.0, eps=1e-5, tied=True),
@@ -53,6 +59,59 @@ PRESETS = {
     "llama-8b": dict(n_layers=32, dim=4096, n_heads=32, n_kv_heads=8, ffn=14336, vocab=128256,
                      ctx=8192, theta=500000.0, eps=1e-5, tied=False),
 }
+
+
+# Architecture families: random-weight models in the shapes of a small real
+# member of each family (config.json of the named model), for fidelity
+# tests against llama.cpp.  Sizes: "small" (CI: a few layers, narrow, a
+# 384-token cut of the SmolLM2 vocabulary), "fid" (the real widths, cut to
+# a few layers, the cut vocabulary), "full" (the real widths and depth, the
+# family's real vocabulary size padded as the real model's).  Q and K are
+# scaled so that scores have a standard deviation of a few units (random
+# weights at the usual scale give uniform attention, which hides RoPE and
+# bias bugs); the other matrices have 1/sqrt(fan-in) so that every block
+# moves the residual stream as much as the embedding does (the greedy
+# continuation then depends on the context, not only on the last token);
+# norm weights, biases and RoPE factors are random too, so that skipping
+# any of them changes the logits.
+ARCH = {
+    # Qwen2.5-0.5B-Instruct
+    "qwen2": dict(shape="Qwen2.5 0.5B", arch="qwen2", dim=896, n_heads=14, n_kv_heads=2, head_dim=64, ffn=4864, n_layers=24,
+                  vocab=151936, ctx=32768, theta=1000000.0, eps=1e-6, tied=True, qkv_bias=True),
+    # Qwen3-0.6B
+    "qwen3": dict(shape="Qwen3 0.6B", arch="qwen3", dim=1024, n_heads=16, n_kv_heads=8, head_dim=128, ffn=3072, n_layers=28,
+                  vocab=151936, ctx=40960, theta=1000000.0, eps=1e-6, tied=True, qk_norm=True),
+    # Llama-3.2-1B-Instruct (Llama 3.1 RoPE scaling: rope_freqs.weight)
+    "llama31": dict(shape="Llama 3.2 1B", arch="llama", dim=2048, n_heads=32, n_kv_heads=8, head_dim=64, ffn=8192, n_layers=16,
+                    vocab=128256, ctx=131072, theta=500000.0, eps=1e-5, tied=True, rope_freqs=True),
+    # Phi-3.5-mini-instruct (fused QKV and gate/up, LongRoPE)
+    "phi3": dict(shape="Phi 3.5 mini", arch="phi3", dim=3072, n_heads=32, n_kv_heads=32, head_dim=96, ffn=8192, n_layers=32,
+                 vocab=32064, ctx=131072, orig_ctx=4096, theta=10000.0, eps=1e-5, tied=False, fused=True,
+                 longrope=True),
+    # gemma-2-2b-it (soft-caps, alternating sliding window, post norms)
+    "gemma2": dict(shape="Gemma 2 2B", arch="gemma2", dim=2304, n_heads=8, n_kv_heads=4, head_dim=256, ffn=9216, n_layers=26,
+                   vocab=256000, ctx=8192, theta=10000.0, eps=1e-6, tied=True, gemma2=True,
+                   attn_cap=50.0, final_cap=30.0, window=4096),
+    # granite-3.0-2b-instruct (scale multipliers)
+    "granite": dict(shape="Granite 3.0 2B", arch="granite", dim=2048, n_heads=32, n_kv_heads=8, head_dim=64, ffn=8192, n_layers=40,
+                    vocab=49155, ctx=4096, theta=10000.0, eps=1e-5, tied=True,
+                    scales=dict(embedding_scale=12.0, residual_scale=0.22, attention_scale=0.015625,
+                                logit_scale=8.0)),
+    # SmolLM3-3B (every 4th layer without RoPE)
+    "smollm3": dict(shape="SmolLM3 3B", arch="smollm3", dim=2048, n_heads=16, n_kv_heads=4, head_dim=128, ffn=11008, n_layers=36,
+                    vocab=128256, ctx=65536, theta=5000000.0, eps=1e-6, tied=True),
+}
+# CI size: narrow widths, the family's head size where it is small (64), a
+# few layers (SmolLM3 4: one layer without RoPE), smaller soft-caps so they act
+ARCH_SMALL = dict(dim=128, n_heads=2, n_kv_heads=1, head_dim=64, ffn=128, n_layers=2, vocab=384, ctx=4096)
+ARCH_SMALL_OVERRIDE = {"smollm3": dict(n_layers=4), "phi3": dict(n_kv_heads=2, orig_ctx=1024, ctx=32768),
+                       "gemma2": dict(attn_cap=4.0, final_cap=8.0, window=8), "qwen3": dict(dim=96)}
+ARCH_FID_LAYERS = 4
+ARCH_SMALL_VOCAB_SRC = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+# the family's vocabulary in the llama.cpp sources (sdist), for the full size
+ARCH_VOCAB_FILE = {"qwen2": "ggml-vocab-qwen2.gguf", "qwen3": "ggml-vocab-qwen2.gguf",
+                   "llama31": "ggml-vocab-llama-bpe.gguf", "phi3": "ggml-vocab-phi-3.gguf",
+                   "smollm3": "ggml-vocab-llama-bpe.gguf"}
 
 TOKENIZER_KEYS_REQUIRED = ("tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
                            "tokenizer.ggml.merges")
@@ -289,6 +348,212 @@ def cmd_config(args):
     print(json.dumps(c))
 
 
+
+# ---------------------------------------------------------------- architecture families
+
+def arch_config(family, size):
+    c = dict(ARCH[family])
+    if size == "small":
+        c.update(ARCH_SMALL)
+        c.update(ARCH_SMALL_OVERRIDE.get(family, {}))
+    elif size == "fid":
+        c["n_layers"] = ARCH_FID_LAYERS
+        c["vocab"] = ARCH_SMALL["vocab"]
+    return c
+
+
+def cut_tokenizer_kv(src_path, n):
+    """The first n tokens of a gpt2-BPE vocabulary with the merges that stay inside them."""
+    src = read_metadata(src_path)
+    kv = {k: v for k, v in src.items() if k.startswith("tokenizer.")}
+    et, toks = kv["tokenizer.ggml.tokens"][1]
+    tt_et, types = kv["tokenizer.ggml.token_type"][1]
+    toks, types = toks[:n], types[:n]
+    have = set(toks)
+    m_et, merges = kv["tokenizer.ggml.merges"][1]
+    keep = []
+    for mg in merges:
+        a, b = mg.split(b" ", 1)
+        if a in have and b in have and a + b in have:
+            keep.append(mg)
+    kv["tokenizer.ggml.tokens"] = (T_ARR, (et, toks))
+    kv["tokenizer.ggml.token_type"] = (T_ARR, (tt_et, types))
+    kv["tokenizer.ggml.merges"] = (T_ARR, (m_et, keep))
+    for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+              "tokenizer.ggml.padding_token_id"):
+        if k in kv and kv[k][1] >= n:
+            sys.exit(f"{k} {kv[k][1]} outside the cut vocabulary")
+    return kv
+
+
+def f16_bytes(a):
+    return np.asarray(a, dtype=np.float32).astype(np.float16).tobytes()
+
+
+def q8_0_bytes(a):
+    """ggml's quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero)."""
+    x = np.asarray(a, dtype=np.float32).reshape(-1, 32)
+    amax = np.max(np.abs(x), axis=1)
+    d = (amax / np.float32(127.0)).astype(np.float32)
+    idv = np.where(d != 0, np.float32(1.0) / np.where(d != 0, d, 1), 0).astype(np.float32)
+    v = (x * idv[:, None]).astype(np.float32)
+    q = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int8)
+    blk = np.empty((x.shape[0], 34), dtype=np.uint8)
+    blk[:, 0:2] = d.astype(np.float16).view(np.uint8).reshape(-1, 2)
+    blk[:, 2:] = q.view(np.uint8)
+    return blk.tobytes()
+
+
+def arch_tensors(c):
+    """[(name, ne, kind, std-or-range)]: kind 'mat', 'norm' (around 1), 'bias', 'factors'."""
+    dim, hd = c["dim"], c["head_dim"]
+    qd, kvd, ffn = c["n_heads"] * hd, c["n_kv_heads"] * hd, c["ffn"]
+    qk_std = 1.6 / np.sqrt(dim)           # q, k values of std ~1.6: scores of a few units
+    emb_std = 3.0 / np.sqrt(dim)          # logits of std ~3 through the tied output
+    t = [("token_embd.weight", [dim, c["vocab"]], "mat", emb_std)]
+    if c.get("rope_freqs"):
+        t.append(("rope_freqs.weight", [hd // 2], "factors", (1.0, 4.0)))
+    if c.get("longrope"):
+        t.append(("rope_factors_long.weight", [hd // 2], "factors", (1.0, 8.0)))
+        t.append(("rope_factors_short.weight", [hd // 2], "factors", (1.0, 3.0)))
+    for l in range(c["n_layers"]):
+        p = f"blk.{l}."
+        t.append((p + "attn_norm.weight", [dim], "norm", None))
+        if c.get("fused"):
+            t.append((p + "attn_qkv.weight", [dim, qd + 2 * kvd], "qkv", (qk_std, qd, kvd)))
+        else:
+            t += [(p + "attn_q.weight", [dim, qd], "mat", qk_std),
+                  (p + "attn_k.weight", [dim, kvd], "mat", qk_std),
+                  (p + "attn_v.weight", [dim, kvd], "mat", 1.0 / np.sqrt(dim))]
+        if c.get("qkv_bias"):
+            t += [(p + "attn_q.bias", [qd], "bias", 0.5), (p + "attn_k.bias", [kvd], "bias", 0.5),
+                  (p + "attn_v.bias", [kvd], "bias", 0.5)]
+        if c.get("qk_norm"):
+            t += [(p + "attn_q_norm.weight", [hd], "norm", None), (p + "attn_k_norm.weight", [hd], "norm", None)]
+        t.append((p + "attn_output.weight", [qd, dim], "mat", 1.0 / np.sqrt(qd)))
+        if c.get("gemma2"):
+            t.append((p + "post_attention_norm.weight", [dim], "norm", None))
+        t.append((p + "ffn_norm.weight", [dim], "norm", None))
+        if c.get("fused"):
+            t.append((p + "ffn_up.weight", [dim, 2 * ffn], "mat", 1.0 / np.sqrt(dim)))
+        else:
+            t += [(p + "ffn_gate.weight", [dim, ffn], "mat", 1.0 / np.sqrt(dim)),
+                  (p + "ffn_up.weight", [dim, ffn], "mat", 1.0 / np.sqrt(dim))]
+        t.append((p + "ffn_down.weight", [ffn, dim], "mat", 1.0 / np.sqrt(ffn)))
+        if c.get("gemma2"):
+            t.append((p + "post_ffw_norm.weight", [dim], "norm", None))
+    t.append(("output_norm.weight", [dim], "norm", None))
+    if not c["tied"]:
+        t.append(("output.weight", [dim, c["vocab"]], "mat", emb_std))
+    return t
+
+
+def arch_kv(c, name, tok_kv):
+    a = c["arch"]
+    kv = {
+        "general.architecture": (T_STR, a.encode()),
+        # not the family's name: llama.cpp sets token attributes by substrings of general.name ("phi3")
+        "general.name": (T_STR, f"synthetic random weights, {c['shape']} shape, {name}".encode()),
+        "general.alignment": (T_U32, ALIGN),
+        f"{a}.block_count": (T_U32, c["n_layers"]),
+        f"{a}.context_length": (T_U32, c["ctx"]),
+        f"{a}.embedding_length": (T_U32, c["dim"]),
+        f"{a}.feed_forward_length": (T_U32, c["ffn"]),
+        f"{a}.attention.head_count": (T_U32, c["n_heads"]),
+        f"{a}.attention.head_count_kv": (T_U32, c["n_kv_heads"]),
+        f"{a}.attention.key_length": (T_U32, c["head_dim"]),
+        f"{a}.attention.value_length": (T_U32, c["head_dim"]),
+        f"{a}.rope.freq_base": (T_F32, c["theta"]),
+        f"{a}.rope.dimension_count": (T_U32, c["head_dim"]),
+        f"{a}.attention.layer_norm_rms_epsilon": (T_F32, c["eps"]),
+    }
+    if c.get("longrope"):
+        kv[f"{a}.rope.scaling.original_context_length"] = (T_U32, c["orig_ctx"])
+        scale = c["ctx"] / c["orig_ctx"]
+        kv[f"{a}.rope.scaling.attn_factor"] = (T_F32, float(np.sqrt(1 + np.log(scale) / np.log(c["orig_ctx"]))))
+    if c.get("gemma2"):
+        kv[f"{a}.attn_logit_softcapping"] = (T_F32, c["attn_cap"])
+        kv[f"{a}.final_logit_softcapping"] = (T_F32, c["final_cap"])
+        kv[f"{a}.attention.sliding_window"] = (T_U32, c["window"])
+    for k, v in c.get("scales", {}).items():
+        key = "attention.scale" if k == "attention_scale" else k
+        kv[f"{a}.{key}"] = (T_F32, v)
+    kv.update(tok_kv)
+    return kv
+
+
+def cmd_arch(args):
+    c = arch_config(args.family, args.size)
+    mat_type = TYPE_IDS[args.type]
+    if args.size == "full" and args.family in ARCH_VOCAB_FILE and args.vocab_dir:
+        tok_kv = tokenizer_kv(os.path.join(args.vocab_dir, ARCH_VOCAB_FILE[args.family]), c["vocab"])
+    elif args.size == "full":
+        # the SmolLM2 vocabulary padded to the family's size (the embedding and output keep their real shape)
+        tok_kv = tokenizer_kv(args.tokenizer or ARCH_SMALL_VOCAB_SRC, c["vocab"])
+    else:
+        tok_kv = cut_tokenizer_kv(args.tokenizer or ARCH_SMALL_VOCAB_SRC, c["vocab"])
+    if args.set_arch:
+        c["arch"] = args.set_arch
+    if args.plain:
+        # the same widths as a plain llama block: no biases, norms of q/k, fusion or RoPE factors
+        for k in ("qkv_bias", "qk_norm", "fused", "longrope", "rope_freqs", "gemma2", "scales"):
+            c.pop(k, None)
+    kv = arch_kv(c, args.size, tok_kv)
+    for item in args.kv or []:
+        k, v = item.split("=", 1)
+        kv[k] = (T_STR, v.encode())
+    rng = np.random.default_rng(args.seed)
+    specs = arch_tensors(c)
+    tensors = []
+    for name, ne, kind, _ in specs:
+        if kind in ("norm", "bias", "factors") or len(ne) == 1:
+            tt = GGML_F32
+        else:
+            tt = mat_type
+        tensors.append((name, ne, tt))
+    by_name = {s[0]: s for s in specs}
+
+    def gen(name, ne, tt):
+        _, _, kind, arg = by_name[name]
+        n = int(np.prod(ne))
+        if kind == "norm":
+            v = rng.uniform(0.5, 1.5, n)
+        elif kind == "bias":
+            v = rng.normal(0.0, arg, n)
+        elif kind == "factors":
+            v = rng.uniform(arg[0], arg[1], n)
+        elif kind == "qkv":
+            std, qd, kvd = arg
+            rows = ne[1]
+            v = rng.normal(0.0, 1.0, (rows, ne[0]))
+            v[:qd + kvd] *= std
+            v[qd + kvd:] /= np.sqrt(ne[0])
+            v = v.reshape(-1)
+        else:
+            v = rng.normal(0.0, arg, n)
+        v = v.astype(np.float32)
+        if tt == GGML_F32:
+            return v.tobytes()
+        if tt == GGML_F16:
+            return f16_bytes(v)
+        return q8_0_bytes(v)
+    write_gguf(args.out, kv, tensors, gen)
+    h = sha256_of(args.out)
+    print(f"{args.out}: {args.family} {args.size} {args.type}, {len(tensors)} tensors, "
+          f"{os.path.getsize(args.out) / 2**20:.2f} MiB, sha256 {h}")
+    if args.sha256 and h != args.sha256:
+        sys.exit(f"{args.out}: sha256 {h}, expected {args.sha256}")
+
+
+def sha256_of(path):
+    import hashlib
+    d = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            d.update(b)
+    return d.hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -303,6 +568,19 @@ def main():
     p.add_argument("--embd-type", default="Q8_0", choices=["Q4_1", "Q8_0", "F16"])
     p.add_argument("--std", type=float, default=0.02)
     p.add_argument("--seed", type=int, default=1)
+    p = sub.add_parser("arch")
+    p.add_argument("family", choices=sorted(ARCH))
+    p.add_argument("size", choices=["small", "fid", "full"])
+    p.add_argument("out")
+    p.add_argument("--type", default="F16", choices=["F16", "Q8_0"])
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--tokenizer", help="gpt2-BPE GGUF whose first tokens make the cut vocabulary")
+    p.add_argument("--vocab-dir", help="llama.cpp models/ with ggml-vocab-*.gguf (size full)")
+    p.add_argument("--sha256", help="fail unless the written file has this sha256")
+    p.add_argument("--set-arch", help="another general.architecture (and key prefix): refusal tests")
+    p.add_argument("--kv", action="append", help="KEY=STRING metadata added (refusal tests)")
+    p.add_argument("--plain", action="store_true",
+                   help="with --set-arch llama: the family's widths as a plain llama model (speed baseline)")
     p = sub.add_parser("config")
     p.add_argument("name", choices=sorted(PRESETS))
     sub.add_parser("list")
@@ -311,6 +589,8 @@ def main():
         cmd_extract(args)
     elif args.cmd == "write":
         cmd_write(args)
+    elif args.cmd == "arch":
+        cmd_arch(args)
     elif args.cmd == "config":
         cmd_config(args)
     else:

@@ -119,14 +119,13 @@ static const llm_tensor_spec gemma3_tensors[] = {
 	LLM_T_LAYER_MATRIX("blk.%d.ffn_down.weight", LLM_T_REQUIRED, LLM_D_FFN, LLM_D_DIM, w_down),
 };
 
-/* Which layers are local: the pattern key (array or period), else period 6. */
+/* Which layers are local: the pattern key (array or period), else the period given. */
 static int
-read_swa_pattern(llm_model *m, const gguf_file *f, bool *local, char *err, size_t errlen)
+read_swa_pattern(llm_model *m, const gguf_file *f, int64_t period, bool *local, char *err, size_t errlen)
 {
 	const llm_model_config *c = &m->cfg;
 	char		key[96];
 	const gguf_kv *kv;
-	int64_t		period = GEMMA3_SWA_PERIOD;
 
 	snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", c->arch);
 	kv = gguf_find_kv(f, key);
@@ -153,28 +152,21 @@ read_swa_pattern(llm_model *m, const gguf_file *f, bool *local, char *err, size_
 	return 0;
 }
 
-/* The sliding-window layers (window and base) and the attention-scale rule. */
-static int
-gemma3_config(llm_model *m, const gguf_file *f, char *err, size_t errlen)
+int
+llm_arch_swa_layers(llm_model *m, const gguf_file *f, int default_period, float theta_swa,
+					char *err, size_t errlen)
 {
 	llm_model_config *c = &m->cfg;
 	const int32_t window = m->hp.sliding_window;
 	bool	   *local;
 
-	if (!(m->hp.rope_theta_swa > 0.0f))
-	{
-		snprintf(err, errlen, "invalid RoPE base, RMS epsilon or logit soft-cap");
-		return -1;
-	}
-	c->attn_scale = c->n_layers == GEMMA3_27B_LAYERS ?
-		1.0f / sqrtf((float) (c->dim / c->n_heads)) : 1.0f / sqrtf((float) c->head_dim);
 	local = calloc((size_t) c->n_layers, sizeof(bool));
 	if (local == NULL)
 	{
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (window > 0 && read_swa_pattern(m, f, local, err, errlen) != 0)
+	if (window > 0 && read_swa_pattern(m, f, default_period, local, err, errlen) != 0)
 	{
 		free(local);
 		return -1;
@@ -184,10 +176,26 @@ gemma3_config(llm_model *m, const gguf_file *f, char *err, size_t errlen)
 		bool		is_local = window > 0 && local[l];
 
 		m->layer_cfg[l].attn_window = is_local ? window : 0;
-		m->layer_cfg[l].rope_theta = is_local ? m->hp.rope_theta_swa : c->rope_theta;
+		m->layer_cfg[l].rope_theta = is_local ? theta_swa : c->rope_theta;
 	}
 	free(local);
 	return 0;
+}
+
+/* The sliding-window layers (window and base) and the attention-scale rule. */
+static int
+gemma3_config(llm_model *m, const gguf_file *f, char *err, size_t errlen)
+{
+	llm_model_config *c = &m->cfg;
+
+	if (!(m->hp.rope_theta_swa > 0.0f))
+	{
+		snprintf(err, errlen, "invalid RoPE base, RMS epsilon or logit soft-cap");
+		return -1;
+	}
+	c->attn_scale = c->n_layers == GEMMA3_27B_LAYERS ?
+		1.0f / sqrtf((float) (c->dim / c->n_heads)) : 1.0f / sqrtf((float) c->head_dim);
+	return llm_arch_swa_layers(m, f, GEMMA3_SWA_PERIOD, m->hp.rope_theta_swa, err, errlen);
 }
 
 const llm_arch llm_arch_gemma3 = {

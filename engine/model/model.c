@@ -29,6 +29,23 @@
 static const llm_arch *const archs[] = {
 	&llm_arch_llama,
 	&llm_arch_gemma3,
+	&llm_arch_qwen2,
+	&llm_arch_qwen3,
+	&llm_arch_phi3,
+	&llm_arch_gemma2,
+	&llm_arch_granite,
+	&llm_arch_smollm3,
+};
+
+/*
+ * Architectures llama.cpp names that this list refuses with a reason
+ * rather than only "unsupported" (mixture-of-experts variants of the
+ * supported ones).
+ */
+static const char *const moe_archs[] = {
+	"qwen2moe", "qwen3moe", "granitemoe", "granitehybrid", "phimoe", "mixtral", "llama4", "deepseek",
+	"deepseek2", "olmoe", "dbrx", "grok", "arctic", "jamba", "qwen3next", "gpt-oss", "ernie4_5-moe",
+	"bailingmoe", "hunyuan-moe", "glm4moe", "dots1",
 };
 
 #define N_ARCHS (sizeof(archs) / sizeof(archs[0]))
@@ -116,6 +133,13 @@ model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, ch
 	{
 		char		names[256];
 
+		for (size_t i = 0; i < sizeof(moe_archs) / sizeof(moe_archs[0]); i++)
+			if (strcmp(c->arch, moe_archs[i]) == 0)
+			{
+				snprintf(err, errlen, "unsupported model architecture \"%s\": general.architecture names a "
+						 "mixture-of-experts model, which no graph here computes", c->arch);
+				goto fail;
+			}
 		arch_names(names, sizeof(names));
 		snprintf(err, errlen, "unsupported model architecture \"%s\" (supported: %s)", c->arch, names);
 		goto fail;
@@ -184,6 +208,15 @@ llm_model_free(llm_model *m)
 	llm_model_free_tensors(m);
 	free(m->layer_cfg);
 	free(m);
+}
+
+void
+llm_model_set_context(llm_model *m, int n_ctx)
+{
+	const int	orig = m->hp.rope_orig_ctx > 0 ? m->hp.rope_orig_ctx : m->hp.n_ctx_train;
+
+	if (m->rope_freqs == NULL && m->rope_long != NULL)
+		m->rope_ff = n_ctx > orig ? m->rope_long : m->rope_short;
 }
 
 const llm_model_config *
@@ -336,6 +369,8 @@ llm_model_forward_out(llm_model *m, const llm_step_desc *d, const llm_forward_ou
 		float	   *lg = o->host_buffers ? out->logits : a->logits;
 
 		TRY(o->matmul(b, &m->output, a->out_h, lg, n_logits));
+		if (c->logit_scale > 0.0f)
+			TRY(o->scale(b, lg, 1.0f / c->logit_scale, (size_t) n_logits * c->n_vocab));
 		if (c->final_logit_softcap > 0.0f)
 			TRY(o->softcap(b, lg, c->final_logit_softcap, (size_t) n_logits * c->n_vocab));
 		if (lg != out->logits)

@@ -5,7 +5,8 @@
  * The architecture is the file's general.architecture; each supported one is
  * a table (hyper-parameters, tensors, graph options) in a file
  * arch_<arch>.c, read by one loader and run by one graph builder
- * (model_arch.h is that seam).  Supported: llama, gemma3.  An unknown architecture fails to load with an
+ * (model_arch.h is that seam).  Supported: llama, gemma3, qwen2, qwen3, phi3, gemma2, granite,
+ * smollm3.  An unknown architecture fails to load with an
  * error naming it and the supported ones.
  *
  * The forward pass takes a flat batch of tokens from many sequences
@@ -61,6 +62,8 @@ typedef struct llm_model_config
 	 * output projection (model.c); 0 = none.
 	 */
 	float		final_logit_softcap;
+	/* Logit scale: logits * (1 / logit_scale) after the output projection, before the soft-cap; 0 = none. */
+	float		logit_scale;
 } llm_model_config;
 
 typedef struct llm_model llm_model;
@@ -78,6 +81,15 @@ llm_model  *llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t
  */
 llm_model  *llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen);
 void		llm_model_free(llm_model *m);
+
+/*
+ * The longest context a sequence will have (the engine's n_ctx): a model
+ * with LongRoPE factors (rope_factors_long / _short) uses the long ones
+ * when it exceeds the file's rope.scaling.original_context_length (as
+ * llama.cpp's n_ctx_seq > n_ctx_orig_yarn), else the short ones (the
+ * default after load).  No effect on other models.
+ */
+void		llm_model_set_context(llm_model *m, int n_ctx);
 const llm_model_config *llm_model_get_config(const llm_model *m);
 
 /*

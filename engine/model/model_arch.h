@@ -97,7 +97,23 @@ typedef struct llm_hparams
 	float		norm_eps;		/* the RMS or LayerNorm epsilon */
 	float		final_logit_softcap;	/* 0 = none */
 	float		attn_logit_softcap;		/* 0 = none */
+	int32_t		rope_scaling;	/* rope.scaling.type: llm_rope_scaling (LLM_HP_ROPE_SCALING) */
+	float		rope_scale_factor;	/* rope.scaling.factor: linear scaling divides angles by it; 0 = 1 */
+	float		rope_attn_factor;	/* rope.scaling.attn_factor: cos/sin factor (LongRoPE); 0 = 1 */
+	int32_t		rope_orig_ctx;	/* rope.scaling.original_context_length: 0 = context_length */
+	float		embedding_scale;	/* embedding_scale: x = embed * s; 0 = none */
+	float		residual_scale; /* residual_scale: each block's output * s before the add; 0 = none */
+	float		attention_scale;	/* attention.scale: the scores' factor; 0 = 1/sqrt(head_dim) */
+	float		logit_scale;	/* logit_scale: logits * (1 / s); 0 = none */
 } llm_hparams;
+
+/* rope.scaling.type values (llm_hparams.rope_scaling): absent is NONE. */
+typedef enum llm_rope_scaling
+{
+	LLM_ROPE_SCALING_NONE = 0,	/* "none" */
+	LLM_ROPE_SCALING_LINEAR = 1,	/* "linear": angles * (1 / rope.scaling.factor) */
+	LLM_ROPE_SCALING_LONGROPE = 2	/* "longrope": rope_factors_short / _long, attn_factor */
+} llm_rope_scaling;
 
 /* llm_hparam_spec.type */
 typedef enum llm_hparam_type
@@ -105,15 +121,18 @@ typedef enum llm_hparam_type
 	LLM_HP_INT,					/* integer in 1..2^24 into an int32_t field */
 	LLM_HP_INT0,				/* integer in 0..2^24 into an int32_t field */
 	LLM_HP_FLOAT,				/* number into a float field */
-	LLM_HP_STR_NONE				/* string that must be absent or "none" (no field) */
+	LLM_HP_STR_NONE,			/* string that must be absent or "none" (no field) */
+	LLM_HP_ROPE_SCALING			/* rope.scaling.type: one of the comma list in what, into an int32_t
+								 * field as llm_rope_scaling; absent: def */
 } llm_hparam_type;
 
 /*
  * One hyper-parameter row: GGUF key "<arch>.<key>".  Absent: an error when
  * required, else the field = def (the derived integers above: def 0).
  * Present but not of the type, or out of range: an error.  LLM_HP_STR_NONE:
- * a value other than "none" is refused as "<what> \"value\" is not
- * supported".
+ * a value other than "none" is refused as "GGUF metadata <key>: <what>
+ * \"value\" is not supported"; LLM_HP_ROPE_SCALING likewise, with the
+ * accepted list.
  */
 typedef struct llm_hparam_spec
 {
@@ -136,6 +155,10 @@ typedef struct llm_layer_weights
 	float	   *ffn_norm;		/* [dim] */
 	float	   *ffn_norm_b;		/* [dim] LayerNorm bias */
 	float	   *post_ffw_norm;	/* [dim] RMSNorm of the FFN block's output */
+	float	   *bq;				/* [q_dim] bias of Wq h (add_broadcast) */
+	float	   *bk;				/* [kv_dim] */
+	float	   *bv;				/* [kv_dim] */
+	float	   *bo;				/* [dim] bias of the attention output projection */
 	llm_weight	wq, wk, wv, wo;
 	llm_weight	w_gate, w_up, w_down;
 } llm_layer_weights;
@@ -178,6 +201,17 @@ typedef struct llm_tensor_spec
 	bool		vector;
 	llm_tensor_dim ne[2];
 	size_t		field;
+	/*
+	 * A fused matrix (n_parts 2 or 3; 0 otherwise): ne[1] is unused, the
+	 * GGUF shape is [ne[0], sum of parts[i]] and its rows are cut, in
+	 * order, into n_parts weights at part_field[i] (each loaded on its own
+	 * by load_weight from the rows it holds: a row's dot product does not
+	 * depend on the rows beside it, so the results are those of the fused
+	 * matmul's views).  field is unused.
+	 */
+	int			n_parts;
+	llm_tensor_dim parts[3];
+	size_t		part_field[3];
 } llm_tensor_spec;
 
 /* llm_graph_opts.norm */
@@ -194,8 +228,7 @@ typedef enum llm_ffn_act
 	LLM_ACT_GELU				/* GeGLU, tanh GELU (backend gelu_mul) */
 } llm_ffn_act;
 
-/* A layer's RoPE (llm_layer_config.rope_mode): backend.h's modes, or none. */
-#define LLM_ROPE_NONE	(-1)
+/* A layer's RoPE (llm_layer_config.rope_mode): backend.h's modes, LLM_ROPE_NONE included. */
 
 /*
  * The graph options an architecture sets (model_graph.c reads them).  Zero
@@ -243,7 +276,15 @@ struct llm_model
 	llm_weight	output;			/* == tok_embd contents when cfg.tied_output (loaded once) */
 	float	   *output_norm;	/* [dim] */
 	float	   *output_norm_b;	/* [dim] LayerNorm bias, or NULL */
-	float	   *rope_freqs;		/* [rope_dims / 2] RoPE frequency divisors, or NULL */
+	float	   *rope_freqs;		/* [rope_dims / 2] RoPE frequency divisors (rope_freqs.weight), or NULL */
+	float	   *rope_long;		/* [rope_dims / 2] LongRoPE factors past the original context, or NULL */
+	float	   *rope_short;		/* [rope_dims / 2] LongRoPE factors within it, or NULL */
+	/*
+	 * The divisors the graph uses: rope_freqs, else rope_long when the
+	 * engine's context exceeds the original one (llm_model_set_context),
+	 * else rope_short; NULL: none.
+	 */
+	const float *rope_ff;
 	llm_layer_weights *layers;	/* [cfg.n_layers]; NULL until the loader allocates it */
 	llm_activations act;
 };
@@ -251,6 +292,21 @@ struct llm_model
 /* The architectures (one per arch_<arch>.c); model.c's list names them. */
 extern const llm_arch llm_arch_llama;
 extern const llm_arch llm_arch_gemma3;
+extern const llm_arch llm_arch_qwen2;
+extern const llm_arch llm_arch_qwen3;
+extern const llm_arch llm_arch_phi3;
+extern const llm_arch llm_arch_gemma2;
+extern const llm_arch llm_arch_granite;
+extern const llm_arch llm_arch_smollm3;
+
+/*
+ * Gemma's sliding-window layers (arch_gemma3.c): from the file's
+ * attention.sliding_window_pattern (an array or a period) or the period
+ * default_period, local layers get attention.sliding_window keys and the
+ * base theta_swa, the others the file's base; window 0: every layer global.
+ */
+int			llm_arch_swa_layers(llm_model *m, const gguf_file *f, int default_period, float theta_swa,
+								char *err, size_t errlen);
 
 #define LLM_ARRAY_LEN(a) ((int) (sizeof(a) / sizeof((a)[0])))
 
@@ -259,15 +315,86 @@ extern const llm_arch llm_arch_gemma3;
 	{(key), (type), (required), offsetof(llm_hparams, field), (def), NULL}
 #define LLM_HP_NONE_ONLY(key, what) {(key), LLM_HP_STR_NONE, false, 0, 0.0f, (what)}
 #define LLM_T_GLOBAL_MATRIX(name, need, ne0, ne1, field) \
-	{(name), (need), false, {(ne0), (ne1)}, offsetof(llm_model, field)}
+	{(name), (need), false, {(ne0), (ne1)}, offsetof(llm_model, field), 0, {LLM_D_ONE, LLM_D_ONE, LLM_D_ONE}, {0, 0, 0}}
 #define LLM_T_GLOBAL_VECTOR(name, need, n, field) \
-	{(name), (need), true, {(n), LLM_D_ONE}, offsetof(llm_model, field)}
+	{(name), (need), true, {(n), LLM_D_ONE}, offsetof(llm_model, field), 0, {LLM_D_ONE, LLM_D_ONE, LLM_D_ONE}, {0, 0, 0}}
 #define LLM_T_LAYER_MATRIX(name, need, ne0, ne1, field) \
-	{(name), (need), false, {(ne0), (ne1)}, offsetof(llm_layer_weights, field)}
+	{(name), (need), false, {(ne0), (ne1)}, offsetof(llm_layer_weights, field), 0, {LLM_D_ONE, LLM_D_ONE, LLM_D_ONE}, {0, 0, 0}}
 #define LLM_T_LAYER_VECTOR(name, need, n, field) \
-	{(name), (need), true, {(n), LLM_D_ONE}, offsetof(llm_layer_weights, field)}
+	{(name), (need), true, {(n), LLM_D_ONE}, offsetof(llm_layer_weights, field), 0, {LLM_D_ONE, LLM_D_ONE, LLM_D_ONE}, {0, 0, 0}}
 /* A refused per-layer tensor (its shape is not read). */
-#define LLM_T_LAYER_REFUSED(name) {(name), LLM_T_REFUSED, true, {LLM_D_ONE, LLM_D_ONE}, 0}
+#define LLM_T_LAYER_REFUSED(name) {(name), LLM_T_REFUSED, true, {LLM_D_ONE, LLM_D_ONE}, 0, 0, {LLM_D_ONE, LLM_D_ONE, LLM_D_ONE}, {0, 0, 0}}
+/* A refused global tensor. */
+#define LLM_T_GLOBAL_REFUSED(name) {(name), LLM_T_REFUSED, true, {LLM_D_ONE, LLM_D_ONE}, 0, 0, {LLM_D_ONE, LLM_D_ONE, LLM_D_ONE}, {0, 0, 0}}
+/* A fused per-layer matrix cut into two or three weights (llm_tensor_spec.n_parts). */
+#define LLM_T_LAYER_FUSED2(name, need, ne0, d0, f0, d1, f1) \
+	{(name), (need), false, {(ne0), LLM_D_ONE}, 0, 2, {(d0), (d1), LLM_D_ONE}, \
+	 {offsetof(llm_layer_weights, f0), offsetof(llm_layer_weights, f1), 0}}
+#define LLM_T_LAYER_FUSED3(name, need, ne0, d0, f0, d1, f1, d2, f2) \
+	{(name), (need), false, {(ne0), LLM_D_ONE}, 0, 3, {(d0), (d1), (d2)}, \
+	 {offsetof(llm_layer_weights, f0), offsetof(llm_layer_weights, f1), offsetof(llm_layer_weights, f2)}}
+/*
+ * rope.scaling.type accepting the comma list (names of llm_rope_scaling);
+ * absent: linear, llama.cpp's default, which is no scaling unless the
+ * file has rope.scaling.factor (read by a row of its own).
+ */
+#define LLM_HP_SCALING(key, accepted) \
+	{(key), LLM_HP_ROPE_SCALING, false, offsetof(llm_hparams, rope_scaling), (float) LLM_ROPE_SCALING_LINEAR, (accepted)}
+
+/*
+ * The hyper-parameters of a llama-like decoder as llama.cpp reads them
+ * (required sizes; head_count_kv, key_length, rope.dimension_count
+ * derived when absent; rope.freq_base default 10000; the RMS epsilon
+ * required).
+ */
+#define LLM_HP_DECODER_ROWS \
+	LLM_HP("block_count", LLM_HP_INT, true, n_layers, 0), \
+	LLM_HP("embedding_length", LLM_HP_INT, true, dim, 0), \
+	LLM_HP("attention.head_count", LLM_HP_INT, true, n_heads, 0), \
+	LLM_HP("feed_forward_length", LLM_HP_INT, true, ffn_dim, 0), \
+	LLM_HP("context_length", LLM_HP_INT, true, n_ctx_train, 0), \
+	LLM_HP("attention.head_count_kv", LLM_HP_INT, false, n_kv_heads, 0), \
+	LLM_HP("attention.key_length", LLM_HP_INT, false, key_length, 0), \
+	LLM_HP("attention.value_length", LLM_HP_INT, false, value_length, 0), \
+	LLM_HP("rope.dimension_count", LLM_HP_INT, false, rope_dims, 0), \
+	LLM_HP("rope.freq_base", LLM_HP_FLOAT, false, rope_theta, 10000.0f), \
+	LLM_HP("attention.layer_norm_rms_epsilon", LLM_HP_FLOAT, true, norm_eps, 0.0f)
+
+/* The per-layer rows of a llama-like decoder with separate Q/K/V and gate/up matrices. */
+#define LLM_T_DECODER_LAYER_ROWS \
+	LLM_T_LAYER_VECTOR("blk.%d.attn_norm.weight", LLM_T_REQUIRED, LLM_D_DIM, attn_norm), \
+	LLM_T_LAYER_VECTOR("blk.%d.ffn_norm.weight", LLM_T_REQUIRED, LLM_D_DIM, ffn_norm), \
+	LLM_T_LAYER_MATRIX("blk.%d.attn_q.weight", LLM_T_REQUIRED, LLM_D_DIM, LLM_D_Q, wq), \
+	LLM_T_LAYER_MATRIX("blk.%d.attn_k.weight", LLM_T_REQUIRED, LLM_D_DIM, LLM_D_KV, wk), \
+	LLM_T_LAYER_MATRIX("blk.%d.attn_v.weight", LLM_T_REQUIRED, LLM_D_DIM, LLM_D_KV, wv), \
+	LLM_T_LAYER_MATRIX("blk.%d.attn_output.weight", LLM_T_REQUIRED, LLM_D_Q, LLM_D_DIM, wo), \
+	LLM_T_LAYER_MATRIX("blk.%d.ffn_gate.weight", LLM_T_REQUIRED, LLM_D_DIM, LLM_D_FFN, w_gate), \
+	LLM_T_LAYER_MATRIX("blk.%d.ffn_up.weight", LLM_T_REQUIRED, LLM_D_DIM, LLM_D_FFN, w_up), \
+	LLM_T_LAYER_MATRIX("blk.%d.ffn_down.weight", LLM_T_REQUIRED, LLM_D_FFN, LLM_D_DIM, w_down)
+
+/*
+ * The Q/K/V and output bias rows llama.cpp's loader accepts for every
+ * architecture built on its create_tensor_qkv (optional: absent, no add).
+ */
+#define LLM_T_QKV_BIAS_ROWS \
+	LLM_T_LAYER_VECTOR("blk.%d.attn_q.bias", LLM_T_OPTIONAL, LLM_D_Q, bq), \
+	LLM_T_LAYER_VECTOR("blk.%d.attn_k.bias", LLM_T_OPTIONAL, LLM_D_KV, bk), \
+	LLM_T_LAYER_VECTOR("blk.%d.attn_v.bias", LLM_T_OPTIONAL, LLM_D_KV, bv)
+
+/*
+ * What no architecture here computes with: refused where a file has it
+ * (a fused QKV bias, expert routing, output bias).
+ */
+#define LLM_T_UNSUPPORTED_ROWS \
+	LLM_T_GLOBAL_REFUSED("output.bias"), \
+	LLM_T_LAYER_REFUSED("blk.%d.attn_qkv.bias"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_gate_inp.weight"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_gate_exps.weight"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_up_exps.weight"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_down_exps.weight"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_gate.bias"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_up.bias"), \
+	LLM_T_LAYER_REFUSED("blk.%d.ffn_down.bias")
 
 /*
  * The head every architecture has so far: token_embd [dim, n_vocab],

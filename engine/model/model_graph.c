@@ -4,35 +4,38 @@
  * (model_arch.h llm_graph_opts, per-layer llm_layer_config, optional
  * tensors).  One step:
  *
- *   x = embed(tokens)                      [* sqrt(dim): embed_scale]
+ *   x = embed(tokens)                      [* sqrt(dim): embed_scale] [* embedding_scale]
  *   h = Norm(x) * attn_norm [+ attn_norm_b]
  *   per layer l:
- *     q, k, v = Wq h, Wk h, Wv h
+ *     q, k, v = Wq h, Wk h, Wv h [+ bq, bk, bv: bias rows, add_broadcast]
+ *       (a fused QKV or gate/up matrix is loaded as its parts: the same rows)
  *     [q = RMSNorm_head(q) * q_norm, k = RMSNorm_head(k) * k_norm]  (rows loaded)
  *     RoPE of the layer's mode (normal pairs, NEOX halves, none) and base on
  *       q and k over rope_dims values of each head [/ rope_freqs]
  *     [q = q * attn_scale: q_prescale, then the softmax scale is 1]
  *     a = Wo attention(q; causal or bidirectional, the layer's window,
- *       [scores soft-capped: attn_logit_softcap])
- *     [a = RMSNorm(a) * post_attn_norm]
+ *       [scores soft-capped: attn_logit_softcap]) [+ bo]
+ *     [a = RMSNorm(a) * post_attn_norm] [a = a * residual_scale]
  *     x = x + a; h = Norm(x) * ffn_norm [+ ffn_norm_b]
  *     f = Wdown (act(Wgate h) * Wup h)     act: SiLU or GELU (tanh)
- *     [f = RMSNorm(f) * post_ffw_norm]
+ *     [f = RMSNorm(f) * post_ffw_norm] [f = f * residual_scale]
  *     x = x + f; h = Norm(x) * (next layer's attn_norm, or output_norm)
  *   (model.c applies the output projection and the final soft-cap)
  * Norm is RMSNorm or, with LLM_NORM_LAYER, LayerNorm with its bias; the
  * per-head and post norms are RMSNorms.  With RMSNorm the residual add and
  * the next norm are one op (add_rmsnorm), which changes no value.
  *
- * Two attention paths.  The cached path (rope_store_kv / _mode, then
- * attention over the paged cache) serves a layer with normal or NEOX RoPE
- * on the whole head, no frequency factors, causal attention and no score
- * soft-capping: llama and Gemma 3 run on it, op for op as their reference
- * graphs.  Any other layer runs on the step-local path (rope_rows, then
+ * Two attention paths.  The cached path serves every causal layer:
+ * rope_store_kv / _mode for normal or NEOX RoPE on the whole head without
+ * factors or scaling (llama and Gemma 3, op for op as their reference
+ * graphs), rope_store_kv_opts for the rest (partial rotary dims,
+ * frequency factors, linear scaling, LongRoPE's factors and attention
+ * factor, a layer without RoPE); attention over the paged cache, or
+ * attention_softcap when the scores are soft-capped.  A bidirectional
+ * (encoder) graph runs on the step-local path (rope_rows, then
  * attention_rows over the step's own k and v, nothing cached), which is
- * exact only when every key a query sees is in the step: an encoder, or a
- * whole sequence scored in one step.  llm_graph_check_step refuses other
- * steps with an error naming the option.
+ * exact only when every key a query sees is in the step: llm_graph_check_step
+ * refuses other steps with an error naming the option.
  */
 #include "model_arch.h"
 
@@ -46,14 +49,44 @@ local_reason(const llm_model *m, int l)
 {
 	if (m->arch->graph.bidirectional)
 		return "bidirectional attention";
-	if (m->hp.attn_logit_softcap > 0.0f)
-		return "attention logit soft-capping";
-	if (m->cfg.layer[l].rope_mode == LLM_ROPE_NONE)
+	return NULL;
+}
+
+/* The RoPE of layer l as rope_store_kv_opts takes it. */
+static llm_rope_opts
+layer_rope(const llm_model *m, int l)
+{
+	const llm_hparams *hp = &m->hp;
+	llm_rope_opts ro;
+
+	ro.mode = m->cfg.layer[l].rope_mode;
+	ro.n_rot = hp->rope_dims;
+	ro.theta = m->cfg.layer[l].rope_theta;
+	/* llama.cpp: rope_freq_scale = 1 / rope.scaling.factor for linear scaling (its default type) */
+	ro.freq_scale = hp->rope_scaling == LLM_ROPE_SCALING_LINEAR && hp->rope_scale_factor > 0.0f ?
+		1.0f / hp->rope_scale_factor : 1.0f;
+	ro.mscale = hp->rope_attn_factor > 0.0f ? hp->rope_attn_factor : 1.0f;
+	ro.freq_factors = m->rope_ff;
+	return ro;
+}
+
+/*
+ * Why layer l's cached RoPE needs rope_store_kv_opts (NULL: rope_store_kv
+ * or rope_store_kv_mode do it, op for op as before the options).
+ */
+static const char *
+rope_opts_reason(const llm_model *m, int l)
+{
+	const llm_rope_opts ro = layer_rope(m, l);
+
+	if (ro.mode == LLM_ROPE_NONE)
 		return "a layer without RoPE";
-	if (m->hp.rope_dims != m->cfg.head_dim)
+	if (ro.n_rot != m->cfg.head_dim)
 		return "partial rotary dimensions";
-	if (m->rope_freqs != NULL)
+	if (m->rope_freqs != NULL || m->rope_long != NULL)
 		return "RoPE frequency factors";
+	if (ro.freq_scale != 1.0f || ro.mscale != 1.0f)
+		return "RoPE scaling";
 	return NULL;
 }
 
@@ -78,17 +111,39 @@ llm_graph_check(const llm_model *m, char *err, size_t errlen)
 		return -1;
 	if (g->ffn_act == LLM_ACT_GELU && need_op(m, (const void *) o->gelu_mul, "gelu_mul", "GeGLU", err, errlen))
 		return -1;
-	if ((g->embed_scale || g->q_prescale) &&
+	if ((g->embed_scale || g->q_prescale || m->hp.embedding_scale != 0.0f || m->hp.residual_scale != 0.0f ||
+		 m->cfg.logit_scale > 0.0f) &&
 		need_op(m, (const void *) o->scale, "scale", "its scaling", err, errlen))
 		return -1;
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (m->layers[l].wq.data == NULL || m->layers[l].wk.data == NULL || m->layers[l].wv.data == NULL)
+		{
+			/* a table with a fused row and separate rows, both optional, found neither */
+			snprintf(err, errlen, "layer %d: no Q, K and V weights (blk.%d.attn_qkv.weight or "
+					 "blk.%d.attn_q/k/v.weight)", l, l, l);
+			return -1;
+		}
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if ((m->layers[l].bq || m->layers[l].bk || m->layers[l].bv || m->layers[l].bo) &&
+			need_op(m, (const void *) o->add_broadcast, "add_broadcast", "its bias rows", err, errlen))
+			return -1;
 	for (int l = 0; l < m->cfg.n_layers; l++)
 	{
 		const char *why = local_reason(m, l);
 
 		if (why == NULL)
 		{
-			if (m->cfg.layer[l].rope_mode == LLM_ROPE_NEOX &&
+			const char *ropt = rope_opts_reason(m, l);
+
+			if (ropt != NULL &&
+				need_op(m, (const void *) o->rope_store_kv_opts, "rope_store_kv_opts", ropt, err, errlen))
+				return -1;
+			if (ropt == NULL && m->cfg.layer[l].rope_mode == LLM_ROPE_NEOX &&
 				need_op(m, (const void *) o->rope_store_kv_mode, "rope_store_kv_mode", "NEOX RoPE", err, errlen))
+				return -1;
+			if (m->hp.attn_logit_softcap > 0.0f &&
+				need_op(m, (const void *) o->attention_softcap, "attention_softcap",
+						"attention logit soft-capping", err, errlen))
 				return -1;
 			continue;
 		}
@@ -161,7 +216,14 @@ attention_block(llm_model *m, const llm_step_desc *d, int l)
 
 	if (local_reason(m, l) == NULL)
 	{
-		if (lc->rope_mode == LLM_ROPE_NORMAL)
+		if (rope_opts_reason(m, l) != NULL)
+		{
+			const llm_rope_opts ro = layer_rope(m, l);
+
+			if (o->rope_store_kv_opts(b, l, a->q, a->k, a->v, c->n_heads, &ro) != 0)
+				return -1;
+		}
+		else if (lc->rope_mode == LLM_ROPE_NORMAL)
 		{
 			if (o->rope_store_kv(b, l, a->q, a->k, a->v, c->n_heads, lc->rope_theta) != 0)
 				return -1;
@@ -170,6 +232,9 @@ attention_block(llm_model *m, const llm_step_desc *d, int l)
 			return -1;
 		if (g->q_prescale && o->scale(b, a->q, c->attn_scale, q_elems) != 0)
 			return -1;
+		if (m->hp.attn_logit_softcap > 0.0f)
+			return o->attention_softcap(b, l, a->q, a->attn, c->n_heads, scale, lc->attn_window,
+										m->hp.attn_logit_softcap);
 		return o->attention(b, l, a->q, a->attn, c->n_heads, scale, lc->attn_window);
 	}
 	else
@@ -178,9 +243,9 @@ attention_block(llm_model *m, const llm_step_desc *d, int l)
 
 		if (lc->rope_mode != LLM_ROPE_NONE &&
 			(o->rope_rows(b, d, a->q, c->n_heads, c->head_dim, lc->rope_theta, m->hp.rope_dims,
-						  m->rope_freqs, lc->rope_mode) != 0 ||
+						  m->rope_ff, lc->rope_mode) != 0 ||
 			 o->rope_rows(b, d, a->k, c->n_kv_heads, c->head_dim, lc->rope_theta, m->hp.rope_dims,
-						  m->rope_freqs, lc->rope_mode) != 0))
+						  m->rope_ff, lc->rope_mode) != 0))
 			return -1;
 		if (g->q_prescale && o->scale(b, a->q, c->attn_scale, q_elems) != 0)
 			return -1;
@@ -208,6 +273,8 @@ llm_graph_forward(llm_model *m, const llm_step_desc *d)
 	TRY(o->embed(b, &m->tok_embd, a->x));
 	if (g->embed_scale)
 		TRY(o->scale(b, a->x, sqrtf((float) c->dim), (size_t) n * c->dim));
+	if (m->hp.embedding_scale != 0.0f)
+		TRY(o->scale(b, a->x, m->hp.embedding_scale, (size_t) n * c->dim));
 	TRY(norm(m, a->x, layers[0].attn_norm, layers[0].attn_norm_b, a->h, n));
 	for (int l = 0; l < c->n_layers; l++)
 	{
@@ -223,14 +290,24 @@ llm_graph_forward(llm_model *m, const llm_step_desc *d)
 
 			TRY(llm_model_matmul_multi(b, w, 3, a->h, y, n));
 		}
+		if (L->bq)
+			TRY(o->add_broadcast(b, a->q, L->bq, a->q, n, c->n_heads * c->head_dim));
+		if (L->bk)
+			TRY(o->add_broadcast(b, a->k, L->bk, a->k, n, c->n_kv_heads * c->head_dim));
+		if (L->bv)
+			TRY(o->add_broadcast(b, a->v, L->bv, a->v, n, c->n_kv_heads * c->head_dim));
 		if (L->q_norm)
 			TRY(o->rmsnorm(b, a->q, L->q_norm, a->q, n * c->n_heads, c->head_dim, c->rms_eps));
 		if (L->k_norm)
 			TRY(o->rmsnorm(b, a->k, L->k_norm, a->k, n * c->n_kv_heads, c->head_dim, c->rms_eps));
 		TRY(attention_block(m, d, l));
 		TRY(o->matmul(b, &L->wo, a->attn, a->tmp, n));
+		if (L->bo)
+			TRY(o->add_broadcast(b, a->tmp, L->bo, a->tmp, n, c->dim));
 		if (L->post_attn_norm)
 			TRY(o->rmsnorm(b, a->tmp, L->post_attn_norm, a->tmp, n, c->dim, c->rms_eps));
+		if (m->hp.residual_scale != 0.0f)
+			TRY(o->scale(b, a->tmp, m->hp.residual_scale, (size_t) n * c->dim));
 		TRY(add_norm(m, a->x, a->tmp, L->ffn_norm, L->ffn_norm_b, a->h, n));
 
 		/* gated feed-forward block */
@@ -247,6 +324,8 @@ llm_graph_forward(llm_model *m, const llm_step_desc *d)
 		TRY(o->matmul(b, &L->w_down, a->gate, a->tmp, n));
 		if (L->post_ffw_norm)
 			TRY(o->rmsnorm(b, a->tmp, L->post_ffw_norm, a->tmp, n, c->dim, c->rms_eps));
+		if (m->hp.residual_scale != 0.0f)
+			TRY(o->scale(b, a->tmp, m->hp.residual_scale, (size_t) n * c->dim));
 		/* residual add, then the next layer's attention norm (or the final norm) */
 		TRY(add_norm(m, a->x, a->tmp, next_norm, next_bias, a->h, n));
 	}

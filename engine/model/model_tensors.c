@@ -35,9 +35,43 @@ read_hparam(llm_model *m, const gguf_file *f, const llm_hparam_spec *r, char *er
 
 		if (gguf_get_str(f, key, &s) && !gguf_str_eq(s, "none"))
 		{
-			snprintf(err, errlen, "%s \"%.*s\" is not supported", r->what, (int) s.len, s.ptr);
+			snprintf(err, errlen, "GGUF metadata %s: %s \"%.*s\" is not supported", key, r->what, (int) s.len,
+					 s.ptr);
 			return -1;
 		}
+		return 0;
+	}
+	if (r->type == LLM_HP_ROPE_SCALING)
+	{
+		static const char *const names[] = {"none", "linear", "longrope"};
+		gguf_str	s;
+		int			v = -1;
+
+		*(int32_t *) field = (int32_t) r->def;
+		if (gguf_find_kv(f, key) == NULL)
+			return 0;
+		if (!gguf_get_str(f, key, &s))
+		{
+			snprintf(err, errlen, "GGUF metadata key %s is not a string", key);
+			return -1;
+		}
+		for (int i = 0; i < LLM_ARRAY_LEN(names); i++)
+		{
+			size_t		n = strlen(names[i]);
+			const char *at = strstr(r->what, names[i]);
+
+			/* a whole name of the row's comma list */
+			if (gguf_str_eq(s, names[i]) && at != NULL && (at == r->what || at[-1] == ',') &&
+				(at[n] == ',' || at[n] == '\0'))
+				v = i;
+		}
+		if (v < 0)
+		{
+			snprintf(err, errlen, "GGUF metadata %s: RoPE scaling \"%.*s\" is not supported (supported: %s)",
+					 key, (int) s.len, s.ptr, r->what);
+			return -1;
+		}
+		*(int32_t *) field = v;
 		return 0;
 	}
 	if (gguf_find_kv(f, key) == NULL)
@@ -162,11 +196,18 @@ llm_model_read_hparams(llm_model *m, const gguf_file *f, char *err, size_t errle
 	c->rope_theta = hp->rope_theta;
 	c->rms_eps = hp->norm_eps;
 	c->final_logit_softcap = hp->final_logit_softcap;
-	c->attn_scale = 1.0f / sqrtf((float) c->head_dim);
+	c->attn_scale = hp->attention_scale != 0.0f ? hp->attention_scale : 1.0f / sqrtf((float) c->head_dim);
+	c->logit_scale = hp->logit_scale;
 	if (!(hp->rope_theta > 0.0f) || !(hp->norm_eps > 0.0f) || !(hp->final_logit_softcap >= 0.0f) ||
 		!(hp->attn_logit_softcap >= 0.0f))
 	{
 		snprintf(err, errlen, "invalid RoPE base, norm epsilon or logit soft-cap");
+		return -1;
+	}
+	if (!(hp->rope_scale_factor >= 0.0f) || !(hp->rope_attn_factor >= 0.0f) || !(hp->logit_scale >= 0.0f) ||
+		!isfinite(hp->embedding_scale) || !isfinite(hp->residual_scale) || !(hp->attention_scale >= 0.0f))
+	{
+		snprintf(err, errlen, "invalid RoPE scaling factor, attention factor or scale multiplier");
 		return -1;
 	}
 	if (llm_model_alloc_layers(m, err, errlen) != 0)
@@ -270,6 +311,43 @@ load_vector(llm_model *m, const gguf_tensor *t, const char *name, float **out, c
 	return 0;
 }
 
+/* A fused matrix's rows cut into its parts' weights (llm_tensor_spec.n_parts). */
+static int
+load_fused(llm_model *m, const gguf_file *f, const llm_tensor_spec *r, const char *name, char *base,
+		   char *err, size_t errlen)
+{
+	int64_t		rows = 0,
+				first = 0;
+	const gguf_tensor *t;
+
+	for (int i = 0; i < r->n_parts; i++)
+		rows += dim_value(m, r->parts[i]);
+	t = find_checked(f, name, dim_value(m, r->ne[0]), rows, err, errlen);
+	if (t == NULL)
+		return -1;
+	for (int i = 0; i < r->n_parts; i++)
+	{
+		const int64_t n = dim_value(m, r->parts[i]);
+		llm_weight	host;
+
+		memset(&host, 0, sizeof(host));
+		host.type = t->type;
+		host.n_rows = n;
+		host.n_cols = t->ne[0];
+		host.row_bytes = llm_type_row_bytes(t->type, t->ne[0]);
+		host.data = (const char *) t->data + (size_t) first * host.row_bytes;
+		if (m->b->ops->load_weight(m->b, &host, (llm_weight *) (base + r->part_field[i])) != 0)
+		{
+			snprintf(err, errlen, "tensor %s (%s), rows %lld..%lld: %s", name,
+					 llm_type_get(t->type) ? llm_type_get(t->type)->name : "?", (long long) first,
+					 (long long) (first + n - 1), m->b->ops->last_error(m->b));
+			return -1;
+		}
+		first += n;
+	}
+	return 0;
+}
+
 /* One row's tensor (name formatted) into the field at base + r->field. */
 static int
 load_row(llm_model *m, const gguf_file *f, const llm_tensor_spec *r, const char *name, char *base,
@@ -296,6 +374,8 @@ load_row(llm_model *m, const gguf_file *f, const llm_tensor_spec *r, const char 
 		}
 		return 0;
 	}
+	if (r->n_parts > 0)
+		return load_fused(m, f, r, name, base, err, errlen);
 	t = find_checked(f, name, dim_value(m, r->ne[0]), dim_value(m, r->ne[1]), err, errlen);
 	if (t == NULL)
 		return -1;
@@ -342,6 +422,12 @@ llm_model_load_tensors(llm_model *m, const gguf_file *f, char *err, size_t errle
 			}
 	}
 	m->cfg.weight_type = m->layers[0].wq.type;
+	m->rope_ff = m->rope_freqs != NULL ? m->rope_freqs : m->rope_short;
+	if ((m->rope_long == NULL) != (m->rope_short == NULL))
+	{
+		snprintf(err, errlen, "tensors rope_factors_long.weight and rope_factors_short.weight must come together");
+		return -1;
+	}
 	return 0;
 }
 
@@ -366,6 +452,12 @@ free_row(llm_model *m, const llm_tensor_spec *r, char *base)
 {
 	if (r->need == LLM_T_REFUSED)
 		return;
+	if (r->n_parts > 0)
+	{
+		for (int i = 0; i < r->n_parts; i++)
+			free_weight(m, (llm_weight *) (base + r->part_field[i]));
+		return;
+	}
 	if (r->vector)
 		free_vector(m, (float **) (base + r->field));
 	else if (r->need == LLM_T_TIED && m->cfg.tied_output)

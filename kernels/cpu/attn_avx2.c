@@ -602,7 +602,11 @@ attend_impl(const llm_attn_args *a, const bool q8)
 	row_offsets(a, rowoff, jb, ks, n);
 	k_scores(a, rowoff, jb, scores, npad, jb, ks, n, kv, true, q8);
 	for (int h = 0; h < G; h++)
+	{
+		if (a->softcap > 0.0f)
+			llm_attn_softcap_row(scores + h * npad, k0 - jb, n - jb, a->softcap, a->cap_scale);
 		softmax_row(scores + h * npad, npad, k0 - jb, n - jb);
+	}
 	/*
 	 * V sums: key j accumulates into lane row j % R (R = 16 tinyBLAS, 64
 	 * vec_dot_f16; absolute j), keys in ascending order from first_key.
@@ -645,6 +649,9 @@ split_softmax(const llm_attn_args *a, float *scores, int h)
 	const int	jb = a->first_key & ~15;
 	const size_t npad = llm_attn_split_npad(a);
 
+	if (a->softcap > 0.0f)
+		llm_attn_softcap_row(scores + (size_t) h * npad, a->first_key - jb, a->n_keys - jb, a->softcap,
+							 a->cap_scale);
 	softmax_row(scores + (size_t) h * npad, npad, a->first_key - jb, a->n_keys - jb);
 }
 
@@ -894,7 +901,12 @@ attend_block_impl(const llm_attn_block_args *a, const bool q8)
 	/* softmax per query head over its keys, as attend_avx2 (ggml_vec_soft_max_f32) */
 	for (int i = 0; i < nq; i++)
 		for (int h = 0; h < G; h++)
+		{
+			if (a->softcap > 0.0f)
+				llm_attn_softcap_row(scores + (size_t) (i * G + h) * npad, lo[i] - jb, hi[i] - jb + 1,
+									 a->softcap, a->cap_scale);
 			softmax_row(scores + (size_t) (i * G + h) * npad, npad, lo[i] - jb, hi[i] - jb + 1);
+		}
 
 	/*
 	 * V pass: per span of V_SPAN keys, the V rows converted once; per query,

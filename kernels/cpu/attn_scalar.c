@@ -90,6 +90,13 @@ reduce16(const float e[16])
 	return (t6[0] + t6[2]) + (t6[1] + t6[3]);
 }
 
+void
+llm_attn_softcap_row(float *sc, int r0, int r1, float cap, float post)
+{
+	for (int r = r0; r < r1; r++)
+		sc[r] = (tanhf(sc[r]) * cap) * post;
+}
+
 size_t
 llm_attn_scratch_floats(int group, int head_dim, int n_keys)
 {
@@ -172,6 +179,9 @@ llm_attn_scalar(const llm_attn_args *a)
 		float		mx = -INFINITY,
 					inv;
 		double		sum = 0.0;
+
+		if (a->softcap > 0.0f)
+			llm_attn_softcap_row(sc, k0 - j0, n - j0, a->softcap, a->cap_scale);
 
 		for (int r = k0 - j0; r < n - j0; r++)
 			mx = sc[r] > mx ? sc[r] : mx;
@@ -257,6 +267,8 @@ llm_attn_block_scalar(const llm_attn_block_args *b)
 			.block_size = b->block_size,
 			.single = 0,
 			.scratch = b->scratch,
+			.softcap = b->softcap,
+			.cap_scale = b->cap_scale,
 		};
 
 		a.first_key = b->window > 0 && a.n_keys > b->window ? a.n_keys - b->window : 0;

@@ -1,9 +1,12 @@
 /*
  * cpu_attention.c — the CPU backend's RoPE + KV store and attention
- * (backend.h rope_store_kv, rope_store_kv_mode, attention).
+ * (backend.h rope_store_kv, rope_store_kv_mode, rope_store_kv_opts,
+ * attention, attention_softcap).
  *
- * RoPE: cos/sin per token from theta *= powf(base, -2/head_dim) (as
- * ggml_rope_cache_init), one table per base a step uses, the rotation in
+ * RoPE: cos/sin per token from theta *= powf(base, -2/n_rot) (as
+ * ggml_rope_cache_init, with its frequency factors, frequency scale and
+ * cos/sin factor when given), one table per set of options a step uses,
+ * the rotation in
  * the fused form GCC gives ggml's expressions; K and V then stored at the
  * token's slot of the layer's group (fp16 or q8_0 rows, quant.h
  * llm_kv_row_index).  Attention (quant.h llm_attn_args): Q rounded to
@@ -44,24 +47,26 @@ typedef struct rope_job
 	const float *v;
 	int			n_heads;
 	float		theta_scale;
-	int			mode;			/* LLM_ROPE_NORMAL or LLM_ROPE_NEOX */
-	float	   *cs;				/* the cos/sin table of this base */
+	llm_rope_opts ro;			/* mode LLM_ROPE_NONE: store only */
+	float	   *cs;				/* the cos/sin table of these options */
 } rope_job;
 
 /*
- * Rotate adjacent pairs of every head of one token by pos * theta_scale^i
- * (ggml "normal" rope; cos/sin built as in ggml_rope_cache_init, the
- * rotation written with the fused multiply-adds GCC produces for ggml's
- * x0*c - x1*s and x0*s + x1*c under -ffp-contract=fast).
+ * Rotate adjacent pairs of the first n_rot values of every head of one
+ * token by pos * theta_scale^i (ggml "normal" rope; cos/sin built as in
+ * ggml_rope_cache_init, the rotation written with the fused multiply-adds
+ * GCC produces for ggml's x0*c - x1*s and x0*s + x1*c under
+ * -ffp-contract=fast).  The values n_rot..hd-1 stay (ggml's partial
+ * rotation copies them).
  */
 static void
-rope_heads(float *x, int n_heads, int hd, const float *cs)
+rope_heads(float *x, int n_heads, int hd, int n_rot, const float *cs)
 {
 	for (int h = 0; h < n_heads; h++)
 	{
 		float	   *v = x + (size_t) h * hd;
 
-		for (int i = 0; i < hd; i += 2)
+		for (int i = 0; i < n_rot; i += 2)
 		{
 			float		c = cs[i],
 						s = cs[i + 1];
@@ -78,13 +83,13 @@ rope_heads(float *x, int n_heads, int hd, const float *cs)
 #if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("fma")))
 static void
-rope_heads_fma(float *x, int n_heads, int hd, const float *cs)
+rope_heads_fma(float *x, int n_heads, int hd, int n_rot, const float *cs)
 {
 	for (int h = 0; h < n_heads; h++)
 	{
 		float	   *v = x + (size_t) h * hd;
 
-		for (int i = 0; i < hd; i += 2)
+		for (int i = 0; i < n_rot; i += 2)
 		{
 			float		c = cs[i],
 						s = cs[i + 1];
@@ -99,14 +104,14 @@ rope_heads_fma(float *x, int n_heads, int hd, const float *cs)
 #endif
 
 /*
- * NEOX mode: rotate (x[i], x[i + hd/2]) by the angle of pair i (ggml's
+ * NEOX mode: rotate (x[i], x[i + n_rot/2]) by the angle of pair i (ggml's
  * rotate_pairs with n_offset = n_dims/2: the same expressions, hence the
  * same fused form, as the normal mode).
  */
 static void
-rope_heads_neox(float *x, int n_heads, int hd, const float *cs)
+rope_heads_neox(float *x, int n_heads, int hd, int n_rot, const float *cs)
 {
-	const int	half = hd / 2;
+	const int	half = n_rot / 2;
 
 	for (int h = 0; h < n_heads; h++)
 	{
@@ -128,9 +133,9 @@ rope_heads_neox(float *x, int n_heads, int hd, const float *cs)
 #if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("fma")))
 static void
-rope_heads_neox_fma(float *x, int n_heads, int hd, const float *cs)
+rope_heads_neox_fma(float *x, int n_heads, int hd, int n_rot, const float *cs)
 {
-	const int	half = hd / 2;
+	const int	half = n_rot / 2;
 
 	for (int h = 0; h < n_heads; h++)
 	{
@@ -150,24 +155,45 @@ rope_heads_neox_fma(float *x, int n_heads, int hd, const float *cs)
 }
 #endif
 
+/* True when the options change nothing in ggml_rope_cache_init's plain table. */
+static inline bool
+rope_plain(const llm_rope_opts *ro, int hd)
+{
+	return ro->n_rot == hd && ro->freq_factors == NULL && ro->freq_scale == 1.0f && ro->mscale == 1.0f;
+}
+
 static void
 rope_table_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	rope_job   *j = p;
 	cpu_backend *cb = j->cb;
-	const int	hd = cb->geo.head_dim;
+	const int	hd = cb->geo.head_dim,
+				n_rot = j->ro.n_rot;
+	const bool	plain = rope_plain(&j->ro, hd);
 
 	for (int64_t t = begin; t < end; t++)
 	{
 		float	   *cs = j->cs + (size_t) t * hd;
 		float		theta = (float) cb->positions[t];
 
-		for (int i = 0; i < hd; i += 2)
-		{
-			cs[i] = cosf(theta);
-			cs[i + 1] = sinf(theta);
-			theta *= j->theta_scale;
-		}
+		if (plain)
+			for (int i = 0; i < hd; i += 2)
+			{
+				cs[i] = cosf(theta);
+				cs[i + 1] = sinf(theta);
+				theta *= j->theta_scale;
+			}
+		else
+			/* ggml's rope_yarn with ext_factor 0: theta / ff, times freq_scale, cos/sin times mscale */
+			for (int i = 0; i < n_rot; i += 2)
+			{
+				const float ff = j->ro.freq_factors != NULL ? j->ro.freq_factors[i / 2] : 1.0f;
+				const float th = j->ro.freq_scale * (theta / ff);
+
+				cs[i] = cosf(th) * j->ro.mscale;
+				cs[i + 1] = sinf(th) * j->ro.mscale;
+				theta *= j->theta_scale;
+			}
 	}
 }
 
@@ -178,25 +204,30 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	cpu_backend *cb = j->cb;
 	const int	hd = cb->geo.head_dim,
 				nkv = cb->geo.n_kv_heads,
-				bs = cb->geo.block_size;
+				bs = cb->geo.block_size,
+				n_rot = j->ro.n_rot;
 	const size_t rb = llm_kv_row_bytes(cb->geo.kv_dtype, hd);
-	void		(*rot) (float *, int, int, const float *) =
-		j->mode == LLM_ROPE_NEOX ? rope_heads_neox : rope_heads;
+	void		(*rot) (float *, int, int, int, const float *) =
+		j->ro.mode == LLM_ROPE_NEOX ? rope_heads_neox : rope_heads;
 
 #if defined(__x86_64__) || defined(__i386__)
 	if (llm_cpu_has_avx2())
-		rot = j->mode == LLM_ROPE_NEOX ? rope_heads_neox_fma : rope_heads_fma;
+		rot = j->ro.mode == LLM_ROPE_NEOX ? rope_heads_neox_fma : rope_heads_fma;
 #endif
 	for (int64_t t = begin; t < end; t++)
 	{
 		size_t		slot = (size_t) layer_slots(cb, j->layer)[t];
 		float	   *kt = j->k + (size_t) t * nkv * hd;
-		const float *cs = j->cs + (size_t) t * hd;
 		const int32_t block = (int32_t) (slot / bs);
 		const int	off = (int) (slot % bs);
 
-		rot(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, cs);
-		rot(kt, nkv, hd, cs);
+		if (j->ro.mode != LLM_ROPE_NONE)
+		{
+			const float *cs = j->cs + (size_t) t * hd;
+
+			rot(j->q + (size_t) t * j->n_heads * hd, j->n_heads, hd, n_rot, cs);
+			rot(kt, nkv, hd, n_rot, cs);
+		}
 
 		for (int h = 0; h < nkv; h++)
 		{
@@ -217,9 +248,16 @@ rope_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	}
 }
 
+static inline bool
+rope_same(const llm_rope_opts *a, const llm_rope_opts *b)
+{
+	return a->theta == b->theta && a->n_rot == b->n_rot && a->freq_scale == b->freq_scale &&
+		a->mscale == b->mscale && a->freq_factors == b->freq_factors;
+}
+
 int
-cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v,
-					   int n_heads, float rope_theta, int mode)
+cpu_rope_store_kv_opts(llm_backend *b, int layer, float *q, float *k, const float *v,
+					   int n_heads, const llm_rope_opts *ro)
 {
 	cpu_backend *cb = CPU(b);
 	rope_job	j;
@@ -229,43 +267,66 @@ cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const floa
 		return cpu_fail(cb, "rope_store_kv: no step");
 	if (layer < 0 || layer >= cb->geo.n_layers)
 		return cpu_fail(cb, "rope_store_kv: layer %d out of range", layer);
-	if (n_heads <= 0 || !(rope_theta > 0) || (mode != LLM_ROPE_NORMAL && mode != LLM_ROPE_NEOX) ||
+	if (n_heads <= 0 || ro == NULL ||
+		(ro->mode != LLM_ROPE_NORMAL && ro->mode != LLM_ROPE_NEOX && ro->mode != LLM_ROPE_NONE) ||
 		(cb->n_tokens > 0 && (q == NULL || k == NULL || v == NULL)))
 		return cpu_fail(cb, "rope_store_kv: invalid arguments");
+	if (ro->mode != LLM_ROPE_NONE &&
+		(!(ro->theta > 0) || ro->n_rot < 2 || ro->n_rot > cb->geo.head_dim || ro->n_rot % 2 != 0 ||
+		 !(ro->freq_scale > 0) || !(ro->mscale > 0)))
+		return cpu_fail(cb, "rope_store_kv: invalid RoPE options (base %g, %d rotated dims of %d)",
+						(double) ro->theta, ro->n_rot, cb->geo.head_dim);
 	j.cb = cb;
 	j.layer = layer;
 	j.q = q;
 	j.k = k;
 	j.v = v;
 	j.n_heads = n_heads;
-	j.mode = mode;
-	j.theta_scale = powf(rope_theta, -2.0f / (float) cb->geo.head_dim);
-	for (ti = 0; ti < ROPE_TABLES && cb->rope_theta[ti] != rope_theta; ti++)
-		;
-	if (ti == ROPE_TABLES)
+	j.ro = *ro;
+	j.cs = NULL;
+	if (ro->mode != LLM_ROPE_NONE)
 	{
-		/* positions are the same for every layer of the step: one table per base */
-		size_t		cap;
-
-		for (ti = 0; ti < ROPE_TABLES && cb->rope_theta[ti] != 0.0f; ti++)
+		j.theta_scale = powf(ro->theta, -2.0f / (float) ro->n_rot);
+		for (ti = 0; ti < ROPE_TABLES && !(cb->rope_theta[ti] != 0.0f && rope_same(&cb->rope_key[ti], ro)); ti++)
 			;
 		if (ti == ROPE_TABLES)
 		{
-			ti = cb->rope_next;
-			cb->rope_next = (cb->rope_next + 1) % ROPE_TABLES;
+			/* positions are the same for every layer of the step: one table per set of options */
+			size_t		cap;
+
+			for (ti = 0; ti < ROPE_TABLES && cb->rope_theta[ti] != 0.0f; ti++)
+				;
+			if (ti == ROPE_TABLES)
+			{
+				ti = cb->rope_next;
+				cb->rope_next = (cb->rope_next + 1) % ROPE_TABLES;
+			}
+			cap = cb->rope_cap[ti] * sizeof(float);
+			if (!cpu_grow((void **) &cb->rope_cs[ti], &cap,
+						  (size_t) (cb->n_tokens ? cb->n_tokens : 1) * cb->geo.head_dim * sizeof(float)))
+				return cpu_fail(cb, "rope_store_kv: out of memory");
+			cb->rope_cap[ti] = cap / sizeof(float);
+			j.cs = cb->rope_cs[ti];
+			llm_threadpool_run(cb->pool, cb->n_tokens, 16, rope_table_task, &j);
+			cb->rope_theta[ti] = ro->theta;
+			cb->rope_key[ti] = *ro;
 		}
-		cap = cb->rope_cap[ti] * sizeof(float);
-		if (!cpu_grow((void **) &cb->rope_cs[ti], &cap,
-				  (size_t) (cb->n_tokens ? cb->n_tokens : 1) * cb->geo.head_dim * sizeof(float)))
-			return cpu_fail(cb, "rope_store_kv: out of memory");
-		cb->rope_cap[ti] = cap / sizeof(float);
 		j.cs = cb->rope_cs[ti];
-		llm_threadpool_run(cb->pool, cb->n_tokens, 16, rope_table_task, &j);
-		cb->rope_theta[ti] = rope_theta;
 	}
-	j.cs = cb->rope_cs[ti];
 	llm_threadpool_run(cb->pool, cb->n_tokens, 4, rope_task, &j);
 	return 0;
+}
+
+int
+cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v,
+					   int n_heads, float rope_theta, int mode)
+{
+	cpu_backend *cb = CPU(b);
+	llm_rope_opts ro = {mode, cb->geo.head_dim, rope_theta, 1.0f, 1.0f, NULL};
+
+	if (mode != LLM_ROPE_NORMAL && mode != LLM_ROPE_NEOX)
+		return cpu_fail(cb, "rope_store_kv: invalid arguments");
+	return cpu_rope_store_kv_opts(b, layer, q, k, v, n_heads, &ro);
 }
 
 int
@@ -299,9 +360,11 @@ typedef struct attn_job
 	float	   *out;
 	int			n_heads;
 	int			heads_per_item; /* token items: the GQA group, or 1 to spread few tokens over threads */
-	float		scale;
+	float		scale;			/* the kernels' factor of q . k (1 / softcap when soft-capped) */
 	int			window;			/* keys per query, 0 = all (backend.h attention) */
 	const attn_item *items;
+	float		softcap;		/* > 0: llm_attn_args.softcap; 0 = none */
+	float		cap_scale;		/* the softmax's scale after the cap */
 } attn_job;
 
 /* Q of n_q rows x nh heads (from head h0) rounded to fp16 as llama.cpp does (the K cache type) into dst [n_q][nh][hd]. */
@@ -364,6 +427,8 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			a.block_table = layer_tables(cb, j->layer) + (size_t) cb->tok_seq[t] * cb->max_blocks;
 			a.block_size = cb->geo.block_size;
 			a.scratch = scratch;
+			a.softcap = j->softcap;
+			a.cap_scale = j->cap_scale;
 			cb->attn_block(&a);
 		}
 		else
@@ -388,6 +453,8 @@ attn_task(void *p, int64_t begin, int64_t end, int thread_idx)
 			a.first_key = j->window > 0 && a.n_keys > j->window ? a.n_keys - j->window : 0;
 			a.kv_head = h0 / group;
 			a.block_table = layer_tables(cb, j->layer) + (size_t) cb->tok_seq[t] * cb->max_blocks;
+			a.softcap = j->softcap;
+			a.cap_scale = j->cap_scale;
 			cb->attn(&a);
 		}
 	}
@@ -456,6 +523,8 @@ split_args(const split_job *sj, int t, int g, int thread_idx, bool with_q, llm_a
 	a->first_key = j->window > 0 && a->n_keys > j->window ? a->n_keys - j->window : 0;
 	a->kv_head = g;
 	a->block_table = layer_tables(cb, j->layer) + (size_t) cb->tok_seq[t] * cb->max_blocks;
+	a->softcap = j->softcap;
+	a->cap_scale = j->cap_scale;
 }
 
 static void
@@ -589,11 +658,12 @@ block_row(const cpu_backend *cb, int t)
 	return !(cb->have_single && cb->single_rows[t] != 0);
 }
 
-int
-cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
+static int
+attention_run(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window,
+			  float softcap)
 {
 	cpu_backend *cb = CPU(b);
-	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window, NULL};
+	attn_job	j = {cb, layer, q, out, n_heads, 1, scale, window, NULL, 0.0f, 0.0f};
 	int			group,
 				nkv = cb->geo.n_kv_heads;
 	int64_t		n_items = 0,
@@ -602,6 +672,14 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 	size_t		stride,
 				cap,
 				need;
+
+	if (softcap > 0.0f)
+	{
+		/* ggml_scale(kq, 1 / cap) is the kernels' score factor; the scale follows the cap */
+		j.scale = 1.0f / softcap;
+		j.softcap = softcap;
+		j.cap_scale = scale;
+	}
 
 	if (!cb->have_step)
 		return cpu_fail(cb, "attention: no step");
@@ -689,4 +767,19 @@ cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads
 	}
 	llm_threadpool_run(cb->pool, n_items, 1, attn_task, &j);
 	return 0;
+}
+
+int
+cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
+{
+	return attention_run(b, layer, q, out, n_heads, scale, window, 0.0f);
+}
+
+int
+cpu_attention_softcap(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale,
+					  int window, float softcap)
+{
+	if (!(softcap > 0.0f))
+		return cpu_fail(CPU(b), "attention: soft-cap %g is not positive", (double) softcap);
+	return attention_run(b, layer, q, out, n_heads, scale, window, softcap);
 }

@@ -646,6 +646,8 @@ static const llm_backend_ops cpu_ops = {
 	.layernorm = llm_cpu_layernorm,
 	.rope_rows = llm_cpu_rope_rows,
 	.attention_rows = llm_cpu_attention_rows,
+	.rope_store_kv_opts = cpu_rope_store_kv_opts,
+	.attention_softcap = cpu_attention_softcap,
 };
 
 static llm_backend *

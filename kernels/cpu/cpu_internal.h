@@ -90,6 +90,7 @@ typedef struct cpu_backend
 	float	   *rope_cs[ROPE_TABLES];
 	size_t		rope_cap[ROPE_TABLES];
 	float		rope_theta[ROPE_TABLES];	/* base each table holds this step; 0 = none */
+	llm_rope_opts rope_key[ROPE_TABLES];	/* the options each table holds (rope_theta[i] != 0) */
 	int			rope_next;		/* table to refill when a step uses more bases */
 
 	/* scratch */
@@ -177,5 +178,9 @@ int			cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, cons
 								   int n_heads, float rope_theta, int mode);
 int			cpu_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale,
 						  int window);
+int			cpu_rope_store_kv_opts(llm_backend *b, int layer, float *q, float *k, const float *v,
+								   int n_heads, const llm_rope_opts *ro);
+int			cpu_attention_softcap(llm_backend *b, int layer, const float *q, float *out, int n_heads,
+								  float scale, int window, float softcap);
 
 #endif

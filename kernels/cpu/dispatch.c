@@ -18,12 +18,18 @@
  *   cpu_elementwise.c -> elementwise.c, threadpool.c
  *   cpu_matmul.c   -> dispatch.c, quant.c, quant_types.c, threadpool.c
  *   cpu_attention.c -> dispatch.c, quant.c, threadpool.c
- *   dispatch.c     -> quant_packed.c, quant_packed_avx2.c, attn_avx2.c, quant_avx2.c,
- *                     quant_q5_0.c, elementwise.c, row_scan.c, quant.c
+ *   dispatch.c     -> quant_more.c, quant_packed.c, quant_packed_avx2.c, attn_avx2.c,
+ *                     quant_avx2.c, quant_q5_0.c, elementwise.c, row_scan.c, quant.c
+ *   quant_more.c   -> quant_more_avx2.c, quant_more_avx512.c (their tables),
+ *                     quant_avx2.c, quant.c, dequant_more.c
  *   quant_packed.c, quant_packed_avx2.c -> quant_avx2.c
  *   attn_avx2.c    -> quant.c (inline helpers of quant.h only)
  *   quant_avx2.c, quant_q5_0.c, elementwise.c -> quant.c
- *   quant.c, threadpool.c, huge_pages.c, row_scan.c -> (nothing in kernels/cpu)
+ *   quant_more_avx2.c, quant_more_avx512.c -> quant.c, dequant_more.c
+ *   quant.c <-> dequant_more.c: one function, llm_dequantize_row, whose
+ *                     quant_more.h types dequant_more.c decodes (with
+ *                     quant.c's fp16 conversion)
+ *   threadpool.c, huge_pages.c, row_scan.c -> (nothing in kernels/cpu)
  *
  * Headers follow the same graph: quant.h declares quant.c (and the types
  * and inline helpers every kernel shares), quant_x86.h the vector
@@ -35,6 +41,7 @@
 #include "dispatch.h"
 #include "quant.h"
 #include "quant_x86.h"
+#include "quant_more.h"
 
 #include <pthread.h>
 
@@ -122,7 +129,10 @@ const llm_qkernel *
 llm_qkernel_get(uint32_t t, int impl)
 {
 	int			r = resolve(impl);
+	const llm_qkernel *more = llm_qkernel_more_get(t, r);
 
+	if (more != NULL)
+		return more;
 	if (t == LLM_TYPE_Q5_0 && (r == LLM_IMPL_AVX2 || r == LLM_IMPL_AVX512VNNI))
 		return cpu()->have_q5_0 ? &cpu()->q5_0[r == LLM_IMPL_AVX512VNNI] : NULL;
 	switch (r)

@@ -16,6 +16,7 @@
  * whole graph): it is plain C for any CPU.
  */
 #include "quant.h"
+#include "quant_more.h"
 
 #include <math.h>
 #include <string.h>
@@ -245,7 +246,8 @@ llm_dequantize_row(uint32_t t, const void *src, float *dst, int64_t n)
 			}
 			return true;
 		default:
-			return false;
+			/* the types of quant_more.h */
+			return llm_dequantize_row_more(t, src, dst, n);
 	}
 }
 

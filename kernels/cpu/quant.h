@@ -269,6 +269,14 @@ typedef struct llm_attn_args
 	int			block_size;
 	int			single;			/* 1: llama.cpp's one-token-batch order (see above) */
 	float	   *scratch;		/* llm_attn_scratch_floats(group, head_dim, n_keys) floats */
+	/*
+	 * softcap > 0: attention logit soft-capping (llama.cpp without flash
+	 * attention): the scores above, computed with scale = 1 / softcap,
+	 * become (tanhf(score) * softcap) * cap_scale before the softmax
+	 * (llm_attn_softcap_row); 0: none (cap_scale unused).
+	 */
+	float		softcap;
+	float		cap_scale;
 } llm_attn_args;
 
 typedef void (*llm_attn_fn) (const llm_attn_args *a);
@@ -355,6 +363,13 @@ llm_attn_split_npad(const llm_attn_args *a)
 	return ((size_t) (a->n_keys - (a->first_key & ~15)) + 15) & ~(size_t) 15;
 }
 
+/*
+ * Soft-capping of scores sc[r0 .. r1-1]: sc = (tanhf(sc) * cap) * post
+ * (ggml_tanh, ggml_scale by the cap, then the softmax's scale).  One
+ * scalar function for every kernel, so they stay bit-identical.
+ */
+void		llm_attn_softcap_row(float *sc, int r0, int r1, float cap, float post);
+
 /* Scratch floats an llm_attn_fn needs for up to n_keys keys (any first_key). */
 size_t		llm_attn_scratch_floats(int group, int head_dim, int n_keys);
 
@@ -398,6 +413,8 @@ typedef struct llm_attn_block_args
 	const int32_t *block_table;
 	int			block_size;
 	float	   *scratch;		/* llm_attn_block_scratch_floats(n_q, group, head_dim, pos0 + n_q) floats */
+	float		softcap;		/* as llm_attn_args */
+	float		cap_scale;
 } llm_attn_block_args;
 
 typedef void (*llm_attn_block_fn) (const llm_attn_block_args *a);

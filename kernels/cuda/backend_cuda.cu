@@ -301,6 +301,13 @@ type_supported(uint32_t t)
 		case LLM_TYPE_Q5_0:
 		case LLM_TYPE_Q4_K:
 		case LLM_TYPE_Q6_K:
+			/* the types of kernels/cpu/quant_more.h (dequant_more.cuh) */
+		case LLM_TYPE_Q5_1:
+		case LLM_TYPE_Q2_K:
+		case LLM_TYPE_Q3_K:
+		case LLM_TYPE_Q5_K:
+		case LLM_TYPE_IQ4_NL:
+		case LLM_TYPE_IQ4_XS:
 			return true;
 		default:
 			return false;
@@ -1075,7 +1082,8 @@ cuda_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v
 }
 
 static int
-cuda_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
+cuda_attention_run(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window,
+				   float softcap)
 {
 	cuda_backend *cb = CB(b);
 	cuda_kv_layer kv;
@@ -1094,9 +1102,53 @@ cuda_attention(llm_backend *b, int layer, const float *q, float *out, int n_head
 	if (cb->n_tokens > 0 && (q == NULL || out == NULL))
 		return fail(cb, "attention: NULL argument");
 	kv = kv_layer(cb, layer);
-	CK(cu_attention_decode(cb->stream, &kv, &cb->sd, q, out, cb->partials, n_heads, scale, window),
+	CK(cu_attention_decode(cb->stream, &kv, &cb->sd, q, out, cb->partials, n_heads, scale, window, softcap),
 	   "attention (decode)");
-	CK(cu_attention_prefill(cb->stream, &kv, &cb->sd, q, out, n_heads, scale, window), "attention (prefill)");
+	CK(cu_attention_prefill(cb->stream, &kv, &cb->sd, q, out, n_heads, scale, window, softcap),
+	   "attention (prefill)");
+	return 0;
+}
+
+static int
+cuda_attention(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale, int window)
+{
+	return cuda_attention_run(b, layer, q, out, n_heads, scale, window, 0.0f);
+}
+
+static int
+cuda_attention_softcap(llm_backend *b, int layer, const float *q, float *out, int n_heads, float scale,
+					   int window, float softcap)
+{
+	if (!(softcap > 0.0f))
+		return fail(CB(b), "attention: soft-cap %g is not positive", (double) softcap);
+	return cuda_attention_run(b, layer, q, out, n_heads, scale, window, softcap);
+}
+
+static int
+cuda_rope_store_kv_opts(llm_backend *b, int layer, float *q, float *k, const float *v, int n_heads,
+						const llm_rope_opts *ro)
+{
+	cuda_backend *cb = CB(b);
+	cuda_kv_layer kv;
+
+	if (!cb->have_step)
+		return fail(cb, "rope_store_kv: no step");
+	if (layer < 0 || layer >= cb->geo.n_layers)
+		return fail(cb, "rope_store_kv: layer %d out of range", layer);
+	if (n_heads <= 0 || ro == NULL ||
+		(ro->mode != LLM_ROPE_NORMAL && ro->mode != LLM_ROPE_NEOX && ro->mode != LLM_ROPE_NONE) ||
+		(cb->n_tokens > 0 && (q == NULL || k == NULL || v == NULL)))
+		return fail(cb, "rope_store_kv: invalid arguments");
+	if (ro->mode != LLM_ROPE_NONE &&
+		(!(ro->theta > 0) || ro->n_rot < 2 || ro->n_rot > cb->geo.head_dim || ro->n_rot % 2 != 0 ||
+		 !(ro->freq_scale > 0) || !(ro->mscale > 0)))
+		return fail(cb, "rope_store_kv: invalid RoPE options (base %g, %d rotated dims of %d)",
+					(double) ro->theta, ro->n_rot, cb->geo.head_dim);
+	kv = kv_layer(cb, layer);
+	CK(cu_rope_store_kv_opts(cb->stream, &kv, &cb->sd, q, k, v, n_heads,
+							 ro->mode == LLM_ROPE_NONE ? 1.0f : powf(ro->theta, -2.0f / (float) ro->n_rot),
+							 ro->mode, ro->n_rot, ro->freq_factors, ro->freq_scale, ro->mscale),
+	   "rope_store_kv");
 	return 0;
 }
 
@@ -1149,7 +1201,10 @@ static const llm_backend_ops cuda_ops = {
 	.layernorm = NULL,
 	.rope_rows = NULL,
 	.attention_rows = NULL,
+
 	.add_broadcast = cuda_add_broadcast,
+	.rope_store_kv_opts = cuda_rope_store_kv_opts,
+	.attention_softcap = cuda_attention_softcap,
 };
 
 static bool

@@ -21,11 +21,11 @@ CUDA_CC ?= $(or $(CC),cc)
 
 CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,build/%.o,$(CUDA_SRCS)) build/kernels/cuda/quant_types.o \
-	build/kernels/cuda/elementwise.o build/kernels/cuda/quant.o
+	build/kernels/cuda/elementwise.o build/kernels/cuda/quant.o build/kernels/cuda/dequant_more.o
 CUDA_LIB  := build/llm_cuda.so
 
 build/kernels/cuda/%.o: kernels/cuda/%.cu kernels/cuda/cuda_internal.h kernels/cuda/backend_cuda.h \
-		kernels/backend.h kernels/quant_types.h
+		kernels/cuda/dequant_more.cuh kernels/backend.h kernels/quant_types.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
@@ -44,7 +44,13 @@ build/kernels/cuda/elementwise.o: kernels/cpu/elementwise.c kernels/cpu/elementw
 build/kernels/cuda/quant.o: kernels/cpu/quant.c kernels/cpu/quant.h kernels/quant_types.h
 	@mkdir -p $(dir $@)
 	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter \
-		-I. -c $< -o $@
+		-ffp-contract=off -I. -c $< -o $@
+
+# the dequantization of the quant_more.h types, which quant.c's llm_dequantize_row hands on
+build/kernels/cuda/dequant_more.o: kernels/cpu/dequant_more.c kernels/cpu/quant_more.h kernels/cpu/quant.h
+	@mkdir -p $(dir $@)
+	$(CUDA_CC) -O2 -std=gnu11 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -Wno-unused-parameter \
+		-ffp-contract=off -I. -c $< -o $@
 
 # cudart linked statically (nvcc's default); cuBLAS from CUDA_HOME, found through the rpath.
 $(CUDA_LIB): $(CUDA_OBJS)

@@ -128,6 +128,16 @@ cudaError_t cu_f32_to_f16(cudaStream_t st, const float *x, __half *y, size_t n);
 /* mode: LLM_ROPE_NORMAL (adjacent pairs) or LLM_ROPE_NEOX (halves), backend.h. */
 cudaError_t cu_rope_store_kv(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
 							 float *q, float *k, const float *v, int n_heads, float theta_scale, int mode);
+/*
+ * backend.h rope_store_kv_opts: the first n_rot values of each head
+ * rotated (mode NORMAL or NEOX; LLM_ROPE_NONE: none) by pair i's angle
+ * freq_scale * (pos * theta_scale^i / ff[i]) (ff: freq_factors [n_rot/2]
+ * device memory, or NULL), cos and sin times mscale; then k and v stored.
+ */
+cudaError_t cu_rope_store_kv_opts(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
+								  float *q, float *k, const float *v, int n_heads, float theta_scale,
+								  int mode, int n_rot, const float *freq_factors, float freq_scale,
+								  float mscale);
 
 /* ---- kernels_gemv.cu ---- */
 /* y[t][r] = W[r] . x[t] for t < n with a per-(row, token) reduction order independent of n. */
@@ -141,11 +151,13 @@ bool		cu_attention_head_dim_ok(int head_dim);
  * window: keys per query as backend.h's attention op (0 = all): the query
  * at position p reads keys max(0, p - window + 1)..p.
  */
+/* softcap > 0: scores soft-capped (backend.h attention_softcap); 0 = none. */
 cudaError_t cu_attention_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
 								const float *q, float *out, float *partials, int n_heads, float scale,
-								int window);
+								int window, float softcap);
 cudaError_t cu_attention_prefill(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-								 const float *q, float *out, int n_heads, float scale, int window);
+								 const float *q, float *out, int n_heads, float scale, int window,
+								 float softcap);
 
 #ifdef __cplusplus
 }

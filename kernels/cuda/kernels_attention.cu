@@ -83,12 +83,26 @@ kv_offset(const int32_t *bt, int key, int block_size, int n_kv, int kvh, int hd)
 	return (slot * n_kv + kvh) * hd;
 }
 
+/*
+ * A key's score from its dot product a: a * scale, or with attention
+ * logit soft-capping (softcap > 0, backend.h attention_softcap) tanhf(a *
+ * (1 / softcap)) * softcap, then times scale (llama.cpp's order without
+ * flash attention).  Device tanhf: not bit-identical to the CPU's libm.
+ */
+static __device__ __forceinline__ float
+attn_score(float a, float scale, float softcap)
+{
+	if (softcap > 0.0f)
+		a = __fmul_rn(tanhf(__fmul_rn(a, __frcp_rn(softcap))), softcap);
+	return __fmul_rn(a, scale);
+}
+
 template <int HD>
 __global__ void __launch_bounds__(ATTN_THREADS)
 attn_split_kernel(const __half *__restrict__ K, const __half *__restrict__ V, const float *__restrict__ q,
 				  const int32_t *__restrict__ items, const int32_t *__restrict__ positions,
 				  const int32_t *__restrict__ tok_seq, const int32_t *__restrict__ block_tables,
-				  int max_blocks, int block_size, int n_kv, int n_heads, float scale, int window,
+				  int max_blocks, int block_size, int n_kv, int n_heads, float scale, int window, float softcap,
 				  float *__restrict__ part)
 {
 	typedef split_cfg<HD> C;
@@ -181,7 +195,7 @@ attn_split_kernel(const __half *__restrict__ K, const __half *__restrict__ V, co
 						a = fmaf(qs[h][c * 8 + 2 * j + 1], kf.y, a);
 					}
 				}
-				s = __fmul_rn(a, scale);
+				s = attn_score(a, scale, softcap);
 			}
 			ps[h][key] = s;
 		}
@@ -346,7 +360,7 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 attn_prefill_kernel(const __half *__restrict__ K, const __half *__restrict__ V, const float *__restrict__ q,
 					float *__restrict__ out, const int32_t *__restrict__ tiles,
 					const int32_t *__restrict__ positions, const int32_t *__restrict__ block_tables,
-					int max_blocks, int block_size, int n_kv, int n_heads, float scale, int window)
+					int max_blocks, int block_size, int n_kv, int n_heads, float scale, int window, float softcap)
 {
 	typedef prefill_cfg<HD> C;
 	extern __shared__ __align__(128) unsigned char smem[];
@@ -464,7 +478,7 @@ attn_prefill_kernel(const __half *__restrict__ K, const __half *__restrict__ V, 
 				int			kl = lane + 32 * j;
 				bool		valid = kl < nk && kt + kl <= qp && (window <= 0 || kt + kl > qp - window);
 
-				s[j] = valid ? __fmul_rn(S[r * C::SLD + kl], scale) : -INFINITY;
+				s[j] = valid ? attn_score(S[r * C::SLD + kl], scale, softcap) : -INFINITY;
 				mx = fmaxf(mx, s[j]);
 			}
 			mx = warp_max(mx);
@@ -554,7 +568,7 @@ cu_attention_setup(void)
 template <int HD>
 static cudaError_t
 launch_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd, const float *q,
-			  float *out, float *partials, int n_heads, float scale, int window)
+			  float *out, float *partials, int n_heads, float scale, int window, float softcap)
 {
 	dim3		g1((unsigned) sd->n_dec_items, (unsigned) kv->n_kv_heads);
 	dim3		g2((unsigned) sd->n_dec_tokens, (unsigned) n_heads);
@@ -563,7 +577,7 @@ launch_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
 	attn_split_kernel<HD><<<g1, ATTN_THREADS, 0, st>>>(kv->k, kv->v, q, sd->dec_items, sd->positions,
 													   sd->tok_seq, sd->block_tables, sd->max_blocks,
 													   kv->block_size, kv->n_kv_heads, n_heads, scale,
-													   window, partials);
+													   window, softcap, partials);
 	if ((e = cudaGetLastError()) != cudaSuccess)
 		return e;
 	attn_combine_kernel<HD><<<g2, HD < 128 ? HD : 128, 0, st>>>(partials, sd->dec_tokens, sd->dec_item0,
@@ -578,18 +592,18 @@ launch_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
  */
 extern "C" cudaError_t
 cu_attention_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-					const float *q, float *out, float *partials, int n_heads, float scale, int window)
+					const float *q, float *out, float *partials, int n_heads, float scale, int window, float softcap)
 {
 	if (sd->n_dec_tokens <= 0)
 		return cudaSuccess;
 	switch (kv->head_dim)
 	{
 		case 64:
-			return launch_decode<64>(st, kv, sd, q, out, partials, n_heads, scale, window);
+			return launch_decode<64>(st, kv, sd, q, out, partials, n_heads, scale, window, softcap);
 		case 128:
-			return launch_decode<128>(st, kv, sd, q, out, partials, n_heads, scale, window);
+			return launch_decode<128>(st, kv, sd, q, out, partials, n_heads, scale, window, softcap);
 		case 256:
-			return launch_decode<256>(st, kv, sd, q, out, partials, n_heads, scale, window);
+			return launch_decode<256>(st, kv, sd, q, out, partials, n_heads, scale, window, softcap);
 		default:
 			return cudaErrorInvalidValue;
 	}
@@ -598,31 +612,31 @@ cu_attention_decode(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_de
 template <int HD>
 static cudaError_t
 launch_prefill(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd, const float *q,
-			   float *out, int n_heads, float scale, int window)
+			   float *out, int n_heads, float scale, int window, float softcap)
 {
 	dim3		grid((unsigned) sd->n_pf_tiles, (unsigned) n_heads);
 
 	attn_prefill_kernel<HD><<<grid, ATTN_THREADS, prefill_cfg<HD>::BYTES, st>>>(
 		kv->k, kv->v, q, out, sd->pf_tiles, sd->positions, sd->block_tables, sd->max_blocks,
-		kv->block_size, kv->n_kv_heads, n_heads, scale, window);
+		kv->block_size, kv->n_kv_heads, n_heads, scale, window, softcap);
 	return cudaGetLastError();
 }
 
 /* Attention of the step's prefill tiles (sd->pf_tiles). */
 extern "C" cudaError_t
 cu_attention_prefill(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
-					 const float *q, float *out, int n_heads, float scale, int window)
+					 const float *q, float *out, int n_heads, float scale, int window, float softcap)
 {
 	if (sd->n_pf_tiles <= 0)
 		return cudaSuccess;
 	switch (kv->head_dim)
 	{
 		case 64:
-			return launch_prefill<64>(st, kv, sd, q, out, n_heads, scale, window);
+			return launch_prefill<64>(st, kv, sd, q, out, n_heads, scale, window, softcap);
 		case 128:
-			return launch_prefill<128>(st, kv, sd, q, out, n_heads, scale, window);
+			return launch_prefill<128>(st, kv, sd, q, out, n_heads, scale, window, softcap);
 		case 256:
-			return launch_prefill<256>(st, kv, sd, q, out, n_heads, scale, window);
+			return launch_prefill<256>(st, kv, sd, q, out, n_heads, scale, window, softcap);
 		default:
 			return cudaErrorInvalidValue;
 	}

@@ -48,6 +48,8 @@ rd_u16(const uint8_t *p)
 	return (unsigned) p[0] | ((unsigned) p[1] << 8);
 }
 
+#include "dequant_more.cuh"
+
 /*
  * Element e of a GGUF row of the given type (ggml's dequantize_row_*
  * formulas, same operation order as kernels/cpu/quant.c llm_dequantize_row).
@@ -144,7 +146,13 @@ dequant_raw_elem(uint32_t type, const uint8_t *row, int64_t e)
 								 (float) (q - 32));
 			}
 		default:
-			return __int_as_float(0x7fc00000);	/* unreachable: host rejects the type */
+			{
+				float		v;
+
+				if (dequant_more_elem(type, row, e, &v))
+					return v;
+				return __int_as_float(0x7fc00000);	/* unreachable: host rejects the type */
+			}
 	}
 }
 
@@ -581,6 +589,73 @@ rope_store_kernel(cuda_kv_layer kv, const int32_t *positions, const int32_t *slo
 	}
 	for (int e = threadIdx.x; e < nkv * hd; e += blockDim.x)
 		kv.v[slot * nkv * hd + e] = __float2half_rn(v[(size_t) t * nkv * hd + e]);
+}
+
+/*
+ * rope_store_kernel with the options of rope_store_kv_opts: n_rot of the
+ * head's values rotate (the rest kept), each pair's angle divided by its
+ * frequency factor and times freq_scale, cos and sin times mscale
+ * (ggml's rope_yarn without ext_factor); mode -1 rotates nothing.  The
+ * rotation first (every q and k value of the token), then k and v stored.
+ */
+__global__ void
+rope_store_opts_kernel(cuda_kv_layer kv, const int32_t *positions, const int32_t *slots,
+					   float *q, float *k, const float *v, int n_heads, float theta_scale, int mode,
+					   int n_rot, const float *ff, float freq_scale, float mscale)
+{
+	const int	t = blockIdx.x;
+	const int	hd = kv.head_dim,
+				nkv = kv.n_kv_heads,
+				half_rot = n_rot / 2;
+	const int	pos = positions[t];
+	const size_t slot = (size_t) slots[t];
+	const int	n_items = mode < 0 ? 0 : (n_heads + nkv) * half_rot;
+
+	for (int it = threadIdx.x; it < n_items; it += blockDim.x)
+	{
+		int			h = it / half_rot,
+					i = it % half_rot;
+		float		theta = (float) pos,
+					th,
+					c,
+					s,
+					x0,
+					x1;
+		float	   *vec;
+		const int	i0 = mode == LLM_ROPE_NEOX ? i : 2 * i,
+					i1 = mode == LLM_ROPE_NEOX ? i + half_rot : 2 * i + 1;
+
+		for (int j = 0; j < i; j++)
+			theta = __fmul_rn(theta, theta_scale);
+		th = __fmul_rn(freq_scale, ff != NULL ? __fdiv_rn(theta, ff[i]) : theta);
+		c = __fmul_rn(cosf(th), mscale);
+		s = __fmul_rn(sinf(th), mscale);
+		vec = h < n_heads ? q + ((size_t) t * n_heads + h) * hd
+			: k + ((size_t) t * nkv + (h - n_heads)) * hd;
+		x0 = vec[i0];
+		x1 = vec[i1];
+		vec[i0] = fmaf(x0, c, -__fmul_rn(x1, s));
+		vec[i1] = fmaf(x0, s, __fmul_rn(x1, c));
+	}
+	__syncthreads();
+	for (int e = threadIdx.x; e < nkv * hd; e += blockDim.x)
+	{
+		kv.k[slot * nkv * hd + e] = __float2half_rn(k[(size_t) t * nkv * hd + e]);
+		kv.v[slot * nkv * hd + e] = __float2half_rn(v[(size_t) t * nkv * hd + e]);
+	}
+}
+
+extern "C" cudaError_t
+cu_rope_store_kv_opts(cudaStream_t st, const cuda_kv_layer *kv, const cuda_step_dev *sd,
+					  float *q, float *k, const float *v, int n_heads, float theta_scale, int mode,
+					  int n_rot, const float *freq_factors, float freq_scale, float mscale)
+{
+	if (sd->n_tokens <= 0)
+		return cudaSuccess;
+	rope_store_opts_kernel<<<sd->n_tokens, 128, 0, st>>>(*kv, sd->positions, sd->slots, q, k, v, n_heads,
+														 theta_scale, mode, n_rot, freq_factors, freq_scale,
+														 mscale);
+	return cudaGetLastError();
 }
 
 extern "C" cudaError_t

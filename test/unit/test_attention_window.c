@@ -15,6 +15,11 @@
  *    reduction orders (multi-token and one-token);
  *  - all of the above for an F16 and a Q8_0 KV cache (the reference reads
  *    the cache's values, dequantized: llm_kv_value);
+ *  - with attention logit soft-capping (attention_softcap) after RoPE with
+ *    options (rope_store_kv_opts: half the head rotated, frequency
+ *    factors, an angle and a cos/sin factor): the same bit-identities
+ *    across steps, kernels and splits, and outputs that differ from the
+ *    plain ops' (the cap and the options act);
  *  - a negative window is an error.
  * Every check runs for a fixed and a fresh seed (LLM_TEST_SEED reruns one).
  */
@@ -183,6 +188,10 @@ free_result(result *r)
  * split_keys > 0: split decode rows of that many keys or more over the
  * threads).  Returns 0, or -1 after printing the backend's error.
  */
+/* Soft-cap and RoPE options of the runs (0 / NULL: attention and rope_store_kv). */
+static float run_softcap;
+static const llm_rope_opts *run_rope;
+
 static int
 run_split(const inputs *in, const plan *pl, int window, int threads, int impl, bool single, int split_keys,
 		  result *r)
@@ -277,9 +286,13 @@ run_split(const inputs *in, const plan *pl, int window, int threads, int impl, b
 			rc = llm_backend_cpu_set_single_rows(r->b, flags);
 		}
 		if (rc == 0)
-			rc = r->b->ops->rope_store_kv(r->b, 0, q, k, v, g->n_heads, 10000.0f);
+			rc = run_rope ? r->b->ops->rope_store_kv_opts(r->b, 0, q, k, v, g->n_heads, run_rope) :
+				r->b->ops->rope_store_kv(r->b, 0, q, k, v, g->n_heads, 10000.0f);
 		if (rc == 0)
-			rc = r->b->ops->attention(r->b, 0, q, o, g->n_heads, 1.0f / sqrtf((float) g->hd), window);
+			rc = run_softcap > 0.0f ?
+				r->b->ops->attention_softcap(r->b, 0, q, o, g->n_heads, 1.0f / sqrtf((float) g->hd), window,
+											 run_softcap) :
+				r->b->ops->attention(r->b, 0, q, o, g->n_heads, 1.0f / sqrtf((float) g->hd), window);
 		if (rc != 0)
 			printf("# step %d: %s\n", st, r->b->ops->last_error(r->b));
 		for (int c = 0, t = 0; rc == 0 && c < ns; c++)
@@ -479,6 +492,61 @@ test_shape(const shape *g, int kv_dtype)
 			  "%s: window 70 (every position) bit-identical to window 0", name);
 		free_result(&r0);
 		free_result(&rw);
+	}
+	/* soft-capped attention after RoPE with options */
+	{
+		float		ff[64];
+		llm_rope_opts ro = {LLM_ROPE_NEOX, g->hd / 2, 10000.0f, 0.5f, 1.25f, NULL};
+		result		r0,
+					r1,
+					r2,
+					r3,
+					r4,
+					r5;
+		int			rc0 = run(&in, &chunked, 17, 2, LLM_IMPL_BEST, false, &r0),
+					rc1,
+					rc2,
+					rc3,
+					rc4,
+					rc5;
+		llm_backend *fb;
+		char		err[128];
+
+		/* the factors as a backend vector (the CPU backend's load_vector is a copy) */
+		for (int i = 0; i < g->hd / 4; i++)
+			ff[i] = 1.0f + (float) i * 0.37f;
+		fb = llm_backend_cpu_create(1, err, sizeof(err));
+		ro.freq_factors = fb ? fb->ops->load_vector(fb, ff, (size_t) g->hd / 4) : NULL;
+		run_softcap = 0.8f;
+		run_rope = &ro;
+		rc1 = run(&in, &one_step, 17, 2, LLM_IMPL_BEST, false, &r1);
+		rc2 = run(&in, &chunked, 17, 1, LLM_IMPL_SCALAR, false, &r2);
+		rc3 = run(&in, &one_step, 17, 2, simd, true, &r3);
+		rc4 = run(&in, &chunked, 17, 2, LLM_IMPL_SCALAR, true, &r4);
+		rc5 = run_split(&in, &chunked, 17, 2, simd, true, 1, &r5);
+		run_softcap = 0.0f;
+		run_rope = NULL;
+		if (CHECK(ro.freq_factors && rc0 == 0 && rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0 && rc5 == 0,
+				  "%s, soft-cap 0.8, RoPE options: steps run", name))
+		{
+			CHECK(same_result(&in, &r1, &r2), "%s, soft-capped: one step (best kernels) == chunked steps "
+				  "(scalar), bit for bit", name);
+			CHECK(same_result(&in, &r3, &r4) && same_result(&in, &r5, &r4), "%s, soft-capped, one-token order: "
+				  "one step (%s) and split decode rows == chunked steps (scalar), bit for bit", name,
+				  simd == LLM_IMPL_AVX2 ? "AVX2" : "scalar");
+			CHECK(!same_result(&in, &r2, &r0), "%s: the soft-cap and the RoPE options change the outputs", name);
+		}
+		if (fb)
+		{
+			fb->ops->free_f32(fb, (float *) ro.freq_factors);
+			fb->ops->destroy(fb);
+		}
+		free_result(&r0);
+		free_result(&r1);
+		free_result(&r2);
+		free_result(&r3);
+		free_result(&r4);
+		free_result(&r5);
 	}
 	free_inputs(&in);
 }

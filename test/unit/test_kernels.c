@@ -1471,7 +1471,7 @@ test_errors(void)
 {
 	llm_backend *b = make_backend(1, LLM_IMPL_BEST);
 	uint8_t		data[1024] = {0};
-	llm_weight	host = {LLM_TYPE_Q5_1, 4, 64, 48, data, NULL},
+	llm_weight	host = {LLM_TYPE_Q8_1, 4, 64, 72, data, NULL},
 				w;
 	llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16, NULL, 0, 0};
 	int32_t		tok[1] = {5},
@@ -1483,8 +1483,8 @@ test_errors(void)
 	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0, NULL, NULL, NULL};
 	float		out[64];
 
-	CHECK(b->ops->load_weight(b, &host, &w) == -1 && strstr(b->ops->last_error(b), "Q5_1"),
-		  "load_weight rejects Q5_1 (no kernel): %s", b->ops->last_error(b));
+	CHECK(b->ops->load_weight(b, &host, &w) == -1 && strstr(b->ops->last_error(b), "Q8_1"),
+		  "load_weight rejects Q8_1 (no kernel): %s", b->ops->last_error(b));
 	host.type = LLM_TYPE_Q8_0;
 	host.row_bytes = 99;
 	CHECK(b->ops->load_weight(b, &host, &w) == -1, "load_weight rejects a wrong row size: %s",

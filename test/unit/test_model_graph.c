@@ -8,19 +8,19 @@
  * bit-identical to llama's); a missing required tensor, a misshapen one, a
  * refused one present and a missing required key fail with their messages.
  * Graph options:
- *  - the step-local attention path (attention logit soft-capping, here
- *    with a cap of 1e4 that changes scores by under 1e-6 relative) gives
- *    the cached path's logits within the cache's rounding (the cached
- *    path rounds q, K, V and the probabilities to fp16): a mean |diff| no
- *    larger than a Q8_0 cache's against an F16 cache, while bidirectional
- *    attention exceeds twice that;
+ *  - attention logit soft-capping (here with a cap of 1e4 that changes
+ *    scores by under 1e-6 relative) on the cached path (attention_softcap)
+ *    gives llama's logits within a Q8_0 cache's distance from an F16
+ *    cache, while bidirectional attention (the step-local path) exceeds
+ *    twice that; a soft-capped prompt computed in two chunks gives the
+ *    rows of the whole prompt bit for bit;
  *  - causal: a row's logits do not depend on later tokens (bit for bit);
  *    bidirectional: the first row's logits change with the last token;
  *  - a layer without RoPE, partial rotary dims and LayerNorm each change
  *    the logits (the option reaches the graph) and stay finite;
  *  - a step that does not hold a whole sequence is refused on the
- *    step-local path with a message; a backend without an op the graph
- *    needs is refused at load.
+ *    step-local (bidirectional) path with a message; a backend without an
+ *    op the graph needs is refused at load.
  */
 #include "unit.h"
 #include "kernels/backend.h"
@@ -269,7 +269,7 @@ test_options(const float *ref)
 	 * of the graph (bidirectional attention) must not.
 	 */
 	la = logits_of(&local, prompt_a, err, sizeof(err));
-	if (CHECK(la != NULL, "soft-capped attention (step-local path) runs%s%s", la ? "" : ": ", la ? "" : err))
+	if (CHECK(la != NULL, "soft-capped attention (cached path) runs%s%s", la ? "" : ": ", la ? "" : err))
 	{
 		double		d_local = mean_abs_diff(la, ref, n);
 
@@ -277,7 +277,7 @@ test_options(const float *ref)
 		a.graph.bidirectional = true;
 		lg = logits_of(&a, prompt_a, err, sizeof(err));
 		CHECK(q8_yardstick > 0.0 && d_local <= q8_yardstick,
-			  "step-local path: logits within the cache rounding of the cached path's (mean |diff| %.4f, "
+			  "soft-capped: logits within the cache rounding of llama's (mean |diff| %.4f, "
 			  "Q8_0 vs F16 cache %.4f)", d_local, q8_yardstick);
 		CHECK(lg && mean_abs_diff(lg, ref, n) > 2.0 * q8_yardstick,
 			  "the yardstick tells graphs apart: bidirectional mean |diff| %.4f", lg ? mean_abs_diff(lg, ref, n) : 0.0);
@@ -360,13 +360,44 @@ test_options(const float *ref)
 
 	/* the step-local path refuses a sequence not given whole */
 	{
-		llm_model  *m = llm_model_load_as(file, backend, &local, err, sizeof(err));
+		llm_model  *m;
 
+		a = local;
+		a.graph.bidirectional = true;
+		m = llm_model_load_as(file, backend, &a, err, sizeof(err));
 		lg = malloc(n * sizeof(float));
 		CHECK(m && lg && run(m, prompt_a, 2, lg, err, sizeof(err)) == -1 && strstr(err, "must be given whole") &&
-			  strstr(err, "attention logit soft-capping"),
+			  strstr(err, "bidirectional attention"),
 			  "step-local path: a chunk after cached keys refused: %s", err);
 		llm_model_free(m);
+		free(lg);
+	}
+	/* soft-capped attention over the cache: a chunk after cached keys gives the whole prompt's rows */
+	{
+		llm_model  *m = llm_model_load_as(file, backend, &local, err, sizeof(err));
+		float	   *whole = malloc(n * sizeof(float));
+
+		lg = malloc(n * sizeof(float));
+		CHECK(m && lg && whole && run(m, prompt_a, 0, whole, err, sizeof(err)) == 0 &&
+			  run(m, prompt_a, 2, lg, err, sizeof(err)) == 0 &&
+			  memcmp(lg, whole + 2 * (size_t) n_vocab, (size_t) (LEN - 2) * n_vocab * sizeof(float)) == 0,
+			  "soft-capped attention: rows of a chunk after 2 cached keys bit-identical to the whole prompt's%s%s",
+			  m ? "" : ": ", m ? "" : err);
+		{
+			llm_backend_ops ops = *backend->ops;
+			const llm_backend_ops *saved = backend->ops;
+			llm_model  *m2;
+
+			ops.attention_softcap = NULL;
+			backend->ops = &ops;
+			m2 = llm_model_load_as(file, backend, &local, err, sizeof(err));
+			backend->ops = saved;
+			CHECK(m2 == NULL && strstr(err, "has no attention_softcap op"),
+				  "a backend without attention_softcap refused: %s", err);
+			llm_model_free(m2);
+		}
+		llm_model_free(m);
+		free(whole);
 		free(lg);
 	}
 	free(la);
