@@ -12,7 +12,8 @@
 #define FLAG_EOT		0x04u		/* SUBMIT: continuation_eot */
 #define FLAG_GRAMMAR	0x08u		/* SUBMIT: a grammar source follows the token ids */
 #define FLAG_ECHO		0x10u		/* SUBMIT: continuation_echo */
-#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO)
+#define FLAG_TRUNCATE	0x20u		/* SUBMIT: truncate (EMBED) */
+#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO | FLAG_TRUNCATE)
 
 static bool
 valid_mode(uint32_t v)
@@ -176,6 +177,8 @@ put_request(writer *w, const llm_request *r)
 		flags |= FLAG_GRAMMAR;
 	if (r->continuation_echo)
 		flags |= FLAG_ECHO;
+	if (r->truncate)
+		flags |= FLAG_TRUNCATE;
 	put_u32(w, r->mode);
 	put_u32(w, r->prompt_kind);
 	put_u32(w, flags);
@@ -479,6 +482,7 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->prompt_kind = (llm_prompt_kind) kind;
 	q->continuation_eot = (flags & FLAG_EOT) != 0;
 	q->continuation_echo = (flags & FLAG_ECHO) != 0;
+	q->truncate = (flags & FLAG_TRUNCATE) != 0;
 #define X(type, field) if (!get_##type(r, &p->field)) return false;
 	LLM_WIRE_PARAMS(X)
 #undef X

@@ -156,6 +156,8 @@ llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 		return invalid(err, errlen, "unknown request mode");
 	if ((unsigned) r->pooling >= LLM_N_POOLINGS)
 		return invalid(err, errlen, "unknown pooling");
+	if (r->truncate && r->mode != LLM_MODE_EMBED)
+		return invalid(err, errlen, "truncate applies to embeddings only");
 	switch (r->prompt_kind)
 	{
 		case LLM_PROMPT_TEXT:

@@ -231,6 +231,14 @@ typedef struct llm_request
 
 	/* EMBED: the pooling of the hidden states (the zeroed value: LAST); 0 for other modes */
 	llm_pooling pooling;
+
+	/*
+	 * EMBED: a prompt longer than the model's input limit is cut to its
+	 * first ids up to the limit (the tokenizer's end token, when it adds
+	 * one, kept last) instead of being refused with
+	 * LLM_ERR_PROMPT_TOO_LONG.  false for other modes.
+	 */
+	bool		truncate;
 } llm_request;
 
 #define LLM_MAX_MODEL_ALIAS 63

@@ -683,6 +683,7 @@ engine_submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user
 	const int32_t *ids = t->ids;
 	int64_t		n = t->n;
 	live_request *r = NULL;
+	int32_t    *cut = NULL;		/* a truncated EMBED prompt's ids, when they are not a prefix */
 
 	if (n < 0)
 	{
@@ -695,6 +696,23 @@ engine_submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user
 		return LLM_ERR_EMPTY_PROMPT;
 	}
 	/* a generating prompt leaves room for one generated token; an embedded one needs none */
+	if (req->mode == LLM_MODE_EMBED && req->truncate && n > e->cfg.n_ctx)
+	{
+		n = e->cfg.n_ctx;
+		/* the tokenizer's closing control token ([SEP]) stays the sequence's last */
+		if (n > 1 && llm_tokenizer_is_control(e->tok, ids[t->n - 1]))
+		{
+			cut = malloc((size_t) n * sizeof(int32_t));
+			if (cut == NULL)
+			{
+				snprintf(err, errlen, "out of memory queueing request");
+				return LLM_ERR_OUT_OF_MEMORY;
+			}
+			memcpy(cut, ids, (size_t) (n - 1) * sizeof(int32_t));
+			cut[n - 1] = ids[t->n - 1];
+			ids = cut;
+		}
+	}
 	if (n > INT32_MAX || n > e->cfg.n_ctx - (req->mode == LLM_MODE_EMBED ? 0 : 1))
 	{
 		int32_t		most = e->cfg.n_ctx - (req->mode == LLM_MODE_EMBED ? 0 : 1);
@@ -707,17 +725,23 @@ engine_submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user
 		if (ids[i] < 0 || ids[i] >= e->mc->n_vocab)
 		{
 			snprintf(err, errlen, "token id %d out of range [0, %d)", ids[i], e->mc->n_vocab);
+			free(cut);
 			return LLM_ERR_INVALID_PARAM;
 		}
 	if (engine_table_get(e, id) != NULL)
 	{
 		snprintf(err, errlen, "request id %llu is already live", (unsigned long long) id);
+		free(cut);
 		return LLM_ERR_DUPLICATE_ID;
 	}
 	if (req->mode == LLM_MODE_SCORE)
 		st = new_score(e, id, req, user_data, t, &r, err, errlen);
 	else if (req->mode == LLM_MODE_EMBED)
+	{
 		st = new_embed(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
+		free(cut);
+		cut = NULL;
+	}
 	else
 		st = new_generate(e, id, req, user_data, ids, (int32_t) n, &r, err, errlen);
 	if (st != LLM_OK)

@@ -59,7 +59,7 @@ request_eq(const llm_request *a, const llm_request *b)
 		(a->prompt == NULL) != (b->prompt == NULL) || (a->system == NULL) != (b->system == NULL) ||
 		a->n_messages != b->n_messages || a->n_tokens != b->n_tokens ||
 		a->n_continuations != b->n_continuations || a->continuation_eot != b->continuation_eot ||
-		a->pooling != b->pooling)
+		a->pooling != b->pooling || a->truncate != b->truncate)
 		return 0;
 	if (a->prompt && !str_eq(a->prompt, a->prompt_len, b->prompt, b->prompt_len))
 		return 0;
@@ -285,6 +285,18 @@ main(void)
 		CHECK(buf && llm_wire_decode(buf, len, &d, &arrays, NULL) == LLM_WIRE_OK &&
 			  d.request.mode == LLM_MODE_EMBED && request_eq(&em.request, &d.request),
 			  "EMBED request round trip");
+		{
+			llm_wire_msg tr = em;
+			void	   *tbuf;
+			size_t		tlen;
+
+			tr.request.truncate = true;
+			tbuf = encode(&tr, &tlen);
+			CHECK(tbuf && llm_wire_decode(tbuf, tlen, &d, &arrays, NULL) == LLM_WIRE_OK &&
+				  d.request.truncate && request_eq(&tr.request, &d.request),
+				  "EMBED request with truncate round trip");
+			free(tbuf);
+		}
 		em.request.pooling = (llm_pooling) LLM_N_POOLINGS;
 		CHECK(llm_wire_encode(&em, NULL, 0) == 0, "an unknown pooling cannot be encoded");
 		if (buf != NULL)
