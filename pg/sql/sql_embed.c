@@ -37,9 +37,8 @@ PG_FUNCTION_INFO_V1(pg_llm_cosine_distance);
 
 /* ---------- one embedding call ---------- */
 
-/* The call's request made an EMBED of raw text (options already read). */
-static void
-make_embed(LlmCall *call)
+void
+llm_call_make_embed(LlmCall *call)
 {
 	call->raw = true;
 	call->req.mode = LLM_MODE_EMBED;
@@ -54,7 +53,7 @@ llm_call_build_embed(const LlmArgMap *map, const NullableDatum *args, int nargs,
 	if (nargs < 1 || args[0].isnull)
 		return false;
 	llm_call_read(map, args, nargs, call);
-	make_embed(call);
+	llm_call_make_embed(call);
 	*refused = llm_call_set_prompt(call, DatumGetTextPP(args[0].value));
 	return true;
 }
@@ -95,7 +94,7 @@ embed_many(LlmCall *call, const char *const *utf8, int n)
 	uint64	   *ids = palloc0(sizeof(uint64) * Max(n, 1));
 	LlmResult **results = palloc0(sizeof(LlmResult *) * Max(n, 1));
 
-	make_embed(call);
+	llm_call_make_embed(call);
 	for (int i = 0; i < n; i++)
 	{
 		if (utf8[i] == NULL)

@@ -26,6 +26,12 @@ extern bool llm_call_build_embed(const LlmArgMap *map, const NullableDatum *args
  * 1) of the vector's floats; a failure raises its SQLSTATE, or with
  * on_error_null gives *isnull.
  */
+/*
+ * Make a call whose options are read (a job's stored ones) an EMBED of raw
+ * text: the request llm_call_build_embed builds, before its prompt is set.
+ */
+extern void llm_call_make_embed(LlmCall *call);
+
 extern Datum llm_vector_value(const LlmResult *res, bool on_error_null, bool *isnull);
 
 #endif
