@@ -193,6 +193,7 @@ submit_step(void *arg)
 	{
 		r->prompt = row.prompt;
 		r->state = ROW_RUNNING;
+		llm_registry_model_sha256(call.req.model, r->model_sha256);
 	}
 	else
 		pfree(row.prompt);

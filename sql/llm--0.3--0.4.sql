@@ -209,4 +209,41 @@ GRANT EXECUTE ON FUNCTION llm_similarity(text, text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_rerank(text, text[], text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_chunk(text, int, int, text) TO llm_user;
 
+-- Jobs that fill embedding columns:
+-- llm_enrich on a real[], float8[] or pgvector vector column fills it with
+-- each row's embedding of the prompt's text (docs/EMBEDDINGS.md).  The
+-- sha256 of the model file that made the rows a job wrote last is kept in
+-- llm_job.model_sha256 and shown by llm_jobs, next to the job's counts, for
+-- every job: after a model change, the rows to make again are those of
+-- jobs whose model_sha256 is not the served model's (llm_models.sha256).
+ALTER TABLE llm_job ADD COLUMN model_sha256 text;
+
+CREATE OR REPLACE VIEW llm_jobs AS
+SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
+       j.state, j.mode, j.owner,
+       j.rows_done + j.rows_failed + j.rows_skipped + coalesce(q.queued, 0) AS rows_total,
+       j.rows_done, j.rows_failed, coalesce(q.in_flight, 0) AS rows_in_flight,
+       coalesce(q.queued, 0) AS rows_queued, j.rows_skipped, j.rows_requeued,
+       j.tokens_in, j.tokens_out,
+       CASE WHEN j.state = 'running' THEN j.rows_per_s END AS rows_per_s,
+       CASE WHEN j.state = 'running' AND j.rows_per_s > 0
+            THEN make_interval(secs => coalesce(q.queued, 0) / j.rows_per_s) END AS eta,
+       j.created_at, j.started_at, j.finished_at, j.last_error,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.runner_pid END AS runner_pid,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.stalled_since END AS stalled_since,
+       j.skipped_by_reason,
+       CASE WHEN j.state = 'running' AND j.throttled_until > now() THEN j.throttled_until END AS throttled_until,
+       CASE WHEN j.state = 'running' AND j.throttled_until > now() THEN j.throttled_reason END AS throttled_reason,
+       j.model_sha256
+FROM llm_job j
+LEFT JOIN LATERAL (
+	SELECT count(*) AS queued,
+	       count(*) FILTER (WHERE claimed_by IS NOT NULL AND lease_until > now()) AS in_flight
+	FROM llm_job_queue WHERE job_id = j.id) q ON true
+CROSS JOIN llm_job_runner_state() r
+WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
+
+COMMENT ON COLUMN llm_jobs.model_sha256 IS
+'The sha256 of the model file that made the rows the job wrote last (llm_models.sha256 of its model then); NULL before its first row.';
+
 -- end of embeddings and retrieval

@@ -5,8 +5,11 @@
 # (each stored embedding equals llm_embed of the row's final text, bit for
 # bit).  In continuous mode an UPDATE that changes the text re-embeds that
 # row, one that leaves the text as it was re-embeds nothing.  A grammar
-# option on an embedding column is refused.  With pgvector installed, the
-# same job fills a vector column (else those tests are skipped).
+# option on an embedding column is refused.  The job records the sha256 of
+# the model file its rows were made with; setting the column to NULL under a
+# continuous job embeds every row again (the way to follow a model change).
+# With pgvector installed, the same job fills a vector column (else those
+# tests are skipped).
 use strict;
 use warnings;
 use FindBin;
@@ -74,6 +77,8 @@ check_writes('runner killed');
 is(q1("SELECT rows_done, rows_failed, tokens_out FROM llm_jobs WHERE id = $job"), "$N|0|0",
 	'every row done, none failed, no tokens generated');
 is(q1('SELECT count(DISTINCT array_length(emb, 1)) FROM docs'), '1', 'one embedding length');
+is(q1(qq{SELECT j.model_sha256 = m.sha256 FROM llm_jobs j, llm_models m WHERE j.id = $job AND m.alias = 'default'}),
+	't', "the job's model_sha256 is the served model file's sha256");
 
 # continuous: a changed text is embedded again, an unchanged one is not
 q1('TRUNCATE writes');
@@ -92,6 +97,12 @@ is(q1('SELECT string_agg(id::text, \',\' ORDER BY id) FROM writes'), '1,1000',
 	'only the inserted row and the row whose text changed were embedded');
 is(q1('SELECT emb::text FROM docs WHERE id = 2'), $before, 'an unchanged text keeps its embedding');
 check_writes('continuous');
+# after a model change: the documented re-embedding, the column set to NULL under the continuous job
+q1('TRUNCATE writes');
+q1('UPDATE docs SET emb = NULL');
+ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM docs WHERE emb IS NULL'), 'every row embedded again');
+is(q1('SELECT count(*) FROM writes'), $N + 1, 'each row written once');
+check_writes('re-embedded');
 q1("SELECT llm_job_cancel($job)");
 
 # pgvector, when installed: a vector column filled by a job, searched with <=>
