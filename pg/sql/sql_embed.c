@@ -42,7 +42,6 @@ llm_call_make_embed(LlmCall *call)
 {
 	call->raw = true;
 	call->req.mode = LLM_MODE_EMBED;
-	call->req.pooling = LLM_POOLING_LAST;
 }
 
 bool
