@@ -1,7 +1,9 @@
 /*
  * llm-cli — command-line driver of the pg_llm engine (no PostgreSQL).
  *
- *   llm-cli tokenize -m MODEL [--chat] TEXT       token ids, space separated
+ *   llm-cli tokenize -m MODEL [--chat] TEXT       token ids, space separated (the file's
+ *                                                  tokenizer alone: a vocabulary-only
+ *                                                  GGUF works, no weights are loaded)
  *   llm-cli generate -m MODEL [options] PROMPT    generated text on stdout
  *   llm-cli generate -m MODEL --batch FILE        one prompt per line (\n, \t, \\ escapes),
  *                                                  all in one continuous batch
@@ -17,9 +19,10 @@
  *                                                  FILE: one input a line, batched, one
  *                                                  vector a line; --token-ids: ids as input
  *
- * Every prompt goes through llm_engine_submit (TEXT with --chat/--system,
- * RAW otherwise, TOKENS for bench), so the engine is the one place prompts
- * become token ids and options are checked.
+ * Every prompt of generate, bench, score and embed goes through
+ * llm_engine_submit (TEXT with --chat/--system, RAW otherwise, TOKENS for
+ * bench), so the engine is the one place their prompts become token ids and
+ * options are checked; tokenize needs no engine (llm_vocab_file_open).
  *
  * Options: --chat (apply the model's chat template), --system TEXT, -n N
  * (max tokens), --temp T, --top-p P, --top-k K, --min-p P, --repeat-penalty R,
@@ -51,6 +54,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "engine/text/vocab_file.h"
 
 typedef struct cli_opts
 {
@@ -1381,6 +1385,61 @@ cmd_embed(llm_engine *e, const cli_opts *o)
 	return rc;
 }
 
+/*
+ * tokenize: the model file's tokenizer and chat template alone
+ * (llm_vocab_file_open), no weights, so a vocabulary-only GGUF works too.
+ * Raw text without BOS; --chat renders --system and the text as messages.
+ */
+static int
+cmd_tokenize(const cli_opts *o)
+{
+	char		err[1024];
+	llm_vocab_file *v;
+	int32_t    *ids;
+	int64_t		n;
+
+	if (o->prompt == NULL)
+		usage();
+	v = llm_vocab_file_open(o->ec.model_path, o->ec.chat_template, err, sizeof(err));
+	if (v == NULL)
+	{
+		fprintf(stderr, "llm-cli: %s\n", err);
+		return 1;
+	}
+	if (o->chat)
+	{
+		llm_chat_message msgs[2];
+		int			k = 0;
+
+		if (o->system)
+		{
+			msgs[k].role = "system";
+			msgs[k].content = o->system;
+			msgs[k].content_len = strlen(o->system);
+			k++;
+		}
+		msgs[k].role = "user";
+		msgs[k].content = o->prompt;
+		msgs[k].content_len = strlen(o->prompt);
+		k++;
+		n = llm_chat_apply_alloc(&v->chat, v->tok, msgs, k, &ids, err, sizeof(err));
+	}
+	else
+		n = llm_tokenize_alloc(v->tok, o->prompt, strlen(o->prompt), &ids, err, sizeof(err));
+	if (n < 0)
+	{
+		fprintf(stderr, "llm-cli: %s\n", err);
+		llm_vocab_file_close(v);
+		return 1;
+	}
+	for (int64_t i = 0; i < n; i++)
+		printf("%s%d", i ? " " : "", ids[i]);
+	printf("\n");
+	free(ids);
+	llm_vocab_file_close(v);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1393,6 +1452,8 @@ main(int argc, char **argv)
 		return cmd_config_defaults();
 	parse_args(argc, argv, &o);
 	check_options(&o);
+	if (strcmp(o.cmd, "tokenize") == 0)
+		return cmd_tokenize(&o);
 	e = llm_engine_create(&o.ec, err, sizeof(err));
 	if (e == NULL)
 	{
@@ -1401,34 +1462,7 @@ main(int argc, char **argv)
 	}
 	if (llm_engine_notes(e)[0] != '\0')
 		fprintf(stderr, "llm-cli: warning: %s\n", llm_engine_notes(e));
-	if (strcmp(o.cmd, "tokenize") == 0)
-	{
-		int32_t    *ids;
-		int64_t		n;
-
-		if (o.prompt == NULL)
-			usage();
-		if (o.chat)
-		{
-			llm_request req = text_request(&o, o.prompt);
-
-			n = llm_engine_prompt_ids(e, &req, &ids, err, sizeof(err));
-		}
-		else
-			n = llm_engine_tokenize(e, o.prompt, strlen(o.prompt), &ids, err, sizeof(err));
-		if (n < 0)
-		{
-			fprintf(stderr, "llm-cli: %s\n", err);
-			llm_engine_destroy(e);
-			return 1;
-		}
-		for (int64_t i = 0; i < n; i++)
-			printf("%s%d", i ? " " : "", ids[i]);
-		printf("\n");
-		free(ids);
-		rc = 0;
-	}
-	else if (strcmp(o.cmd, "generate") == 0)
+	if (strcmp(o.cmd, "generate") == 0)
 	{
 		rc = cmd_generate(e, &o);
 		if (o.kv_stats)
