@@ -172,6 +172,7 @@ test:
 	scripts/install-deps.sh
 	$(MAKE) all
 	$(MAKE) model
+	$(MAKE) model MODEL=minilm
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:

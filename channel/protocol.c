@@ -12,8 +12,7 @@
 #define FLAG_EOT		0x04u		/* SUBMIT: continuation_eot */
 #define FLAG_GRAMMAR	0x08u		/* SUBMIT: a grammar source follows the token ids */
 #define FLAG_ECHO		0x10u		/* SUBMIT: continuation_echo */
-#define FLAG_TRUNCATE	0x20u		/* SUBMIT: truncate (EMBED) */
-#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO | FLAG_TRUNCATE)
+#define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO)
 
 static bool
 valid_mode(uint32_t v)
@@ -33,10 +32,18 @@ valid_priority(uint32_t v)
 	return v < LLM_N_PRIORITIES;
 }
 
+/*
+ * The embedding options travel as one u32 where the pooling alone used to:
+ * bits 0-7 the pooling, bits 8-15 the normalisation, bit 16 truncate.
+ */
+#define EMBED_NORM_SHIFT	8
+#define EMBED_TRUNCATE		(1u << 16)
+
 static bool
 valid_pooling(uint32_t v)
 {
-	return v < LLM_N_POOLINGS;
+	return (v & 0xff) < LLM_N_POOLINGS && ((v >> EMBED_NORM_SHIFT) & 0xff) < LLM_N_EMBED_NORMS &&
+		(v & ~(0xffffu | EMBED_TRUNCATE)) == 0;
 }
 
 static bool
@@ -161,6 +168,7 @@ put_request(writer *w, const llm_request *r)
 {
 	const llm_sampling_params *p = &r->params;
 	uint32_t	flags = 0;
+	uint32_t	embed;
 
 	if (!valid_mode(r->mode) || !valid_prompt_kind(r->prompt_kind))
 	{
@@ -177,8 +185,6 @@ put_request(writer *w, const llm_request *r)
 		flags |= FLAG_GRAMMAR;
 	if (r->continuation_echo)
 		flags |= FLAG_ECHO;
-	if (r->truncate)
-		flags |= FLAG_TRUNCATE;
 	put_u32(w, r->mode);
 	put_u32(w, r->prompt_kind);
 	put_u32(w, flags);
@@ -210,9 +216,12 @@ put_request(writer *w, const llm_request *r)
 	/* a grammar source is bytes (a choices source holds binary lengths) */
 	if (r->grammar != NULL)
 		put_bytes(w, r->grammar, r->grammar_len);
-	if (!valid_priority(r->priority) || !valid_pooling(r->pooling))
+	if ((unsigned) r->pooling >= LLM_N_POOLINGS || (unsigned) r->normalize >= LLM_N_EMBED_NORMS)
 		w->bad = true;
-	put_u32(w, r->pooling);
+	embed = (uint32_t) r->pooling | ((uint32_t) r->normalize << EMBED_NORM_SHIFT) | (r->truncate ? EMBED_TRUNCATE : 0);
+	if (!valid_priority(r->priority) || !valid_pooling(embed))
+		w->bad = true;
+	put_u32(w, embed);
 	put_u32(w, r->priority);
 }
 
@@ -482,7 +491,6 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->prompt_kind = (llm_prompt_kind) kind;
 	q->continuation_eot = (flags & FLAG_EOT) != 0;
 	q->continuation_echo = (flags & FLAG_ECHO) != 0;
-	q->truncate = (flags & FLAG_TRUNCATE) != 0;
 #define X(type, field) if (!get_##type(r, &p->field)) return false;
 	LLM_WIRE_PARAMS(X)
 #undef X
@@ -527,8 +535,10 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 		if (!get_u32(r, &pooling))
 			return false;
 		if (!valid_pooling(pooling))
-			return fail(r, "unknown pooling");
-		q->pooling = (llm_pooling) pooling;
+			return fail(r, "unknown pooling, normalisation or embedding flag");
+		q->pooling = (llm_pooling) (pooling & 0xff);
+		q->normalize = (llm_embed_norm) ((pooling >> EMBED_NORM_SHIFT) & 0xff);
+		q->truncate = (pooling & EMBED_TRUNCATE) != 0;
 	}
 	{
 		uint32_t	prio;

@@ -30,7 +30,9 @@
  *               sampling options of LLM_WIRE_PARAMS, counts, then prompt,
  *               system, stop strings, messages (role, content),
  *               continuations, token ids, the grammar source (bytes:
- *               length + bytes) when its flag is set, pooling, priority; then the
+ *               length + bytes) when its flag is set, the embedding options
+ *               (one u32: pooling in bits 0-7, normalisation in bits
+ *               8-15, truncate in bit 16), priority; then the
  *               accounting tags (role, database); then the submitter
  *               (llm_wire_client: pid, role, database).  Not on the wire:
  *               the request's session, which the worker sets from the channel

@@ -156,8 +156,11 @@ llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 		return invalid(err, errlen, "unknown request mode");
 	if ((unsigned) r->pooling >= LLM_N_POOLINGS)
 		return invalid(err, errlen, "unknown pooling");
-	if (r->truncate && r->mode != LLM_MODE_EMBED)
-		return invalid(err, errlen, "truncate applies to embeddings only");
+	if ((unsigned) r->normalize >= LLM_N_EMBED_NORMS)
+		return invalid(err, errlen, "unknown embedding normalisation");
+	if (r->mode != LLM_MODE_EMBED && (r->pooling != LLM_POOLING_MODEL || r->normalize != LLM_EMBED_NORM_MODEL ||
+									  r->truncate))
+		return invalid(err, errlen, "pooling, normalisation and truncation apply to embeddings only");
 	switch (r->prompt_kind)
 	{
 		case LLM_PROMPT_TEXT:

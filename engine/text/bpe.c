@@ -6,14 +6,13 @@
  * ids are token-for-token identical for the same GGUF:
  *
  * Byte-level BPE:
- *  1. Pre-tokenization: the regex list selected by tokenizer.ggml.pre is
- *     applied in sequence; each regex splits every piece produced by the
- *     previous one, and the text between matches is kept as a piece of its
- *     own.  A regex never sees past the end of the piece it splits (so a
- *     lookahead at a piece end behaves as at end of text).  Regexes run in
- *     PCRE2 (UTF + UCP, JIT when available).  \s is spelled out as the
- *     Unicode White_Space set ([\t-\r\x{85}\p{Z}]), which is what llama.cpp
- *     uses, instead of relying on the PCRE2 version's idea of \s.
+ *  1. Pre-tokenization: the regex list selected by tokenizer.ggml.pre
+ *     (pretok.c's table) is applied in sequence; each regex splits every
+ *     piece produced by the previous one, and the text between matches is
+ *     kept as a piece of its own.  A regex never sees past the end of the
+ *     piece it splits (so a lookahead at a piece end behaves as at end of
+ *     text).  Regexes run in PCRE2 (JIT when available), over the piece
+ *     itself or over the form of it llama.cpp's regex sees (pretok.h).
  *  2. Each piece's bytes are mapped to GPT-2's printable byte alphabet
  *     (bytes_to_unicode, Radford et al. 2019, openai/gpt-2 encoder.py); the
  *     piece starts as one symbol per byte and adjacent symbol pairs are merged
@@ -26,61 +25,13 @@
  * splits USER_DEFINED tokens out before a fragment reaches the encoder).
  */
 #include "bpe.h"
+#include "pretok.h"
 #include "engine/util/binary_heap.h"
 #include "engine/util/text_util.h"
 #include "engine/util/utf8_encode.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Unicode White_Space, the set llama.cpp's unicode tables mark as \s. */
-#define WS "\\t-\\r\\x{85}\\p{Z}"
-
-/* GPT-2's split regex (also SmolLM's second pass), with \s made explicit. */
-#define RE_GPT2 \
-	"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+" \
-	"|[" WS "]+(?![^" WS "])|[" WS "]+"
-
-/* Llama-3 / Qwen2 regexes as llama.cpp adapts them (case-insensitive contractions spelled out). */
-#define RE_LLAMA3_HEAD \
-	"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]" \
-	"|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
-#define RE_LLAMA3_TAIL \
-	"| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+" \
-	"|[" WS "]+(?![^" WS "])|[" WS "]+"
-
-struct pretok_spec
-{
-	const char *name;			/* tokenizer.ggml.pre value */
-	bool		ignore_merges;	/* whole piece in vocab => one token */
-	const char *regex[MAX_REGEXES];
-	bool		add_bos;		/* llama.cpp's default when the GGUF has no add_bos_token */
-};
-
-/* Pre-tokenizer families supported, per llama-vocab.cpp's table. */
-static const pretok_spec pretok_specs[] = {
-	{"default", false, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, false},
-	{"gpt-2", false, {RE_GPT2}, false},
-	{"gpt2", false, {RE_GPT2}, false},
-	{"phi-2", false, {RE_GPT2}, false},
-	{"mpt", false, {RE_GPT2}, false},
-	{"olmo", false, {RE_GPT2}, false},
-	{"jais", false, {RE_GPT2}, false},
-	{"smollm", false, {"\\p{N}", RE_GPT2}, false},
-	{"starcoder", false, {"\\p{N}", RE_GPT2}, false},
-	{"refact", false, {"\\p{N}", RE_GPT2}, false},
-	{"command-r", false, {"\\p{N}", RE_GPT2}, false},
-	{"codeshell", false, {"\\p{N}", RE_GPT2}, false},
-	{"exaone", false, {"\\p{N}", RE_GPT2}, false},
-	{"minerva-7b", false, {"\\p{N}", RE_GPT2}, false},
-	{"llama3", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, true},
-	{"llama-v3", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, true},
-	{"llama-bpe", true, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, true},
-	{"dbrx", false, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, false},
-	{"smaug-bpe", false, {RE_LLAMA3_HEAD "|\\p{N}{1,3}" RE_LLAMA3_TAIL}, false},
-	{"qwen2", false, {RE_LLAMA3_HEAD "|\\p{N}" RE_LLAMA3_TAIL}, false},
-	{"stablelm2", false, {RE_LLAMA3_HEAD "|\\p{N}" RE_LLAMA3_TAIL}, false},
-};
 
 static inline uint64_t
 pair_hash(uint64_t key)
@@ -208,49 +159,25 @@ tok_bpe_decode_text(const llm_tokenizer *t, int32_t id, const char *p, size_t n,
 	return w;
 }
 
-static bool
-compile_regexes(llm_tokenizer *t, const pretok_spec *spec, char *err, size_t errlen)
-{
-	for (int i = 0; i < MAX_REGEXES && spec->regex[i] != NULL; i++)
-	{
-		int			ec;
-		PCRE2_SIZE	eo;
-		pcre2_code *re = pcre2_compile((PCRE2_SPTR) spec->regex[i], PCRE2_ZERO_TERMINATED,
-									   PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &ec, &eo, NULL);
-
-		if (re == NULL)
-		{
-			PCRE2_UCHAR msg[256];
-
-			pcre2_get_error_message(ec, msg, sizeof(msg));
-			llm_set_err(err, errlen, "tokenizer: cannot compile pre-tokenizer regex %d for '%s' at offset %zu: %s",
-					i, spec->name, (size_t) eo, (const char *) msg);
-			return false;
-		}
-		/* JIT is an optimisation only: fall back to the interpreter if unavailable */
-		(void) pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
-		t->regex[t->n_regex++] = re;
-	}
-	return true;
-}
-
 /* ---------- setup ---------- */
 
 const pretok_spec *
 tok_bpe_pretok(const gguf_file *f, char *err, size_t errlen)
 {
 	gguf_str	pre;
+	const pretok_spec *spec;
+	char		names[1024];
 
 	if (!gguf_get_str(f, "tokenizer.ggml.pre", &pre))
 	{
 		pre.ptr = "default";
 		pre.len = 7;
 	}
-	for (size_t i = 0; i < sizeof(pretok_specs) / sizeof(pretok_specs[0]); i++)
-		if (gguf_str_eq(pre, pretok_specs[i].name))
-			return &pretok_specs[i];
-	llm_set_err(err, errlen, "tokenizer: unsupported pre-tokenizer tokenizer.ggml.pre = '%.*s'",
-			(int) (pre.len > 64 ? 64 : pre.len), pre.ptr);
+	if ((spec = tok_pretok_find(pre.ptr, (size_t) pre.len)) != NULL)
+		return spec;
+	tok_pretok_names(names, sizeof(names));
+	llm_set_err(err, errlen, "tokenizer: unsupported pre-tokenizer tokenizer.ggml.pre = '%.*s' (known: %s)",
+			(int) (pre.len > 64 ? 64 : pre.len), pre.ptr, names);
 	return NULL;
 }
 
@@ -328,7 +255,7 @@ tok_bpe_setup(llm_tokenizer *t, const pretok_spec *spec, const gguf_kv *merges, 
 		t->raw_byte_tok[b] = (id >= 0 && id < t->n_vocab) ? id : -1;
 	}
 
-	if (!compile_regexes(t, spec, err, errlen))
+	if (!tok_pretok_compile(t, spec, err, errlen))
 		return false;
 	t->ignore_merges = spec->ignore_merges;
 	return true;
@@ -381,6 +308,9 @@ struct tok_bpe_scratch
 	llm_heap	heap;			/* pending merges of the current piece */
 	char	   *enc;			/* byte-encoded piece text (ignore_merges lookup) */
 	size_t		cap_enc;
+	char	   *subj;			/* a piece as a collapsed or wide regex sees it */
+	uint32_t   *subj_map;		/* subject offset -> piece offset */
+	size_t		cap_subj;
 	pcre2_match_data *md;
 };
 
@@ -421,6 +351,8 @@ tok_bpe_scratch_free(scratch *s)
 		return;
 	free(s->pieces[0]);
 	free(s->pieces[1]);
+	free(s->subj);
+	free(s->subj_map);
 	free_syms(s);
 	if (s->md)
 		pcre2_match_data_free(s->md);
@@ -592,23 +524,51 @@ bpe_piece(const llm_tokenizer *t, scratch *s, const uint8_t *text, size_t n, emi
 	return true;
 }
 
+/* Room for a subject of n bytes and its offset map. */
+static bool
+reserve_subject(scratch *s, size_t n)
+{
+	if (n + 1 <= s->cap_subj)
+		return true;
+	free(s->subj);
+	free(s->subj_map);
+	s->subj = malloc(n + 1);
+	s->subj_map = malloc((n + 1) * sizeof(uint32_t));
+	s->cap_subj = (s->subj && s->subj_map) ? n + 1 : 0;
+	return s->cap_subj != 0;
+}
+
 /*
- * Split every piece of s->pieces[from] with regex re into s->pieces[to]:
- * matches and the gaps between them each become a piece.  -1 on error.
+ * Split every piece of s->pieces[from] with regex r of t into
+ * s->pieces[to]: matches and the gaps between them each become a piece.  A
+ * regex of the collapsed or wide kind runs over the piece's subject
+ * (tok_pretok_subject) and its offsets are mapped back.  -1 on error.
  */
 static int
-split_pieces(const llm_tokenizer *t, scratch *s, const pcre2_code *re, const char *text,
+split_pieces(const llm_tokenizer *t, scratch *s, int r, const char *text,
 			 int from, int to, char *err, size_t errlen)
 {
+	const pcre2_code *re = t->regex[r];
+	pretok_rx_mode mode = (pretok_rx_mode) t->regex_mode[r];
+
 	s->n_pieces[to] = 0;
 	for (size_t pi = 0; pi < s->n_pieces[from]; pi++)
 	{
 		piece		p = s->pieces[from][pi];
 		PCRE2_SPTR	subj = (PCRE2_SPTR) (text + p.start);
 		size_t		len = p.end - p.start;
+		const uint32_t *map = NULL;
 		size_t		pos = 0;
 		size_t		prev_end = 0;
 
+		if (mode != PRETOK_RX_UCP)
+		{
+			if (!reserve_subject(s, len))
+				goto oom;
+			len = tok_pretok_subject(mode, text + p.start, len, s->subj, s->subj_map);
+			subj = (PCRE2_SPTR) s->subj;
+			map = s->subj_map;
+		}
 		while (pos < len)
 		{
 			int			rc = pcre2_match(re, subj, len, pos, PCRE2_NO_UTF_CHECK, s->md, NULL);
@@ -631,17 +591,18 @@ split_pieces(const llm_tokenizer *t, scratch *s, const pcre2_code *re, const cha
 			{
 				/* empty match: step over one character, leave it in the gap */
 				pos = ov[0] + 1;
-				while (pos < len && (subj[pos] & 0xC0) == 0x80)
+				while (mode != PRETOK_RX_COLLAPSED && pos < len && (subj[pos] & 0xC0) == 0x80)
 					pos++;
 				continue;
 			}
-			if (ov[0] > prev_end && !push_piece(s, to, p.start + prev_end, p.start + ov[0]))
+			if (ov[0] > prev_end &&
+				!push_piece(s, to, p.start + (map ? map[prev_end] : prev_end), p.start + (map ? map[ov[0]] : ov[0])))
 				goto oom;
-			if (!push_piece(s, to, p.start + ov[0], p.start + ov[1]))
+			if (!push_piece(s, to, p.start + (map ? map[ov[0]] : ov[0]), p.start + (map ? map[ov[1]] : ov[1])))
 				goto oom;
 			prev_end = pos = ov[1];
 		}
-		if (prev_end < len && !push_piece(s, to, p.start + prev_end, p.end))
+		if (prev_end < len && !push_piece(s, to, p.start + (map ? map[prev_end] : prev_end), p.end))
 			goto oom;
 	}
 	return 0;
@@ -663,7 +624,7 @@ tok_bpe_encode(const llm_tokenizer *t, scratch *s, const char *text, size_t len,
 		goto oom;
 	for (int r = 0; r < t->n_regex; r++)
 	{
-		if (split_pieces(t, s, t->regex[r], text, cur, 1 - cur, err, errlen) < 0)
+		if (split_pieces(t, s, r, text, cur, 1 - cur, err, errlen) < 0)
 			return -1;
 		cur = 1 - cur;
 	}

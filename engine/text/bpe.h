@@ -9,12 +9,12 @@
 #ifndef LLM_TEXT_BPE_H
 #define LLM_TEXT_BPE_H
 
-#include "vocab.h"
+#include "pretok.h"
 
-/* One pre-tokenizer family (llama-vocab.cpp's table): its regexes and defaults. */
-typedef struct pretok_spec pretok_spec;
-
-/* The pre-tokenizer tokenizer.ggml.pre names ("default" when absent), or NULL + message when unsupported. */
+/*
+ * The pre-tokenizer tokenizer.ggml.pre names ("default" when absent), or
+ * NULL + message listing the known ones when unsupported.
+ */
 const pretok_spec *tok_bpe_pretok(const gguf_file *f, char *err, size_t errlen);
 
 /* Whether llama.cpp adds BOS for this pre-tokenizer when the GGUF has no add_bos_token. */

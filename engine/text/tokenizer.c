@@ -2,7 +2,8 @@
  * tokenizer.c — the tokenizer's front door (tokenizer.h): reads the GGUF's
  * tokenizer keys, builds the vocabulary (vocab.c) and the encoder its
  * tokenizer.ggml.model names (byte-level BPE "gpt2": bpe.c; SentencePiece
- * "llama": spm.c), and dispatches llm_tokenize to it.  Decoding is detok.c.
+ * "llama": spm.c; WordPiece "bert": wordpiece.c), and dispatches
+ * llm_tokenize to it.  Decoding is detok.c.
  *
  * Behaviour follows llama.cpp (src/llama-vocab.cpp) so that ids are
  * token-for-token identical for the same GGUF.  USER_DEFINED tokens are
@@ -15,6 +16,7 @@
 #include "tokenizer.h"
 #include "bpe.h"
 #include "spm.h"
+#include "wordpiece.h"
 #include "engine/util/text_util.h"
 
 #include <stdlib.h>
@@ -25,9 +27,11 @@
 /*
  * Build the tokenizer from GGUF keys tokenizer.ggml.{model, pre, tokens,
  * token_type, merges (gpt2), scores and add_space_prefix (llama),
- * bos_token_id, eos_token_id, eot_token_id, eom_token_id, add_bos_token}.
+ * normalizer.lowercase and normalizer.strip_accents (bert), bos_token_id,
+ * eos_token_id, unknown_token_id, seperator_token_id, eot_token_id,
+ * eom_token_id, add_bos_token, add_eos_token, add_sep_token}.
  * Everything is copied: f may be closed afterwards.  Returns NULL + message
- * for a model other than "gpt2" / "llama", an unknown pre-tokenizer,
+ * for a model other than "gpt2" / "llama" / "bert", an unknown pre-tokenizer,
  * missing/mistyped arrays, or allocation failure.
  */
 llm_tokenizer *
@@ -52,10 +56,12 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 		kind = TOK_BPE;
 	else if (gguf_str_eq(model, "llama"))
 		kind = TOK_SPM;
+	else if (gguf_str_eq(model, "bert"))
+		kind = TOK_WPM;
 	else
 	{
-		llm_set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (only byte-level BPE \"gpt2\" "
-					"and SentencePiece \"llama\")",
+		llm_set_err(err, errlen, "tokenizer: unsupported tokenizer.ggml.model '%.*s' (known: \"gpt2\" byte-level "
+					"BPE, \"llama\" SentencePiece, \"bert\" WordPiece)",
 				(int) (model.len > 64 ? 64 : model.len), model.ptr);
 		return NULL;
 	}
@@ -102,17 +108,28 @@ llm_tokenizer_create(const gguf_file *f, char *err, size_t errlen)
 	/* strings: vocabulary + up to three new strings per merge + 256 byte symbols */
 	if (!tok_vocab_init(t, tokens, types, 3 * n_merges + 256, total_text))
 		goto oom;
-	if (kind == TOK_BPE ? !tok_bpe_setup(t, spec, merges, err, errlen) : !tok_spm_setup(t, f, err, errlen))
+	if ((kind == TOK_BPE && !tok_bpe_setup(t, spec, merges, err, errlen)) ||
+		(kind == TOK_SPM && !tok_spm_setup(t, f, err, errlen)))
 	{
 		llm_tokenizer_destroy(t);
 		return NULL;
 	}
-	/* llama.cpp's default BOS: always for SentencePiece, per pre-tokenizer for BPE */
-	if (!tok_vocab_specials(t, f, kind == TOK_SPM || tok_bpe_pretok_add_bos(spec)))
+	/* llama.cpp's default BOS: always for SentencePiece and WordPiece ([CLS]), per pre-tokenizer for BPE */
+	if (!tok_vocab_specials(t, f, kind != TOK_BPE || tok_bpe_pretok_add_bos(spec)))
 		goto oom;
+	/* WordPiece reads the [UNK] id tok_vocab_specials found */
+	if (kind == TOK_WPM && !tok_wpm_setup(t, f, err, errlen))
+	{
+		llm_tokenizer_destroy(t);
+		return NULL;
+	}
 	/* byte-decoded text of every token, for detokenization */
-	if (!tok_vocab_decode_all(t, kind == TOK_SPM ? tok_spm_decode_text : tok_bpe_decode_text, total_text))
+	if (!tok_vocab_decode_all(t, kind == TOK_SPM ? tok_spm_decode_text :
+							  kind == TOK_WPM ? tok_wpm_decode_text : tok_bpe_decode_text, total_text))
 		goto oom;
+	/* no bound: one [UNK] stands for a whole unknown word, and whitespace and control characters are dropped */
+	if (kind == TOK_WPM)
+		t->max_token_bytes = 0;
 	return t;
 
 oom:
@@ -297,6 +314,11 @@ llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 		}
 		if (t->kind == TOK_BPE)
 			rc = tok_bpe_encode(t, s, text + fv[i].start, fv[i].end - fv[i].start, &e, err, errlen);
+		else if (t->kind == TOK_WPM)
+		{
+			if (!tok_wpm_encode(t, text + fv[i].start, fv[i].end - fv[i].start, &e))
+				goto oom;
+		}
 		else if (!tok_spm_encode(t, text + fv[i].start, fv[i].end - fv[i].start,
 								 t->add_space_prefix && prev_special, &e))
 			goto oom;
@@ -311,4 +333,48 @@ oom:
 	free(frags.v);
 	llm_set_err(err, errlen, "tokenizer: out of memory");
 	return -1;
+}
+
+/*
+ * llama.cpp's tokenization with add_special (parse_special off): BOS ([CLS]
+ * for WordPiece) when add_bos, the text's ids, EOS when add_eos, SEP ([SEP]
+ * for WordPiece) when add_sep.  WordPiece always has both of its own, as
+ * llama.cpp adds them whatever the flags.
+ */
+int64_t
+llm_tokenize_special(const llm_tokenizer *t, const char *text, size_t len,
+					 int32_t *out, int64_t cap, char *err, size_t errlen)
+{
+	bool		bos = t->kind == TOK_WPM ? t->bos >= 0 : t->add_bos;
+	bool		eos = t->kind != TOK_WPM && t->add_eos;
+	bool		sep = t->kind == TOK_WPM ? t->sep >= 0 : t->add_sep;
+	int64_t		first = bos ? 1 : 0;
+	int64_t		n;
+
+	if (out == NULL || cap < 0)
+		cap = 0;
+	if (t->kind == TOK_WPM && (t->bos < 0 || t->sep < 0))
+	{
+		llm_set_err(err, errlen, "tokenizer: WordPiece vocabulary without a [CLS] (bos) or [SEP] token id");
+		return -1;
+	}
+	if (bos && cap > 0)
+		out[0] = t->bos;
+	n = llm_tokenize(t, text, len, cap > first ? out + first : NULL, cap > first ? cap - first : 0, err, errlen);
+	if (n < 0)
+		return -1;
+	n += first;
+	if (eos)
+	{
+		if (n < cap)
+			out[n] = t->eos;
+		n++;
+	}
+	if (sep)
+	{
+		if (n < cap)
+			out[n] = t->sep;
+		n++;
+	}
+	return n;
 }

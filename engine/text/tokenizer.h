@@ -1,17 +1,22 @@
 /*
  * tokenizer.h — the model's tokenizer, built from GGUF metadata.
  *
- * Follows llama.cpp's llama-vocab.cpp for two tokenizer.ggml.model values:
+ * Follows llama.cpp's llama-vocab.cpp for three tokenizer.ggml.model values:
  *  - "gpt2", byte-level BPE (SmolLM2, Llama 3, Qwen2): vocabulary
  *    (tokenizer.ggml.tokens), token types (tokenizer.ggml.token_type), merge
  *    ranks (tokenizer.ggml.merges) and the pre-tokenizer regexes chosen by
  *    tokenizer.ggml.pre (PCRE2);
  *  - "llama", SentencePiece BPE (Gemma, Llama 2, Mistral): tokens merged by
  *    tokenizer.ggml.scores, "▁" for spaces, <0xNN> byte-fallback tokens,
- *    tokenizer.ggml.add_space_prefix, no pre-tokenizer.
+ *    tokenizer.ggml.add_space_prefix, no pre-tokenizer;
+ *  - "bert", WordPiece (BERT, BGE and other embedding models): words split
+ *    at whitespace and punctuation, each cut into the longest vocabulary
+ *    pieces, [UNK] for a word that cannot be; [CLS] / [SEP] around the text
+ *    with llm_tokenize_special.
  * User text is always tokenized as plain text: CONTROL (and UNKNOWN) tokens
  * are never matched inside it, so only the chat template (chat_template.h)
- * emits them.  USER_DEFINED tokens (Gemma: runs of spaces, tabs, newlines,
+ * emits them (WordPiece's [UNK] excepted: an unknown word gives it, as in
+ * llama.cpp).  USER_DEFINED tokens (Gemma: runs of spaces, tabs, newlines,
  * HTML tags) are text pieces: they are split out of the text first, as
  * llama.cpp does.  No BOS is added by llm_tokenize: a raw prompt starts with
  * llm_tokenizer_bos() when llm_tokenizer_add_bos() says so.
@@ -42,6 +47,8 @@ int32_t		llm_tokenizer_bos(const llm_tokenizer *t);	/* -1 if none */
  * space) and byte fallback (<0xNN>) only lengthen a token's string beside
  * the text it covers, and no byte of the text is dropped.  So len bytes of
  * text are at least len / this many tokens, known before tokenizing.
+ * 0 for WordPiece, where no such bound exists (one [UNK] stands for a whole
+ * unknown word; whitespace and control characters give no token).
  */
 int32_t		llm_tokenizer_max_token_bytes(const llm_tokenizer *t);
 int32_t		llm_tokenizer_eos(const llm_tokenizer *t);
@@ -70,6 +77,16 @@ bool		llm_tokenizer_is_eog(const llm_tokenizer *t, int32_t id);
  */
 int64_t		llm_tokenize(const llm_tokenizer *t, const char *text, size_t len,
 						 int32_t *out, int64_t cap, char *err, size_t errlen);
+
+/*
+ * As llm_tokenize, with the special tokens llama.cpp's add_special adds:
+ * BOS first when llm_tokenizer_add_bos, EOS last when
+ * tokenizer.ggml.add_eos_token, SEP last when tokenizer.ggml.add_sep_token;
+ * WordPiece always gets [CLS] first and [SEP] last (an embedding model's
+ * input).  Same return and cap contract as llm_tokenize.
+ */
+int64_t		llm_tokenize_special(const llm_tokenizer *t, const char *text, size_t len,
+								 int32_t *out, int64_t cap, char *err, size_t errlen);
 
 /*
  * Bytes of token id as it appears in text (byte-level decoded, or ▁ turned

@@ -130,6 +130,20 @@ optional_token_id(const gguf_file *f, const char *key, int32_t n_vocab)
 	return (int32_t) v;
 }
 
+/*
+ * A special token id from key, else def (llama.cpp's default for the
+ * tokenizer model); -1 when neither names a vocabulary id.
+ */
+static int32_t
+special_token_id(const gguf_file *f, const char *key, int32_t n_vocab, int32_t def)
+{
+	int64_t		v;
+
+	if (gguf_get_int(f, key, &v) && v >= 0 && v < n_vocab)
+		return (int32_t) v;
+	return def >= 0 && def < n_vocab ? def : -1;
+}
+
 /* USER_DEFINED ids in llama.cpp's splitting order: longest text first, then lowest id. */
 static int
 udef_cmp(const void *a, const void *b, void *arg)
@@ -189,22 +203,23 @@ tok_vocab_specials(llm_tokenizer *t, const gguf_file *f, bool default_add_bos)
 	bool		normal_slash_s;
 	bool		add_bos;
 
-	t->bos = optional_token_id(f, "tokenizer.ggml.bos_token_id", t->n_vocab);
-	t->eos = optional_token_id(f, "tokenizer.ggml.eos_token_id", t->n_vocab);
-	if (t->kind == TOK_SPM)
-	{
-		/* llama.cpp's SentencePiece defaults when the keys are absent */
-		int64_t		v;
-
-		if (!gguf_get_int(f, "tokenizer.ggml.bos_token_id", &v) && t->n_vocab > 1)
-			t->bos = 1;
-		if (!gguf_get_int(f, "tokenizer.ggml.eos_token_id", &v) && t->n_vocab > 2)
-			t->eos = 2;
-	}
-	/* llama.cpp: tokenizer.ggml.add_bos_token, else true for SentencePiece and per pre-tokenizer for BPE */
+	/* llama.cpp's defaults when the keys are absent: SentencePiece <s> 1, </s> 2, <unk> 0; BERT [CLS] 101, [UNK] 100, [SEP] 102 */
+	t->bos = special_token_id(f, "tokenizer.ggml.bos_token_id", t->n_vocab,
+							  t->kind == TOK_SPM ? 1 : t->kind == TOK_WPM ? 101 : -1);
+	t->eos = special_token_id(f, "tokenizer.ggml.eos_token_id", t->n_vocab, t->kind == TOK_SPM ? 2 : -1);
+	t->unk = special_token_id(f, "tokenizer.ggml.unknown_token_id", t->n_vocab,
+							  t->kind == TOK_SPM ? 0 : t->kind == TOK_WPM ? 100 : -1);
+	t->sep = special_token_id(f, "tokenizer.ggml.seperator_token_id", t->n_vocab, t->kind == TOK_WPM ? 102 : -1);
+	/* llama.cpp: tokenizer.ggml.add_bos_token, else true for SentencePiece and WordPiece and per pre-tokenizer for BPE */
 	if (!gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &add_bos))
 		add_bos = default_add_bos;
 	t->add_bos = add_bos && t->bos >= 0;
+	if (!gguf_get_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos))
+		t->add_eos = false;
+	t->add_eos = t->add_eos && t->eos >= 0;
+	if (!gguf_get_bool(f, "tokenizer.ggml.add_sep_token", &t->add_sep))
+		t->add_sep = t->kind == TOK_WPM;
+	t->add_sep = t->add_sep && t->sep >= 0;
 	add_eog(t, t->eos);
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eot_token_id", t->n_vocab));
 	add_eog(t, optional_token_id(f, "tokenizer.ggml.eom_token_id", t->n_vocab));

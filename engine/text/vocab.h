@@ -1,10 +1,11 @@
 /*
- * vocab.h — the tokenizer's state and its vocabulary, below both encoders:
- * byte-level BPE (bpe.c, tokenizer.ggml.model = "gpt2") and SentencePiece
- * BPE (spm.c, tokenizer.ggml.model = "llama").  vocab.c owns the interned
- * strings, token types, special ids and the decoded text of every token; an
- * encoder reads them and owns only its own fields of struct llm_tokenizer.
- * Includes point one way: tokenizer.c (the front door) -> bpe.h / spm.h ->
+ * vocab.h — the tokenizer's state and its vocabulary, below the encoders:
+ * byte-level BPE (bpe.c, tokenizer.ggml.model = "gpt2"), SentencePiece
+ * BPE (spm.c, tokenizer.ggml.model = "llama") and WordPiece (wordpiece.c,
+ * tokenizer.ggml.model = "bert").  vocab.c owns the interned strings, token
+ * types, special ids and the decoded text of every token; an encoder reads
+ * them and owns only its own fields of struct llm_tokenizer.  Includes point
+ * one way: tokenizer.c (the front door) -> bpe.h / spm.h / wordpiece.h ->
  * vocab.h; vocab.c includes no encoder.  Not part of the engine's interface:
  * only engine/text/ includes it.
  *
@@ -31,13 +32,14 @@
 #define TOKTYPE_UNUSED			5
 #define TOKTYPE_BYTE			6
 
-#define MAX_REGEXES		4
+#define MAX_REGEXES		8		/* pre-tokenizer regexes, plus the NULL ending the list */
 #define MAX_EOG			16
 
 typedef enum tok_kind
 {
 	TOK_BPE = 1,				/* "gpt2": GPT-2 byte alphabet, merge ranks, regexes */
-	TOK_SPM						/* "llama": ▁ for spaces, merges by score, <0xNN> bytes */
+	TOK_SPM,					/* "llama": ▁ for spaces, merges by score, <0xNN> bytes */
+	TOK_WPM						/* "bert": WordPiece, longest match per word, [UNK] */
 } tok_kind;
 
 /* Open-addressing map (left id, right id) -> merge rank and merged string id. */
@@ -86,6 +88,7 @@ struct llm_tokenizer
 	int32_t		raw_byte_tok[256];	/* vocab id of the 1-byte string "b", or -1 */
 	int16_t		cp_byte[512];	/* inverse map for code points < 512, -1 if none */
 	pcre2_code *regex[MAX_REGEXES];
+	uint8_t		regex_mode[MAX_REGEXES];	/* pretok_rx_mode of each (pretok.h) */
 	int			n_regex;
 	bool		ignore_merges;
 
@@ -94,9 +97,18 @@ struct llm_tokenizer
 	int32_t		spm_byte_tok[256];	/* byte-fallback token of byte b: <0xNN>, else the 1-byte token */
 	bool		add_space_prefix;	/* a space before text that starts a fragment */
 
-	int32_t		bos;
+	/* WordPiece */
+	int32_t		wpm_max_len;	/* longest vocabulary text in bytes (the match window) */
+	bool		wpm_lowercase;	/* tokenizer.ggml.normalizer.lowercase */
+	bool		wpm_strip_accents;	/* tokenizer.ggml.normalizer.strip_accents */
+
+	int32_t		bos;			/* WordPiece: [CLS] */
 	int32_t		eos;
+	int32_t		unk;			/* -1 if none */
+	int32_t		sep;			/* -1 if none; WordPiece: [SEP] */
 	bool		add_bos;
+	bool		add_eos;		/* llm_tokenize_special appends EOS */
+	bool		add_sep;		/* llm_tokenize_special appends SEP */
 	int32_t		eog[MAX_EOG];
 	int			n_eog;
 };

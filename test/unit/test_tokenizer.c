@@ -535,7 +535,7 @@ open_synthetic(gbuf *g, gguf_file **fp, char *err, size_t errlen)
 static void
 test_synthetic(void)
 {
-	char		err[256];
+	char		err[1024];
 	gguf_file  *f;
 	llm_tokenizer *t;
 	gbuf		g;
@@ -550,6 +550,16 @@ test_synthetic(void)
 	g = make_vocab_gguf("gpt2", "no-such-pre", NULL, true);
 	t = open_synthetic(&g, &f, err, sizeof(err));
 	CHECK(f != NULL && t == NULL && strstr(err, "no-such-pre") != NULL, "unknown pre-tokenizer rejected: %s", err);
+	CHECK(strstr(err, "known: default, ") != NULL && strstr(err, "deepseek-v3") != NULL && strstr(err, "tekken") != NULL,
+		  "the refusal lists the known pre-tokenizers");
+	gguf_close(f);
+	free(g.p);
+
+	g = make_vocab_gguf("no-such-model", "gpt2", NULL, true);
+	t = open_synthetic(&g, &f, err, sizeof(err));
+	CHECK(f != NULL && t == NULL && strstr(err, "no-such-model") != NULL && strstr(err, "\"gpt2\"") != NULL &&
+		  strstr(err, "\"llama\"") != NULL && strstr(err, "\"bert\"") != NULL,
+		  "unknown tokenizer model rejected, the known ones listed: %s", err);
 	gguf_close(f);
 	free(g.p);
 
