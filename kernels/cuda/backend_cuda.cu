@@ -1150,6 +1150,8 @@ static const llm_backend_ops cuda_ops = {
 	.rope_rows = NULL,
 	.attention_rows = NULL,
 	.add_broadcast = cuda_add_broadcast,
+	.add_table_rows = NULL,
+	.gelu_erf = NULL,
 };
 
 static bool
