@@ -9,6 +9,11 @@ Sides (rows = --sql-rows, default 512; the ticket bodies as they are):
               after another, from the bench's own process (no PostgreSQL)
   pgai-style  a plpython3u function POSTing one body per row to that
               llama-server (-np 1), called in the same SELECT
+  ours, no batch caps
+              ours with llm.batch_step_ms = 0 and llm.batch_prefill_tokens = 0:
+              the statement's calls are batch-class work, whose steps the
+              engine keeps short for interactive calls' sake; a bulk job alone
+              on the server can turn that off
 Pooling: an encoder (bert) GGUF's own (<arch>.pooling_type) on both sides;
 a decoder model (SmolLM2) by its last token (--pooling last).
 After the rounds the two sides' vectors are compared on a few tickets
@@ -90,6 +95,17 @@ class SqlEmbed:
             dt, _ = ctx.pg.timed(q_ours)
             return {"wall_s": dt, "rows_per_s": self.rows_n / dt}
 
+        def run_uncapped(r):
+            # a bulk statement alone on the server: the batch class's per-step caps off
+            # (llm.batch_step_ms, llm.batch_prefill_tokens keep interactive calls' latency)
+            ctx.pg.sql("ALTER SYSTEM SET llm.batch_step_ms = 0")
+            ctx.pg.set_engine_setting("llm.batch_prefill_tokens", "0", "batch_prefill_tokens", "0")
+            try:
+                return run_ours(r)
+            finally:
+                ctx.pg.sql("ALTER SYSTEM RESET llm.batch_step_ms")
+                ctx.pg.set_engine_setting("llm.batch_prefill_tokens", None, "batch_prefill_tokens", "128")
+
         def run_batched(r):
             if ctx.peer_error:
                 raise BenchError(ctx.peer_error)
@@ -120,7 +136,8 @@ class SqlEmbed:
                                      % (srv.url, self.rows_n))
             return {"wall_s": dt, "rows_per_s": self.rows_n / dt}
 
-        return [("ours", run_ours), ("llama-server batched %d" % BATCH, run_batched), ("pgai-style", run_pgai)]
+        return [("ours", run_ours), ("llama-server batched %d" % BATCH, run_batched), ("pgai-style", run_pgai),
+                ("ours, no batch caps", run_uncapped)]
 
     def after_rounds(self, ctx, meds):
         """Cosine of our vectors and llama-server's on the first 8 tickets."""
@@ -136,10 +153,10 @@ class SqlEmbed:
         return ctx.embed_cosine
 
     def table_rows(self, ctx, meds):
-        names = list(meds)
-        o = meds[names[0]].get("rows_per_s")
         rows = []
-        for n in names[1:]:
-            p = meds[n].get("rows_per_s")
-            rows.append(row("rows/s", "rows/s", o, p, peer_name=n))
+        for ours in ("ours", "ours, no batch caps"):
+            o = (meds.get(ours) or {}).get("rows_per_s")
+            for n in ("llama-server batched %d" % BATCH, "pgai-style"):
+                p = (meds.get(n) or {}).get("rows_per_s")
+                rows.append(row("rows/s (%s)" % ours, "rows/s", o, p, peer_name=n))
         return rows
