@@ -2,7 +2,9 @@
 batched by the LLM Batch node) against llama.cpp's llama-server
 --embedding on the same GGUF with the same threads.
 
-Sides (rows = --sql-rows, default 512; the ticket bodies as they are):
+The bench's GGUF (-m) is served as alias emb (llm.models) beside the
+server's default model.  Sides (rows = --sql-rows, default 512; the ticket
+bodies as they are):
   ours        CREATE TEMP TABLE ... AS SELECT id, llm_embed(body) FROM tickets
   batched     llama-server --embedding (-np B slots, continuous batching),
               the bodies POSTed to /embedding B (32) at a time, one request
@@ -85,11 +87,26 @@ class SqlEmbed:
             self.bodies = json.loads(out)
         return self.bodies
 
+    def _serve(self, ctx):
+        """The bench's GGUF served as alias emb (llm.models), beside the server's default model."""
+        if getattr(self, "served", False):
+            return
+        ctx.pg.sql("ALTER SYSTEM SET llm.models = 'emb=%s'" % ctx.model.replace("'", "''"))
+        ctx.pg.sql("SELECT pg_reload_conf()")
+        for _ in range(600):
+            if ctx.pg.sql("SELECT count(*) FROM llm_models WHERE alias = 'emb' AND state = 'ready'").strip() == "1":
+                break
+            time.sleep(0.2)
+        else:
+            raise BenchError("model %s not ready as alias emb" % ctx.model)
+        self.served = True
+
     def sides(self, ctx):
-        q_ours = ("CREATE TEMP TABLE e_ours AS SELECT id, llm_embed(body) AS e FROM "
+        q_ours = ("CREATE TEMP TABLE e_ours AS SELECT id, llm_embed(body, model => 'emb') AS e FROM "
                   "(SELECT id, body FROM tickets ORDER BY id LIMIT %d) t" % self.rows_n)
 
         def run_ours(r):
+            self._serve(ctx)
             ctx.pg.fresh_engine()
             ctx.pg.sql("DROP TABLE IF EXISTS e_ours")
             dt, _ = ctx.pg.timed(q_ours)
@@ -144,7 +161,7 @@ class SqlEmbed:
         vecs = getattr(self, "peer_vectors", None)
         if not vecs:
             return None
-        out = ctx.pg.sql("SELECT json_agg(llm_embed(body) ORDER BY id) FROM "
+        out = ctx.pg.sql("SELECT json_agg(llm_embed(body, model => 'emb') ORDER BY id) FROM "
                          "(SELECT id, body FROM tickets ORDER BY id LIMIT 8) t")
         ours = json.loads(out)
         cos = [cosine(a, b) for a, b in zip(ours, vecs[:8])]
