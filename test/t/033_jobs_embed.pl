@@ -124,5 +124,45 @@ SKIP:
 		qr/Index Scan using docs_v_idx/, 'the query embedding is computed once: the index serves the ORDER BY');
 }
 
+# all-MiniLM-L6-v2 (scripts/fetch-model.sh minilm, in the checkout's models/),
+# served as alias minilm: its width and L2 norm, meaning, its 256-token
+# limit with [SEP] kept by truncate => true, llm_chunk's WordPiece counts,
+# and a job filling a real[] column on it
+SKIP:
+{
+	my $minilm = ($ENV{LLM_SOURCE_DIR} // '') . '/models/all-MiniLM-L6-v2.F16.gguf';
+	skip "all-MiniLM-L6-v2 is not in models/ (scripts/fetch-model.sh minilm)", 12 unless -r $minilm;
+	q1("ALTER SYSTEM SET llm.models = 'minilm=$minilm'");
+	q1('SELECT pg_reload_conf()');
+	ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM llm_models WHERE alias = 'minilm' AND state = 'ready'}),
+		'minilm served');
+	is(q1(q{SELECT array_length(e, 1) || ' ' || round(sqrt((SELECT sum(v::float8 * v) FROM unnest(e) v))::numeric, 5)
+	        FROM llm_embed('A man is eating food.', model => 'minilm') e}), '384 1.00000', '384 floats of norm 1');
+	is(q1(q{SELECT llm_similarity('I was charged twice for my subscription', 'double billing on my credit card', model => 'minilm')
+	             > llm_similarity('I was charged twice for my subscription', 'how to enable dark mode', model => 'minilm') + 0.3}),
+		't', 'a paraphrase is closer than an unrelated sentence');
+	is(q1(q{SELECT index FROM llm_rerank('How do I get a refund?', ARRAY['Dark mode is in Settings.',
+	        'Refunds are issued within 5 business days.', 'Reset your password from the sign-in page.'], model => 'minilm') LIMIT 1}),
+		'2', 'llm_rerank puts the refund document first');
+	is(q1(q{SELECT array_length(llm_tokenize(repeat('word ', 254), model => 'minilm'), 1)}), '254', "'word' is one token");
+	like(q1(q{SELECT try_sql($$SELECT llm_embed(repeat('word ', 255), model => 'minilm')$$)}), qr/^54000:/,
+		'255 words + [CLS] + [SEP] is over the 256-token limit: 54000');
+	is(q1(q{SELECT array_length(llm_embed(repeat('word ', 254), model => 'minilm'), 1)}), '384', '254 words fit');
+	is(q1(q{SELECT llm_embed(repeat('word ', 400), model => 'minilm', truncate => true)
+	             = llm_embed(repeat('word ', 254), model => 'minilm')}), 't',
+		'truncated: [CLS], the first 254 words, [SEP], bit for bit');
+	is(q1(q{SELECT count(*) > 1 AND bool_and(array_length(llm_tokenize(c, model => 'minilm'), 1) <= 254)
+	        FROM llm_chunk((SELECT string_agg(format('Sentence %s says something about topic %s.', i, i % 5), ' ')
+	                        FROM generate_series(1, 200) i), 254, 32, model => 'minilm') c}), 't',
+		'llm_chunk: every piece within 254 WordPiece tokens');
+	q1('ALTER TABLE docs ADD COLUMN mini real[]');
+	my $mj = q1(q{SELECT llm_enrich('docs', 'mini', 'body', model => 'minilm')});
+	wait_state($mj, 'done', 'a job on minilm');
+	is(q1(q{SELECT count(*) FROM docs WHERE mini IS DISTINCT FROM llm_embed(body, model => 'minilm')}), '0',
+		"every row's minilm embedding stored, bit for bit");
+	is(q1(qq{SELECT j.model_sha256 = m.sha256 FROM llm_jobs j, llm_models m WHERE j.id = $mj AND m.alias = 'minilm'}),
+		't', "the job's model_sha256 is minilm's");
+}
+
 LlmTest::no_crash($node);
 done_testing();
