@@ -189,6 +189,7 @@ test:
 	$(MAKE) all
 	$(MAKE) model
 	$(MAKE) sdist
+	$(MAKE) model MODEL=minilm
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:

@@ -37,10 +37,18 @@ valid_priority(uint32_t v)
 	return v < LLM_N_PRIORITIES;
 }
 
+/*
+ * The embedding options travel as one u32 where the pooling alone used to:
+ * bits 0-7 the pooling, bits 8-15 the normalisation, bit 16 truncate.
+ */
+#define EMBED_NORM_SHIFT	8
+#define EMBED_TRUNCATE		(1u << 16)
+
 static bool
 valid_pooling(uint32_t v)
 {
-	return v < LLM_N_POOLINGS;
+	return (v & 0xff) < LLM_N_POOLINGS && ((v >> EMBED_NORM_SHIFT) & 0xff) < LLM_N_EMBED_NORMS &&
+		(v & ~(0xffffu | EMBED_TRUNCATE)) == 0;
 }
 
 static bool
@@ -165,6 +173,7 @@ put_request(writer *w, const llm_request *r)
 {
 	const llm_sampling_params *p = &r->params;
 	uint32_t	flags = 0;
+	uint32_t	embed;
 
 	if (!valid_mode(r->mode) || !valid_prompt_kind(r->prompt_kind))
 	{
@@ -222,9 +231,12 @@ put_request(writer *w, const llm_request *r)
 		put_bytes(w, r->grammar, r->grammar_len);
 	if (r->tools != NULL)
 		put_str(w, r->tools, r->tools_len);
-	if (!valid_priority(r->priority) || !valid_pooling(r->pooling))
+	if ((unsigned) r->pooling >= LLM_N_POOLINGS || (unsigned) r->normalize >= LLM_N_EMBED_NORMS)
 		w->bad = true;
-	put_u32(w, r->pooling);
+	embed = (uint32_t) r->pooling | ((uint32_t) r->normalize << EMBED_NORM_SHIFT) | (r->truncate ? EMBED_TRUNCATE : 0);
+	if (!valid_priority(r->priority) || !valid_pooling(embed))
+		w->bad = true;
+	put_u32(w, embed);
 	put_u32(w, r->priority);
 }
 
@@ -544,8 +556,10 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 		if (!get_u32(r, &pooling))
 			return false;
 		if (!valid_pooling(pooling))
-			return fail(r, "unknown pooling");
-		q->pooling = (llm_pooling) pooling;
+			return fail(r, "unknown pooling, normalisation or embedding flag");
+		q->pooling = (llm_pooling) (pooling & 0xff);
+		q->normalize = (llm_embed_norm) ((pooling >> EMBED_NORM_SHIFT) & 0xff);
+		q->truncate = (pooling & EMBED_TRUNCATE) != 0;
 	}
 	{
 		uint32_t	prio;

@@ -32,7 +32,9 @@
  *               continuations, token ids, the grammar source (bytes:
  *               length + bytes) when its flag is set, the tools JSON of a
  *               chat prompt when its flag is set (flags also carry
- *               no_generation_prompt and enable_thinking), pooling, priority; then the
+ *               no_generation_prompt and enable_thinking), the embedding
+ *               options (one u32: pooling in bits 0-7, normalisation in
+ *               bits 8-15, truncate in bit 16), priority; then the
  *               accounting tags (role, database); then the submitter
  *               (llm_wire_client: pid, role, database).  Not on the wire:
  *               the request's session, which the worker sets from the channel

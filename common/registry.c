@@ -106,6 +106,19 @@ llm_registry_prompt_overhead(const char *alias)
 	return overhead;
 }
 
+void
+llm_registry_model_sha256(const char *alias, char *out)
+{
+	int			row;
+
+	out[0] = '\0';
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	row = llm_registry_row_locked(alias);
+	if (row >= 0 && llm_shared->models[row].state == LLM_MODEL_READY)
+		strlcpy(out, llm_shared->models[row].sha256, sizeof(llm_shared->models[row].sha256));
+	LWLockRelease(llm_shared->lock);
+}
+
 static Size
 llm_shmem_size(void)
 {

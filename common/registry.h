@@ -123,6 +123,12 @@ extern LlmModelState llm_registry_model_state(const char *alias, int32 *n_ctx);
 /* The prompt_overhead of the model served as alias (as above); -1 when it is not ready. */
 extern int32 llm_registry_prompt_overhead(const char *alias);
 
+/*
+ * The hex sha256 of the file the model served as alias (as above) was
+ * loaded from, into out (65 bytes); "" when it is not ready or unreadable.
+ */
+extern void llm_registry_model_sha256(const char *alias, char *out);
+
 /* Ask the postmaster for the registry's shared memory and lock (from _PG_init). */
 extern void llm_registry_request(void);
 

@@ -476,6 +476,39 @@ llm_engine_n_embd(const llm_engine *e)
 	return e->mc->dim;
 }
 
+int32_t
+llm_engine_embed_max_tokens(const llm_engine *e)
+{
+	int32_t		most = e->mc->embed_max_tokens > 0 ? e->mc->embed_max_tokens :
+		e->mc->whole_sequences ? e->mc->n_ctx_train : e->cfg.n_ctx;
+
+	if (most > e->cfg.n_ctx)
+		most = e->cfg.n_ctx;
+	if (e->mc->whole_sequences && most > e->cfg.max_batched_tokens)
+		most = e->cfg.max_batched_tokens;
+	return most;
+}
+
+llm_pooling
+llm_engine_embed_pooling(const llm_engine *e)
+{
+	switch (e->mc->pooling_type)
+	{
+		case LLM_MODEL_POOLING_MEAN:
+			return LLM_POOLING_MEAN;
+		case LLM_MODEL_POOLING_CLS:
+			return LLM_POOLING_CLS;
+		default:
+			return LLM_POOLING_LAST;
+	}
+}
+
+bool
+llm_engine_embed_normalizes(const llm_engine *e)
+{
+	return e->mc->pooling_type > LLM_MODEL_POOLING_NONE;
+}
+
 int64_t
 llm_engine_n_params(const llm_engine *e)
 {

@@ -488,6 +488,24 @@ int32_t		llm_engine_n_vocab(const llm_engine *e);
 /* The model's embedding length (length of an EMBED request's vector). */
 int32_t		llm_engine_n_embd(const llm_engine *e);
 
+/*
+ * The most tokens an EMBED request's prompt may have (llm_request.truncate
+ * cuts a longer one to it, else it is refused): the model's own limit
+ * (<arch>.embedding.max_seq_length: all-MiniLM-L6-v2's 256, although its
+ * positions go to 512), or, without one, its trained context for a model
+ * whose sequences are computed whole (an encoder) and the engine's context
+ * for a decoder; never more than the context, and for an encoder never
+ * more than max_batched_tokens (its sequence is computed in one step).
+ */
+int32_t		llm_engine_embed_max_tokens(const llm_engine *e);
+
+/*
+ * The pooling an EMBED request with LLM_POOLING_MODEL gets on this model
+ * (LAST, MEAN or CLS), and whether LLM_EMBED_NORM_MODEL normalises (L2).
+ */
+llm_pooling llm_engine_embed_pooling(const llm_engine *e);
+bool		llm_engine_embed_normalizes(const llm_engine *e);
+
 /* Parameter count of the model: the elements of every tensor in its file. */
 int64_t		llm_engine_n_params(const llm_engine *e);
 

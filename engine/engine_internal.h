@@ -173,6 +173,16 @@ typedef struct live_request
 	 */
 	struct tokenize_job *tok_job;
 	bool		tokenize_only;
+	/*
+	 * EMBED (requests.c new_embed, step.c embed_rows): the pooling and
+	 * normalisation resolved against the model (LAST, MEAN or CLS; l2),
+	 * and for MEAN and CLS the pooled state so far: pool_sum [dim] (double,
+	 * rows added in position order) over the first n_pooled prompt rows.
+	 */
+	llm_pooling pooling;
+	bool		l2;
+	double	   *pool_sum;
+	int32_t		n_pooled;
 } live_request;
 
 struct llm_engine

@@ -99,6 +99,48 @@ raw_prompt_ids(const llm_engine *e, const char *text, size_t len, int32_t **ids_
 	return n + 1;
 }
 
+/*
+ * An EMBED request's raw prompt: its text with the special tokens
+ * llama.cpp's add_special adds (llm_tokenize_special: BERT's [CLS] text
+ * [SEP], a decoder's BOS), which is what the embedding model was trained
+ * on and what sentence-transformers and llama-embedding feed it.
+ */
+static int64_t
+embed_prompt_ids(const llm_engine *e, const char *text, size_t len, int32_t **ids_out, char *err, size_t errlen)
+{
+	int64_t		cap = (int64_t) len + 8;
+	int32_t    *ids = malloc((size_t) cap * sizeof(int32_t));
+	int64_t		n;
+
+	*ids_out = NULL;
+	if (ids == NULL)
+	{
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	n = llm_tokenize_special(e->tok, text, len, ids, cap, err, errlen);
+	if (n > cap)
+	{
+		int32_t    *more = realloc(ids, (size_t) n * sizeof(int32_t));
+
+		if (more == NULL)
+		{
+			free(ids);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		ids = more;
+		n = llm_tokenize_special(e->tok, text, len, ids, n, err, errlen);
+	}
+	if (n < 0)
+	{
+		free(ids);
+		return -1;
+	}
+	*ids_out = ids;
+	return n;
+}
+
 /* The prompt of a validated req as token ids (malloc'd); -1 + err. */
 int64_t
 engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
@@ -106,6 +148,8 @@ engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, ch
 	switch (req->prompt_kind)
 	{
 		case LLM_PROMPT_RAW:
+			if (req->mode == LLM_MODE_EMBED)
+				return embed_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
 			return raw_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
 		case LLM_PROMPT_TEXT:
 			{

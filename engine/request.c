@@ -166,6 +166,11 @@ llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 		return invalid(err, errlen, "tools must not contain NUL bytes");
 	if ((unsigned) r->pooling >= LLM_N_POOLINGS)
 		return invalid(err, errlen, "unknown pooling");
+	if ((unsigned) r->normalize >= LLM_N_EMBED_NORMS)
+		return invalid(err, errlen, "unknown embedding normalisation");
+	if (r->mode != LLM_MODE_EMBED && (r->pooling != LLM_POOLING_MODEL || r->normalize != LLM_EMBED_NORM_MODEL ||
+									  r->truncate))
+		return invalid(err, errlen, "pooling, normalisation and truncation apply to embeddings only");
 	switch (r->prompt_kind)
 	{
 		case LLM_PROMPT_TEXT:

@@ -152,17 +152,42 @@ typedef enum llm_request_mode
 
 /*
  * EMBED: how the prompt's final hidden states (after the final norm, one
- * of the model's embedding length per token) become one vector.  LAST: the
- * state of the prompt's last token, the one row a prefill computes anyway.
- * Mean pooling would be a second value here: a hidden row for every prompt
- * token, summed per request as its prefill chunks arrive.
+ * of the model's embedding length per token) become one vector.
+ *   MODEL (the zeroed value): what the model file declares
+ *     (<arch>.pooling_type: mean, CLS or last), LAST when it declares none
+ *     (a decoder file such as SmolLM2's);
+ *   LAST: the state of the prompt's last token, the one row a prefill
+ *     computes anyway;
+ *   MEAN: the mean of every prompt token's state (a hidden row per token,
+ *     summed in position order in double as the rows arrive, so chunking
+ *     and batching change nothing), sentence-transformers' mean pooling;
+ *   CLS: the state of the prompt's first token (BERT's [CLS]).
  */
 typedef enum llm_pooling
 {
-	LLM_POOLING_LAST = 0
+	LLM_POOLING_MODEL = 0,
+	LLM_POOLING_LAST,
+	LLM_POOLING_MEAN,
+	LLM_POOLING_CLS
 } llm_pooling;
 
-#define LLM_N_POOLINGS 1
+#define LLM_N_POOLINGS 4
+
+/*
+ * EMBED: the pooled vector's normalisation.  MODEL (the zeroed value): L2
+ * when the model file declares a pooling (an embedding model: all-MiniLM's
+ * sentence-transformers pipeline ends with Normalize), none otherwise; L2:
+ * v / max(||v||_2, 1e-12) (torch.nn.functional.normalize), the norm in
+ * double; NONE: the pooled state as is.
+ */
+typedef enum llm_embed_norm
+{
+	LLM_EMBED_NORM_MODEL = 0,
+	LLM_EMBED_NORM_NONE,
+	LLM_EMBED_NORM_L2
+} llm_embed_norm;
+
+#define LLM_N_EMBED_NORMS 3
 
 typedef struct llm_request
 {
@@ -231,7 +256,7 @@ typedef struct llm_request
 	 */
 	const char *model;
 
-	/* EMBED: the pooling of the hidden states (the zeroed value: LAST); 0 for other modes */
+	/* EMBED: the pooling of the hidden states (the zeroed value: the model's); 0 for other modes */
 	llm_pooling pooling;
 
 	/*
@@ -245,6 +270,18 @@ typedef struct llm_request
 	int8_t		thinking;
 	const char *tools;
 	size_t		tools_len;
+	/* EMBED: the normalisation of the pooled vector (the zeroed value: the model's); 0 for other modes */
+	llm_embed_norm normalize;
+	/*
+	 * EMBED: a prompt of more tokens than the engine's embedding limit
+	 * (llm_engine_embed_max_tokens) is cut to it when true: its first
+	 * limit - 1 tokens and, when the tokenizer appended an end token (BERT's
+	 * [SEP]) to a text prompt, that token, as sentence-transformers
+	 * truncates; otherwise its first limit tokens.  false: such a prompt is
+	 * refused (LLM_ERR_PROMPT_TOO_LONG, naming the limit).  false for other
+	 * modes.
+	 */
+	bool		truncate;
 } llm_request;
 
 #define LLM_MAX_MODEL_ALIAS 63

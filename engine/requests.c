@@ -152,6 +152,7 @@ engine_request_free(live_request *r)
 		llm_spec_forget(r->spec, r->spec_state);
 	engine_output_free(r);
 	free(r->echo);
+	free(r->pool_sum);
 	free(r);
 }
 
@@ -520,9 +521,14 @@ new_generate(llm_engine *e, uint64_t id, const llm_request *req, void *user_data
 }
 
 /*
- * The EMBED request over prompt ids (owned by the caller): one sequence of
- * the prompt, no processors, no speculation; its last row is a hidden row
- * (step.c).  Its status (err set).
+ * The EMBED request over prompt ids (owned by the caller), at most
+ * llm_engine_embed_max_tokens of them (engine_submit_ids truncated or
+ * refused a longer one): one sequence of the prompt, no processors, no
+ * speculation.  Its rows are hidden rows (step.c): the last one for LAST
+ * pooling, every one for MEAN and CLS (n_tail_logits: so none is served
+ * from the prefix cache).  On a model whose graph attends within a step
+ * only (an encoder) the sequence is whole: computed in one step, never in
+ * the prefix cache.  Its status (err set).
  */
 static llm_status
 new_embed(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
@@ -535,11 +541,18 @@ new_embed(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 	snprintf(err, errlen, "out of memory queueing request");
 	if (r == NULL)
 		return LLM_ERR_OUT_OF_MEMORY;
+	r->pooling = req->pooling == LLM_POOLING_MODEL ? llm_engine_embed_pooling(e) : req->pooling;
+	r->l2 = req->normalize == LLM_EMBED_NORM_L2 ||
+		(req->normalize == LLM_EMBED_NORM_MODEL && llm_engine_embed_normalizes(e));
+	if (r->pooling != LLM_POOLING_LAST && (r->pool_sum = calloc((size_t) e->mc->dim, sizeof(double))) == NULL)
+		return LLM_ERR_OUT_OF_MEMORY;
 	seq = &r->seqs[0];
 	seq->tokens = malloc((size_t) n * sizeof(int32_t));
 	if (seq->tokens == NULL)
 		return LLM_ERR_OUT_OF_MEMORY;
 	memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
+	seq->n_tail_logits = r->pooling == LLM_POOLING_LAST ? 0 : n;
+	seq->whole = e->mc->whole_sequences;
 	seq->n_tokens = n;
 	seq->cap_tokens = n;
 	seq->n_prompt = n;
@@ -669,14 +682,69 @@ oom:
 
 
 
+static llm_status submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
+							 const tokenized *t, char *err, size_t errlen);
+
 /*
  * The rest of a submission once req's ids are known (t, owned by the
- * caller): the checks on the ids, the request built and queued (or
- * waiting for its grammar).  The same on the driver's inline path and for
- * a request coming back from the tokenizer thread.
+ * caller): what only a model can refuse (a generating request on an
+ * embedding model), an EMBED prompt over the embedding limit truncated or
+ * refused (llm_request.truncate), then submit_ids.  The same on the
+ * driver's inline path and for a request coming back from the tokenizer
+ * thread.
  */
 llm_status
 engine_submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, const tokenized *t,
+				  char *err, size_t errlen)
+{
+	tokenized	cut_t;
+	int32_t    *cut = NULL;
+	const int32_t *ids = t->ids;
+	int64_t		n = t->n;
+	llm_status	st;
+
+	if (n > 0 && req->mode != LLM_MODE_EMBED && e->mc->no_output)
+	{
+		snprintf(err, errlen, "the model is an embedding model (%s, no output projection): it only embeds",
+				 e->mc->arch);
+		return LLM_ERR_INVALID_PARAM;
+	}
+	if (n > 0 && req->mode == LLM_MODE_EMBED && n > llm_engine_embed_max_tokens(e))
+	{
+		int32_t		most = llm_engine_embed_max_tokens(e);
+
+		if (!req->truncate)
+		{
+			snprintf(err, errlen, "input of %lld tokens is too long to embed: at most %d tokens "
+					 "(truncate to embed its first %d)", (long long) n, most, most);
+			return LLM_ERR_PROMPT_TOO_LONG;
+		}
+		if ((cut = malloc((size_t) most * sizeof(int32_t))) == NULL)
+		{
+			snprintf(err, errlen, "out of memory queueing request");
+			return LLM_ERR_OUT_OF_MEMORY;
+		}
+		memcpy(cut, ids, (size_t) most * sizeof(int32_t));
+		/*
+		 * keep the end token the tokenizer appended to a text (BERT's
+		 * [SEP]): text never gives a control token, so a text prompt's last
+		 * control token is one the tokenizer or the template added
+		 */
+		if (req->prompt_kind != LLM_PROMPT_TOKENS && llm_tokenizer_is_control(e->tok, ids[n - 1]))
+			cut[most - 1] = ids[n - 1];
+		memcpy(&cut_t, t, sizeof(cut_t));
+		cut_t.ids = cut;
+		cut_t.n = most;
+		t = &cut_t;
+	}
+	st = submit_ids(e, id, req, user_data, t, err, errlen);
+	free(cut);
+	return st;
+}
+
+/* The checks on the ids, the request built and queued (or waiting for its grammar). */
+static llm_status
+submit_ids(llm_engine *e, uint64_t id, const llm_request *req, void *user_data, const tokenized *t,
 		   char *err, size_t errlen)
 {
 	llm_status	st;

@@ -566,30 +566,89 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 }
 
 /*
- * EMBED: the entry's last row is the hidden state of the prompt's last
- * token (LLM_POOLING_LAST, the only pooling): checked finite, sent as the
- * request's VECTOR, and the request is done.
+ * EMBED: the entry's hidden rows are the prompt rows logits_from .. start
+ * + n - 1, in position order (new_embed asked for the last row, LAST, or
+ * every row, MEAN and CLS; a request's rows may come over several steps
+ * when its prefill is chunked).  Each used row is checked finite; MEAN adds
+ * every row to the request's double sum in position order, CLS keeps row
+ * 0, so the vector does not depend on chunking or batching.  Once the
+ * prompt's last row is in: the vector (the mean, CLS row or last row),
+ * L2-normalised when r->l2, sent as the request's VECTOR, and the request
+ * is done.
  */
 static void
 embed_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, const float *h, llm_event_cb cb,
 		   void *arg)
 {
 	int32_t		dim = e->mc->dim;
-	int32_t		n_rows = en->start + en->n - en->logits_from;
+	int32_t		end = en->start + en->n;
+	int32_t		n_rows = end - en->logits_from;
 	const float *v = h + (size_t) (n_rows - 1) * dim;
+	float	   *out;
 
-	if (en->start + en->n != r->n_prompt)
+	if (r->pooling != LLM_POOLING_LAST)
 	{
-		fail_request(e, r, LLM_ERR_BACKEND, "internal error: embedding row before the prompt's end", cb, arg);
+		/* rows of positions already pooled (a recompute) are skipped */
+		for (int32_t pos = en->logits_from; pos < end; pos++)
+		{
+			const float *row = h + (size_t) (pos - en->logits_from) * dim;
+
+			if (pos != r->n_pooled)
+				continue;
+			for (int32_t i = 0; i < dim; i++)
+				if (!isfinite(row[i]))
+				{
+					fail_request(e, r, LLM_ERR_NONFINITE, "non-finite hidden state produced by the model", cb, arg);
+					return;
+				}
+			if (r->pooling == LLM_POOLING_MEAN || pos == 0)
+				for (int32_t i = 0; i < dim; i++)
+					r->pool_sum[i] += row[i];
+			r->n_pooled++;
+		}
+		/* a preempted sequence recomputes only the rows still wanted */
+		r->seqs[0].n_tail_logits = r->n_prompt - r->n_pooled;
+	}
+	if (end != r->n_prompt)
+	{
+		if (r->pooling == LLM_POOLING_LAST)
+			fail_request(e, r, LLM_ERR_BACKEND, "internal error: embedding row before the prompt's end", cb, arg);
 		return;
 	}
-	for (int32_t i = 0; i < dim; i++)
-		if (!isfinite(v[i]))
-		{
-			fail_request(e, r, LLM_ERR_NONFINITE, "non-finite hidden state produced by the model", cb, arg);
-			return;
-		}
-	engine_output_vector(r, v, dim, cb, arg);
+	if (r->pooling != LLM_POOLING_LAST && r->n_pooled != r->n_prompt)
+	{
+		fail_request(e, r, LLM_ERR_BACKEND, "internal error: embedding rows out of order", cb, arg);
+		return;
+	}
+	if (r->pooling == LLM_POOLING_LAST)
+		for (int32_t i = 0; i < dim; i++)
+			if (!isfinite(v[i]))
+			{
+				fail_request(e, r, LLM_ERR_NONFINITE, "non-finite hidden state produced by the model", cb, arg);
+				return;
+			}
+	/* the vector in the engine's hidden buffer row of this entry: rewritten in place, read by the event */
+	out = (float *) v;
+	if (r->pooling == LLM_POOLING_MEAN)
+		for (int32_t i = 0; i < dim; i++)
+			out[i] = (float) (r->pool_sum[i] / r->n_prompt);
+	else if (r->pooling == LLM_POOLING_CLS)
+		for (int32_t i = 0; i < dim; i++)
+			out[i] = (float) r->pool_sum[i];
+	if (r->l2)
+	{
+		double		ss = 0;
+		double		norm;
+
+		for (int32_t i = 0; i < dim; i++)
+			ss += (double) out[i] * out[i];
+		norm = sqrt(ss);
+		if (norm < 1e-12)
+			norm = 1e-12;
+		for (int32_t i = 0; i < dim; i++)
+			out[i] = (float) (out[i] / norm);
+	}
+	engine_output_vector(r, out, dim, cb, arg);
 	engine_drop_request(e, r);
 }
 
@@ -783,7 +842,7 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 		if (r->mode == LLM_MODE_SCORE)
 			score_rows(e, r, en, rows, cb, cb_arg);
 		else if (r->mode == LLM_MODE_EMBED)
-			embed_rows(e, r, en, hrows, cb, cb_arg);
+			embed_rows(e, r, en, (float *) hrows, cb, cb_arg);
 		else
 			generate_rows(e, r, en, rows, cb, cb_arg);
 	}

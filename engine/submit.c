@@ -75,7 +75,8 @@ prompt_size_fits(const llm_engine *e, const llm_request *req, char *err, size_t 
 	uint64_t	bytes = prompt_text_bytes(req, &longest, &all);
 	uint64_t	at_least;
 
-	if (req->prompt_kind == LLM_PROMPT_TOKENS || per_token < 1)
+	/* a truncated EMBED prompt is cut after tokenizing, whatever its size */
+	if (req->prompt_kind == LLM_PROMPT_TOKENS || per_token < 1 || req->truncate)
 		return LLM_OK;
 	at_least = (bytes + longest) / (uint64_t) per_token;
 	/* an EMBED prompt may fill the context (no generated token follows it) */

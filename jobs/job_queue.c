@@ -671,13 +671,16 @@ static const char add_counts_sql[] =
 "        (SELECT key, value FROM pg_catalog.jsonb_each_text(skipped_by_reason) "
 "         UNION ALL SELECT key, value FROM pg_catalog.jsonb_each_text($9::pg_catalog.jsonb)) s(k, v) "
 "       GROUP BY k) t) END, "
+"  model_sha256 = coalesce($10, model_sha256), "
 "  last_progress_at = pg_catalog.now() WHERE id = $1";
 
 void
 llm_job_add_counts(int64 id, const LlmJobCounts *c, double rows_per_s)
 {
-	Oid			types[9] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, FLOAT8OID, TEXTOID};
-	Datum		values[9];
+	Oid			types[10] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, FLOAT8OID, TEXTOID,
+	TEXTOID};
+	Datum		values[10];
+	char		nulls[10] = "          ";
 	StringInfoData by;
 
 	initStringInfo(&by);
@@ -695,7 +698,10 @@ llm_job_add_counts(int64 id, const LlmJobCounts *c, double rows_per_s)
 	values[6] = Int64GetDatum(c->tokens_out);
 	values[7] = Float8GetDatum(rows_per_s);
 	values[8] = CStringGetTextDatum(by.data);
-	llm_job_internal_exec(add_counts_sql, 9, types, values, NULL, 0);
+	values[9] = CStringGetTextDatum(c->model_sha256);
+	if (c->model_sha256[0] == '\0')
+		nulls[9] = 'n';
+	llm_job_internal_exec(add_counts_sql, 10, types, values, nulls, 0);
 	pfree(by.data);
 }
 

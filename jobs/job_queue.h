@@ -139,6 +139,11 @@ typedef struct LlmJobCounts
 	int64		requeued;
 	int64		tokens_in;
 	int64		tokens_out;
+	/*
+	 * The hex sha256 of the model file that made the last row counted done
+	 * ("" none): kept in llm_job.model_sha256, next to what the job wrote.
+	 */
+	char		model_sha256[65];
 } LlmJobCounts;
 
 /* Add counts to job's totals; rows_per_s (< 0: unknown) is the runner's recent rate. */

@@ -131,6 +131,34 @@ llm_job_check_expression(const char *expr, const char *what)
 
 /* ---------- resolving ---------- */
 
+/*
+ * An embedding column: real[] or float8[], or pgvector's vector (a base
+ * type named vector whose input function is vector_in), or a domain over
+ * one of them.
+ */
+static int
+output_kind(Oid type)
+{
+	Oid			base = getBaseType(type);
+	HeapTuple	tup;
+	int			kind = LLM_JOB_OUT_TEXT;
+
+	if (base == FLOAT4ARRAYOID || base == FLOAT8ARRAYOID)
+		return LLM_JOB_OUT_ARRAY;
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(base));
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_type t = (Form_pg_type) GETSTRUCT(tup);
+		char	   *input = get_func_name(t->typinput);
+
+		if (strcmp(NameStr(t->typname), "vector") == 0 && t->typtype == TYPTYPE_BASE &&
+			input != NULL && strcmp(input, "vector_in") == 0)
+			kind = LLM_JOB_OUT_VECTOR;
+		ReleaseSysCache(tup);
+	}
+	return kind;
+}
+
 static char *
 problem(bool raise, int sqlstate, const char *msg)
 {
@@ -194,6 +222,7 @@ llm_job_resolve(LlmJob *job, bool raise)
 	}
 	get_atttypetypmodcoll(job->target, job->out_attnum, &job->out_type, &job->out_typmod,
 						  &(Oid) {InvalidOid});
+	job->out_kind = output_kind(job->out_type);
 
 	pk = RelationGetPrimaryKeyIndex(rel);
 	if (!OidIsValid(pk))

@@ -75,6 +75,19 @@ typedef struct LlmJob
 	AttrNumber	out_attnum;
 	Oid			out_type;
 	int32		out_typmod;
+	/*
+	 * What the output column holds: LLM_JOB_OUT_TEXT a generation's text
+	 * (through the column's input function); an embedding column (real[] or
+	 * float8[], or pgvector's vector, or a domain over one) gets the row's
+	 * embedding (an EMBED request of the prompt's text) written as an
+	 * array literal ('{...}') or a vector literal ('[...]').
+	 */
+	enum
+	{
+		LLM_JOB_OUT_TEXT = 0,
+		LLM_JOB_OUT_ARRAY,
+		LLM_JOB_OUT_VECTOR
+	}			out_kind;
 	int			n_keys;
 	AttrNumber	key_attnums[LLM_JOB_MAX_KEYS];
 	Oid			key_types[LLM_JOB_MAX_KEYS];

@@ -39,6 +39,8 @@
  * guarded steps: runner_state.c; what they share: job_runner.h.
  */
 #include "job_runner.h"
+#include "lib/stringinfo.h"
+#include "pg/sql/sql_embed.h"
 
 #include "channel/mailbox.h"
 #include "commands/async.h"
@@ -124,6 +126,29 @@ write_and_claim(void)
 	return active;
 }
 
+/*
+ * An embedding's value as the text the write passes through the output
+ * column's input function: an array literal {v1,...} or a vector literal
+ * [v1,...], each float with 9 significant digits (exact for a float:
+ * it reads back as the same bits).
+ */
+static void
+vector_as_text(LlmResult *res, int out_kind)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, out_kind == LLM_JOB_OUT_VECTOR ? '[' : '{');
+	for (int i = 0; i < res->n_vector; i++)
+		appendStringInfo(&s, "%s%.9g", i > 0 ? "," : "", (double) res->vector[i]);
+	appendStringInfoChar(&s, out_kind == LLM_JOB_OUT_VECTOR ? ']' : '}');
+	res->text = s.data;
+	res->text_len = s.len;
+	pfree(res->vector);
+	res->vector = NULL;
+	res->n_vector = 0;
+}
+
 typedef struct SubmitStep
 {
 	RunnerRow  *row;
@@ -165,6 +190,9 @@ submit_step(void *arg)
 		r->job->ceiling_read = true;
 	}
 	llm_call_cap_priority(&call, r->job->ceiling);
+	/* an embedding column: the row's embedding of the prompt's text (sql_embed.h) */
+	if (job->out_kind != LLM_JOB_OUT_TEXT)
+		llm_call_make_embed(&call);
 	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));
 	/* under the owner's token limit as it is now: a row that does not fit waits, it does not fail */
 	if (s->refused == NULL &&
@@ -172,6 +200,7 @@ submit_step(void *arg)
 	{
 		r->prompt = row.prompt;
 		r->state = ROW_RUNNING;
+		llm_registry_model_sha256(call.req.model, r->model_sha256);
 	}
 	else
 		pfree(row.prompt);
@@ -294,6 +323,8 @@ receive_results(void)
 			r->result = llm_take_result(r->request);
 			r->request = 0;
 			r->state = ROW_FINISHED;
+			if (!r->result->failed && r->result->vector != NULL)
+				vector_as_text(r->result, r->job->def->out_kind);
 			if (!r->result->failed)
 			{
 				r->job->counts.tokens_in += r->result->usage.prompt_tokens;

@@ -93,6 +93,7 @@ typedef struct RunnerRow
 	uint64		request;
 	LlmResult  *result;
 	TimestampTz retry_at;		/* a held-back write: not before */
+	char		model_sha256[65];	/* the sha256 of the job's model file when submitted */
 } RunnerRow;
 
 /* the runner's state (runner_state.c) */

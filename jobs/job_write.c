@@ -140,6 +140,9 @@ settle_write(RunnerRow *r, WriteOutcome outcome, LlmSkipReason reason, Timestamp
 	{
 		case WRITE_DONE:
 			rj->counts.done++;
+			/* a reload of the model aborts its requests: the result is of the file submitted to */
+			if (r->model_sha256[0] != '\0')
+				strlcpy(rj->counts.model_sha256, r->model_sha256, sizeof(rj->counts.model_sha256));
 			runner_row_forget(r);
 			break;
 		case WRITE_SKIPPED:

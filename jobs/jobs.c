@@ -341,6 +341,12 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 	llm_call_read(map, fcinfo->args, PG_NARGS(), &probe);
 	job->options = llm_call_options_encode(map, fcinfo->args, PG_NARGS());
 	llm_call_read_stored(job->options, &probe);
+	/* an embedding column gets the prompt's embedding: no output to constrain */
+	if (job->out_kind != LLM_JOB_OUT_TEXT && probe.req.grammar != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("column \"%s\" is an embedding column: choices, regex and json_schema do not apply",
+						job->output_column)));
 	check_choices_fit(job, &probe);
 	job->search_path = current_search_path();
 

@@ -417,6 +417,32 @@ typedef struct llm_backend_ops
 	 */
 	int			(*attention_softcap) (llm_backend *b, int layer, const float *q, float *out, int n_heads,
 									  float scale, int window, float softcap);
+
+	/*
+	 * ---- added with encoders (engine/model/arch_bert.c) ----
+	 * Optional: NULL means the backend lacks the op, and a model whose
+	 * graph needs it fails to load (llm_graph_check).
+	 */
+
+	/*
+	 * x[t][i] += row r(t) of table, dequantized, for t < the step's
+	 * n_tokens, i < table->n_cols: r(t) = the step's positions[t] + offset
+	 * when by_position (absolute position embeddings), else offset (one row
+	 * for every token: BERT's token type 0).  One float addition per
+	 * element (x + row, rounded once), so a row's result depends on that
+	 * row alone.  A row index outside [0, table->n_rows) is an error
+	 * (nothing is written).  x [n_tokens][n_cols] a buffer.
+	 */
+	int			(*add_table_rows) (llm_backend *b, const llm_weight *table, bool by_position, int32_t offset,
+								   float *x);
+
+	/*
+	 * out[i] = 0.5 x (1 + erff(x / sqrt(2))), x = in[i], i < n: the exact
+	 * (erf) GELU of BERT and PyTorch's nn.GELU(), with libm's erff, one
+	 * call per element (no table, no tanh approximation).  out may alias
+	 * in.
+	 */
+	int			(*gelu_erf) (llm_backend *b, const float *in, float *out, size_t n);
 } llm_backend_ops;
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what building and testing pg_llm needs on Debian 12 (idempotent):
-# PostgreSQL 15 server + headers, PCRE2, Perl IPC::Run for TAP tests.
+# PostgreSQL 15 server + headers, PCRE2, Perl IPC::Run for TAP tests, and
+# the model converter's pinned Python packages (scripts/install-python-deps.sh).
 #
 #   scripts/install-deps.sh [--dry-run]
 #
@@ -36,8 +37,11 @@ missing=""
 for p in $pkgs; do
   [ -n "$(installed_version "$p")" ] || missing="$missing $p"
 done
+# the model converter's Python packages (pinned, from PyPI through pip)
+python_deps() { [ $DRY = 1 ] || "$(dirname "$0")/install-python-deps.sh"; }
 if [ -z "$missing" ]; then
   echo "install-deps: nothing to install"
+  python_deps
   exit 0
 fi
 
@@ -85,3 +89,4 @@ fi
 [ -n "$upgrades$unpinned" ] && echo "install-deps: LLM_ALLOW_SERVER_UPGRADE=1: going ahead" >&2
 [ $DRY = 1 ] && exit 0
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${args[@]}"
+python_deps

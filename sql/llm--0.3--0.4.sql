@@ -293,3 +293,123 @@ GRANT EXECUTE ON FUNCTION llm_count_tokens(text, text) TO llm_user;
 GRANT EXECUTE ON FUNCTION llm_count_tokens(jsonb, text) TO llm_user;
 
 -- end of chat templates
+-- embeddings and retrieval
+-- llm_embed makes an embedding of a text (an EMBED request: one prefill,
+-- the model's pooled final hidden state); llm_similarity, llm_rerank and
+-- llm_cosine_distance compare them; llm_chunk cuts documents into pieces
+-- that fit the model.  See docs/EMBEDDINGS.md.
+--
+-- Volatility: the functions that call a model are STABLE, so a query's
+-- embedding is computed once per statement where the planner may (an index
+-- scan's key: ORDER BY embedding <=> llm_embed($1) LIMIT k), never once per
+-- row as a VOLATILE function would be; they are not IMMUTABLE because the
+-- served model file can change (a reload, llm.models), which must never
+-- leave a generated column or an expression index holding vectors of
+-- another model.  llm_cosine_distance is arithmetic: IMMUTABLE STRICT.
+CREATE FUNCTION llm_embed(
+	input text,
+	model text DEFAULT NULL,
+	truncate boolean DEFAULT false,
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'pg_llm_embed'
+LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL RESTRICTED COST 1000;
+
+COMMENT ON FUNCTION llm_embed(text, text, boolean, text, text) IS
+'The embedding of input by the model (model => alias, NULL the default): a real[] of the model''s embedding length. NULL input gives NULL. STABLE, not VOLATILE, so a query''s embedding is computed once and an index can serve ORDER BY embedding <=> llm_embed($1); not IMMUTABLE, because the model file can change under a generated column or an expression index. Errors: 54000 an input over the model''s limit unless truncate => true (then cut to the limit), 22023 empty input or bad options; on_error => ''null'' turns a failed input into NULL.';
+
+CREATE FUNCTION llm_embed(
+	inputs text[],
+	model text DEFAULT NULL,
+	truncate boolean DEFAULT false,
+	on_error text DEFAULT 'raise',
+	priority text DEFAULT NULL)
+RETURNS real[]
+AS 'MODULE_PATHNAME', 'pg_llm_embed_array'
+LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL RESTRICTED COST 1000;
+
+COMMENT ON FUNCTION llm_embed(text[], text, boolean, text, text) IS
+'The embeddings of inputs, all sent at once: a two-dimensional real[] whose row i is inputs[i]''s embedding; a NULL input (or a failure under on_error => ''null'') is a row of NULLs; NULL when no input has an embedding; an empty array gives an empty array. Same options, errors and volatility as llm_embed(text).';
+
+CREATE FUNCTION llm_similarity(a text, b text, model text DEFAULT NULL)
+RETURNS float8
+AS 'MODULE_PATHNAME', 'pg_llm_similarity'
+LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL RESTRICTED COST 1000;
+
+COMMENT ON FUNCTION llm_similarity(text, text, text) IS
+'The cosine similarity of the embeddings of a and b (1 same direction, -1 opposite). NULL if either is NULL. STABLE as llm_embed.';
+
+CREATE FUNCTION llm_rerank(query text, documents text[], model text DEFAULT NULL)
+RETURNS TABLE(index int, score float8)
+AS 'MODULE_PATHNAME', 'pg_llm_rerank'
+LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL RESTRICTED COST 1000 ROWS 10;
+
+COMMENT ON FUNCTION llm_rerank(text, text[], text) IS
+'Each document''s relevance to query as the cosine similarity of their embeddings, best first: index is the document''s position in documents. A NULL document has score NULL and comes last. One embedding per document and one for the query, all sent at once.';
+
+CREATE FUNCTION llm_chunk(input text, max_tokens int, overlap int DEFAULT 0, model text DEFAULT NULL)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'pg_llm_chunk'
+LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL RESTRICTED COST 1000 ROWS 10;
+
+COMMENT ON FUNCTION llm_chunk(text, int, int, text) IS
+'input cut at sentence and paragraph ends into pieces of at most max_tokens tokens of the model''s tokenizer (as llm_tokenize counts them, without special tokens), in order; each next piece starts with the whole sentences of the previous one that fit in overlap tokens. A sentence longer than max_tokens is cut into windows of tokens. Errors: 22023 max_tokens < 1 or overlap outside 0 .. max_tokens - 1.';
+
+CREATE FUNCTION llm_cosine_distance(real[], real[])
+RETURNS float8
+AS 'MODULE_PATHNAME', 'pg_llm_cosine_distance'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION llm_cosine_distance(real[], real[]) IS
+'1 - the cosine similarity of two embeddings as real[] (pgvector''s <=> on vector; NaN when either is all zeros). Errors: 22000 different lengths or empty, 22004 NULL elements, 22023 not one-dimensional.';
+
+REVOKE ALL ON FUNCTION llm_embed(text, text, boolean, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_embed(text[], text, boolean, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_similarity(text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_rerank(text, text[], text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION llm_chunk(text, int, int, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_embed(text, text, boolean, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_embed(text[], text, boolean, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_similarity(text, text, text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_rerank(text, text[], text) TO llm_user;
+GRANT EXECUTE ON FUNCTION llm_chunk(text, int, int, text) TO llm_user;
+
+-- Jobs that fill embedding columns:
+-- llm_enrich on a real[], float8[] or pgvector vector column fills it with
+-- each row's embedding of the prompt's text (docs/EMBEDDINGS.md).  The
+-- sha256 of the model file that made the rows a job wrote last is kept in
+-- llm_job.model_sha256 and shown by llm_jobs, next to the job's counts, for
+-- every job: after a model change, the rows to make again are those of
+-- jobs whose model_sha256 is not the served model's (llm_models.sha256).
+ALTER TABLE llm_job ADD COLUMN model_sha256 text;
+
+CREATE OR REPLACE VIEW llm_jobs AS
+SELECT j.id, current_database() AS database, j.target AS "table", j.output_column AS "column",
+       j.state, j.mode, j.owner,
+       j.rows_done + j.rows_failed + j.rows_skipped + coalesce(q.queued, 0) AS rows_total,
+       j.rows_done, j.rows_failed, coalesce(q.in_flight, 0) AS rows_in_flight,
+       coalesce(q.queued, 0) AS rows_queued, j.rows_skipped, j.rows_requeued,
+       j.tokens_in, j.tokens_out,
+       CASE WHEN j.state = 'running' THEN j.rows_per_s END AS rows_per_s,
+       CASE WHEN j.state = 'running' AND j.rows_per_s > 0
+            THEN make_interval(secs => coalesce(q.queued, 0) / j.rows_per_s) END AS eta,
+       j.created_at, j.started_at, j.finished_at, j.last_error,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.runner_pid END AS runner_pid,
+       CASE WHEN j.state IN ('queued', 'running') THEN r.stalled_since END AS stalled_since,
+       j.skipped_by_reason,
+       CASE WHEN j.state = 'running' AND j.throttled_until > now() THEN j.throttled_until END AS throttled_until,
+       CASE WHEN j.state = 'running' AND j.throttled_until > now() THEN j.throttled_reason END AS throttled_reason,
+       j.model_sha256
+FROM llm_job j
+LEFT JOIN LATERAL (
+	SELECT count(*) AS queued,
+	       count(*) FILTER (WHERE claimed_by IS NOT NULL AND lease_until > now()) AS in_flight
+	FROM llm_job_queue WHERE job_id = j.id) q ON true
+CROSS JOIN llm_job_runner_state() r
+WHERE pg_has_role(j.owner, 'USAGE') OR pg_has_role('pg_read_all_stats', 'USAGE');
+
+COMMENT ON COLUMN llm_jobs.model_sha256 IS
+'The sha256 of the model file that made the rows the job wrote last (llm_models.sha256 of its model then); NULL before its first row.';
+
+-- end of embeddings and retrieval

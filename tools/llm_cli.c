@@ -13,9 +13,11 @@
  *   llm-cli score -m MODEL [--chat] [--eot] PROMPT LABEL...
  *                                                 one line per label: its log-probability
  *                                                  after the prompt, a tab, the label
- *   llm-cli embed -m MODEL [--chat] PROMPT         the prompt's embedding (the final-norm
- *                                                  hidden state of its last token), one
- *                                                  float a line
+ *   llm-cli embed -m MODEL [--chat] PROMPT         the prompt's embedding (pooled as the
+ *                                                  model declares, or --pooling; --normalize;
+ *                                                  --truncate), one float a line; --batch
+ *                                                  FILE: one input a line, batched, one
+ *                                                  vector a line; --token-ids: ids as input
  *
  * Every prompt of generate, bench, score and embed goes through
  * llm_engine_submit (TEXT with --chat/--system, RAW otherwise, TOKENS for
@@ -78,6 +80,11 @@ typedef struct cli_opts
 	int			interactive_every_ms;
 	const char *interactive_prompt;
 	int			window;
+	/* embed */
+	llm_pooling pooling;
+	llm_embed_norm normalize;
+	bool		truncate;
+	bool		token_ids;		/* embed: the prompt (or each --batch line) is token ids */
 } cli_opts;
 
 /* --kv-stats: the most KV held at once over the steps of run_until_done */
@@ -137,7 +144,9 @@ usage(void)
 			"               [ENGINE SETTINGS]\n"
 			"       llm-cli score -m MODEL [--chat] [--system S] [--eot] [--score-sharing MODE] [ENGINE SETTINGS]\n"
 			"               [--] PROMPT LABEL...\n"
-			"       llm-cli embed -m MODEL [--chat] [--system S] [ENGINE SETTINGS] [--] PROMPT\n"
+			"       llm-cli embed -m MODEL [--chat] [--system S] [--pooling model|last|mean|cls]\n"
+			"               [--normalize model|none|l2] [--truncate] [--token-ids] [ENGINE SETTINGS]\n"
+			"               ([--] PROMPT | --batch FILE)\n"
 			"       llm-cli config-defaults     each engine setting's GUC, default and unit, tab-separated\n"
 			"       (\"--\" ends the options: the arguments after it are text even if they start with -)\n"
 			"engine settings (config_list.h; in brackets the extension's GUC and its default):\n");
@@ -410,6 +419,26 @@ parse_args(int argc, char **argv, cli_opts *o)
 			NEEDV();
 			o->bench_prompt_file = v;
 		}
+		else if (!strcmp(a, "--pooling"))
+		{
+			NEEDV();
+			o->pooling = !strcmp(v, "model") ? LLM_POOLING_MODEL : !strcmp(v, "last") ? LLM_POOLING_LAST :
+				!strcmp(v, "mean") ? LLM_POOLING_MEAN : !strcmp(v, "cls") ? LLM_POOLING_CLS : (llm_pooling) -1;
+			if ((int) o->pooling < 0)
+				usage();
+		}
+		else if (!strcmp(a, "--normalize"))
+		{
+			NEEDV();
+			o->normalize = !strcmp(v, "model") ? LLM_EMBED_NORM_MODEL : !strcmp(v, "none") ? LLM_EMBED_NORM_NONE :
+				!strcmp(v, "l2") ? LLM_EMBED_NORM_L2 : (llm_embed_norm) -1;
+			if ((int) o->normalize < 0)
+				usage();
+		}
+		else if (!strcmp(a, "--truncate"))
+			o->truncate = true;
+		else if (!strcmp(a, "--token-ids"))
+			o->token_ids = true;
 		else if (!strcmp(a, "--batch"))
 		{
 			NEEDV();
@@ -1212,42 +1241,148 @@ on_embed_event(const llm_event *ev, void *arg)
 	}
 }
 
-/* The prompt's EMBED vector, one float a line (%.9g: the float back exactly). */
+/* "101, 2023 102" -> ids (malloc'd); -1 on a malformed list. */
+static int32_t
+parse_ids(const char *text, int32_t **out)
+{
+	int32_t		n = 0,
+				cap = 16;
+	int32_t    *ids = malloc((size_t) cap * sizeof(int32_t));
+	const char *p = text;
+
+	while (ids != NULL && *p)
+	{
+		char	   *end;
+		long		v;
+
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		if (*p == '\0')
+			break;
+		v = strtol(p, &end, 10);
+		if (end == p || v < 0 || v > INT32_MAX)
+		{
+			free(ids);
+			return -1;
+		}
+		if (n == cap && (ids = realloc(ids, (size_t) (cap *= 2) * sizeof(int32_t))) == NULL)
+			break;
+		ids[n++] = (int32_t) v;
+		p = end;
+	}
+	if (ids == NULL || n == 0)
+	{
+		free(ids);
+		return -1;
+	}
+	*out = ids;
+	return n;
+}
+
+/*
+ * The EMBED vector of the prompt, one float a line (%.9g: the float back
+ * exactly); with --batch FILE, every line's input submitted at once (the
+ * engine batches them) and one vector a line, its floats space-separated,
+ * in the file's order, then on stderr the inputs, tokens, wall time and
+ * tokens per second.  --token-ids: each input is token ids ("101 2023 102").
+ */
 static int
 cmd_embed(llm_engine *e, const cli_opts *o)
 {
 	char		err[512];
-	llm_request req;
-	embed_slot	s;
-	llm_status	st;
+	char	  **texts = NULL;
+	int			n = 0,
+				rc = 0;
+	embed_slot *s;
+	int32_t   **ids;
+	int64_t		tokens = 0;
+	double		t0;
 
-	if (o->prompt == NULL)
-		usage();
-	req = text_request(o, o->prompt);
-	req.mode = LLM_MODE_EMBED;
-	memset(&s, 0, sizeof(s));
-	st = llm_engine_submit(e, 1, &req, &s, err, sizeof(err));
-	if (st != LLM_OK)
+	if (o->batch_file != NULL)
 	{
-		fprintf(stderr, "llm-cli: %s: %s\n", llm_status_name(st), err);
-		return 1;
+		if ((texts = read_batch_prompts(o->batch_file, &n)) == NULL)
+			return 1;
 	}
-	while (llm_engine_has_work(e))
+	else if (o->prompt != NULL)
+	{
+		texts = malloc(sizeof(char *));
+		texts[0] = strdup(o->prompt);
+		n = 1;
+	}
+	else
+		usage();
+	s = calloc((size_t) (n > 0 ? n : 1), sizeof(embed_slot));
+	ids = calloc((size_t) (n > 0 ? n : 1), sizeof(int32_t *));
+	t0 = now_s() * 1000;
+	for (int i = 0; i < n && rc == 0; i++)
+	{
+		llm_request req;
+		llm_status	st;
+
+		if (o->token_ids)
+		{
+			int32_t		k = parse_ids(texts[i], &ids[i]);
+
+			if (k < 0)
+			{
+				fprintf(stderr, "llm-cli: input %d: not a list of token ids\n", i + 1);
+				rc = 1;
+				break;
+			}
+			req = tokens_request(o, ids[i], k);
+		}
+		else
+			req = text_request(o, texts[i]);
+		req.mode = LLM_MODE_EMBED;
+		req.pooling = o->pooling;
+		req.normalize = o->normalize;
+		req.truncate = o->truncate;
+		st = llm_engine_submit(e, (uint64_t) i + 1, &req, &s[i], err, sizeof(err));
+		if (st != LLM_OK)
+		{
+			fprintf(stderr, "llm-cli: input %d: %s: %s\n", i + 1, llm_status_name(st), err);
+			rc = 1;
+		}
+	}
+	while (rc == 0 && llm_engine_has_work(e))
 		if (llm_engine_step(e, on_embed_event, NULL) != LLM_OK)
 			break;
-	if (!s.done || s.error || s.vector == NULL)
+	for (int i = 0; i < n && rc == 0; i++)
 	{
-		fprintf(stderr, "llm-cli: %s\n", s.error ? s.error : "engine failure");
-		free(s.error);
-		free(s.vector);
-		return 1;
+		if (!s[i].done || s[i].error || s[i].vector == NULL)
+		{
+			fprintf(stderr, "llm-cli: input %d: %s\n", i + 1, s[i].error ? s[i].error : "engine failure");
+			rc = 1;
+			break;
+		}
+		tokens += s[i].usage.prompt_tokens;
+		for (int32_t k = 0; k < s[i].n_vector; k++)
+			printf(o->batch_file ? (k ? " %.9g" : "%.9g") : "%.9g\n", s[i].vector[k]);
+		if (o->batch_file)
+			printf("\n");
 	}
-	for (int32_t i = 0; i < s.n_vector; i++)
-		printf("%.9g\n", s.vector[i]);
-	fprintf(stderr, "[%d prompt tokens (%d cached), %d floats, total %.1f ms]\n", s.usage.prompt_tokens,
-			s.usage.cached_tokens, s.n_vector, s.usage.total_ms);
-	free(s.vector);
-	return 0;
+	if (rc == 0)
+	{
+		double		ms = now_s() * 1000 - t0;
+
+		if (o->batch_file)
+			fprintf(stderr, "[%d inputs, %lld tokens, %.1f ms, %.1f tokens/s]\n", n, (long long) tokens, ms,
+					ms > 0 ? tokens * 1000.0 / ms : 0.0);
+		else
+			fprintf(stderr, "[%d prompt tokens (%d cached), %d floats, total %.1f ms]\n", s[0].usage.prompt_tokens,
+					s[0].usage.cached_tokens, s[0].n_vector, s[0].usage.total_ms);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		free(s[i].error);
+		free(s[i].vector);
+		free(ids[i]);
+		free(texts[i]);
+	}
+	free(s);
+	free(ids);
+	free(texts);
+	return rc;
 }
 
 /*

@@ -35,6 +35,7 @@ static const llm_arch *const archs[] = {
 	&llm_arch_gemma2,
 	&llm_arch_granite,
 	&llm_arch_smollm3,
+	&llm_arch_bert,
 };
 
 /*
@@ -107,6 +108,43 @@ check_config(const llm_model_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * The embedding keys any architecture may carry (model.h): <arch>.pooling_type
+ * (none, mean, CLS or last; llama.cpp's RANK, a reranker's classifier head,
+ * is refused) and <arch>.embedding.max_seq_length.
+ */
+static int
+read_embedding_keys(llm_model *m, const gguf_file *f, char *err, size_t errlen)
+{
+	llm_model_config *c = &m->cfg;
+	char		key[96];
+	int64_t		v;
+
+	c->pooling_type = -1;
+	snprintf(key, sizeof(key), "%s.pooling_type", c->arch);
+	if (gguf_find_kv(f, key) != NULL)
+	{
+		if (!gguf_get_int(f, key, &v) || v < LLM_MODEL_POOLING_NONE || v > LLM_MODEL_POOLING_LAST)
+		{
+			snprintf(err, errlen, "GGUF metadata %s: only pooling none (0), mean (1), CLS (2) and last (3) "
+					 "are supported", key);
+			return -1;
+		}
+		c->pooling_type = (int32_t) v;
+	}
+	snprintf(key, sizeof(key), "%s.embedding.max_seq_length", c->arch);
+	if (gguf_find_kv(f, key) != NULL)
+	{
+		if (!gguf_get_int(f, key, &v) || v < 1 || v > (1 << 24))
+		{
+			snprintf(err, errlen, "GGUF metadata %s out of range", key);
+			return -1;
+		}
+		c->embed_max_tokens = (int32_t) v;
+	}
+	return 0;
+}
+
 /* The config read and checked, then, with load, every tensor through the backend. */
 static llm_model *
 model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, char *err, size_t errlen)
@@ -155,8 +193,11 @@ model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, ch
 	c->n_vocab = (int32_t) toks->arr_n;
 
 	if (llm_model_read_hparams(m, f, err, errlen) != 0 || check_config(c, err, errlen) != 0 ||
+		read_embedding_keys(m, f, err, errlen) != 0 ||
 		(load && (llm_model_load_tensors(m, f, err, errlen) != 0 || llm_graph_check(m, err, errlen) != 0)))
 		goto fail;
+	c->no_output = m->arch->graph.no_output;
+	c->whole_sequences = llm_graph_whole_sequences(m);
 	return m;
 
 fail:
@@ -339,6 +380,12 @@ llm_model_forward_out(llm_model *m, const llm_step_desc *d, const llm_forward_ou
 		}
 		n_logits = order_out_rows(d, out->kind, order);
 		step.out_rows = order;
+	}
+	if (n_logits > 0 && c->no_output)
+	{
+		free(order);
+		snprintf(err, errlen, "the %s model has no output projection: it gives hidden states only", c->arch);
+		return -1;
 	}
 	if ((n_logits > 0 && out->logits == NULL) || (n_logits < d->n_out && out->hidden == NULL))
 	{

@@ -64,7 +64,32 @@ typedef struct llm_model_config
 	float		final_logit_softcap;
 	/* Logit scale: logits * (1 / logit_scale) after the output projection, before the soft-cap; 0 = none. */
 	float		logit_scale;
+	/*
+	 * Embeddings.  pooling_type: the pooling the file declares
+	 * (<arch>.pooling_type, llama.cpp's values LLM_MODEL_POOLING_*), or -1
+	 * when it declares none.  embed_max_tokens: the input limit the model
+	 * is used with for embeddings (<arch>.embedding.max_seq_length, written
+	 * by tools/convert_bert_gguf.py from sentence-transformers'
+	 * max_seq_length; may be below n_ctx_train), 0 when the file has none.
+	 * no_output: the model has no output projection (an embedding model):
+	 * a step may ask it for HIDDEN rows only.  whole_sequences: its graph
+	 * attends within the step only (model_graph.c's step-local path), so a
+	 * sequence must be computed in one step, from its first token.
+	 */
+	int32_t		pooling_type;
+	int32_t		embed_max_tokens;
+	int			no_output;
+	int			whole_sequences;
 } llm_model_config;
+
+/* llm_model_config.pooling_type: the values of llama.cpp's <arch>.pooling_type. */
+enum
+{
+	LLM_MODEL_POOLING_NONE = 0,
+	LLM_MODEL_POOLING_MEAN = 1,
+	LLM_MODEL_POOLING_CLS = 2,
+	LLM_MODEL_POOLING_LAST = 3
+};
 
 typedef struct llm_model llm_model;
 

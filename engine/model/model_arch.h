@@ -105,6 +105,7 @@ typedef struct llm_hparams
 	float		residual_scale; /* residual_scale: each block's output * s before the add; 0 = none */
 	float		attention_scale;	/* attention.scale: the scores' factor; 0 = 1/sqrt(head_dim) */
 	float		logit_scale;	/* logit_scale: logits * (1 / s); 0 = none */
+	int32_t		n_token_types;	/* tokenizer.ggml.token_type_count (BERT; set by its config hook) */
 } llm_hparams;
 
 /* rope.scaling.type values (llm_hparams.rope_scaling): absent is NONE. */
@@ -161,6 +162,14 @@ typedef struct llm_layer_weights
 	float	   *bo;				/* [dim] bias of the attention output projection */
 	llm_weight	wq, wk, wv, wo;
 	llm_weight	w_gate, w_up, w_down;
+	/* FFN biases, added after their matmul when loaded (add_broadcast) */
+	float	   *b_up;			/* [ffn_dim] */
+	float	   *b_down;			/* [dim] */
+	/* the post-norm block's LayerNorms (graph post_norm) */
+	float	   *attn_out_norm;	/* [dim] after the attention's residual add */
+	float	   *attn_out_norm_b;
+	float	   *layer_out_norm; /* [dim] after the FFN's residual add */
+	float	   *layer_out_norm_b;
 } llm_layer_weights;
 
 /* A tensor dimension in terms of the config (llm_tensor_spec.ne). */
@@ -173,7 +182,9 @@ typedef enum llm_tensor_dim
 	LLM_D_HEAD,					/* head_dim */
 	LLM_D_VOCAB,				/* n_vocab */
 	LLM_D_ROPE_HALF,			/* rope_dims / 2 */
-	LLM_D_ONE					/* 1 (second dimension of a vector) */
+	LLM_D_ONE,					/* 1 (second dimension of a vector) */
+	LLM_D_CTX_TRAIN,			/* n_ctx_train: rows of an absolute position table */
+	LLM_D_TOKEN_TYPES			/* hp.n_token_types: rows of the token type table */
 } llm_tensor_dim;
 
 /* llm_tensor_spec.need */
@@ -225,7 +236,8 @@ typedef enum llm_norm_kind
 typedef enum llm_ffn_act
 {
 	LLM_ACT_SILU,				/* SwiGLU (backend silu_mul) */
-	LLM_ACT_GELU				/* GeGLU, tanh GELU (backend gelu_mul) */
+	LLM_ACT_GELU,				/* GeGLU, tanh GELU (backend gelu_mul) */
+	LLM_ACT_GELU_ERF			/* plain FFN only: exact erf GELU (backend gelu_erf) */
 } llm_ffn_act;
 
 /* A layer's RoPE (llm_layer_config.rope_mode): backend.h's modes, LLM_ROPE_NONE included. */
@@ -247,6 +259,17 @@ typedef struct llm_graph_opts
 	bool		bidirectional;	/* every query sees every key of its sequence (encoders) */
 	bool		embed_scale;	/* x = embed(tokens) * sqrt(dim) */
 	bool		q_prescale;		/* q *= attn_scale before attention, softmax scale 1 */
+	/*
+	 * The post-norm encoder block (BERT): x = Norm(embed [+ token type row
+	 * 0] [+ position row]) * token_embd_norm + b, then per layer x =
+	 * Norm(x + attention) * attn_out_norm + b, x = Norm(x + FFN) *
+	 * layer_out_norm + b, with a plain FFN Wdown act(Wup x + b_up) + b_down
+	 * (no gate) and the projection biases; the last layer's x is the final
+	 * hidden state (no output norm).  LayerNorm only; no RoPE
+	 * (rope_mode LLM_ROPE_NONE).
+	 */
+	bool		post_norm;
+	bool		no_output;		/* no output projection: hidden rows only (an embedding model) */
 } llm_graph_opts;
 
 typedef struct llm_arch
@@ -285,6 +308,11 @@ struct llm_model
 	 * else rope_short; NULL: none.
 	 */
 	const float *rope_ff;
+	/* the encoder's input rows (graph post_norm) */
+	llm_weight	pos_embd;		/* [dim, n_ctx_train] absolute position embeddings (F32) */
+	llm_weight	type_embd;		/* [dim, n_token_types] token type embeddings; row 0 used */
+	float	   *tok_norm;		/* [dim] LayerNorm of the summed input embeddings */
+	float	   *tok_norm_b;		/* [dim] */
 	llm_layer_weights *layers;	/* [cfg.n_layers]; NULL until the loader allocates it */
 	llm_activations act;
 };
@@ -307,6 +335,7 @@ extern const llm_arch llm_arch_smollm3;
  */
 int			llm_arch_swa_layers(llm_model *m, const gguf_file *f, int default_period, float theta_swa,
 								char *err, size_t errlen);
+extern const llm_arch llm_arch_bert;
 
 #define LLM_ARRAY_LEN(a) ((int) (sizeof(a) / sizeof((a)[0])))
 
@@ -443,6 +472,9 @@ int			llm_graph_check(const llm_model *m, char *err, size_t errlen);
  * the step: no key cached before it).
  */
 int			llm_graph_check_step(const llm_model *m, const llm_step_desc *d, char *err, size_t errlen);
+
+/* True when some layer attends within the step only: every sequence must be given whole. */
+bool		llm_graph_whole_sequences(const llm_model *m);
 
 /* The step's graph after begin_step, ending with the final norm in m->act.h; 0 or -1 (backend error). */
 int			llm_graph_forward(llm_model *m, const llm_step_desc *d);

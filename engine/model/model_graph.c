@@ -36,6 +36,20 @@
  * attention_rows over the step's own k and v, nothing cached), which is
  * exact only when every key a query sees is in the step: llm_graph_check_step
  * refuses other steps with an error naming the option.
+ *
+ * The post-norm encoder (graph option post_norm, BERT) is a second block
+ * order over the same ops, forward_post_norm below:
+ *
+ *   x = LayerNorm(embed(tokens) [+ token type row 0] [+ position row])
+ *         * token_embd_norm + b
+ *   per layer:
+ *     q, k, v = Wq x + bq, Wk x + bk, Wv x + bv
+ *     a = Wo attention(q; bidirectional, step-local) + bo
+ *     x = LayerNorm(a + x) * attn_out_norm + b
+ *     f = Wdown act(Wup x + b_up) + b_down    act: erf GELU
+ *     x = LayerNorm(f + x) * layer_out_norm + b
+ *   the last x is the final hidden state (m->act.h); there is no output norm
+ * Biases are applied when their rows loaded them (add_broadcast).
  */
 #include "model_arch.h"
 
@@ -111,6 +125,14 @@ llm_graph_check(const llm_model *m, char *err, size_t errlen)
 		return -1;
 	if (g->ffn_act == LLM_ACT_GELU && need_op(m, (const void *) o->gelu_mul, "gelu_mul", "GeGLU", err, errlen))
 		return -1;
+	if (g->ffn_act == LLM_ACT_GELU_ERF && need_op(m, (const void *) o->gelu_erf, "gelu_erf", "GELU", err, errlen))
+		return -1;
+	if (g->post_norm &&
+		((m->pos_embd.data != NULL || m->type_embd.data != NULL) &&
+		 need_op(m, (const void *) o->add_table_rows, "add_table_rows", "its input embeddings", err, errlen)))
+		return -1;
+	if (g->post_norm && need_op(m, (const void *) o->add_broadcast, "add_broadcast", "its biases", err, errlen))
+		return -1;
 	if ((g->embed_scale || g->q_prescale || m->hp.embedding_scale != 0.0f || m->hp.residual_scale != 0.0f ||
 		 m->cfg.logit_scale > 0.0f) &&
 		need_op(m, (const void *) o->scale, "scale", "its scaling", err, errlen))
@@ -152,6 +174,15 @@ llm_graph_check(const llm_model *m, char *err, size_t errlen)
 			return -1;
 	}
 	return 0;
+}
+
+bool
+llm_graph_whole_sequences(const llm_model *m)
+{
+	for (int l = 0; l < m->cfg.n_layers; l++)
+		if (local_reason(m, l) != NULL)
+			return true;
+	return false;
 }
 
 int
@@ -258,6 +289,65 @@ attention_block(llm_model *m, const llm_step_desc *d, int l)
 	}
 }
 
+/* y = y + bias over n rows of width w, when the bias row was loaded. */
+static int
+bias_add(const llm_model *m, float *y, const float *bias, int n, int w)
+{
+	return bias != NULL ? m->b->ops->add_broadcast(m->b, y, bias, y, n, w) : 0;
+}
+
+/* The post-norm encoder stack (graph option post_norm); see the header. */
+static int
+forward_post_norm(llm_model *m, const llm_step_desc *d)
+{
+	const llm_model_config *c = &m->cfg;
+	const llm_layer_weights *layers = m->layers;
+	llm_backend *b = m->b;
+	const llm_backend_ops *o = b->ops;
+	llm_activations *a = &m->act;
+	const int	n = d->n_tokens;
+	const int	qd = c->n_heads * c->head_dim,
+				kvd = c->n_kv_heads * c->head_dim;
+
+#define TRY(call) do { if ((call) != 0) return -1; } while (0)
+	/* token + type row 0 + position, in that order (llama.cpp's bert graph, HF BertEmbeddings) */
+	TRY(o->embed(b, &m->tok_embd, a->x));
+	if (m->type_embd.data != NULL)
+		TRY(o->add_table_rows(b, &m->type_embd, false, 0, a->x));
+	if (m->pos_embd.data != NULL)
+		TRY(o->add_table_rows(b, &m->pos_embd, true, 0, a->x));
+	TRY(o->layernorm(b, a->x, m->tok_norm, m->tok_norm_b, a->h, n, c->dim, c->rms_eps));
+	for (int l = 0; l < c->n_layers; l++)
+	{
+		const llm_layer_weights *L = &layers[l];
+
+		{
+			const llm_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+			float	   *y[3] = {a->q, a->k, a->v};
+
+			TRY(llm_model_matmul_multi(b, w, 3, a->h, y, n));
+		}
+		TRY(bias_add(m, a->q, L->bq, n, qd));
+		TRY(bias_add(m, a->k, L->bk, n, kvd));
+		TRY(bias_add(m, a->v, L->bv, n, kvd));
+		TRY(attention_block(m, d, l));
+		TRY(o->matmul(b, &L->wo, a->attn, a->tmp, n));
+		TRY(bias_add(m, a->tmp, L->bo, n, c->dim));
+		TRY(o->add(b, a->tmp, a->h, n, c->dim));
+		TRY(o->layernorm(b, a->tmp, L->attn_out_norm, L->attn_out_norm_b, a->h, n, c->dim, c->rms_eps));
+
+		TRY(o->matmul(b, &L->w_up, a->h, a->up, n));
+		TRY(bias_add(m, a->up, L->b_up, n, c->ffn_dim));
+		TRY(o->gelu_erf(b, a->up, a->up, (size_t) n * c->ffn_dim));
+		TRY(o->matmul(b, &L->w_down, a->up, a->tmp, n));
+		TRY(bias_add(m, a->tmp, L->b_down, n, c->dim));
+		TRY(o->add(b, a->tmp, a->h, n, c->dim));
+		TRY(o->layernorm(b, a->tmp, L->layer_out_norm, L->layer_out_norm_b, a->h, n, c->dim, c->rms_eps));
+	}
+#undef TRY
+	return 0;
+}
+
 int
 llm_graph_forward(llm_model *m, const llm_step_desc *d)
 {
@@ -269,6 +359,8 @@ llm_graph_forward(llm_model *m, const llm_step_desc *d)
 	llm_activations *a = &m->act;
 	const int	n = d->n_tokens;
 
+	if (g->post_norm)
+		return forward_post_norm(m, d);
 #define TRY(call) do { if ((call) != 0) return -1; } while (0)
 	TRY(o->embed(b, &m->tok_embd, a->x));
 	if (g->embed_scale)

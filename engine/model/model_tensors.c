@@ -248,6 +248,10 @@ dim_value(const llm_model *m, llm_tensor_dim d)
 			return m->hp.rope_dims / 2;
 		case LLM_D_ONE:
 			return 1;
+		case LLM_D_CTX_TRAIN:
+			return c->n_ctx_train;
+		case LLM_D_TOKEN_TYPES:
+			return m->hp.n_token_types;
 	}
 	return -1;
 }

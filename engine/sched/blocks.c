@@ -109,11 +109,11 @@ min_i32(int32_t a, int32_t b)
 	return a < b ? a : b;
 }
 
-/* Prefix caching applies to seq: on for every sequence, or forced for it. */
+/* Prefix caching applies to seq: on for every sequence, or forced for it; never for a whole one. */
 static bool
 prefix_on(const llm_sched *s, const llm_seq *seq)
 {
-	return s->cfg.prefix_caching || seq->share_prefix;
+	return !seq->whole && (s->cfg.prefix_caching || seq->share_prefix);
 }
 
 /*

@@ -104,7 +104,7 @@ consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill)
 	*budget -= n;
 	cp->left -= n;
 	if (prefill && cp->prefill_left >= 0)
-		cp->prefill_left -= n;
+		cp->prefill_left = cp->prefill_left > n ? cp->prefill_left - n : 0;	/* a whole sequence may overshoot */
 }
 
 /* Step 1 for one class: its running sequences in service order. */
@@ -127,6 +127,8 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 			sched_extend_cached_prefix(s, seq);	/* still prefilling: catch up with the cache */
 		prefill = seq->n_tokens - seq->n_computed > 1;
 		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		if (seq->whole && n < seq->n_tokens - seq->n_computed)
+			continue;			/* not computed in parts (it runs only in its admission step) */
 		if (n <= 0)
 			continue;
 		if (n == 1 && !prefill && seq->n_draft > 0)
@@ -228,6 +230,16 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 		}
 		prefill = seq->n_tokens - seq->n_computed > 1;
 		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		if (seq->whole && n < seq->n_tokens - seq->n_computed)
+		{
+			/* all of it or nothing: over the class's caps only as the step's first entry */
+			if (p->n_entries > 0 || seq->n_tokens - seq->n_computed > *budget)
+			{
+				f->cursor++;
+				continue;
+			}
+			n = seq->n_tokens - seq->n_computed;
+		}
 		if (n <= 0)
 			break;
 		if (!sched_ensure_blocks(s, seq, seq->n_computed + n))

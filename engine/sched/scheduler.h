@@ -178,6 +178,15 @@ typedef struct llm_seq
 	 * prompt this way, under a cache_salt private to the request.
 	 */
 	bool		share_prefix;
+	/*
+	 * Computed in one step or not at all (an encoder's sequence: its graph
+	 * attends among the step's own rows, and its keys never reach the KV
+	 * cache): admitted only with all its tokens, which may exceed its
+	 * class's caps (never max_batched_tokens, which the owner keeps it
+	 * under) when it is the first entry of the step, and passed over
+	 * until then; never looked up in nor registered in the prefix cache.
+	 */
+	bool		whole;
 	void	   *owner;			/* the engine's request */
 
 	/* set by the owner before llm_sched_add, read-only afterwards */

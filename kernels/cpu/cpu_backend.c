@@ -526,6 +526,50 @@ cpu_embed(llm_backend *b, const llm_weight *emb, float *out)
 	return 0;
 }
 
+/* x[t] += row (positions[t] or 0) + offset of table, dequantized (backend.h add_table_rows). */
+static int
+cpu_add_table_rows(llm_backend *b, const llm_weight *table, bool by_position, int32_t offset, float *x)
+{
+	cpu_backend *cb = CPU(b);
+	int64_t		nc;
+
+	if (!cb->have_step)
+		return cpu_fail(cb, "add_table_rows: no step (begin_step failed or was not called)");
+	if (table == NULL || table->data == NULL || x == NULL)
+		return cpu_fail(cb, "add_table_rows: NULL argument");
+	nc = table->n_cols;
+	for (int t = 0; t < cb->n_tokens; t++)
+	{
+		int64_t		r = (int64_t) (by_position ? cb->positions[t] : 0) + offset;
+
+		if (r < 0 || r >= table->n_rows)
+			return cpu_fail(cb, "add_table_rows: row %lld outside the table's %lld rows",
+							(long long) r, (long long) table->n_rows);
+	}
+	if (!cpu_grow(&cb->act, &cb->act_cap, (size_t) nc * sizeof(float) + table->row_bytes))
+		return cpu_fail(cb, "add_table_rows: out of memory");
+	for (int t = 0; t < cb->n_tokens; t++)
+	{
+		int64_t		r = (int64_t) (by_position ? cb->positions[t] : 0) + offset;
+		const char *row = (const char *) table->data + (size_t) r * table->row_bytes;
+		float	   *deq = (float *) cb->act;
+		float	   *xt = x + (size_t) t * nc;
+
+		if (table->backend_priv != NULL)
+		{
+			/* repacked rows: back to GGUF layout first, after the dequantized row */
+			((const llm_qkernel *) table->backend_priv)->unpack(table->data, r, (char *) cb->act + nc * sizeof(float),
+																 nc);
+			row = (const char *) cb->act + nc * sizeof(float);
+		}
+		if (!llm_dequantize_row(table->type, row, deq, nc))
+			return cpu_fail(cb, "add_table_rows: cannot dequantize type %u", table->type);
+		for (int64_t i = 0; i < nc; i++)
+			xt[i] = xt[i] + deq[i];
+	}
+	return 0;
+}
+
 /*
  * scan_rows: each row cut into pieces of SCAN_PIECE floats (the last one
  * shorter), one pool item per (row, piece), joined per row in piece order
@@ -648,6 +692,8 @@ static const llm_backend_ops cpu_ops = {
 	.attention_rows = llm_cpu_attention_rows,
 	.rope_store_kv_opts = cpu_rope_store_kv_opts,
 	.attention_softcap = cpu_attention_softcap,
+	.add_table_rows = cpu_add_table_rows,
+	.gelu_erf = cpu_gelu_erf,
 };
 
 static llm_backend *

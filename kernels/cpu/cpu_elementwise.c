@@ -1,7 +1,7 @@
 /*
  * cpu_elementwise.c — the CPU backend's element-wise ops (backend.h):
  * rmsnorm, add_rmsnorm, add, add_broadcast, silu_mul, gelu_mul, scale,
- * softcap.  Each cuts its rows or elements into thread-pool chunks over a
+ * softcap, gelu_erf.  Each cuts its rows or elements into thread-pool chunks over a
  * kernel of elementwise.c or quant.h (the implementation dispatch.h chose);
  * every output element is computed by one fixed sequence of operations
  * whatever the chunking, so the results do not depend on the thread count.
@@ -15,6 +15,8 @@
 #include "kernels/backend.h"
 #include "cpu_internal.h"
 #include "elementwise.h"
+
+#include <math.h>
 
 
 typedef struct norm_job
@@ -218,5 +220,36 @@ cpu_softcap(llm_backend *b, float *x, float cap, size_t n)
 	if (!(cap > 0.0f) || (n > 0 && x == NULL))
 		return cpu_fail(CPU(b), "softcap: invalid arguments");
 	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 8192, softcap_task, &j);
+	return 0;
+}
+
+typedef struct gelu_erf_job
+{
+	const float *in;
+	float	   *out;
+} gelu_erf_job;
+
+static void
+gelu_erf_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	gelu_erf_job *j = p;
+
+	for (int64_t i = begin; i < end; i++)
+	{
+		float		x = j->in[i];
+
+		j->out[i] = 0.5f * x * (1.0f + erff(x * (float) M_SQRT1_2));
+	}
+}
+
+/* The erf GELU: libm's erff once per element, as PyTorch's nn.GELU() evaluates it in float. */
+int
+cpu_gelu_erf(llm_backend *b, const float *in, float *out, size_t n)
+{
+	gelu_erf_job j = {in, out};
+
+	if (n > 0 && (in == NULL || out == NULL))
+		return cpu_fail(CPU(b), "gelu_erf: NULL argument");
+	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 4096, gelu_erf_task, &j);
 	return 0;
 }

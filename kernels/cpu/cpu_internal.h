@@ -165,6 +165,7 @@ int			cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *ou
 int			cpu_gelu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
 int			cpu_scale(llm_backend *b, float *x, float s, size_t n);
 int			cpu_softcap(llm_backend *b, float *x, float cap, size_t n);
+int			cpu_gelu_erf(llm_backend *b, const float *in, float *out, size_t n);
 
 /* cpu_matmul.c */
 int			cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n);

@@ -1205,6 +1205,8 @@ static const llm_backend_ops cuda_ops = {
 	.add_broadcast = cuda_add_broadcast,
 	.rope_store_kv_opts = cuda_rope_store_kv_opts,
 	.attention_softcap = cuda_attention_softcap,
+	.add_table_rows = NULL,
+	.gelu_erf = NULL,
 };
 
 static bool

@@ -31,6 +31,7 @@
 
 #include "common/model_list.h"
 #include "sql_ai.h"
+#include "sql_embed.h"
 #include "sql_args_internal.h"
 #include "sql_grammar.h"
 #include "sql_result.h"
@@ -235,6 +236,13 @@ apply_question(const LlmArgDesc *arg, LlmCall *c, Datum v)
 	c->question = llm_text_to_utf8(DatumGetTextPP(v));
 }
 
+/* llm_embed's truncate: an input over the model's limit is cut to it (request.h) */
+static void
+apply_truncate(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->req.truncate = DatumGetBool(v);
+}
+
 /*
  * Every optional argument of every generation function, in the order of
  * their SQL declarations (also the order values are applied and checked).
@@ -273,6 +281,7 @@ static const LlmArgDesc input_table[] = {
 	{"labels", TEXTARRAYOID, NULL, apply_labels},
 	{"instruction", TEXTOID, NULL, apply_instruction},
 	{"question", TEXTOID, NULL, apply_question},
+	{"truncate", BOOLOID, "false", apply_truncate},
 };
 
 #define N_ROWS (N_ARGS + lengthof(input_table))
@@ -311,6 +320,10 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_enrich", REGCLASSOID, INT8OID, NULL, NULL, true},
 	{"pg_llm_generate_stream", TEXTOID, RECORDOID, NULL},
 	{"pg_llm_chat_stream", JSONBOID, RECORDOID, NULL},
+	{"pg_llm_embed", TEXTOID, FLOAT4ARRAYOID, llm_vector_value, llm_call_build_embed},
+	{"pg_llm_embed_array", TEXTARRAYOID, FLOAT4ARRAYOID, NULL},
+	{"pg_llm_similarity", TEXTOID, FLOAT8OID, NULL, NULL, true},
+	{"pg_llm_rerank", TEXTOID, RECORDOID, NULL, NULL, true},
 };
 
 static const LlmSqlFunction *

@@ -59,7 +59,7 @@ request_eq(const llm_request *a, const llm_request *b)
 		(a->prompt == NULL) != (b->prompt == NULL) || (a->system == NULL) != (b->system == NULL) ||
 		a->n_messages != b->n_messages || a->n_tokens != b->n_tokens ||
 		a->n_continuations != b->n_continuations || a->continuation_eot != b->continuation_eot ||
-		a->pooling != b->pooling)
+		a->pooling != b->pooling || a->normalize != b->normalize || a->truncate != b->truncate)
 		return 0;
 	if (a->prompt && !str_eq(a->prompt, a->prompt_len, b->prompt, b->prompt_len))
 		return 0;
@@ -314,6 +314,30 @@ main(void)
 			  "EMBED request round trip");
 		em.request.pooling = (llm_pooling) LLM_N_POOLINGS;
 		CHECK(llm_wire_encode(&em, NULL, 0) == 0, "an unknown pooling cannot be encoded");
+		em.request.pooling = LLM_POOLING_LAST;
+		em.request.normalize = (llm_embed_norm) LLM_N_EMBED_NORMS;
+		CHECK(llm_wire_encode(&em, NULL, 0) == 0, "an unknown normalisation cannot be encoded");
+		/* every pooling, normalisation and truncate flag round-trips */
+		for (int pl = 0; pl < LLM_N_POOLINGS; pl++)
+			for (int nm = 0; nm < LLM_N_EMBED_NORMS; nm++)
+				for (int tr = 0; tr < 2; tr++)
+				{
+					uint8_t    *b2;
+					size_t		len2;
+
+					em.request.pooling = (llm_pooling) pl;
+					em.request.normalize = (llm_embed_norm) nm;
+					em.request.truncate = tr;
+					b2 = encode(&em, &len2);
+					CHECK(b2 && llm_wire_decode(b2, len2, &d, &arrays, NULL) == LLM_WIRE_OK &&
+						  request_eq(&em.request, &d.request) && (int) d.request.pooling == pl &&
+						  (int) d.request.normalize == nm && d.request.truncate == (tr != 0),
+						  "EMBED options round trip (pooling %d, normalisation %d, truncate %d)", pl, nm, tr);
+					free(b2);
+				}
+		em.request.pooling = LLM_POOLING_LAST;
+		em.request.normalize = LLM_EMBED_NORM_MODEL;
+		em.request.truncate = false;
 		if (buf != NULL)
 		{
 			/* the pooling: the u32 before the priority, the tags and submitter (5 u32) and the alias */
