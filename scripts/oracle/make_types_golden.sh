@@ -44,6 +44,7 @@ if [ "${1:-}" = "--models" ]; then
 	bad=0
 	while IFS=$'\t' read -r mix sum; do
 		case $mix in '#'*|'') continue ;; esac
+		sum=${sum%%	*}
 		got=$(sha256sum "$MODELS/$mix.gguf" | cut -d' ' -f1)
 		[ "$got" = "$sum" ] || { echo "make_types_golden: $mix.gguf sha256 $got, goldens made from $sum" >&2; bad=1; }
 	done <"$OUT/models.tsv"
@@ -55,10 +56,17 @@ BIN=$BUILD/bin/pg_llm-golden
 g++ -std=c++17 -O2 -Wall -Wextra -I"$SRC/include" -I"$SRC/ggml/include" \
 	scripts/oracle/golden.cpp -o "$BIN" \
 	-L"$BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$BUILD/bin"
+# tier (test_types_golden.c): exact for Q5_1 (every prompt identical to
+# llama.cpp, measured); near-tie for the others: llama.cpp repacks Q2_K (on
+# AVX-512), Q4_K and IQ4_NL rows at load and reduces them in another order,
+# and the Q3_K, Q5_K and IQ4_XS mixes also diverge from it at near-ties
+# although their dot products match ggml_vec_dot_* bit for bit on random
+# blocks (test_kernels_types): a cause not yet found
+tier() { case $1 in Q5_1) echo exact ;; *) echo near-tie ;; esac; }
 {
-	echo "# mix	sha256 of the quantized model (tiny-256 seed $SEED std $STD, F16, then llama-quantize MIX)"
+	echo "# mix	sha256 of the quantized model (tiny-256 seed $SEED std $STD, F16, then llama-quantize MIX)	tier"
 	for mix in $MIXES; do
-		printf '%s\t%s\n' "$mix" "$(sha256sum "$MODELS/$mix.gguf" | cut -d' ' -f1)"
+		printf '%s\t%s\t%s\n' "$mix" "$(sha256sum "$MODELS/$mix.gguf" | cut -d' ' -f1)" "$(tier "$mix")"
 	done
 } >"$OUT/models.tsv"
 for mix in $MIXES; do
