@@ -225,9 +225,9 @@ typedef struct llm_qkernel
  * llm_qkernel_kform(base, n_rows) gives the kernel of its rows
  * (quant_kforms.c, scalar and AVX2, bit-identical):
  *   Q4_K, n_rows % 8 == 0 (repacked by llama.cpp): dot = one row of its
- *         GEMV, form_tile = its GEMM (LLM_ROW_GROUPED);
- *   Q6_K: dot = ggml_vec_dot_q6_K_q8_K (base), form_tile = its tiled matmul
- *         (LLM_ROW_WIDE).
+ *         GEMV, the other form its GEMM (LLM_ROW_GROUPED);
+ *   Q4_K, other row counts, and Q6_K: dot = ggml_vec_dot_*_q8_K (base),
+ *         the other form its tiled matmul (LLM_ROW_WIDE).
  * Any other kernel is returned as is.  llm_qkernel_form(k, &tile): the
  * flags that select k's other form (0: k has none) and its tile, which
  * takes the same activations and arguments as k->dot_tile; an activation

@@ -20,11 +20,15 @@
  *     a row of a group of 4 (ggml_gemm_q4_K_8x8_q8_K, AVX512 and AVX2
  *     alike): the same per pair of sub-blocks (2c, 2c+1), c = 0..3
  *     result acc - accm.
- *   Q6_K, a batch of 8 rows or more (the tiled K-quant matmul of ggml-cpu's
- *     tiled/, AVX512-VNNI microkernel as GCC compiles it: its
- *     buf + r * d1 is contracted to one FMA), per super-block:
- *       r = float(sum_j scale_j dot_j) * fp16(d);  acc = fma(r, d_a, acc)
- *     from acc = 0.
+ *   Q6_K, and Q4_K of other row counts, in a batch of 8 rows or more (the
+ *     tiled K-quant matmul of ggml-cpu's tiled/, AVX512-VNNI microkernel as
+ *     GCC compiles it: its buf + r * d1 is contracted to one FMA), per
+ *     super-block, from acc = 0:
+ *       Q6_K: r = float(sum_j scale_j dot_j) * fp16(d)
+ *       Q4_K: r = fma(-fp16(dmin), float(sum_j min_j bsum_j),
+ *                     float(sum_j scale_j dot_j) * fp16(d))
+ *       acc = fma(r, d_a, acc)
+ *     (smaller batches: ggml_vec_dot_*_q8_K, the base kernels).
  *
  * No expression of the form a*b+c is written in plain C in the AVX2
  * functions (GCC would contract it); fused operations are explicit.
@@ -63,9 +67,16 @@ q4_K_pairs(const llm_block_q4_K *x, const int8_t *y, const int16_t *bs, int isum
 	}
 }
 
-/* grouped: one FMA per sub-block pair (GEMM); else one per super-block (GEMV) */
+/* Q4_K float orders (see the header) */
+enum
+{
+	Q4K_GEMV,					/* one FMA per super-block */
+	Q4K_GEMM,					/* one FMA per sub-block pair */
+	Q4K_TILED					/* tiled: (s * d - dmin * m) * d_a per super-block */
+};
+
 static inline float
-dot_q4_K_r8(int64_t n, const void *w, const void *a, bool grouped)
+dot_q4_K_form(int64_t n, const void *w, const void *a, int form)
 {
 	const llm_block_q4_K *x = w;
 	const int8_t *aq = a;
@@ -82,16 +93,23 @@ dot_q4_K_r8(int64_t n, const void *w, const void *a, bool grouped)
 					imin[4];
 
 		q4_K_pairs(&x[b], aq + b * LLM_QK_K, bsums + b * 16, isum, imin);
-		if (grouped)
+		if (form == Q4K_GEMM)
 			for (int c = 0; c < 4; c++)
 			{
 				acc = fmaf((float) isum[c], dw, acc);
 				accm = fmaf((float) imin[c], dm, accm);
 			}
-		else
+		else if (form == Q4K_GEMV)
 		{
 			acc = fmaf((float) (isum[0] + isum[1] + isum[2] + isum[3]), dw, acc);
 			accm = fmaf((float) (imin[0] + imin[1] + imin[2] + imin[3]), dm, accm);
+		}
+		else
+		{
+			float		r = fmaf(-llm_fp16_to_fp32(x[b].dmin), (float) (imin[0] + imin[1] + imin[2] + imin[3]),
+								 (float) (isum[0] + isum[1] + isum[2] + isum[3]) * llm_fp16_to_fp32(x[b].d));
+
+			acc = fmaf(r, ad[b], acc);
 		}
 	}
 	return acc - accm;
@@ -100,13 +118,19 @@ dot_q4_K_r8(int64_t n, const void *w, const void *a, bool grouped)
 static float
 dot_q4_K_gemv(int64_t n, const void *w, const void *a)
 {
-	return dot_q4_K_r8(n, w, a, false);
+	return dot_q4_K_form(n, w, a, Q4K_GEMV);
 }
 
 static float
 dot_q4_K_gemm(int64_t n, const void *w, const void *a)
 {
-	return dot_q4_K_r8(n, w, a, true);
+	return dot_q4_K_form(n, w, a, Q4K_GEMM);
+}
+
+static float
+dot_q4_K_tiled(int64_t n, const void *w, const void *a)
+{
+	return dot_q4_K_form(n, w, a, Q4K_TILED);
 }
 
 /* Q6_K super-block: sum over its 16 sub-blocks of scale * sum((q - 32) * q8). */
@@ -169,6 +193,7 @@ name(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_
 
 DEFINE_TILE_LOOP(tile_q4_K_gemv, , dot_q4_K_gemv)
 DEFINE_TILE_LOOP(tile_q4_K_gemm, , dot_q4_K_gemm)
+DEFINE_TILE_LOOP(tile_q4_K_tiled, , dot_q4_K_tiled)
 DEFINE_TILE_LOOP(tile_q6_K_wide, , dot_q6_K_wide)
 
 /* ---- AVX2 ---- */
@@ -191,7 +216,7 @@ hsum_i32(__m256i v)
 }
 
 INL float
-dot_q4_K_r8_avx2(int64_t n, const void *w, const void *a, bool grouped)
+dot_q4_K_form_avx2(int64_t n, const void *w, const void *a, int form)
 {
 	const llm_block_q4_K *x = w;
 	const int8_t *aq = a;
@@ -227,16 +252,25 @@ dot_q4_K_r8_avx2(int64_t n, const void *w, const void *a, bool grouped)
 			isum[c] = hsum_i32(_mm256_add_epi32(pl, ph));
 			imin[c] = mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
 		}
-		if (grouped)
+		if (form == Q4K_GEMM)
 			for (int c = 0; c < 4; c++)
 			{
 				acc = _mm_fmadd_ss(_mm_set_ss((float) isum[c]), dw, acc);
 				accm = _mm_fmadd_ss(_mm_set_ss((float) imin[c]), dm, accm);
 			}
-		else
+		else if (form == Q4K_GEMV)
 		{
 			acc = _mm_fmadd_ss(_mm_set_ss((float) (isum[0] + isum[1] + isum[2] + isum[3])), dw, acc);
 			accm = _mm_fmadd_ss(_mm_set_ss((float) (imin[0] + imin[1] + imin[2] + imin[3])), dm, accm);
+		}
+		else
+		{
+			__m128		s = _mm_mul_ss(_mm_set_ss((float) (isum[0] + isum[1] + isum[2] + isum[3])),
+									   _mm_set_ss(_cvtsh_ss(x[b].d)));
+			__m128		r = _mm_fnmadd_ss(_mm_set_ss(_cvtsh_ss(x[b].dmin)),
+										  _mm_set_ss((float) (imin[0] + imin[1] + imin[2] + imin[3])), s);
+
+			acc = _mm_fmadd_ss(r, _mm_set_ss(ad[b]), acc);
 		}
 	}
 	return _mm_cvtss_f32(_mm_sub_ss(acc, accm));
@@ -245,13 +279,19 @@ dot_q4_K_r8_avx2(int64_t n, const void *w, const void *a, bool grouped)
 static TGT float
 dot_q4_K_gemv_avx2(int64_t n, const void *w, const void *a)
 {
-	return dot_q4_K_r8_avx2(n, w, a, false);
+	return dot_q4_K_form_avx2(n, w, a, Q4K_GEMV);
 }
 
 static TGT float
 dot_q4_K_gemm_avx2(int64_t n, const void *w, const void *a)
 {
-	return dot_q4_K_r8_avx2(n, w, a, true);
+	return dot_q4_K_form_avx2(n, w, a, Q4K_GEMM);
+}
+
+static TGT float
+dot_q4_K_tiled_avx2(int64_t n, const void *w, const void *a)
+{
+	return dot_q4_K_form_avx2(n, w, a, Q4K_TILED);
 }
 
 static TGT float
@@ -313,6 +353,7 @@ dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
 
 DEFINE_TILE_LOOP(tile_q4_K_gemv_avx2, TGT, dot_q4_K_gemv_avx2)
 DEFINE_TILE_LOOP(tile_q4_K_gemm_avx2, TGT, dot_q4_K_gemm_avx2)
+DEFINE_TILE_LOOP(tile_q4_K_tiled_avx2, TGT, dot_q4_K_tiled_avx2)
 DEFINE_TILE_LOOP(tile_q6_K_wide_avx2, TGT, dot_q6_K_wide_avx2)
 
 #define HAVE_KFORMS_AVX2 1
@@ -331,6 +372,7 @@ static pthread_once_t kforms_once = PTHREAD_ONCE_INIT;
 static const llm_qkernel *base_q4_K[2],
 		   *base_q6_K[2];	/* [0] scalar, [1] AVX2 (also the AVX512-VNNI dispatch's) */
 static kform kf_q4_K[2],
+			kf_q4_K_rows[2],	/* Q4_K of other row counts (not repacked) */
 			kf_q6_K[2];
 
 /* Q4_K rows in groups of 8: one-row GEMV form, GEMM form for grouped rows. */
@@ -346,9 +388,9 @@ set_q4_K(kform *f, const llm_qkernel *base, float (*gemv) (int64_t, const void *
 	f->mask = LLM_ROW_GROUPED;
 }
 
-/* Q6_K: ggml_vec_dot_q6_K_q8_K as base has it, the tiled form for wide batches. */
+/* Q6_K, Q4_K not repacked: ggml_vec_dot_*_q8_K as base has it, the tiled form for wide batches. */
 static void
-set_q6_K(kform *f, const llm_qkernel *base, llm_dot_tile_fn wide_tile)
+set_wide(kform *f, const llm_qkernel *base, llm_dot_tile_fn wide_tile)
 {
 	f->k = *base;
 	f->tile = wide_tile;
@@ -361,14 +403,18 @@ kforms_init(void)
 	base_q4_K[0] = llm_qkernel_scalar_get(LLM_TYPE_Q4_K);
 	base_q6_K[0] = llm_qkernel_scalar_get(LLM_TYPE_Q6_K);
 	set_q4_K(&kf_q4_K[0], base_q4_K[0], dot_q4_K_gemv, tile_q4_K_gemv, tile_q4_K_gemm);
-	set_q6_K(&kf_q6_K[0], base_q6_K[0], tile_q6_K_wide);
+	set_wide(&kf_q6_K[0], base_q6_K[0], tile_q6_K_wide);
+	set_wide(&kf_q4_K_rows[0], base_q4_K[0], tile_q4_K_tiled);
 #ifdef HAVE_KFORMS_AVX2
 	base_q4_K[1] = llm_qkernel_avx2_get(LLM_TYPE_Q4_K, false);
 	base_q6_K[1] = llm_qkernel_avx2_get(LLM_TYPE_Q6_K, false);
 	if (base_q4_K[1] != NULL)
+	{
 		set_q4_K(&kf_q4_K[1], base_q4_K[1], dot_q4_K_gemv_avx2, tile_q4_K_gemv_avx2, tile_q4_K_gemm_avx2);
+		set_wide(&kf_q4_K_rows[1], base_q4_K[1], tile_q4_K_tiled_avx2);
+	}
 	if (base_q6_K[1] != NULL)
-		set_q6_K(&kf_q6_K[1], base_q6_K[1], tile_q6_K_wide_avx2);
+		set_wide(&kf_q6_K[1], base_q6_K[1], tile_q6_K_wide_avx2);
 #endif
 }
 
@@ -380,8 +426,8 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 	pthread_once(&kforms_once, kforms_init);
 	for (int i = 0; i < 2; i++)
 	{
-		if (base_q4_K[i] != NULL && base == base_q4_K[i] && n_rows % 8 == 0)
-			return &kf_q4_K[i].k;
+		if (base_q4_K[i] != NULL && base == base_q4_K[i])
+			return n_rows % 8 == 0 ? &kf_q4_K[i].k : &kf_q4_K_rows[i].k;
 		if (base_q6_K[i] != NULL && base == base_q6_K[i])
 			return &kf_q6_K[i].k;
 	}
@@ -391,9 +437,9 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 uint8_t
 llm_qkernel_form(const llm_qkernel *k, llm_dot_tile_fn *tile)
 {
-	const kform *all[4] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q6_K[0], &kf_q6_K[1]};
+	const kform *all[6] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q4_K_rows[0], &kf_q4_K_rows[1], &kf_q6_K[0], &kf_q6_K[1]};
 
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		if (k == &all[i]->k && all[i]->tile != NULL)
 		{
 			*tile = all[i]->tile;

@@ -7,14 +7,16 @@
  * one (printed; rerun with LLM_TEST_SEED=<seed>):
  *  - every implementation this CPU runs (scalar, AVX2) gives the same bits,
  *    each form on its own: Q4_K of 8-row matrices one-row (GEMV) and
- *    grouped (GEMM) form, Q6_K vec-dot and wide (tiled) form;
+ *    grouped (GEMM) form, Q4_K of other row counts and Q6_K vec-dot and
+ *    wide (tiled) form;
  *  - the forms are what llama.cpp computes (library present: LLM_ORACLE_LIB_DIR,
  *    default ~/.cache/pg_llm/llama.cpp-build/bin; otherwise one SKIP per
  *    check): Q4_K rows interleaved as block_q4_Kx8 through its
  *    ggml::cpu::repack::gemv / gemm <block_q4_K, 8, 8, Q8_K> with
  *    quantize_row_q8_K / ggml_quantize_mat_t<8, Q8_K> activations, bit for
- *    bit; Q6_K through its public ggml_mul_mat on the CPU (8 tokens: the
- *    tiled matmul; 3 tokens: ggml_vec_dot_q6_K_q8_K), bit for bit;
+ *    bit; Q4_K (not repacked) and Q6_K through its public ggml_mul_mat on
+ *    the CPU (8 tokens: the tiled matmul; 3 tokens: ggml_vec_dot_*_q8_K),
+ *    bit for bit;
  *  - the forms differ from each other on these data (so the comparisons
  *    above can tell them apart).
  */
@@ -316,9 +318,6 @@ test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 		make_data(&d, LLM_TYPE_Q4_K, ks);
 		CHECK(llm_qkernel_form(ks, &tile) == LLM_ROW_GROUPED && tile != NULL,
 			  "seed %llu: Q4_K of 8 rows has a grouped (GEMM) form", (unsigned long long) seed);
-		CHECK(llm_qkernel_kform(llm_qkernel_get(LLM_TYPE_Q4_K, LLM_IMPL_SCALAR), 12) ==
-			  llm_qkernel_get(LLM_TYPE_Q4_K, LLM_IMPL_SCALAR),
-			  "Q4_K of 12 rows (not repacked by llama.cpp) keeps ggml_vec_dot_q4_K_q8_K's kernel");
 		run(ks, false, &d, ref[0]);
 		run(ks, true, &d, ref[1]);
 		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q4_K GEMV and GEMM forms differ on %d of %d",
@@ -351,6 +350,57 @@ test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 			CHECK(n_diff(ora[1], ref[1], 4 * ROWS) == 0,
 				  "seed %llu: Q4_K GEMM form == llama.cpp's repacked gemm, 4 tokens (%d of %d differ)",
 				  (unsigned long long) seed, n_diff(ora[1], ref[1], 4 * ROWS), 4 * ROWS);
+		}
+		free_data(&d);
+	}
+
+	/* Q4_K of a row count llama.cpp does not repack: vec-dot form and wide (tiled) form */
+	{
+		const llm_qkernel *kb = llm_qkernel_get(LLM_TYPE_Q4_K, LLM_IMPL_SCALAR);
+		const llm_qkernel *ks = llm_qkernel_kform(kb, 12);
+		data		d;
+		llm_dot_tile_fn tile;
+
+		rng_state = seed ^ 0x5851F42D4C957F2DULL;
+		make_data(&d, LLM_TYPE_Q4_K, ks);
+		CHECK(ks->dot == kb->dot && llm_qkernel_form(ks, &tile) == LLM_ROW_WIDE && tile != NULL,
+			  "seed %llu: Q4_K of 12 rows: ggml_vec_dot_q4_K_q8_K's dot, a wide (tiled) form",
+			  (unsigned long long) seed);
+		run(ks, false, &d, ref[0]);
+		run(ks, true, &d, ref[1]);
+		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q4_K vec-dot and tiled forms differ on %d of %d",
+			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
+		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
+		{
+			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_K, impls[i]);
+
+			if (k == NULL)
+			{
+				SKIP("Q4_K forms: implementation %d not on this CPU", impls[i]);
+				continue;
+			}
+			k = llm_qkernel_kform(k, 12);
+			run(k, false, &d, got[0]);
+			run(k, true, &d, got[1]);
+			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q4_K (12 rows) %s vec-dot / tiled forms bit-identical to scalar (%d, %d differ)",
+				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
+				  n_diff(got[1], ref[1], TOKS * ROWS));
+		}
+		if (!have_oracle)
+			SKIP("Q4_K tiled form vs llama.cpp: no oracle library");
+		else
+		{
+			/* a plain ggml context never repacks: vec dot below 8 tokens, tiled from 8 */
+			bool		ok8 = oracle_mul_mat(o, &d, 12 /* GGML_TYPE_Q4_K */ , TOKS, ora[1]);
+			bool		ok3 = oracle_mul_mat(o, &d, 12, 3, ora[0]);
+
+			CHECK(ok8 && n_diff(ora[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q4_K tiled form == llama.cpp's ggml_mul_mat of %d tokens (%d of %d differ)",
+				  (unsigned long long) seed, TOKS, ok8 ? n_diff(ora[1], ref[1], TOKS * ROWS) : -1, TOKS * ROWS);
+			CHECK(ok3 && n_diff(ora[0], ref[0], 3 * ROWS) == 0,
+				  "seed %llu: Q4_K vec-dot form == llama.cpp's ggml_mul_mat of 3 tokens (%d of %d differ)",
+				  (unsigned long long) seed, ok3 ? n_diff(ora[0], ref[0], 3 * ROWS) : -1, 3 * ROWS);
 		}
 		free_data(&d);
 	}
