@@ -282,17 +282,7 @@ dot_q4_K_gemv_avx2(int64_t n, const void *w, const void *a)
 	return dot_q4_K_form_avx2(n, w, a, Q4K_GEMV);
 }
 
-static TGT float
-dot_q4_K_gemm_avx2(int64_t n, const void *w, const void *a)
-{
-	return dot_q4_K_form_avx2(n, w, a, Q4K_GEMM);
-}
 
-static TGT float
-dot_q4_K_tiled_avx2(int64_t n, const void *w, const void *a)
-{
-	return dot_q4_K_form_avx2(n, w, a, Q4K_TILED);
-}
 
 static TGT float
 dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
@@ -351,9 +341,132 @@ dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
 	return _mm_cvtss_f32(acc);
 }
 
-DEFINE_TILE_LOOP(tile_q4_K_gemv_avx2, TGT, dot_q4_K_gemv_avx2)
-DEFINE_TILE_LOOP(tile_q4_K_gemm_avx2, TGT, dot_q4_K_gemm_avx2)
-DEFINE_TILE_LOOP(tile_q4_K_tiled_avx2, TGT, dot_q4_K_tiled_avx2)
+/* The 4 totals of the 8 int32 lanes of v0..v3, in that order (exact). */
+INL __m128i
+sums4(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
+{
+	__m256i		c = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+
+	return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+}
+
+/*
+ * Q4_K tile in one of the three orders: each weight row against up to 4
+ * activation rows at a time, its nibbles unpacked once per block for all of
+ * them; per (row, token) the operations of dot_q4_K_form_avx2 (the integer
+ * sums are exact in any order, the float steps are the same).
+ */
+INL void
+tile_q4_K_form_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
+					int nt, float *out, size_t out_stride, int form)
+{
+	const __m256i m4 = _mm256_set1_epi8(0xF);
+	const int64_t nb = n / LLM_QK_K;
+
+	for (int r = 0; r < nr; r++)
+	{
+		const llm_block_q4_K *x = (const llm_block_q4_K *) ((const char *) w + (size_t) r * w_stride);
+
+		for (int t0 = 0; t0 < nt; t0 += 4)
+		{
+			const int	tn = nt - t0 < 4 ? nt - t0 : 4;
+			__m128		acc[4],
+						accm[4];
+
+			for (int t = 0; t < 4; t++)
+				acc[t] = accm[t] = _mm_setzero_ps();
+			for (int64_t b = 0; b < nb; b++)
+			{
+				uint8_t		sc[8],
+							mn[8];
+				__m256i		lo[4],
+							hi[4];
+				const float wd = _cvtsh_ss(x[b].d),
+							wm = _cvtsh_ss(x[b].dmin);
+
+				llm_q4_K_scales_mins(x[b].scales, sc, mn);
+				for (int c = 0; c < 4; c++)
+				{
+					__m256i		bits = _mm256_loadu_si256((const __m256i *) (x[b].qs + 32 * c));
+
+					lo[c] = _mm256_and_si256(bits, m4);
+					hi[c] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+				}
+				for (int t = 0; t < tn; t++)
+				{
+					const char *at = (const char *) a + (size_t) (t0 + t) * a_stride;
+					const float *ad = llm_act_d(at, n);
+					const int16_t *bs = (const int16_t *) (ad + nb) + b * 16;
+					const int8_t *q8 = (const int8_t *) at + b * LLM_QK_K;
+					__m256i		v[4];
+					int			isum[4],
+								imin[4];
+
+					for (int c = 0; c < 4; c++)
+					{
+						__m256i		yl = _mm256_loadu_si256((const __m256i *) (q8 + 64 * c));
+						__m256i		yh = _mm256_loadu_si256((const __m256i *) (q8 + 64 * c + 32));
+
+						v[c] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c]), _mm256_maddubs_epi16(lo[c], yl)),
+												_mm256_madd_epi16(_mm256_set1_epi16(sc[2 * c + 1]), _mm256_maddubs_epi16(hi[c], yh)));
+						imin[c] = mn[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + mn[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
+					}
+					_mm_storeu_si128((__m128i *) isum, sums4(v[0], v[1], v[2], v[3]));
+					if (form == Q4K_GEMM)
+					{
+						const __m128 dw = _mm_set_ss(wd * ad[b]),
+									dm = _mm_set_ss(wm * ad[b]);
+
+						for (int c = 0; c < 4; c++)
+						{
+							acc[t] = _mm_fmadd_ss(_mm_set_ss((float) isum[c]), dw, acc[t]);
+							accm[t] = _mm_fmadd_ss(_mm_set_ss((float) imin[c]), dm, accm[t]);
+						}
+					}
+					else if (form == Q4K_GEMV)
+					{
+						acc[t] = _mm_fmadd_ss(_mm_set_ss((float) (isum[0] + isum[1] + isum[2] + isum[3])),
+											  _mm_set_ss(wd * ad[b]), acc[t]);
+						accm[t] = _mm_fmadd_ss(_mm_set_ss((float) (imin[0] + imin[1] + imin[2] + imin[3])),
+											   _mm_set_ss(wm * ad[b]), accm[t]);
+					}
+					else
+					{
+						__m128		sd = _mm_mul_ss(_mm_set_ss((float) (isum[0] + isum[1] + isum[2] + isum[3])),
+													_mm_set_ss(wd));
+						__m128		rr = _mm_fnmadd_ss(_mm_set_ss(wm),
+													   _mm_set_ss((float) (imin[0] + imin[1] + imin[2] + imin[3])), sd);
+
+						acc[t] = _mm_fmadd_ss(rr, _mm_set_ss(ad[b]), acc[t]);
+					}
+				}
+			}
+			for (int t = 0; t < tn; t++)
+				out[(size_t) (t0 + t) * out_stride + r] = _mm_cvtss_f32(_mm_sub_ss(acc[t], accm[t]));
+		}
+	}
+}
+
+static TGT void
+tile_q4_K_gemv_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
+					int nt, float *out, size_t out_stride)
+{
+	tile_q4_K_form_avx2(n, w, w_stride, nr, a, a_stride, nt, out, out_stride, Q4K_GEMV);
+}
+
+static TGT void
+tile_q4_K_gemm_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
+					int nt, float *out, size_t out_stride)
+{
+	tile_q4_K_form_avx2(n, w, w_stride, nr, a, a_stride, nt, out, out_stride, Q4K_GEMM);
+}
+
+static TGT void
+tile_q4_K_tiled_avx2(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
+					 int nt, float *out, size_t out_stride)
+{
+	tile_q4_K_form_avx2(n, w, w_stride, nr, a, a_stride, nt, out, out_stride, Q4K_TILED);
+}
 DEFINE_TILE_LOOP(tile_q6_K_wide_avx2, TGT, dot_q6_K_wide_avx2)
 
 #define HAVE_KFORMS_AVX2 1
@@ -377,13 +490,14 @@ static kform kf_q4_K[2],
 
 /* Q4_K rows in groups of 8: one-row GEMV form, GEMM form for grouped rows. */
 static void
-set_q4_K(kform *f, const llm_qkernel *base, float (*gemv) (int64_t, const void *, const void *), llm_dot_tile_fn gemv_tile, llm_dot_tile_fn gemm_tile)
+set_q4_K(kform *f, const llm_qkernel *base, float (*gemv) (int64_t, const void *, const void *),
+		 llm_dot_tile_fn gemv_tile, llm_dot_tile_fn gemm_tile, int tile_tokens)
 {
 	f->k = *base;
 	f->k.dot = gemv;
 	f->k.dot_tile = gemv_tile;
 	f->k.tile_rows = 1;
-	f->k.tile_tokens = 1;
+	f->k.tile_tokens = tile_tokens;
 	f->tile = gemm_tile;
 	f->mask = LLM_ROW_GROUPED;
 }
@@ -402,7 +516,7 @@ kforms_init(void)
 {
 	base_q4_K[0] = llm_qkernel_scalar_get(LLM_TYPE_Q4_K);
 	base_q6_K[0] = llm_qkernel_scalar_get(LLM_TYPE_Q6_K);
-	set_q4_K(&kf_q4_K[0], base_q4_K[0], dot_q4_K_gemv, tile_q4_K_gemv, tile_q4_K_gemm);
+	set_q4_K(&kf_q4_K[0], base_q4_K[0], dot_q4_K_gemv, tile_q4_K_gemv, tile_q4_K_gemm, 1);
 	set_wide(&kf_q6_K[0], base_q6_K[0], tile_q6_K_wide);
 	set_wide(&kf_q4_K_rows[0], base_q4_K[0], tile_q4_K_tiled);
 #ifdef HAVE_KFORMS_AVX2
@@ -410,7 +524,7 @@ kforms_init(void)
 	base_q6_K[1] = llm_qkernel_avx2_get(LLM_TYPE_Q6_K, false);
 	if (base_q4_K[1] != NULL)
 	{
-		set_q4_K(&kf_q4_K[1], base_q4_K[1], dot_q4_K_gemv_avx2, tile_q4_K_gemv_avx2, tile_q4_K_gemm_avx2);
+		set_q4_K(&kf_q4_K[1], base_q4_K[1], dot_q4_K_gemv_avx2, tile_q4_K_gemv_avx2, tile_q4_K_gemm_avx2, 4);
 		set_wide(&kf_q4_K_rows[1], base_q4_K[1], tile_q4_K_tiled_avx2);
 	}
 	if (base_q6_K[1] != NULL)
