@@ -10,7 +10,10 @@
  * Build: cc -O3 -std=gnu11 -I. bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
  * Usage: build/bench/kernel_tiles [COLS (576)] [REPEATS (7)]
  * Prints one line per (type, kernel, tokens): the best of REPEATS runs, in
- * the thread's CPU time.
+ * the thread's CPU time.  Q4_K and Q6_K also run their row forms (quant.h
+ * "Row forms", for a matrix of ROWS rows): "form 1-row" (Q4_K: llama.cpp's
+ * GEMV order; Q6_K: the GGUF-layout kernel again) and "form batch" (Q4_K:
+ * its GEMM order; Q6_K: its tiled order).
  */
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/quant.h"
@@ -160,16 +163,34 @@ main(int argc, char **argv)
 			llm_quantize_row_ref(type, row, w + r * rb, n);
 		}
 		for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
-			for (int packed = 0; packed <= 2; packed++)
+			for (int packed = 0; packed <= 4; packed++)
 			{
-				/* 0: GGUF layout, 1: repacked at load, 2: the batched matmul's conversion */
+				/*
+				 * 0: GGUF layout, 1: repacked at load, 2: the batched matmul's
+				 * conversion, 3 / 4: the row forms' one-row / batch tiles
+				 */
 				const llm_qkernel *k = packed == 1 ? llm_qkernel_packed_get(type, impl) : llm_qkernel_get(type, impl);
+				llm_qkernel form;
 				const char *wk = w;
 				size_t		ab;
 				char	   *a;
 
 				if (k == NULL || (packed == 2 && k->batch_kernel == NULL))
 					continue;
+				if (packed >= 3)
+				{
+					llm_dot_tile_fn tile;
+
+					if (llm_qkernel_kform(k, ROWS) == k)
+						continue;
+					form = *llm_qkernel_kform(k, ROWS);
+					if (packed == 4)
+					{
+						llm_qkernel_form(llm_qkernel_kform(k, ROWS), &tile);
+						form.dot_tile = tile;
+					}
+					k = &form;
+				}
 				if (packed == 1)
 				{
 					if (!k->repack(w, wp, ROWS, n))
@@ -200,7 +221,8 @@ main(int argc, char **argv)
 							sec += time_tiles(k, n, wk, rb, a + t0 * ab, ab, tt, out, repeats);
 						}
 					printf("%-5s %-18s %6d %10.3f %9.1f\n", llm_type_get(type)->name,
-						   packed == 2 ? "batch (converted)" : k->impl, nt,
+						   packed == 2 ? "batch (converted)" : packed == 3 ? "form 1-row" :
+						   packed == 4 ? "form batch" : k->impl, nt,
 						   sec * 1e9 / ((double) ROWS * nt * (n / 32)), 2.0 * ROWS * n * nt / sec * 1e-9);
 				}
 				free(a);

@@ -434,6 +434,7 @@ llm_engine_destroy(llm_engine *e)
 	free(e->d_slots_local);
 	free(e->d_block_tables_local);
 	free(e->d_decode);
+	free(e->d_forms);
 	free(e->model_path);
 	free(e->device);
 	free(e->chat_template);

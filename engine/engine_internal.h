@@ -240,6 +240,7 @@ struct llm_engine
 			   *d_slots_local,	/* [cap_d_tokens], with local_pool */
 			   *d_block_tables_local;	/* [cap_d_tables], with local_pool */
 	uint8_t    *d_decode;		/* [cap_d_tokens] generated-token flags */
+	uint8_t    *d_forms;		/* [cap_d_tokens] LLM_ROW_* flags (backend.h) */
 	int32_t		cap_d_tokens,
 				cap_d_seqs,
 				cap_d_tables,

@@ -91,6 +91,10 @@ reserve_step(llm_engine *e, const llm_sched_plan *p)
 			if (f == NULL)
 				return -1;
 			e->d_decode = f;
+			f = realloc(e->d_forms, (size_t) c);
+			if (f == NULL)
+				return -1;
+			e->d_forms = f;
 		}
 		e->cap_d_tokens = c;
 	}
@@ -165,6 +169,20 @@ entry_hidden(const llm_sched_entry *en)
 }
 
 /*
+ * The LLM_ROW_* flags (backend.h) of the token at position pos of a
+ * sequence whose prompt has n_prompt tokens: how llama.cpp computes it
+ * when the prompt is one batch and every generated token a batch of one.
+ */
+static uint8_t
+row_forms(int32_t pos, int32_t n_prompt)
+{
+	if (pos >= n_prompt)
+		return 0;
+	return (uint8_t) ((pos < n_prompt - n_prompt % 4 ? LLM_ROW_GROUPED : 0) |
+					  (n_prompt >= 8 ? LLM_ROW_WIDE : 0));
+}
+
+/*
  * The step description of plan p.  Output rows: for each entry in order,
  * the rows of its tokens logits_from .. start + n - 1, p->n_logits rows in
  * all, each of kind d_out_kind (entry_hidden); the forward puts the logits
@@ -197,6 +215,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d, int32_t *n_
 			e->d_pos[t] = pos;
 			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
 			e->d_decode[t] = pos >= s->n_prompt;
+			e->d_forms[t] = row_forms(pos, s->n_prompt);
 		}
 		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
 		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)
@@ -247,6 +266,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d, int32_t *n_
 	d->out_rows = e->d_out_rows;
 	d->n_out = n_out;
 	d->decode_rows = e->d_decode;
+	d->row_forms = e->d_forms;
 	d->slots_local = e->local_pool != NULL ? e->d_slots_local : NULL;
 	d->block_tables_local = e->local_pool != NULL ? e->d_block_tables_local : NULL;
 	return n_out == p->n_logits ? 0 : -1;

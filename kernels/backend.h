@@ -90,6 +90,17 @@ typedef struct llm_kv_geometry
  * needs in begin_step).  Tokens of a sequence are contiguous and in position
  * order; sequences are independent.
  */
+/*
+ * llm_step_desc.row_forms flags.  A prompt of P tokens is one llama.cpp
+ * batch of P rows: its first P - P % 4 rows are LLM_ROW_GROUPED (llama.cpp
+ * multiplies repacked Q4_K weights by them 4 rows at a time, GEMM, and by
+ * the rest one at a time, GEMV); every row of a prompt of 8 or more tokens
+ * is LLM_ROW_WIDE (llama.cpp's tiled K-quant matmul takes batches of 8 rows
+ * or more).  A generated token has neither.
+ */
+#define LLM_ROW_GROUPED 0x1
+#define LLM_ROW_WIDE 0x2
+
 typedef struct llm_step_desc
 {
 	int			n_tokens;
@@ -127,6 +138,16 @@ typedef struct llm_step_desc
 	 */
 	const int32_t *slots_local;
 	const int32_t *block_tables_local;
+	/*
+	 * [n_tokens] or NULL (all 0): LLM_ROW_* flags saying how llama.cpp's
+	 * CPU backend would compute the row's matmuls when it runs the row's
+	 * sequence alone, the prompt in one batch and each generated token in a
+	 * batch of one.  A backend may use them to pick the reduction order of
+	 * those kernels (kernels/cpu/quant.h, "Row forms"); like decode_rows, a
+	 * property of the token (its prompt's length and its index there), not
+	 * of the batch, so batch invariance holds.
+	 */
+	const uint8_t *row_forms;
 } llm_step_desc;
 
 /*

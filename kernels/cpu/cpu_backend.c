@@ -32,6 +32,8 @@
  * rounded to fp16 and the K.Q / V.P reduction orders of llama.cpp's
  * multi-token path (tinyBLAS) or, for rows marked with
  * llm_backend_cpu_set_single_rows, of its one-token path (ggml_vec_dot_f16).
+ * Q4_K and Q6_K matmuls reduce per token in the order llama.cpp's batch of
+ * that token would (the step's row_forms; quant.h "Row forms").
  * Prompt logits equal the oracle's exactly; with decode rows marked, so do
  * single-stream greedy generations.  Kernel implementations come from
  * dispatch.h.
@@ -106,6 +108,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->block_tables);
 	free(cb->out_rows);
 	free(cb->single_rows);
+	free(cb->row_forms);
 	free(cb->act);
 	free(cb->conv);
 	for (int i = 0; i < ROPE_TABLES; i++)
@@ -486,6 +489,14 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		cb->rope_theta[i] = 0.0f;
 	cb->rope_next = 0;
 	cb->have_single = false;
+	cb->have_forms = false;
+	if (d->row_forms != NULL && nt > 0)
+	{
+		if (!cpu_grow((void **) &cb->row_forms, &cb->cap_forms, (size_t) nt))
+			return cpu_fail(cb, "begin_step: out of memory");
+		memcpy(cb->row_forms, d->row_forms, (size_t) nt);
+		cb->have_forms = true;
+	}
 	cb->have_step = true;
 	if (d->decode_rows != NULL)
 		return llm_backend_cpu_set_single_rows(b, d->decode_rows);
@@ -643,6 +654,12 @@ cpu_gather_rows(llm_backend *b, const float *x, float *out, int dim)
 		return cpu_fail(cb, "gather_rows: invalid arguments");
 	for (int j = 0; j < cb->n_out; j++)
 		memmove(out + (size_t) j * dim, x + (size_t) cb->out_rows[j] * dim, (size_t) dim * sizeof(float));
+	/*
+	 * The gathered rows are not the step's token rows: llama.cpp computes
+	 * the output projection on them as one batch of its own, so the rest of
+	 * the step's matmuls run without row forms (cpu_matmul.c job_forms).
+	 */
+	cb->have_forms = false;
 	return 0;
 }
 

@@ -72,6 +72,9 @@ typedef struct cpu_backend
 	uint8_t    *single_rows;	/* [n_tokens] attention order flags, or unset */
 	bool		have_single;
 	size_t		cap_single;
+	uint8_t    *row_forms;		/* [n_tokens] LLM_ROW_* flags of the step, or unset */
+	bool		have_forms;
+	size_t		cap_forms;
 	size_t		cap_token_ids,
 				cap_positions,
 				cap_slots,

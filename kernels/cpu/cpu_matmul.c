@@ -8,7 +8,9 @@
  * block converted once per token block into a per-thread scratch).  Each
  * output is one dot product of one weight row and one activation row in
  * the kernel's fixed order, so neither the tiling, the batch nor the
- * thread count changes a bit (backend.h batch invariance).
+ * thread count changes a bit (backend.h batch invariance).  Kernels with
+ * row forms (quant.h "Row forms": Q4_K, Q6_K) pick that order per token
+ * from the step's row flags (backend.h LLM_ROW_*), a property of the token.
  */
 #include "kernels/backend.h"
 #include "cpu_internal.h"
@@ -25,6 +27,9 @@ typedef struct matmul_job
 	size_t		act_row;
 	char	   *conv;			/* thread i's conversion scratch at conv + i * conv_stride */
 	size_t		conv_stride;
+	const uint8_t *forms;		/* [n] LLM_ROW_* flags when k has row forms, else NULL */
+	llm_dot_tile_fn form_tile;	/* k's other form (quant.h "Row forms") */
+	uint8_t		form_mask;
 } matmul_job;
 
 static void
@@ -86,6 +91,32 @@ prepare_conv(cpu_backend *cb, matmul_job *jobs, int n_jobs)
 		jobs[i].conv_stride = stride;
 	}
 	return true;
+}
+
+/*
+ * Rows r .. r+nr-1 x tokens t .. t+nt-1 of a kernel with row forms: each
+ * run of tokens of one form through dot_tile or form_tile (quant.h "Row
+ * forms"); every result is still one token's own arithmetic.
+ */
+static void
+run_forms(const matmul_job *j, int64_t r, int nr, int t, int nt)
+{
+	const llm_qkernel *k = j->k;
+	const size_t ws = j->w->row_bytes;
+	const size_t os = (size_t) j->w->n_rows;
+
+	for (int u = t; u < t + nt;)
+	{
+		bool		alt = (j->forms[u] & j->form_mask) != 0;
+		int			v = u + 1;
+
+		while (v < t + nt && ((j->forms[v] & j->form_mask) != 0) == alt)
+			v++;
+		(alt ? j->form_tile : k->dot_tile) (j->w->n_cols, (const char *) j->w->data + r * ws, ws, nr,
+											(const char *) j->act + (size_t) u * j->act_row, j->act_row,
+											v - u, j->y + (size_t) u * os + r, os);
+		u = v;
+	}
 }
 
 static void
@@ -171,6 +202,11 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 					{
 						int			nr = r1 - r < R ? (int) (r1 - r) : R;
 
+						if (j->forms != NULL)
+						{
+							run_forms(j, r, nr, t, nt);
+							continue;
+						}
 						k->dot_tile(nc, (const char *) j->w->data + r * ws, ws, nr,
 									(const char *) j->act + (size_t) t * j->act_row, j->act_row, nt,
 									j->y + (size_t) t * os + r, os);
@@ -186,9 +222,22 @@ static const llm_qkernel *
 weight_kernel(cpu_backend *cb, const llm_weight *w)
 {
 	const llm_qkernel *k = w->backend_priv ? (const llm_qkernel *) w->backend_priv :
-		llm_qkernel_get(w->type, cb->impl);
+		llm_qkernel_kform(llm_qkernel_get(w->type, cb->impl), w->n_rows);
 
 	return k != NULL && w->n_cols % k->block_elems == 0 ? k : NULL;
+}
+
+/*
+ * The step's row forms for a matmul of n rows with kernel k: only a matmul
+ * over the step's own token rows has them (the logits of chosen rows, a
+ * debug call or another caller's matrix run every row in the one-row form).
+ */
+static void
+job_forms(const cpu_backend *cb, matmul_job *j)
+{
+	j->form_mask = llm_qkernel_form(j->k, &j->form_tile);
+	j->forms = j->form_mask != 0 && cb->have_forms && cb->have_step && j->n == cb->n_tokens ?
+		cb->row_forms : NULL;
 }
 
 int
@@ -208,6 +257,7 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 	j.x = x;
 	j.y = y;
 	j.n = n;
+	job_forms(cb, &j);
 	j.act_row = j.k->act_row_bytes(w->n_cols);
 	if (!cpu_grow(&cb->act, &cb->act_cap, j.act_row * (size_t) n))
 		return cpu_fail(cb, "matmul: out of memory for %d activation rows", n);
@@ -300,6 +350,7 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 		j->x = x;
 		j->y = y[i];
 		j->n = n;
+		job_forms(cb, j);
 		j->act_row = j->k->act_row_bytes(w[i]->n_cols);
 		mj.row0[i + 1] = mj.row0[i] + w[i]->n_rows;
 	}

@@ -16,12 +16,13 @@
  *                     table), dispatch.c, quant.c, threadpool.c, huge_pages.c,
  *                     row_scan.c
  *   cpu_elementwise.c -> elementwise.c, threadpool.c
- *   cpu_matmul.c   -> dispatch.c, quant.c, quant_types.c, threadpool.c
+ *   cpu_matmul.c   -> quant_kforms.c, dispatch.c, quant.c, quant_types.c, threadpool.c
  *   cpu_attention.c -> dispatch.c, quant.c, threadpool.c
  *   dispatch.c     -> quant_more.c, quant_packed.c, quant_packed_avx2.c, attn_avx2.c,
  *                     quant_avx2.c, quant_q5_0.c, elementwise.c, row_scan.c, quant.c
  *   quant_more.c   -> quant_more_avx2.c, quant_more_avx512.c (their tables),
  *                     quant_avx2.c, quant.c, dequant_more.c
+ *   quant_kforms.c -> quant_avx2.c, quant.c (the row forms of Q4_K / Q6_K)
  *   quant_packed.c, quant_packed_avx2.c -> quant_avx2.c
  *   attn_avx2.c    -> quant.c (inline helpers of quant.h only)
  *   quant_avx2.c, quant_q5_0.c, elementwise.c -> quant.c
@@ -31,7 +32,8 @@
  *                     quant.c's fp16 conversion)
  *   threadpool.c, huge_pages.c, row_scan.c -> (nothing in kernels/cpu)
  *
- * Headers follow the same graph: quant.h declares quant.c (and the types
+ * Headers follow the same graph: quant.h declares quant.c and
+ * quant_kforms.c (and the types
  * and inline helpers every kernel shares), quant_x86.h the vector
  * kernels' files, dispatch.h this file; simd_x86.h and quant_tile.inc are
  * inline code of the vector kernels; cpu_internal.h declares the ops of

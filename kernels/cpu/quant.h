@@ -218,6 +218,25 @@ typedef struct llm_qkernel
 } llm_qkernel;
 
 /*
+ * Row forms.  llama.cpp's CPU backend reduces some weight types in another
+ * float order depending on how many rows its matmul has, so one token's
+ * result depends on the batch llama.cpp ran it in (backend.h LLM_ROW_*
+ * says which batch that is, as a property of the token).  For such a weight,
+ * llm_qkernel_kform(base, n_rows) gives the kernel of its rows
+ * (quant_kforms.c, scalar and AVX2, bit-identical):
+ *   Q4_K, n_rows % 8 == 0 (repacked by llama.cpp): dot = one row of its
+ *         GEMV, the other form its GEMM (LLM_ROW_GROUPED);
+ *   Q4_K, other row counts, and Q6_K: dot = ggml_vec_dot_*_q8_K (base),
+ *         the other form its tiled matmul (LLM_ROW_WIDE).
+ * Any other kernel is returned as is.  llm_qkernel_form(k, &tile): the
+ * flags that select k's other form (0: k has none) and its tile, which
+ * takes the same activations and arguments as k->dot_tile; an activation
+ * row whose step flags meet them is computed by that tile instead.
+ */
+const llm_qkernel *llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows);
+uint8_t		llm_qkernel_form(const llm_qkernel *k, llm_dot_tile_fn *tile);
+
+/*
  * The scalar kernel of weight type t (the reference every other
  * implementation reproduces bit for bit), or NULL for an unsupported type.
  */

@@ -672,7 +672,7 @@ test_packed_matmul(uint32_t type)
 							kv_len[1] = {3},
 							bt[1] = {0};
 				llm_kv_geometry g = {1, 1, 16, 4, 4, LLM_KV_F16, NULL, 0, 0};
-				llm_step_desc d = {3, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL, NULL, NULL};
+				llm_step_desc d = {3, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL, NULL, NULL, NULL};
 				float	   *e = malloc(sizeof(float) * 3 * cols);
 
 				if (b->ops->kv_init(b, &g) != 0 || b->ops->begin_step(b, &d) != 0 || b->ops->embed(b, &w, e) != 0)
@@ -1480,7 +1480,7 @@ test_errors(void)
 				ss[2] = {0, 1},
 				kvl[1] = {1},
 				bt[2] = {1, 2};
-	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0, NULL, NULL, NULL};
+	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 2, NULL, 0, NULL, NULL, NULL, NULL};
 	float		out[64];
 
 	CHECK(b->ops->load_weight(b, &host, &w) == -1 && strstr(b->ops->last_error(b), "Q8_1"),

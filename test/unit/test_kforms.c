@@ -1,0 +1,470 @@
+/*
+ * test_kforms.c — the row forms of the Q4_K and Q6_K kernels (kernels/cpu/
+ * quant.h "Row forms", quant_kforms.c) against llama.cpp's arithmetic.
+ *
+ * Random Q4_K and Q6_K rows (the reference quantizer on normal values, one
+ * outlier in 97) and random activations, for two fixed seeds and a fresh
+ * one (printed; rerun with LLM_TEST_SEED=<seed>):
+ *  - every implementation this CPU runs (scalar, AVX2) gives the same bits,
+ *    each form on its own: Q4_K of 8-row matrices one-row (GEMV) and
+ *    grouped (GEMM) form, Q4_K of other row counts and Q6_K vec-dot and
+ *    wide (tiled) form;
+ *  - the forms are what llama.cpp computes (library present: LLM_ORACLE_LIB_DIR,
+ *    default ~/.cache/pg_llm/llama.cpp-build/bin; otherwise one SKIP per
+ *    check): Q4_K rows interleaved as block_q4_Kx8 through its
+ *    ggml::cpu::repack::gemv / gemm <block_q4_K, 8, 8, Q8_K> with
+ *    quantize_row_q8_K / ggml_quantize_mat_t<8, Q8_K> activations, bit for
+ *    bit; Q4_K (not repacked) and Q6_K through its public ggml_mul_mat on
+ *    the CPU (8 tokens: the tiled matmul; 3 tokens: ggml_vec_dot_*_q8_K),
+ *    bit for bit;
+ *  - the forms differ from each other on these data (so the comparisons
+ *    above can tell them apart).
+ */
+#include "unit.h"
+#include "kernels/quant_types.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/dispatch.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define COLS 1024				/* 4 super-blocks */
+#define ROWS 8
+#define TOKS 8
+
+static uint64_t rng_state;
+
+static uint64_t
+rng_next(void)
+{
+	uint64_t	x = rng_state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	rng_state = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+static float
+rng_normal(float s)
+{
+	double		u1 = ((rng_next() >> 11) + 1.0) * 0x1p-53,
+				u2 = (rng_next() >> 11) * 0x1p-53;
+
+	return (float) (s * sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
+}
+
+typedef struct data
+{
+	uint32_t	type;
+	size_t		row_bytes;
+	char	   *w;				/* ROWS GGUF rows */
+	float		x[TOKS * COLS];
+	char	   *act;			/* TOKS quantized rows of act_row bytes */
+	size_t		act_row;
+} data;
+
+static void
+make_data(data *d, uint32_t type, const llm_qkernel *k)
+{
+	float	   *wf = malloc(sizeof(float) * ROWS * COLS);
+
+	d->type = type;
+	d->row_bytes = llm_type_row_bytes(type, COLS);
+	d->w = malloc(d->row_bytes * ROWS);
+	for (int i = 0; i < ROWS * COLS; i++)
+		wf[i] = rng_normal(0.05f) + (i % 97 == 0 ? 0.3f : 0.0f);
+	for (int r = 0; r < ROWS; r++)
+		llm_quantize_row_ref(type, wf + (size_t) r * COLS, d->w + d->row_bytes * r, COLS);
+	for (int i = 0; i < TOKS * COLS; i++)
+		d->x[i] = rng_normal(1.0f) + (i % 113 == 0 ? 4.0f : 0.0f);
+	d->act_row = k->act_row_bytes(COLS);
+	d->act = aligned_alloc(64, d->act_row * TOKS);
+	for (int t = 0; t < TOKS; t++)
+		k->quantize_act(d->x + (size_t) t * COLS, d->act + d->act_row * t, COLS);
+	free(wf);
+}
+
+static void
+free_data(data *d)
+{
+	free(d->w);
+	free(d->act);
+}
+
+/* out[t][r] through k's tile (form false) or its other form (true). */
+static void
+run(const llm_qkernel *k, bool form, const data *d, float *out)
+{
+	llm_dot_tile_fn tile = k->dot_tile;
+
+	if (form)
+		llm_qkernel_form(k, &tile);
+	tile(COLS, d->w, d->row_bytes, ROWS, d->act, d->act_row, TOKS, out, ROWS);
+}
+
+/* ---- llama.cpp ---- */
+
+typedef void (*gemx_fn) (int n, float *s, size_t bs, const void *vx, const void *vy, int nr, int nc);
+typedef void (*qrow_fn) (const float *x, void *y, int64_t k);
+typedef void (*qmat_fn) (const float *x, void *y, int64_t nrow, int64_t n_per_row);
+
+struct ggml_init_params_c
+{
+	size_t		mem_size;
+	void	   *mem_buffer;
+	bool		no_alloc;
+};
+
+typedef struct oracle
+{
+	void	   *base,
+			   *cpu;
+	gemx_fn		gemv_q4_K,
+				gemm_q4_K;
+	qrow_fn		quantize_row_q8_K;
+	qmat_fn		quantize_mat_q8_K;
+	void	   *(*init) (struct ggml_init_params_c);
+	void		(*free) (void *);
+	void	   *(*new_tensor_2d) (void *, int, int64_t, int64_t);
+	void	   *(*mul_mat) (void *, void *, void *);
+	void	   *(*new_graph) (void *);
+	void		(*build_forward_expand) (void *, void *);
+	int			(*compute) (void *, void *, int);
+	void	   *(*get_data) (void *);
+} oracle;
+
+static bool
+oracle_open(oracle *o)
+{
+	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
+	char		path[1024],
+				def[1024];
+	void		(*cpu_init) (void);
+
+	memset(o, 0, sizeof(*o));
+	if (dir == NULL)
+	{
+		snprintf(def, sizeof(def), "%.900s/.cache/pg_llm/llama.cpp-build/bin", getenv("HOME") ? getenv("HOME") : "");
+		dir = def;
+	}
+	snprintf(path, sizeof(path), "%.900s/libggml-base.so", dir);
+	o->base = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	snprintf(path, sizeof(path), "%.900s/libggml-cpu.so", dir);
+	o->cpu = o->base ? dlopen(path, RTLD_NOW) : NULL;
+	if (o->cpu == NULL)
+	{
+		printf("# no llama.cpp CPU library in %s\n", dir);
+		return false;
+	}
+	cpu_init = (void (*) (void)) dlsym(o->cpu, "ggml_cpu_init");
+	o->gemv_q4_K = (gemx_fn) dlsym(o->cpu, "_ZN4ggml3cpu6repack4gemvI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
+	o->gemm_q4_K = (gemx_fn) dlsym(o->cpu, "_ZN4ggml3cpu6repack4gemmI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
+	o->quantize_row_q8_K = (qrow_fn) dlsym(o->cpu, "quantize_row_q8_K");
+	o->quantize_mat_q8_K = (qmat_fn) dlsym(o->cpu, "_Z19ggml_quantize_mat_tILl8EL9ggml_type15EEvPKfPvll");
+	o->compute = (int (*) (void *, void *, int)) dlsym(o->cpu, "ggml_graph_compute_with_ctx");
+	o->init = (void *(*) (struct ggml_init_params_c)) dlsym(o->base, "ggml_init");
+	o->free = (void (*) (void *)) dlsym(o->base, "ggml_free");
+	o->new_tensor_2d = (void *(*) (void *, int, int64_t, int64_t)) dlsym(o->base, "ggml_new_tensor_2d");
+	o->mul_mat = (void *(*) (void *, void *, void *)) dlsym(o->base, "ggml_mul_mat");
+	o->new_graph = (void *(*) (void *)) dlsym(o->base, "ggml_new_graph");
+	o->build_forward_expand = (void (*) (void *, void *)) dlsym(o->base, "ggml_build_forward_expand");
+	o->get_data = (void *(*) (void *)) dlsym(o->base, "ggml_get_data");
+	if (!cpu_init || !o->gemv_q4_K || !o->gemm_q4_K || !o->quantize_row_q8_K || !o->quantize_mat_q8_K ||
+		!o->compute || !o->init || !o->free || !o->new_tensor_2d || !o->mul_mat || !o->new_graph ||
+		!o->build_forward_expand || !o->get_data)
+	{
+		printf("# the llama.cpp library in %s lacks a symbol this test calls\n", dir);
+		return false;
+	}
+	cpu_init();
+	return true;
+}
+
+/* ggml's block_q4_Kx8 of 8 Q4_K blocks (repack.cpp make_block_q4_Kx8, interleave 8). */
+static void
+make_q4_Kx8(const llm_block_q4_K *in, uint8_t *out)
+{
+	uint16_t   *d = (uint16_t *) out,
+			   *dmin = d + 8;
+	uint8_t    *scales = out + 32,
+			   *qs = out + 32 + 96;
+	uint8_t		s[8],
+				m[8];
+
+	for (int i = 0; i < 8; i++)
+	{
+		d[i] = in[i].d;
+		dmin[i] = in[i].dmin;
+	}
+	for (int i = 0; i < LLM_QK_K * 4 / 8; i++)
+		memcpy(qs + 8 * i, in[i % 8].qs + (i / 8) * 8, 8);
+	for (int half = 0; half < 2; half++)
+		for (int i = 0; i < 4; i++)
+		{
+			uint8_t    *o = scales + 48 * half + 12 * i;
+
+			for (int j = 0; j < 8; j++)
+			{
+				if (half == 0)
+				{
+					s[j] = in[j].scales[i] & 63;
+					m[j] = in[j].scales[i + 4] & 63;
+				}
+				else
+				{
+					s[j] = (uint8_t) (((in[j].scales[i] & 192) >> 2) | (in[j].scales[i + 8] & 15));
+					m[j] = (uint8_t) (((in[j].scales[i + 4] & 192) >> 2) | ((in[j].scales[i + 8] & 240) >> 4));
+				}
+			}
+			for (int j = 0; j < 4; j++)
+			{
+				o[j] = (uint8_t) ((s[j] & 63) + ((s[j + 4] & 48) << 2));
+				o[4 + j] = (uint8_t) ((m[j] & 63) + ((m[j + 4] & 48) << 2));
+				o[8 + j] = (uint8_t) ((s[j + 4] & 15) + ((m[j + 4] & 15) << 4));
+			}
+		}
+}
+
+/* llama.cpp's Q4_K x 8 rows: out[t][r], tokens 0..3 by its GEMM, each token by its GEMV too. */
+static void
+oracle_q4_K(const oracle *o, const data *d, float *gemm, float *gemv)
+{
+	const int	nb = COLS / LLM_QK_K;
+	const size_t bx8 = 2 * 16 + 96 + 1024;
+	uint8_t    *vx = malloc(bx8 * nb);
+	char	   *vy4 = malloc((16 + 1024 + 128) * nb);
+	char	   *vy1 = malloc(292 * nb);
+	llm_block_q4_K tmp[8];
+
+	for (int b = 0; b < nb; b++)
+	{
+		for (int r = 0; r < 8; r++)
+			memcpy(&tmp[r], d->w + d->row_bytes * r + sizeof(llm_block_q4_K) * b, sizeof(llm_block_q4_K));
+		make_q4_Kx8(tmp, vx + bx8 * b);
+	}
+	o->quantize_mat_q8_K(d->x, vy4, 4, COLS);
+	o->gemm_q4_K(COLS, gemm, ROWS, vx, vy4, 4, ROWS);
+	for (int t = 0; t < TOKS; t++)
+	{
+		o->quantize_row_q8_K(d->x + (size_t) t * COLS, vy1, COLS);
+		o->gemv_q4_K(COLS, gemv + (size_t) t * ROWS, ROWS, vx, vy1, 1, ROWS);
+	}
+	free(vx);
+	free(vy4);
+	free(vy1);
+}
+
+/* llama.cpp's ggml_mul_mat of d's rows by its first n_tok tokens on the CPU: out[t][r]. */
+static bool
+oracle_mul_mat(const oracle *o, const data *d, int ggml_type, int n_tok, float *out)
+{
+	struct ggml_init_params_c ip = {64 << 20, NULL, false};
+	void	   *ctx = o->init(ip);
+	void	   *w,
+			   *x,
+			   *y,
+			   *g;
+
+	if (ctx == NULL)
+		return false;
+	w = o->new_tensor_2d(ctx, ggml_type, COLS, ROWS);
+	x = o->new_tensor_2d(ctx, 0 /* GGML_TYPE_F32 */ , COLS, n_tok);
+	memcpy(o->get_data(w), d->w, d->row_bytes * ROWS);
+	memcpy(o->get_data(x), d->x, sizeof(float) * COLS * n_tok);
+	y = o->mul_mat(ctx, w, x);
+	g = o->new_graph(ctx);
+	o->build_forward_expand(g, y);
+	if (o->compute(ctx, g, 2) != 0)
+	{
+		o->free(ctx);
+		return false;
+	}
+	memcpy(out, o->get_data(y), sizeof(float) * ROWS * n_tok);
+	o->free(ctx);
+	return true;
+}
+
+static int
+n_diff(const float *a, const float *b, size_t n)
+{
+	int			k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		k += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+	return k;
+}
+
+static void
+test_seed(uint64_t seed, const oracle *o, bool have_oracle)
+{
+	static const int impls[] = {LLM_IMPL_SCALAR, LLM_IMPL_AVX2};
+	float		ref[2][TOKS * ROWS],
+				got[2][TOKS * ROWS],
+				ora[2][TOKS * ROWS];
+
+	/* Q4_K, 8 rows: GEMV form and GEMM form */
+	{
+		const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_get(LLM_TYPE_Q4_K, LLM_IMPL_SCALAR), ROWS);
+		data		d;
+		llm_dot_tile_fn tile;
+
+		rng_state = seed;
+		make_data(&d, LLM_TYPE_Q4_K, ks);
+		CHECK(llm_qkernel_form(ks, &tile) == LLM_ROW_GROUPED && tile != NULL,
+			  "seed %llu: Q4_K of 8 rows has a grouped (GEMM) form", (unsigned long long) seed);
+		run(ks, false, &d, ref[0]);
+		run(ks, true, &d, ref[1]);
+		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q4_K GEMV and GEMM forms differ on %d of %d",
+			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
+		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
+		{
+			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_K, impls[i]);
+
+			if (k == NULL)
+			{
+				SKIP("Q4_K forms: implementation %d not on this CPU", impls[i]);
+				continue;
+			}
+			k = llm_qkernel_kform(k, ROWS);
+			run(k, false, &d, got[0]);
+			run(k, true, &d, got[1]);
+			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q4_K %s GEMV / GEMM forms bit-identical to scalar (%d, %d differ)",
+				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
+				  n_diff(got[1], ref[1], TOKS * ROWS));
+		}
+		if (!have_oracle)
+			SKIP("Q4_K forms vs llama.cpp: no oracle library");
+		else
+		{
+			oracle_q4_K(o, &d, ora[1], ora[0]);
+			CHECK(n_diff(ora[0], ref[0], TOKS * ROWS) == 0,
+				  "seed %llu: Q4_K GEMV form == llama.cpp's repacked gemv (%d of %d differ)",
+				  (unsigned long long) seed, n_diff(ora[0], ref[0], TOKS * ROWS), TOKS * ROWS);
+			CHECK(n_diff(ora[1], ref[1], 4 * ROWS) == 0,
+				  "seed %llu: Q4_K GEMM form == llama.cpp's repacked gemm, 4 tokens (%d of %d differ)",
+				  (unsigned long long) seed, n_diff(ora[1], ref[1], 4 * ROWS), 4 * ROWS);
+		}
+		free_data(&d);
+	}
+
+	/* Q4_K of a row count llama.cpp does not repack: vec-dot form and wide (tiled) form */
+	{
+		const llm_qkernel *kb = llm_qkernel_get(LLM_TYPE_Q4_K, LLM_IMPL_SCALAR);
+		const llm_qkernel *ks = llm_qkernel_kform(kb, 12);
+		data		d;
+		llm_dot_tile_fn tile;
+
+		rng_state = seed ^ 0x5851F42D4C957F2DULL;
+		make_data(&d, LLM_TYPE_Q4_K, ks);
+		CHECK(ks->dot == kb->dot && llm_qkernel_form(ks, &tile) == LLM_ROW_WIDE && tile != NULL,
+			  "seed %llu: Q4_K of 12 rows: ggml_vec_dot_q4_K_q8_K's dot, a wide (tiled) form",
+			  (unsigned long long) seed);
+		run(ks, false, &d, ref[0]);
+		run(ks, true, &d, ref[1]);
+		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q4_K vec-dot and tiled forms differ on %d of %d",
+			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
+		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
+		{
+			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_K, impls[i]);
+
+			if (k == NULL)
+			{
+				SKIP("Q4_K forms: implementation %d not on this CPU", impls[i]);
+				continue;
+			}
+			k = llm_qkernel_kform(k, 12);
+			run(k, false, &d, got[0]);
+			run(k, true, &d, got[1]);
+			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q4_K (12 rows) %s vec-dot / tiled forms bit-identical to scalar (%d, %d differ)",
+				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
+				  n_diff(got[1], ref[1], TOKS * ROWS));
+		}
+		if (!have_oracle)
+			SKIP("Q4_K tiled form vs llama.cpp: no oracle library");
+		else
+		{
+			/* a plain ggml context never repacks: vec dot below 8 tokens, tiled from 8 */
+			bool		ok8 = oracle_mul_mat(o, &d, 12 /* GGML_TYPE_Q4_K */ , TOKS, ora[1]);
+			bool		ok3 = oracle_mul_mat(o, &d, 12, 3, ora[0]);
+
+			CHECK(ok8 && n_diff(ora[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q4_K tiled form == llama.cpp's ggml_mul_mat of %d tokens (%d of %d differ)",
+				  (unsigned long long) seed, TOKS, ok8 ? n_diff(ora[1], ref[1], TOKS * ROWS) : -1, TOKS * ROWS);
+			CHECK(ok3 && n_diff(ora[0], ref[0], 3 * ROWS) == 0,
+				  "seed %llu: Q4_K vec-dot form == llama.cpp's ggml_mul_mat of 3 tokens (%d of %d differ)",
+				  (unsigned long long) seed, ok3 ? n_diff(ora[0], ref[0], 3 * ROWS) : -1, 3 * ROWS);
+		}
+		free_data(&d);
+	}
+
+	/* Q6_K: vec-dot form and wide (tiled) form */
+	{
+		const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_get(LLM_TYPE_Q6_K, LLM_IMPL_SCALAR), ROWS);
+		data		d;
+		llm_dot_tile_fn tile;
+
+		rng_state = seed ^ 0x9E3779B97F4A7C15ULL;
+		make_data(&d, LLM_TYPE_Q6_K, ks);
+		CHECK(llm_qkernel_form(ks, &tile) == LLM_ROW_WIDE && tile != NULL,
+			  "seed %llu: Q6_K has a wide (tiled) form", (unsigned long long) seed);
+		run(ks, false, &d, ref[0]);
+		run(ks, true, &d, ref[1]);
+		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q6_K vec-dot and tiled forms differ on %d of %d",
+			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
+		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
+		{
+			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q6_K, impls[i]);
+
+			if (k == NULL)
+			{
+				SKIP("Q6_K forms: implementation %d not on this CPU", impls[i]);
+				continue;
+			}
+			k = llm_qkernel_kform(k, ROWS);
+			run(k, false, &d, got[0]);
+			run(k, true, &d, got[1]);
+			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q6_K %s vec-dot / tiled forms bit-identical to scalar (%d, %d differ)",
+				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
+				  n_diff(got[1], ref[1], TOKS * ROWS));
+		}
+		if (!have_oracle)
+			SKIP("Q6_K forms vs llama.cpp: no oracle library");
+		else
+		{
+			bool		ok8 = oracle_mul_mat(o, &d, 14 /* GGML_TYPE_Q6_K */ , TOKS, ora[1]);
+			bool		ok3 = oracle_mul_mat(o, &d, 14, 3, ora[0]);
+
+			CHECK(ok8 && n_diff(ora[1], ref[1], TOKS * ROWS) == 0,
+				  "seed %llu: Q6_K tiled form == llama.cpp's ggml_mul_mat of %d tokens (%d of %d differ)",
+				  (unsigned long long) seed, TOKS, ok8 ? n_diff(ora[1], ref[1], TOKS * ROWS) : -1, TOKS * ROWS);
+			CHECK(ok3 && n_diff(ora[0], ref[0], 3 * ROWS) == 0,
+				  "seed %llu: Q6_K vec-dot form == llama.cpp's ggml_mul_mat of 3 tokens (%d of %d differ)",
+				  (unsigned long long) seed, ok3 ? n_diff(ora[0], ref[0], 3 * ROWS) : -1, 3 * ROWS);
+		}
+		free_data(&d);
+	}
+}
+
+int
+main(void)
+{
+	const char *env = getenv("LLM_TEST_SEED");
+	uint64_t	fresh = env ? strtoull(env, NULL, 10) : (uint64_t) time(NULL) * 2654435761u + 1;
+	oracle		o;
+	bool		have = oracle_open(&o);
+
+	printf("# fresh seed %llu (LLM_TEST_SEED)\n", (unsigned long long) fresh);
+	test_seed(12345, &o, have);
+	test_seed(987654321, &o, have);
+	test_seed(fresh, &o, have);
+	return unit_done();
+}
