@@ -26,7 +26,7 @@ llm_dedup_create(MemoryContext parent, Size limit)
 	d->index.mask = DEDUP_MIN_SLOTS - 1;
 	d->index.slots = MemoryContextAllocZero(cxt, sizeof(uint32) * DEDUP_MIN_SLOTS);
 	d->cap_calls = DEDUP_MIN_SLOTS / 2;
-	d->calls = MemoryContextAllocZero(cxt, sizeof(BatchDedupCall) * d->cap_calls);
+	d->calls = MemoryContextAllocZero(cxt, sizeof(BatchDedupCall *) * d->cap_calls);
 	return d;
 }
 
@@ -65,7 +65,7 @@ dedup_eq(const void *ctx, uint32_t id, const void *key)
 {
 	const BatchDedup *d = ctx;
 	const DedupProbe *p = key;
-	const BatchDedupCall *c = &d->calls[id];
+	const BatchDedupCall *c = d->calls[id];
 
 	return c->key_len == p->key_len && memcmp(c->key, p->key, p->key_len) == 0;
 }
@@ -76,10 +76,10 @@ llm_dedup_find(BatchDedup *d, const char *key, size_t key_len, uint64 hash)
 	DedupProbe	p = {key, key_len};
 	int64		id = llm_hash_index_find(&d->index, hash, dedup_eq, d, &p);
 
-	return id < 0 ? NULL : &d->calls[id];
+	return id < 0 ? NULL : d->calls[id];
 }
 
-/* Double the slots (entries re-inserted in id order) and the entry array. */
+/* Double the slots (entries re-inserted in id order) and the array of entry pointers. */
 static void
 dedup_grow(BatchDedup *d)
 {
@@ -91,13 +91,13 @@ dedup_grow(BatchDedup *d)
 	d->index.mask = n_slots - 1;
 	for (uint32 i = 0; i < d->n_calls; i++)
 	{
-		DedupProbe	p = {d->calls[i].key, d->calls[i].key_len};
+		DedupProbe	p = {d->calls[i]->key, d->calls[i]->key_len};
 
-		*llm_hash_index_slot(&d->index, d->calls[i].hash, dedup_eq, d, &p) = i + 1;
+		*llm_hash_index_slot(&d->index, d->calls[i]->hash, dedup_eq, d, &p) = i + 1;
 	}
 	pfree(old);
 	d->cap_calls *= 2;
-	d->calls = repalloc(d->calls, sizeof(BatchDedupCall) * d->cap_calls);
+	d->calls = repalloc(d->calls, sizeof(BatchDedupCall *) * d->cap_calls);
 }
 
 BatchDedupCall *
@@ -117,8 +117,8 @@ llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash, uint6
 		dedup_grow(d);
 	slot = llm_hash_index_slot(&d->index, hash, dedup_eq, d, &p);
 	Assert(*slot == 0);
-	c = &d->calls[d->n_calls];
-	memset(c, 0, sizeof(*c));
+	c = MemoryContextAllocZero(d->cxt, sizeof(BatchDedupCall));
+	d->calls[d->n_calls] = c;
 	c->id = id;
 	c->refs = 1;
 	c->hash = hash;

@@ -43,7 +43,7 @@ typedef struct BatchDedup
 	MemoryContext cxt;			/* entries, keys, results */
 	Size		limit;			/* bytes of cxt past which no entry is added */
 	llm_hash_index index;		/* slots palloc'd in cxt */
-	BatchDedupCall *calls;
+	BatchDedupCall **calls;		/* each allocated alone: rows keep pointers to them */
 	uint32		n_calls;
 	uint32		cap_calls;
 	bool		full;			/* the limit was reached */
