@@ -28,6 +28,7 @@
 #include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 
+#include "batch_dedup.h"
 #include "batch_scan.h"
 #include "channel/client.h"
 #include "common/progress.h"
@@ -39,6 +40,7 @@
 #define BATCH_INITIAL_WINDOW 4
 
 int			llm_batch_window = 64;
+bool		llm_dedup_calls = true;
 
 /* ------------------------------------------------------------------------
  * Execution
@@ -63,6 +65,7 @@ typedef struct BatchRow
 	int			stage;			/* current stage */
 	bool		started;		/* the engine started the current stage's calls */
 	uint64	   *ids;			/* per call: request id, 0 if none in flight */
+	BatchDedupCall **shared;	/* per call: the shared call it waits on, or NULL */
 	LlmResult **results;		/* per call: taken (or local) result */
 	ErrorData **errors;			/* per call: argument error, raised at emission */
 	bool	   *is_null;		/* per call: NULL prompt, the value is NULL */
@@ -104,12 +107,14 @@ typedef struct BatchScanState
 	TupleTableSlot *eval_slot;	/* scan tuple for arguments and quals of rows read ahead */
 	ExprContext *eval_cxt;
 	MemoryContext tmp_cxt;		/* per-request temporaries */
+	BatchDedup *dedup;			/* identical deterministic calls, or NULL (llm.dedup_calls off) */
 	/* EXPLAIN ANALYZE */
 	int64		n_requests;
 	int64		n_used;
 	int64		n_aborted;
 	int64		n_failed;
 	int64		n_filtered;
+	int64		n_shared;		/* calls answered by another row's request */
 	int			max_in_flight;
 	int64		prompt_tokens;
 	int64		cached_tokens;
@@ -249,6 +254,10 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	st->eval_cxt = CreateExprContext(estate);
 	st->tmp_cxt = AllocSetContextCreate(CurrentMemoryContext, "llm batch request",
 										ALLOCSET_DEFAULT_SIZES);
+	/* read at executor start, like the window; a recheck runs one row alone */
+	st->dedup = NULL;
+	if (llm_dedup_calls && estate->es_epq_active == NULL)
+		st->dedup = llm_dedup_create(CurrentMemoryContext, (Size) work_mem * 1024);
 }
 
 /* A ring slot's first use: its memory context and per-call arrays. */
@@ -259,6 +268,7 @@ init_row(BatchScanState *st, BatchRow *r)
 
 	r->cxt = AllocSetContextCreate(st->row_cxt, "llm batch row", ALLOCSET_SMALL_SIZES);
 	r->ids = MemoryContextAllocZero(st->row_cxt, sizeof(uint64) * n);
+	r->shared = MemoryContextAllocZero(st->row_cxt, sizeof(BatchDedupCall *) * n);
 	r->results = MemoryContextAllocZero(st->row_cxt, sizeof(LlmResult *) * n);
 	r->errors = MemoryContextAllocZero(st->row_cxt, sizeof(ErrorData *) * n);
 	r->is_null = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
@@ -277,7 +287,22 @@ release_row(BatchScanState *st, BatchRow *r)
 		return;
 	for (int j = 0; j < st->n_calls; j++)
 	{
-		if (r->ids[j] != 0)
+		if (r->shared[j] != NULL)
+		{
+			BatchDedupCall *c = r->shared[j];
+
+			/* the request goes when no row waits on it any more */
+			if (--c->refs == 0 && c->id != 0)
+			{
+				llm_abort_request(c->id);
+				c->id = 0;
+				c->dead = true;
+				st->n_aborted++;
+				st->in_flight--;
+			}
+			r->shared[j] = NULL;
+		}
+		else if (r->ids[j] != 0)
 		{
 			llm_abort_request(r->ids[j]);
 			st->n_aborted++;
@@ -402,11 +427,39 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 	}
 	else
 	{
+		char	   *key = NULL;
+		size_t		key_len = 0;
+		uint64		hash = 0;
+		BatchDedupCall *c = NULL;
+
 		llm_call_set_batch(&call);
+		if (st->dedup != NULL && llm_dedup_key(&call.req, &key, &key_len, &hash))
+		{
+			c = llm_dedup_find(st->dedup, key, key_len, hash);
+			if (c != NULL && !c->dead)
+			{
+				/* an identical call of this node: its answer, finished or to come */
+				st->n_shared++;
+				if (c->result != NULL)
+					r->results[j] = c->result;
+				else
+				{
+					c->refs++;
+					r->shared[j] = c;
+					r->ids[j] = c->id;
+				}
+				r->on_error_null[j] = call.on_error_null;
+				MemoryContextSwitchTo(old);
+				return;
+			}
+		}
 		r->ids[j] = llm_submit(&call.req);
 		st->n_requests++;
 		st->in_flight++;
 		st->max_in_flight = Max(st->max_in_flight, st->in_flight);
+		/* a call aborted unfinished keeps its entry dead: this one stays unshared */
+		if (key != NULL && c == NULL)
+			r->shared[j] = llm_dedup_add(st->dedup, key, key_len, hash, r->ids[j]);
 	}
 	r->on_error_null[j] = has_prompt && call.on_error_null;
 	MemoryContextSwitchTo(old);
@@ -434,17 +487,60 @@ submit_stage(BatchScanState *st, BatchRow *r)
 	r->state = any ? ROW_RUNNING : ROW_READY;
 }
 
-/* Take a finished request's result into the row. */
+/* Whether call j of row r has its answer (its own request's or a shared one). */
+static bool
+call_done(BatchRow *r, int j)
+{
+	if (r->shared[j] != NULL)
+		return r->shared[j]->result != NULL || llm_request_is_done(r->shared[j]->id);
+	return llm_request_is_done(r->ids[j]);
+}
+
+/* Count a finished request's result for EXPLAIN ANALYZE. */
+static void note_result(BatchScanState *st, LlmResult *res);
+
+/*
+ * Take a finished request's result into the row.  A shared call's result is
+ * taken once, into the table's memory, and read by every row that shares
+ * it (each converts it with its own on_error).
+ */
 static void
 take_call(BatchScanState *st, BatchRow *r, int j)
 {
-	MemoryContext old = MemoryContextSwitchTo(r->cxt);
-	LlmResult  *res = llm_take_result(r->ids[j]);
+	MemoryContext old;
+	LlmResult  *res;
 
+	if (r->shared[j] != NULL)
+	{
+		BatchDedupCall *c = r->shared[j];
+
+		if (c->result == NULL)
+		{
+			old = MemoryContextSwitchTo(st->dedup->cxt);
+			c->result = llm_take_result(c->id);
+			MemoryContextSwitchTo(old);
+			c->id = 0;
+			st->in_flight--;
+			note_result(st, c->result);
+		}
+		c->refs--;
+		r->shared[j] = NULL;
+		r->ids[j] = 0;
+		r->results[j] = c->result;
+		return;
+	}
+	old = MemoryContextSwitchTo(r->cxt);
+	res = llm_take_result(r->ids[j]);
 	MemoryContextSwitchTo(old);
 	r->ids[j] = 0;
 	r->results[j] = res;
 	st->in_flight--;
+	note_result(st, res);
+}
+
+static void
+note_result(BatchScanState *st, LlmResult *res)
+{
 	st->n_used++;
 	if (res->failed)
 		st->n_failed++;
@@ -481,7 +577,7 @@ advance(BatchScanState *st, BatchRow *r)
 		bool		pass;
 
 		for (int j = 0; j < st->n_calls; j++)
-			if (st->stage[j] == r->stage && r->ids[j] != 0 && !llm_request_is_done(r->ids[j]))
+			if (st->stage[j] == r->stage && r->ids[j] != 0 && !call_done(r, j))
 				return;
 		for (int j = 0; j < st->n_calls; j++)
 			if (st->stage[j] == r->stage && r->ids[j] != 0)
@@ -783,6 +879,8 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 		ExplainPropertyInteger("Max Requests in Flight", NULL, st->max_in_flight, es);
 		if (st->n_quals > 0)
 			ExplainPropertyInteger("Rows Removed by LLM Filter", NULL, st->n_filtered, es);
+		if (st->n_shared > 0)
+			ExplainPropertyInteger("LLM Calls Shared", NULL, st->n_shared, es);
 		if (st->drain_child)
 			ExplainPropertyBool("Child Drained", st->child_exhausted, es);
 		ExplainPropertyInteger("Prompt Tokens", NULL, st->prompt_tokens, es);

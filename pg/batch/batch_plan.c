@@ -953,6 +953,17 @@ llm_batch_init(void)
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("llm.dedup_calls",
+							 "Within one LLM Batch node, identical deterministic calls share one request.",
+							 "Read when the statement starts executing. Rows whose request (model, rendered prompt, every "
+							 "option, role) equals one already sent share its answer instead of running the model again; "
+							 "sampling without a seed is never shared. off calls the model once per row, as PostgreSQL "
+							 "evaluates a volatile function.",
+							 &llm_dedup_calls,
+							 true,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+
 	RegisterCustomScanMethods(&llm_batch_plan_methods);
 
 	prev_planner_hook = planner_hook;

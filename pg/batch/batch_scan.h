@@ -15,6 +15,7 @@
 
 /* GUCs (registered by llm_batch_init; llm.batch_window read by the executor half) */
 extern int	llm_batch_window;		/* batch_exec.c */
+extern bool llm_dedup_calls;		/* batch_exec.c: share identical deterministic calls */
 extern bool llm_enable_batch_scan;	/* batch_plan.c */
 
 /*

@@ -64,7 +64,10 @@ DECLARE
 	n0 bigint;
 	n1 bigint;
 	n2 bigint;
+	dedup text := current_setting('llm.dedup_calls');
 BEGIN
+	-- the node's calls, one for one with row by row: no sharing of identical calls
+	PERFORM set_config('llm.dedup_calls', 'off', true);
 	PERFORM wait_idle();
 	SELECT requests_finished INTO n0 FROM llm_stat;
 	EXECUTE 'SELECT array_agg(t::text) FROM (' || q || ') t' INTO a;
@@ -73,6 +76,7 @@ BEGIN
 	SET LOCAL llm.enable_batch_scan = off;
 	EXECUTE 'SELECT array_agg(t::text) FROM (' || q || ') t' INTO b;
 	SET LOCAL llm.enable_batch_scan = on;
+	PERFORM set_config('llm.dedup_calls', dedup, true);
 	PERFORM wait_idle();
 	SELECT requests_finished INTO n2 FROM llm_stat;
 	rows := coalesce(cardinality(a), 0);
