@@ -25,10 +25,14 @@ SELECT llm_render_chat('[{"role": "user", "content": "Hi"}]', false, model => 'f
 SELECT llm_render_chat('[{"role": "user", "content": "Hi"}]') LIKE '<|im_start|>system%' AS default_own;
 
 -- inline text, for llm.model
-ALTER SYSTEM SET llm.chat_template = '{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}';
+ALTER SYSTEM SET llm.chat_template = '{% if tools %}{{ raise_exception(''tools: '' ~ tools | length) }}{% endif %}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}';
 SELECT pg_reload_conf();
 SELECT wait_until($$SELECT llm_render_chat('[{"role": "user", "content": "Hi"}]') = '[user:Hi]'$$);
 SELECT llm_render_chat('[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]');
+-- llm_chat passes tools => to the template
+SELECT try_sql($$SELECT llm_chat('[{"role": "user", "content": "Hi"}]', max_tokens => 4,
+                                 tools => '[{"type": "function", "function": {"name": "f"}}]')$$) AS chat_tools;
+SELECT try_sql($$SELECT llm_chat('[{"role": "user", "content": "Hi"}]', tools => '{"a": 1}')$$) AS chat_tools_not_array;
 -- a per-model setting wins over llm.chat_template
 SELECT llm_render_chat('[{"role": "user", "content": "Hi"}]', false, model => 'file');
 
@@ -45,3 +49,14 @@ SELECT pg_reload_conf();
 SELECT wait_until($$SELECT count(*) = 1 FROM llm_models$$);
 SELECT wait_until($$SELECT llm_render_chat('[{"role": "user", "content": "Hi"}]') LIKE '<|im_start|>system%'$$);
 SELECT wait_model();
+
+-- strip_thinking (default true): the answer after a leading <think>...</think>
+-- section; with enable_thinking => true the template may have opened it
+SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
+                choices => ARRAY[E'<think>\nFrance.\n</think>\n\nParis']) AS stripped;
+SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
+                choices => ARRAY[E'<think>\nFrance.\n</think>\n\nParis'], strip_thinking => false) AS kept;
+SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
+                choices => ARRAY[E'France.</think> Paris'], enable_thinking => true) AS opened_stripped;
+SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
+                choices => ARRAY[E'France.</think> Paris']) AS not_opened_kept;
