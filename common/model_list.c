@@ -263,10 +263,12 @@ llm_model_config(const LlmModelSpec *spec, llm_engine_config *c, MemoryContext c
 	for (int i = 0; i < spec->n_settings; i++)
 	{
 		char		err[256];
+		MemoryContext old = MemoryContextSwitchTo(cxt);	/* a text setting's copy lives as long as c */
 
 		/* checked when the value was parsed; never raise here: the worker calls this */
 		if (!llm_engine_config_set(c, spec->settings[i].name, spec->settings[i].value, err, sizeof(err)))
 			elog(WARNING, "model \"%s\": %s; the llm.* value is used", spec->alias, err);
+		MemoryContextSwitchTo(old);
 	}
 }
 

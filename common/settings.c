@@ -86,6 +86,24 @@ check_context_length(int *newval, void **extra, GucSource source)
 typedef const char *(*BootString) (void);
 
 /*
+ * llm.chat_template: a name of its row, Jinja text or an absolute path
+ * (llm_chat_source_of); the load compiles a template and refuses it there.
+ */
+static bool
+check_chat_template(char **newval, void **extra, GucSource source)
+{
+	const llm_setting *s = llm_setting_at(FIELD(chat_template));
+
+	if (*newval == NULL || llm_chat_source_of(*newval) != LLM_CHAT_SOURCE_NAME)
+		return true;
+	for (const char *const *o = s->options; *o != NULL; o++)
+		if (pg_strcasecmp(*o, *newval) == 0)
+			return true;
+	GUC_check_errdetail("llm.chat_template must be %s.", s->range);
+	return false;
+}
+
+/*
  * What only the GUCs have, by the config field: llm.model's boot value (the
  * engine has no default file), llm.context_length's check of the values its
  * bounds let through (with the GUC's detail message).
@@ -95,9 +113,11 @@ static const struct
 	size_t		field;
 	BootString	boot_string;
 	GucIntCheckHook check_int;
+	GucStringCheckHook open_enum;	/* an ENUM row that also takes text: a string GUC so checked */
 }			guc_extras[] = {
-	{FIELD(model_path), default_model_path, NULL},
-	{FIELD(n_ctx), NULL, check_context_length},
+	{FIELD(model_path), default_model_path, NULL, NULL},
+	{FIELD(n_ctx), NULL, check_context_length, NULL},
+	{FIELD(chat_template), NULL, NULL, check_chat_template},
 };
 
 static BootString
@@ -106,6 +126,15 @@ extra_boot_string(size_t field)
 	for (int i = 0; i < lengthof(guc_extras); i++)
 		if (guc_extras[i].field == field)
 			return guc_extras[i].boot_string;
+	return NULL;
+}
+
+static GucStringCheckHook
+extra_open_enum(size_t field)
+{
+	for (int i = 0; i < lengthof(guc_extras); i++)
+		if (guc_extras[i].field == field)
+			return guc_extras[i].open_enum;
 	return NULL;
 }
 
@@ -181,6 +210,14 @@ llm_engine_config_define_gucs(void)
 				}
 				break;
 			case LLM_SETTING_ENUM:
+				if (extra_open_enum(s->offset) != NULL)
+				{
+					/* options or a text: a string GUC, the first option its default */
+					DefineCustomStringVariable(s->guc, s->short_desc, s->long_desc, &g->value.s,
+											   s->options[0], PGC_SIGHUP, g->flags,
+											   extra_open_enum(s->offset), NULL, NULL);
+					break;
+				}
 				g->options = enum_entries(s);
 				/* the first option is the default */
 				DefineCustomEnumVariable(s->guc, s->short_desc, s->long_desc, &g->value.i,
@@ -217,6 +254,17 @@ llm_engine_config_from_gucs(llm_engine_config *c, MemoryContext cxt)
 				*(const char **) field = MemoryContextStrdup(cxt, g->value.s ? g->value.s : "");
 				break;
 			case LLM_SETTING_ENUM:
+				if (g->options == NULL)
+				{
+					/* an open ENUM row: an option by its static name, else the text */
+					const char *v = g->value.s ? g->value.s : s->options[0];
+
+					*(const char **) field = MemoryContextStrdup(cxt, v);
+					for (const char *const *o = s->options; *o != NULL; o++)
+						if (pg_strcasecmp(*o, v) == 0)
+							*(const char **) field = *o;
+					break;
+				}
 				/* the option's static name */
 				*(const char **) field = s->options[g->value.i];
 				break;
@@ -293,12 +341,20 @@ llm_engine_config_set(llm_engine_config *c, const char *name, const char *value,
 					*(const char **) field = *o;
 					return true;
 				}
+			if (extra_open_enum(s->offset) != NULL && llm_chat_source_of(value) != LLM_CHAT_SOURCE_NAME)
+			{
+				/* a text: in the caller's memory context, as long as the config */
+				*(const char **) field = pstrdup(value);
+				return true;
+			}
 			{
 				StringInfoData buf;
 
 				initStringInfo(&buf);
 				for (const char *const *o = s->options; *o != NULL; o++)
 					appendStringInfo(&buf, "%s%s", buf.len > 0 ? ", " : "", *o);
+				if (extra_open_enum(s->offset) != NULL)
+					appendStringInfoString(&buf, ", a Jinja template or an absolute path to one");
 				snprintf(err, errlen, "model setting %s must be one of: %s", name, buf.data);
 				pfree(buf.data);
 			}

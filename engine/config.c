@@ -218,6 +218,11 @@ engine_config_check(const llm_engine_config *c, size_t *field, char *err, size_t
 			}
 		}
 	}
+	/* chat_template: a family name, or a template (text or path) the load compiles */
+	if (c->chat_template != NULL && llm_chat_source_of(c->chat_template) == LLM_CHAT_SOURCE_NAME &&
+		!is_option(llm_setting_at(offsetof(llm_engine_config, chat_template))->options, c->chat_template))
+		BAD(chat_template, "chat_template must be %s, not \"%s\"",
+			llm_setting_at(offsetof(llm_engine_config, chat_template))->range, c->chat_template);
 	/* a context between 0 (the model's) and one that holds a chat turn has no use */
 	if (c->n_ctx > 0 && c->n_ctx < LLM_MIN_N_CTX)
 		return out_of_range(llm_setting_at(offsetof(llm_engine_config, n_ctx)), c->n_ctx, field, err, errlen);

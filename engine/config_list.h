@@ -216,11 +216,15 @@
 	 * tokenizer.chat_template rendered by the Jinja interpreter, "none" \
 	 * when it has none or it is refused; "none", "chatml", "gemma": that \
 	 * built-in family whatever the file says (its marker tokens must be in \
-	 * the vocabulary) \
+	 * the vocabulary); else a template the load compiles, refusing the \
+	 * load when it is outside the interpreter's subset: Jinja text (it \
+	 * contains "{{" or "{%") or an absolute path to a file holding one \
+	 * (chat_template.h, llm_chat_source_of); not strict, engine_config_check \
+	 * refuses any other value \
 	 */ \
-	ENUM(chat_template, "llm.chat_template", "--chat-template", LLM_CHAT_TEMPLATE_OPTIONS, true, true, \
-		 "auto, none, chatml or gemma", \
-		 "Chat template of llm_chat and text prompts: auto, none, chatml or gemma.", \
+	ENUM(chat_template, "llm.chat_template", "--chat-template", LLM_CHAT_TEMPLATE_OPTIONS, false, true, \
+		 "auto, none, chatml, gemma, a Jinja template or an absolute path to one", \
+		 "Chat template of llm_chat and text prompts: auto, none, chatml, gemma, a Jinja template or a file path.", \
 		 "auto renders the model file's own tokenizer.chat_template (Jinja); a model without one " \
 		 "(a base model) then serves raw prompts only and llm_chat is an error. A family named here is used " \
 		 "whatever the file says; its marker tokens must be in the model's vocabulary.") \

@@ -195,6 +195,13 @@ engine_build(const llm_engine_config *c, bool check_only, size_t *field, char *e
 		if (llm_chat_template_init(&e->chat, e->gguf, e->tok, err, errlen) != 0)
 			goto fail;
 	}
+	else if (llm_chat_source_of(e->chat_template) != LLM_CHAT_SOURCE_NAME)
+	{
+		/* a template given in the configuration: refused, it fails the load (the setting's fault) */
+		AT(chat_template);
+		if (llm_chat_template_init_override(&e->chat, e->chat_template, e->gguf, e->tok, err, errlen) != 0)
+			goto fail;
+	}
 	else
 	{
 		llm_chat_family fam = LLM_CHAT_NONE;

@@ -413,3 +413,37 @@ COMMENT ON COLUMN llm_jobs.model_sha256 IS
 'The sha256 of the model file that made the rows the job wrote last (llm_models.sha256 of its model then); NULL before its first row.';
 
 -- end of embeddings and retrieval
+
+-- chat template options of llm_chat
+--
+-- llm_chat gains tools and enable_thinking (passed to the chat template, as
+-- llm_render_chat's) and strip_thinking (default true: the answer after a
+-- leading <think>...</think> section and the whitespace after it), appended
+-- in place so the function keeps its OID and grants.
+CREATE FUNCTION llm_chat_0_4(
+	messages jsonb,
+	max_tokens int DEFAULT 256,
+	temperature float8 DEFAULT 0,
+	top_p float8 DEFAULT 1,
+	top_k int DEFAULT 0,
+	min_p float8 DEFAULT 0,
+	repetition_penalty float8 DEFAULT 1,
+	seed bigint DEFAULT NULL,
+	stop text[] DEFAULT NULL,
+	system text DEFAULT NULL,
+	on_error text DEFAULT 'raise',
+	choices text[] DEFAULT NULL,
+	regex text DEFAULT NULL,
+	json_schema jsonb DEFAULT NULL,
+	priority text DEFAULT NULL,
+	model text DEFAULT NULL,
+	tools jsonb DEFAULT NULL,
+	enable_thinking boolean DEFAULT NULL,
+	strip_thinking boolean DEFAULT true)
+RETURNS text
+AS 'MODULE_PATHNAME', 'pg_llm_chat'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
+SELECT llm_widen_function('llm_chat(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text)',
+                          'llm_chat_0_4(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text, jsonb, boolean, boolean)');
+
+-- end of chat template options of llm_chat

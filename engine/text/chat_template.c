@@ -21,6 +21,7 @@
 #include "chat_jinja.h"
 #include "engine/util/text_util.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,66 @@ llm_chat_template_init_source(llm_chat_template *ct, const char *src, size_t len
 		return -1;
 	}
 	return 0;
+}
+
+llm_chat_source
+llm_chat_source_of(const char *value)
+{
+	if (value == NULL)
+		return LLM_CHAT_SOURCE_NAME;
+	if (strstr(value, "{{") != NULL || strstr(value, "{%") != NULL)
+		return LLM_CHAT_SOURCE_TEXT;
+	if (value[0] == '/')
+		return LLM_CHAT_SOURCE_PATH;
+	return LLM_CHAT_SOURCE_NAME;
+}
+
+int
+llm_chat_template_init_override(llm_chat_template *ct, const char *value,
+								const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen)
+{
+	FILE	   *fp;
+	char	   *buf;
+	size_t		n;
+	int			rc;
+
+	memset(ct, 0, sizeof(*ct));
+	switch (llm_chat_source_of(value))
+	{
+		case LLM_CHAT_SOURCE_TEXT:
+			return llm_chat_template_init_source(ct, value, strlen(value), f, t, err, errlen);
+		case LLM_CHAT_SOURCE_PATH:
+			break;
+		case LLM_CHAT_SOURCE_NAME:
+			llm_set_err(err, errlen, "\"%s\" is neither a Jinja template nor an absolute path", value);
+			return -1;
+	}
+	fp = fopen(value, "rb");
+	if (fp == NULL)
+	{
+		llm_set_err(err, errlen, "could not open chat template file \"%s\": %s", value, strerror(errno));
+		return -1;
+	}
+	buf = malloc(LLM_CHAT_TEMPLATE_FILE_MAX + 1);
+	if (buf == NULL)
+	{
+		fclose(fp);
+		llm_set_err(err, errlen, "out of memory");
+		return -1;
+	}
+	n = fread(buf, 1, LLM_CHAT_TEMPLATE_FILE_MAX + 1, fp);
+	if (ferror(fp) || n > LLM_CHAT_TEMPLATE_FILE_MAX)
+	{
+		llm_set_err(err, errlen, ferror(fp) ? "could not read chat template file \"%s\"" :
+					"chat template file \"%s\" is larger than %d bytes", value, LLM_CHAT_TEMPLATE_FILE_MAX);
+		fclose(fp);
+		free(buf);
+		return -1;
+	}
+	fclose(fp);
+	rc = llm_chat_template_init_source(ct, buf, n, f, t, err, errlen);
+	free(buf);
+	return rc;
 }
 
 const char *

@@ -92,6 +92,33 @@ int			llm_chat_template_init_family(llm_chat_template *ct, llm_chat_family famil
 int			llm_chat_template_init_source(llm_chat_template *ct, const char *src, size_t len,
 										  const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen);
 
+/*
+ * A configured chat_template besides the names auto/none/chatml/gemma:
+ * Jinja text (it contains "{{" or "{%") or an absolute path ("/...") to a
+ * file holding one.  LLM_CHAT_SOURCE_NAME for anything else (a family name,
+ * or a value the configuration refuses).
+ */
+typedef enum llm_chat_source
+{
+	LLM_CHAT_SOURCE_NAME,
+	LLM_CHAT_SOURCE_TEXT,
+	LLM_CHAT_SOURCE_PATH
+} llm_chat_source;
+
+llm_chat_source llm_chat_source_of(const char *value);
+
+/*
+ * A configured template override: value is Jinja text or an absolute path
+ * to a file read now (at most LLM_CHAT_TEMPLATE_FILE_MAX bytes); compiled
+ * as llm_chat_template_init_source.  -1 + err (the file's fault, or the
+ * construct refused with line:column): the load fails, no model is served
+ * with a template other than the one configured.
+ */
+#define LLM_CHAT_TEMPLATE_FILE_MAX (1 << 20)
+int			llm_chat_template_init_override(llm_chat_template *ct, const char *value,
+											const gguf_file *f, const llm_tokenizer *t,
+											char *err, size_t errlen);
+
 /* Why the file's template was refused (the model serves raw prompts only), or NULL. */
 const char *llm_chat_template_refused(const llm_chat_template *ct);
 

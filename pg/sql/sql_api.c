@@ -24,6 +24,7 @@
 #include "sql_args.h"
 #include "sql_result.h"
 #include "common/utf8_text.h"
+#include "engine/text/thinking.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_generate);
 PG_FUNCTION_INFO_V1(pg_llm_generate_array);
@@ -191,7 +192,9 @@ pg_llm_generate_array(PG_FUNCTION_ARGS)
 
 /*
  * llm_chat(messages jsonb, max_tokens, temperature, top_p, top_k, min_p,
- *          repetition_penalty, seed, stop, system, on_error) -> text
+ *          repetition_penalty, seed, stop, system, on_error, choices, regex,
+ *          json_schema, priority, model, tools, enable_thinking,
+ *          strip_thinking) -> text
  * messages: [{"role": "system"|"user"|"assistant", "content": "..."}, ...]
  * (OpenAI style), read by llm_call_set_messages_jsonb.
  */
@@ -209,6 +212,14 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 	llm_call_set_messages_jsonb(&call, PG_GETARG_JSONB_P(0));
 
 	res = run_request(&call.req);
+	if (call.strip_thinking && res->text != NULL)
+	{
+		/* the template opened the section when the caller enabled thinking (thinking.h) */
+		size_t		off = llm_thinking_answer_offset(res->text, res->text_len, call.req.thinking > 0);
+
+		res->text += off;
+		res->text_len -= (int) off;
+	}
 	result = llm_text_value(res, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();

@@ -17,6 +17,7 @@
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -120,6 +121,32 @@ apply_system(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
 	c->req.system = llm_text_to_utf8(DatumGetTextPP(v));
 	c->req.system_len = strlen(c->req.system);
+}
+
+/* tools => a JSON array of tool schemas, passed to the chat template (as llm_render_chat's) */
+static void
+apply_tools(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	Jsonb	   *tools = DatumGetJsonbP(v);
+	char	   *s;
+
+	if (!JB_ROOT_IS_ARRAY(tools) || JB_ROOT_IS_SCALAR(tools))
+		invalid_arg("tools must be a JSON array of tool schemas");
+	s = JsonbToCString(NULL, &tools->root, VARSIZE(tools));
+	c->req.tools = pg_server_to_any(s, strlen(s), PG_UTF8);
+	c->req.tools_len = strlen(c->req.tools);
+}
+
+static void
+apply_enable_thinking(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->req.thinking = DatumGetBool(v) ? 1 : -1;
+}
+
+static void
+apply_strip_thinking(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->strip_thinking = DatumGetBool(v);
 }
 
 static void
@@ -266,6 +293,9 @@ static const LlmArgDesc arg_table[] = {
 	{"json_schema", JSONBOID, NULL, apply_json_schema},
 	{"priority", TEXTOID, NULL, apply_priority},
 	{"model", TEXTOID, NULL, apply_model},
+	{"tools", JSONBOID, NULL, apply_tools},
+	{"enable_thinking", BOOLOID, NULL, apply_enable_thinking},
+	{"strip_thinking", BOOLOID, "true", apply_strip_thinking},
 };
 
 #define N_ARGS lengthof(arg_table)

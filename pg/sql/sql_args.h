@@ -85,6 +85,8 @@ typedef struct LlmCall
 	const char *instruction;
 	const char *question;
 	bool		explicit_priority;	/* req.priority came from a priority => argument */
+	/* strip_thinking => (llm_chat): return the answer after a leading <think>...</think> section */
+	bool		strip_thinking;
 
 	/*
 	 * Read from stored options (llm_call_read_stored): the check that

@@ -563,7 +563,7 @@ test_negative_window(void)
 				ss[2] = {0, 1},
 				kvl[1] = {1},
 				bt[1] = {1};
-	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 1, NULL, 0, NULL, NULL, NULL};
+	llm_step_desc d = {1, 1, tok, pos, slot, ss, kvl, bt, 1, NULL, 0, NULL, NULL, NULL, NULL};
 	float		q[16] = {0},
 				o[16];
 

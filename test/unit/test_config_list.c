@@ -11,6 +11,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "unit.h"
@@ -207,7 +208,41 @@ messages(const char *model)
 	c = base(model);
 	c.chat_template = "llama";
 	refused_as("chat template", &c, AT(chat_template),
-			   "chat_template must be auto, none, chatml or gemma, not \"llama\"");
+			   "chat_template must be auto, none, chatml, gemma, a Jinja template or an absolute path to one, "
+			   "not \"llama\"");
+	c = base(model);
+	c.chat_template = "templates/fixed.jinja";
+	refused_as("chat template relative path", &c, AT(chat_template),
+			   "chat_template must be auto, none, chatml, gemma, a Jinja template or an absolute path to one, "
+			   "not \"templates/fixed.jinja\"");
+	{
+		char		err[512];
+		size_t		field;
+
+		/* a template given as text or as an absolute path passes the check; the load compiles it */
+		c = base(model);
+		c.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+		CHECK(check(&c, &field, err, sizeof(err)) == 0, "an inline chat template passes the check (%s)", err);
+		{
+			char		path[] = "/tmp/test_config_list_XXXXXX";
+			int			fd = mkstemp(path);
+			const char *src = "{% for m in messages %}{{ m.content }}\n{% endfor %}";
+
+			CHECK(fd >= 0 && write(fd, src, strlen(src)) == (ssize_t) strlen(src), "write a template file");
+			if (fd >= 0)
+				close(fd);
+			c.chat_template = path;
+			CHECK(check(&c, &field, err, sizeof(err)) == 0, "a chat template path passes the check (%s)", err);
+			unlink(path);
+			CHECK(check(&c, &field, err, sizeof(err)) == -1 && field == AT(chat_template) &&
+				  strstr(err, "could not open chat template file") != NULL,
+				  "a missing chat template file is the setting's fault (%s)", err);
+		}
+		c.chat_template = "{% for m in messages %}{{ m.content }}{% endif %}";
+		CHECK(check(&c, &field, err, sizeof(err)) == -1 && field == AT(chat_template) &&
+			  strstr(err, "1:42") != NULL,
+			  "a template outside the subset is refused with line:column (%s)", err);
+	}
 	c = base(model);
 	c.kv_cache_dtype = "q4_0";
 	refused_as("KV type", &c, AT(kv_cache_dtype), "kv_cache_dtype must be \"f16\" or \"q8_0\", not \"q4_0\"");

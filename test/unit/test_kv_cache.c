@@ -171,7 +171,7 @@ run_sequence(llm_backend *b, const float *q, const float *k, const float *v, con
 		ss[0] = 0;
 		ss[1] = n;
 		kvl[0] = p0 + n;
-		d = (llm_step_desc) {n, 1, tok, pos, slot, ss, kvl, bt, N_BLOCKS, NULL, 0, flags, NULL, NULL};
+		d = (llm_step_desc) {n, 1, tok, pos, slot, ss, kvl, bt, N_BLOCKS, NULL, 0, flags, NULL, NULL, NULL};
 		memcpy(qs, q + (size_t) p0 * N_HEADS * HD, sizeof(float) * n * N_HEADS * HD);
 		memcpy(ks, k + (size_t) p0 * N_KV * HD, sizeof(float) * n * N_KV * HD);
 		if (b->ops->begin_step(b, &d) != 0 ||

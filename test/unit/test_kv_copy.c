@@ -114,7 +114,7 @@ fill(llm_backend *b, bool local, const int32_t *bt, const int32_t *lbt)
 		lslot[i] = lbt[i / BS] * BS + i % BS;
 	}
 	d = (llm_step_desc) {N_TOK, 1, tok, pos, slot, ss, kvl, bt, 3, NULL, 0, NULL,
-						 local ? lslot : NULL, local ? lbt : NULL};
+						 local ? lslot : NULL, local ? lbt : NULL, NULL};
 	if (b->ops->begin_step(b, &d) != 0)
 		rc = -1;
 	for (int l = 0; l < N_LAYERS && rc == 0; l++)

@@ -199,7 +199,7 @@ test_kv_cache_pages(void)
 				seq_start[2] = {0, 1},
 				kv_len = 1,
 				bt = 0;
-	llm_step_desc d = {1, 1, &id, &pos, &slot, seq_start, &kv_len, &bt, 1, NULL, 0, NULL, NULL, NULL};
+	llm_step_desc d = {1, 1, &id, &pos, &slot, seq_start, &kv_len, &bt, 1, NULL, 0, NULL, NULL, NULL, NULL};
 	size_t		nh0,
 				nh1,
 				nh2;
