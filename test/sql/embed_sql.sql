@@ -20,7 +20,7 @@ SELECT try_sql($$SELECT llm_embed('x', on_error => 'maybe')$$) AS bad_on_error;
 -- volatility: STABLE (computed once per statement where the planner may), not IMMUTABLE
 SELECT p.oid::regprocedure AS function, provolatile
 FROM pg_proc p WHERE proname IN ('llm_embed', 'llm_similarity', 'llm_rerank', 'llm_chunk', 'llm_cosine_distance')
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text;
 
 -- the array form: one row per input, NULL rows of NULLs, same bits as alone
 SELECT array_dims(llm_embed(ARRAY['one', NULL, 'three'])) AS dims;

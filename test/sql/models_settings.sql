@@ -57,7 +57,8 @@ SELECT count(*) AS rows,
                              "required": ["topic"]}', max_tokens => 16, model => 'small') = e) AS extract_same
 FROM ms_default JOIN ms_tickets USING (id);
 SELECT wait_idle();
--- 4 rows x 4 functions went to 'small'
+-- 4 rows x 4 functions went to 'small'; llm_classify and llm_classify_scores
+-- send the same request for a row, which the node sends once (llm.dedup_calls): 12
 SELECT requests_finished - :small_before AS small_finished FROM llm_models WHERE alias = 'small';
 
 -- the LLM Batch node batches the AI functions' calls of each model
