@@ -13,6 +13,7 @@
  * template the compile time, the median and minimum time per render to
  * text and to ids, and the prompt's size.  Timings only, never asserted.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "engine/text/tokenizer.h"
 #include "engine/gguf/gguf.h"
 #include "engine/jinja/jinja.h"
+#include "engine/util/text_util.h"
 
 static double
 now_us(void)
@@ -41,30 +43,6 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static char *
-read_file(const char *path, size_t *len)
-{
-	FILE	   *f = fopen(path, "rb");
-	char	   *buf;
-	long		n;
-
-	if (f == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t) n + 1);
-	if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n)
-	{
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t) n;
-	return buf;
-}
 
 static void
 bench(const char *name, const char *src, size_t len, gguf_file *f, llm_tokenizer *t,
@@ -187,7 +165,7 @@ main(int argc, char **argv)
 	for (int i = first_file; i < argc; i++)
 	{
 		size_t		len;
-		char	   *src = read_file(argv[i], &len);
+		char	   *src = llm_read_file(argv[i], SIZE_MAX, NULL, &len, NULL, 0);
 		const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
 
 		if (src == NULL)

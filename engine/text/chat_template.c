@@ -184,7 +184,6 @@ int
 llm_chat_template_init_override(llm_chat_template *ct, const char *value,
 								const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen)
 {
-	FILE	   *fp;
 	char	   *buf;
 	size_t		n;
 	int			rc;
@@ -200,29 +199,9 @@ llm_chat_template_init_override(llm_chat_template *ct, const char *value,
 			llm_set_err(err, errlen, "\"%s\" is neither a Jinja template nor an absolute path", value);
 			return -1;
 	}
-	fp = fopen(value, "rb");
-	if (fp == NULL)
-	{
-		llm_set_err(err, errlen, "could not open chat template file \"%s\": %s", value, strerror(errno));
-		return -1;
-	}
-	buf = malloc(LLM_CHAT_TEMPLATE_FILE_MAX + 1);
+	buf = llm_read_file(value, LLM_CHAT_TEMPLATE_FILE_MAX, "chat template file", &n, err, errlen);
 	if (buf == NULL)
-	{
-		fclose(fp);
-		llm_set_err(err, errlen, "out of memory");
 		return -1;
-	}
-	n = fread(buf, 1, LLM_CHAT_TEMPLATE_FILE_MAX + 1, fp);
-	if (ferror(fp) || n > LLM_CHAT_TEMPLATE_FILE_MAX)
-	{
-		llm_set_err(err, errlen, ferror(fp) ? "could not read chat template file \"%s\"" :
-					"chat template file \"%s\" is larger than %d bytes", value, LLM_CHAT_TEMPLATE_FILE_MAX);
-		fclose(fp);
-		free(buf);
-		return -1;
-	}
-	fclose(fp);
 	rc = llm_chat_template_init_source(ct, buf, n, f, t, err, errlen);
 	free(buf);
 	return rc;

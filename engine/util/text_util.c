@@ -3,7 +3,10 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 void
 llm_set_err(char *err, size_t errlen, const char *fmt,...)
@@ -60,4 +63,64 @@ llm_utf8_first_invalid(const char *s, size_t n)
 		i += len;
 	}
 	return n;
+}
+
+char *
+llm_read_file(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen)
+{
+	FILE	   *fp = fopen(path, "rb");
+	char	   *buf = NULL;
+	size_t		cap = 0,
+				n = 0;
+
+	if (what == NULL)
+		what = "file";
+	*len = 0;
+	if (fp == NULL)
+	{
+		llm_set_err(err, errlen, "could not open %s \"%s\": %s", what, path, strerror(errno));
+		return NULL;
+	}
+	/* read in growing chunks: the size is not trusted (a pipe, a file being written) */
+	for (;;)
+	{
+		size_t		got;
+
+		if (n == cap)
+		{
+			size_t		want = cap == 0 ? 64 * 1024 : cap * 2;
+			char	   *more;
+
+			if (cap > max)
+				break;
+			more = realloc(buf, want + 1);
+			if (more == NULL)
+			{
+				free(buf);
+				fclose(fp);
+				llm_set_err(err, errlen, "out of memory");
+				return NULL;
+			}
+			buf = more;
+			cap = want;
+		}
+		got = fread(buf + n, 1, cap - n, fp);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(fp) || n > max)
+	{
+		if (ferror(fp))
+			llm_set_err(err, errlen, "could not read %s \"%s\"", what, path);
+		else
+			llm_set_err(err, errlen, "%s \"%s\" is larger than %zu bytes", what, path, max);
+		free(buf);
+		fclose(fp);
+		return NULL;
+	}
+	fclose(fp);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
 }

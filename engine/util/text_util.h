@@ -17,4 +17,14 @@ void		llm_set_err(char *err, size_t errlen, const char *fmt,...)
  */
 size_t		llm_utf8_first_invalid(const char *s, size_t n);
 
+/*
+ * The whole file at path in a malloc'd buffer the caller frees, NUL-terminated
+ * (the NUL not counted in *len); NULL + err when it cannot be opened or read
+ * ("could not open <what> \"path\": <strerror>", "could not read ...") or
+ * holds more than max bytes ("<what> \"path\" is larger than <max> bytes").
+ * what names the file in the messages ("file" when NULL).
+ */
+char	   *llm_read_file(const char *path, size_t max, const char *what, size_t *len, char *err,
+						  size_t errlen);
+
 #endif

@@ -17,6 +17,7 @@
 #include "engine/gguf/gguf.h"
 #include "model_path_test_util.h"
 #include "unit.h"
+#include "engine/util/text_util.h"
 
 #include <dirent.h>
 
@@ -33,30 +34,6 @@ static const char *const plain[] = {
 	"word word user word word word",
 };
 
-static char *
-read_file(const char *path, size_t *len)
-{
-	FILE	   *f = fopen(path, "rb");
-	char	   *buf;
-	long		n;
-
-	if (f == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t) n + 1);
-	if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n)
-	{
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t) n;
-	return buf;
-}
 
 static int
 n_control(const llm_tokenizer *t, const int32_t *ids, int64_t n)
@@ -154,7 +131,7 @@ corpus_on(const char *model)
 		if (l < 7 || strcmp(e->d_name + l - 6, ".jinja") != 0)
 			continue;
 		snprintf(path, sizeof(path), "%s%s", dir, e->d_name);
-		src = read_file(path, &len);
+		src = llm_read_file(path, SIZE_MAX, NULL, &len, NULL, 0);
 		if (src == NULL || llm_chat_template_init_source(&ct, src, len, f, t, err, sizeof(err)) != 0)
 		{
 			free(src);

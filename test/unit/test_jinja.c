@@ -16,6 +16,7 @@
 #include "engine/jinja/jinja.h"
 #include "engine/grammar/json_min.h"
 #include "unit.h"
+#include "engine/util/text_util.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -25,30 +26,6 @@
 #define GOLDEN_DIR "test/golden/chat_templates/"
 #define DEFAULT_TEMPLATE_DIR "/.cache/pg_llm/llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/"
 
-static char *
-read_file(const char *path, size_t *len)
-{
-	FILE	   *f = fopen(path, "rb");
-	char	   *buf;
-	long		n;
-
-	if (f == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t) n + 1);
-	if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n)
-	{
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t) n;
-	return buf;
-}
 
 static const llm_json *conversations;
 
@@ -151,7 +128,7 @@ load_specials(const char *name, specials *sp)
 
 	memset(sp, 0, sizeof(*sp));
 	snprintf(path, sizeof(path), GOLDEN_DIR "%s.specials.json", name);
-	txt = read_file(path, &len);
+	txt = llm_read_file(path, SIZE_MAX, NULL, &len, NULL, 0);
 	if (txt == NULL)
 	{
 		static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -205,12 +182,12 @@ check_template(const char *tdir, const char *name, tally *ty)
 	char	   *p;
 
 	snprintf(path, sizeof(path), GOLDEN_DIR "%s.out", name);
-	golden = read_file(path, &glen);
+	golden = llm_read_file(path, SIZE_MAX, NULL, &glen, NULL, 0);
 	if (strncmp(name, "gguf-", 5) == 0)
 		snprintf(path, sizeof(path), GOLDEN_DIR "%s.jinja", name);
 	else
 		snprintf(path, sizeof(path), "%s%s.jinja", tdir, name);
-	src = read_file(path, &tlen);
+	src = llm_read_file(path, SIZE_MAX, NULL, &tlen, NULL, 0);
 	if (!CHECK(golden != NULL && src != NULL, "%s: golden and template %s readable", name, path))
 		return;
 	load_specials(name, &sp);
@@ -334,7 +311,7 @@ corpus(void)
 	if (!CHECK(d != NULL, "the template corpus is at %s (fetched with the llama-cpp-python sdist by scripts/build-llama-cpp.sh)", tdir))
 		return;
 	closedir(d);
-	txt = read_file(GOLDEN_DIR "conversations.json", &len);
+	txt = llm_read_file(GOLDEN_DIR "conversations.json", SIZE_MAX, NULL, &len, NULL, 0);
 	doc = txt ? llm_json_parse(txt, len, 16, NULL, err, sizeof(err)) : NULL;
 	if (!CHECK(doc != NULL, "conversations.json parses"))
 		return;

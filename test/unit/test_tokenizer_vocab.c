@@ -29,8 +29,10 @@
 #include "engine/text/tokenizer.h"
 #include "engine/text/vocab_file.h"
 #include "tokenizer_test_util.h"
+#include "engine/util/text_util.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,30 +47,6 @@ static const char *const battery[] = {
 	"command-r", "gpt-2", "starcoder", "falcon", "mpt", "refact", "bert-bge",
 };
 
-static char *
-read_file(const char *path, size_t *len)
-{
-	FILE	   *f = fopen(path, "rb");
-	char	   *buf;
-	long		n;
-
-	if (f == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t) n + 1);
-	if (buf == NULL || fread(buf, 1, (size_t) n, f) != (size_t) n)
-	{
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	buf[n] = '\0';
-	fclose(f);
-	*len = (size_t) n;
-	return buf;
-}
 
 static void
 vocab_dir(char *out, size_t cap)
@@ -141,8 +119,8 @@ run_battery(const char *dir, const char *name, int *total_pairs, int *total_ok)
 	snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", dir, name);
 	snprintf(pin, sizeof(pin), "%s.inp", path);
 	snprintf(pout, sizeof(pout), "%s.out", path);
-	inp = read_file(pin, &inp_len);
-	outs = read_file(pout, &out_len);
+	inp = llm_read_file(pin, SIZE_MAX, NULL, &inp_len, NULL, 0);
+	outs = llm_read_file(pout, SIZE_MAX, NULL, &out_len, NULL, 0);
 	t = open_tok(path, &f, err, sizeof(err));
 	if (!CHECK(t != NULL && inp != NULL && outs != NULL, "%s: vocabulary-only GGUF opens, .inp/.out read (%s)",
 			   name, t == NULL ? err : inp == NULL ? pin : outs == NULL ? pout : "ok"))
@@ -295,7 +273,7 @@ run_relabelled(const char *dir, const char *tsv_dir, const char *file)
 	memcpy(pre, file, n);
 	pre[n] = '\0';
 	snprintf(path, sizeof(path), "%s/%s", tsv_dir, file);
-	tsv = read_file(path, &tsv_len);
+	tsv = llm_read_file(path, SIZE_MAX, NULL, &tsv_len, NULL, 0);
 	if (tsv == NULL || sscanf(tsv, "# base: %127s", base) != 1)
 	{
 		CHECK(0, "%s: golden %s readable, with its base vocabulary", pre, path);
@@ -303,7 +281,7 @@ run_relabelled(const char *dir, const char *tsv_dir, const char *file)
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/ggml-vocab-%s.gguf", dir, base);
-	vocab = read_file(path, &vocab_len);
+	vocab = llm_read_file(path, SIZE_MAX, NULL, &vocab_len, NULL, 0);
 	buf_len = vocab_len;
 	/* "# bool: KEY=0|1" lines: keys added to the base vocabulary; none: its pre-tokenizer relabelled */
 	for (line = strchr(tsv, '\n') + 1; vocab && line && strncmp(line, "# bool: ", 8) == 0;
@@ -441,13 +419,13 @@ vocab_only(const char *dir)
 	int32_t    *ids = NULL;
 	int64_t		n;
 
-	/* Qwen2's vocabulary carries its ChatML template */
+	/* Qwen2's vocabulary carries its own (ChatML-shaped) Jinja template */
 	snprintf(path, sizeof(path), "%s/ggml-vocab-qwen2.gguf", dir);
 	v = llm_vocab_file_open(path, NULL, err, sizeof(err));
 	if (!CHECK(v != NULL && gguf_n_tensors(v->gguf) == 0, "vocabulary-only qwen2 opens without tensors (%s)",
 			   v ? "ok" : err))
 		return;
-	CHECK(v->chat.family == LLM_CHAT_CHATML, "its chat template is read from the file (family %s)",
+	CHECK(v->chat.family == LLM_CHAT_JINJA, "its chat template is read from the file (family %s)",
 		  llm_chat_family_name(v->chat.family));
 	n = llm_chat_apply_alloc(&v->chat, v->tok, &msg, 1, NULL, &ids, err, sizeof(err));
 	CHECK(n > 4 && ids[n - 3] == llm_tokenizer_special_id(v->tok, "<|im_start|>"),
