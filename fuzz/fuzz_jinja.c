@@ -85,7 +85,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							abort();
 		}
 	}
-	else if (st != JINJA_RAISED && (st != JINJA_FAILED || err[0] == '\0'))
+	else if (st != JINJA_RAISED && ((st != JINJA_FAILED && st != JINJA_LIMIT) || err[0] == '\0'))
 		abort();
 	jinja_ctx_free(c);
 	jinja_free(t);

@@ -19,6 +19,15 @@ jerr_fail(jinja_ctx *c, const jnode *at, const char *fmt, ...)
 	va_list		ap;
 	int			k = 0;
 
+	if (c->arena.over)
+	{
+		/* whatever ran out, the cause is the limit, not the machine */
+		if (c->err && c->errlen)
+			snprintf(c->err, c->errlen, "the render needs more than %zu MiB (the template memory limit)",
+					 JINJA_MAX_BYTES >> 20);
+		c->status = JINJA_LIMIT;
+		longjmp(*c->jmp, 1);
+	}
 	if (c->err && c->errlen)
 	{
 		if (at)
@@ -31,6 +40,16 @@ jerr_fail(jinja_ctx *c, const jnode *at, const char *fmt, ...)
 		}
 	}
 	c->status = JINJA_FAILED;
+	longjmp(*c->jmp, 1);
+}
+
+void
+jstep_limit(jinja_ctx *c, const jnode *at)
+{
+	if (c->err && c->errlen)
+		snprintf(c->err, c->errlen, "%d:%d: the render runs more than %d statements and expressions "
+				 "(the template work limit)", at ? at->line : 0, at ? at->col : 0, JINJA_MAX_STEPS);
+	c->status = JINJA_LIMIT;
 	longjmp(*c->jmp, 1);
 }
 
@@ -409,6 +428,7 @@ eval_slice(jinja_ctx *c, const jnode *n, jv obj, jframe *f)
 static jv
 ev(jinja_ctx *c, const jnode *n, jframe *f)
 {
+	JSTEP(c, n);
 	switch (n->kind)
 	{
 		case JN_CONST:
@@ -763,6 +783,7 @@ exec_for(jinja_ctx *c, const jnode *n, jbuf *out, jframe *f)
 static void
 ex(jinja_ctx *c, const jnode *n, jbuf *out, jframe *f)
 {
+	JSTEP(c, n);
 	switch (n->kind)
 	{
 		case JN_BODY:
@@ -935,6 +956,7 @@ jinja_render(const jinja_template *t, jinja_ctx *c, jinja_output *out, char *err
 	c->status = JINJA_OK;
 	c->depth = 0;
 	c->loop_ctl = 0;
+	c->steps = 0;
 	c->out.len = 0;
 	top.parent = &c->globals;
 	c->top = &top;

@@ -21,6 +21,13 @@
  * data (message contents, names, tools).  The output keeps that mask, so the
  * caller can let only trusted bytes become special tokens.
  *
+ * Limits: a template is data from a model file or a setting, so a render
+ * is bounded whatever it says: at most JINJA_MAX_STEPS statements and
+ * expressions run, and at most JINJA_MAX_BYTES held by its ctx (values and
+ * output; freed only with the ctx).  Past either the render fails
+ * (JINJA_LIMIT) with a message naming the limit.  Real templates take a few
+ * thousand steps per message.
+ *
  * Errors: compile errors name the construct and line:column; render errors
  * say JINJA_RAISED when the template called raise_exception(msg) (err holds
  * msg exactly) and JINJA_FAILED otherwise.  PostgreSQL-free.
@@ -33,6 +40,9 @@
 #include <stdint.h>
 #include <time.h>
 
+#define JINJA_MAX_STEPS	20000000
+#define JINJA_MAX_BYTES	((size_t) 512 << 20)
+
 typedef struct jinja_template jinja_template;
 typedef struct jinja_ctx jinja_ctx;
 typedef struct jv jinja_value;	/* owned by a ctx */
@@ -41,7 +51,8 @@ typedef enum jinja_status
 {
 	JINJA_OK = 0,
 	JINJA_RAISED = 1,			/* raise_exception(msg) */
-	JINJA_FAILED = 2			/* any other render error (type error, undefined attribute, ...) */
+	JINJA_FAILED = 2,			/* any other render error (type error, undefined attribute, ...) */
+	JINJA_LIMIT = 3				/* JINJA_MAX_STEPS or JINJA_MAX_BYTES reached */
 } jinja_status;
 
 /* Parse src (len bytes, UTF-8).  NULL + err "line:col: ..." on a construct outside the subset. */

@@ -26,9 +26,12 @@ typedef struct jarena_block
 typedef struct jarena
 {
 	jarena_block *head;
+	size_t		bytes;			/* allocated from malloc, blocks included */
+	bool		over;			/* an allocation was refused by JINJA_MAX_BYTES */
 } jarena;
 
-void	   *ja_alloc(jarena *a, size_t n);	/* zeroed; NULL on OOM */
+/* zeroed; NULL on OOM or when the arena would pass JINJA_MAX_BYTES (then over is set) */
+void	   *ja_alloc(jarena *a, size_t n);
 void		ja_free(jarena *a);
 
 /* ---- values ---- */
@@ -196,7 +199,12 @@ struct jinja_ctx
 	size_t		errlen;
 	int			depth;
 	int			loop_ctl;		/* 1 break, 2 continue */
+	uint64_t	steps;			/* statements and expressions run by this render (JINJA_MAX_STEPS) */
 };
+
+/* one more step of the render; past JINJA_MAX_STEPS the render fails */
+void		jstep_limit(jinja_ctx *c, const jnode *at) __attribute__((noreturn));
+#define JSTEP(c, at) do { if (++(c)->steps > JINJA_MAX_STEPS) jstep_limit(c, at); } while (0)
 
 /* errors: longjmp out of the render */
 void		jerr_fail(jinja_ctx *c, const jnode *at, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));

@@ -20,14 +20,25 @@ ja_alloc(jarena *a, size_t n)
 	jarena_block *b = a->head;
 	void	   *p;
 
+	if (n > JINJA_MAX_BYTES)
+	{
+		a->over = true;
+		return NULL;
+	}
 	n = (n + 15) & ~(size_t) 15;
 	if (b == NULL || b->used + n > b->cap)
 	{
 		size_t		cap = n > JA_BLOCK ? n : JA_BLOCK;
 
+		if (a->bytes + sizeof(jarena_block) + cap > JINJA_MAX_BYTES)
+		{
+			a->over = true;
+			return NULL;
+		}
 		b = malloc(sizeof(jarena_block) + cap);
 		if (b == NULL)
 			return NULL;
+		a->bytes += sizeof(jarena_block) + cap;
 		b->cap = cap;
 		b->used = 0;
 		b->next = a->head;
@@ -49,6 +60,8 @@ ja_free(jarena *a)
 		free(a->head);
 		a->head = n;
 	}
+	a->bytes = 0;
+	a->over = false;
 }
 
 static void *

@@ -54,7 +54,11 @@ check_markers(llm_chat_family family, const char *what, const llm_tokenizer *t, 
 	return -1;
 }
 
-/* The Jinja family's parts besides the compiled template: control tokens, special ids, end of turn. */
+/*
+ * The Jinja family's parts besides the compiled template: control tokens,
+ * special ids, end of turn.  0; 1 + err when rendering a short conversation
+ * passes the interpreter's limits; -1 + err on allocation failure.
+ */
 static int
 jinja_parts(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen)
 {
@@ -87,8 +91,17 @@ jinja_parts(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t, c
 		jinja_output out;
 		chat_jinja_vars v = {t, {ct->special_ids[0], ct->special_ids[1], ct->special_ids[2], ct->special_ids[3]}};
 		char		e2[256];
+		jinja_status st = c != NULL ? chat_jinja_render(ct->jinja, &v, m, 2, &o, c, &out, e2, sizeof(e2))
+			: JINJA_FAILED;
 
-		if (c != NULL && chat_jinja_render(ct->jinja, &v, m, 2, &o, c, &out, e2, sizeof(e2)) == JINJA_OK)
+		if (st == JINJA_LIMIT)
+		{
+			/* it would fail every request, after the same work: refuse it at load */
+			jinja_ctx_free(c);
+			llm_set_err(err, errlen, "rendering a two-message conversation: %s", e2);
+			return 1;
+		}
+		if (st == JINJA_OK)
 		{
 			int64_t		at = find_str(out.text, out.len, 0, word);
 			int32_t		ids[64];
@@ -112,8 +125,8 @@ jinja_parts(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t, c
 /*
  * Compile the file's tokenizer.chat_template.  A GGUF without a template
  * gives LLM_CHAT_NONE (raw prompts only) and returns 0; one outside the
- * interpreter's subset too, with ct->refused saying why.  -1 + err on
- * allocation failure.
+ * interpreter's subset or past its limits too, with ct->refused saying why.
+ * -1 + err on allocation failure.
  */
 int
 llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_tokenizer *t,
@@ -126,7 +139,19 @@ llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_toke
 	if (!gguf_get_str(f, "tokenizer.chat_template", &tmpl))
 		return 0;
 	ct->jinja = jinja_compile(tmpl.ptr, tmpl.len, why, sizeof(why));
-	if (ct->jinja == NULL)
+	if (ct->jinja != NULL)
+	{
+		int			rc = jinja_parts(ct, f, t, why, sizeof(why));
+
+		if (rc == 0)
+			return 0;
+		llm_chat_template_free(ct);
+		if (rc < 0)
+		{
+			llm_set_err(err, errlen, "%s", why);
+			return -1;
+		}
+	}
 	{
 		size_t		k = strlen(why) + 64;
 
@@ -139,12 +164,6 @@ llm_chat_template_init(llm_chat_template *ct, const gguf_file *f, const llm_toke
 		snprintf(ct->refused, k, "the model file's chat template is refused: %s", why);
 		return 0;
 	}
-	if (jinja_parts(ct, f, t, err, errlen) != 0)
-	{
-		llm_chat_template_free(ct);
-		return -1;
-	}
-	return 0;
 }
 
 int
@@ -152,6 +171,7 @@ llm_chat_template_init_source(llm_chat_template *ct, const char *src, size_t len
 							  const gguf_file *f, const llm_tokenizer *t, char *err, size_t errlen)
 {
 	char		why[512];
+	int			rc;
 
 	memset(ct, 0, sizeof(*ct));
 	ct->jinja = jinja_compile(src, len, why, sizeof(why));
@@ -160,9 +180,11 @@ llm_chat_template_init_source(llm_chat_template *ct, const char *src, size_t len
 		llm_set_err(err, errlen, "chat template refused: %s", why);
 		return -1;
 	}
-	if (jinja_parts(ct, f, t, err, errlen) != 0)
+	rc = jinja_parts(ct, f, t, why, sizeof(why));
+	if (rc != 0)
 	{
 		llm_chat_template_free(ct);
+		llm_set_err(err, errlen, rc > 0 ? "chat template refused: %s" : "%s", why);
 		return -1;
 	}
 	return 0;

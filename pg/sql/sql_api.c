@@ -431,8 +431,12 @@ Datum
 pg_llm_count_tokens(PG_FUNCTION_ARGS)
 {
 	llm_request req;
-	char	   *s = llm_text_to_utf8(PG_GETARG_TEXT_PP(0));
+	char	   *s;
 
+	/* not STRICT: a NULL model means the default one */
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	s = llm_text_to_utf8(PG_GETARG_TEXT_PP(0));
 	llm_request_init(&req);
 	req.prompt_kind = LLM_PROMPT_TEXT;
 	req.prompt = s;
@@ -446,6 +450,8 @@ pg_llm_count_tokens_messages(PG_FUNCTION_ARGS)
 {
 	llm_request req;
 
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
 	llm_request_init(&req);
 	messages_prompt(&req, fcinfo);
 	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);

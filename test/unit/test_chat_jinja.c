@@ -189,6 +189,14 @@ refused_at_load(void)
 			  "raise_exception's message: %s", err);
 		llm_chat_template_free(&ct);
 	}
+	{
+		/* endless work is refused at load, not found by the first request */
+		static const char endless[] = "{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}";
+
+		CHECK(llm_chat_template_init_source(&ct, endless, strlen(endless), f, t, err, sizeof(err)) == -1 &&
+			  strncmp(err, "chat template refused: rendering a two-message conversation: 1:", 63) == 0 &&
+			  strstr(err, "work limit") != NULL, "a template past the work limit is refused at load: %s", err);
+	}
 	llm_tokenizer_destroy(t);
 	gguf_close(f);
 }

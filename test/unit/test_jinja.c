@@ -406,6 +406,19 @@ own_cases(void)
 		CHECK(strncmp(got, "COMPILE 1:11: unexpected end of template", 40) == 0, "unclosed if (%s)", got);
 		CHECK(run("{{ [1].append(2) }}", got, sizeof(got)) == JINJA_FAILED &&
 			  strstr(got, "unsafe") != NULL, "lists are immutable as in the reference (%s)", got);
+		/* a template is data: its work and memory are bounded whatever it says */
+		CHECK(run("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
+				  got, sizeof(got)) == JINJA_LIMIT && strstr(got, "limit") != NULL,
+			  "10^10 loop iterations stop at a limit (%s)", got);
+		CHECK(run("{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}x",
+				  got, sizeof(got)) == JINJA_LIMIT && strstr(got, "1:") == got && strstr(got, "work limit") != NULL,
+			  "10^10 iterations over one list stop at the work limit (%s)", got);
+		CHECK(run("{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+				  "{% endfor %}{{ ns.s|length }}", got, sizeof(got)) == JINJA_LIMIT &&
+			  strstr(got, "memory limit") != NULL, "a string doubled 64 times stops at the memory limit (%s)", got);
+		CHECK(run("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}ok",
+				  got, sizeof(got)) == JINJA_OK && strcmp(got, "ok") == 0,
+			  "10^6 iterations are within the limits (%s)", got);
 	}
 	/* provenance: data stays untrusted through filters and concatenation */
 	{
