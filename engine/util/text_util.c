@@ -4,7 +4,10 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +71,10 @@ llm_utf8_first_invalid(const char *s, size_t n)
 char *
 llm_read_file(const char *path, size_t max, const char *what, size_t *len, char *err, size_t errlen)
 {
-	FILE	   *fp = fopen(path, "rb");
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused */
+	int			fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	FILE	   *fp;
 	char	   *buf = NULL;
 	size_t		cap = 0,
 				n = 0;
@@ -76,12 +82,25 @@ llm_read_file(const char *path, size_t max, const char *what, size_t *len, char 
 	if (what == NULL)
 		what = "file";
 	*len = 0;
-	if (fp == NULL)
+	if (fd < 0)
 	{
 		llm_set_err(err, errlen, "could not open %s \"%s\": %s", what, path, strerror(errno));
 		return NULL;
 	}
-	/* read in growing chunks: the size is not trusted (a pipe, a file being written) */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	{
+		llm_set_err(err, errlen, "%s \"%s\" is not a regular file", what, path);
+		close(fd);
+		return NULL;
+	}
+	fp = fdopen(fd, "rb");
+	if (fp == NULL)
+	{
+		llm_set_err(err, errlen, "could not open %s \"%s\": %s", what, path, strerror(errno));
+		close(fd);
+		return NULL;
+	}
+	/* read in growing chunks: the size is not trusted (a file being written) */
 	for (;;)
 	{
 		size_t		got;

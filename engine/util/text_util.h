@@ -22,7 +22,10 @@ size_t		llm_utf8_first_invalid(const char *s, size_t n);
  * (the NUL not counted in *len); NULL + err when it cannot be opened or read
  * ("could not open <what> \"path\": <strerror>", "could not read ...") or
  * holds more than max bytes ("<what> \"path\" is larger than <max> bytes").
- * what names the file in the messages ("file" when NULL).
+ * Only a regular file is read ("<what> \"path\" is not a regular file"): a
+ * FIFO or a device would block or never end, and the caller may hold work
+ * of others while it reads.  what names the file in the messages ("file"
+ * when NULL).
  */
 char	   *llm_read_file(const char *path, size_t max, const char *what, size_t *len, char *err,
 						  size_t errlen);

@@ -11,6 +11,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -237,6 +238,12 @@ messages(const char *model)
 			CHECK(check(&c, &field, err, sizeof(err)) == -1 && field == AT(chat_template) &&
 				  strstr(err, "could not open chat template file") != NULL,
 				  "a missing chat template file is the setting's fault (%s)", err);
+			/* a FIFO without a writer: refused at once, not waited on (the worker would stall) */
+			CHECK(mkfifo(path, 0600) == 0, "make a FIFO");
+			CHECK(check(&c, &field, err, sizeof(err)) == -1 && field == AT(chat_template) &&
+				  strstr(err, "is not a regular file") != NULL,
+				  "a FIFO as the chat template file is refused (%s)", err);
+			unlink(path);
 		}
 		c.chat_template = "{% for m in messages %}{{ m.content }}{% endif %}";
 		CHECK(check(&c, &field, err, sizeof(err)) == -1 && field == AT(chat_template) &&
