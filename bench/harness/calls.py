@@ -35,14 +35,13 @@ INSERT INTO cust SELECT i, 'Customer ' || i,
   FROM generate_series(1, 500) i;
 CREATE TABLE tick (id int PRIMARY KEY, cust_id int, body text);
 INSERT INTO tick SELECT i,
-    CASE WHEN i <= 20 THEN i * 50 ELSE 1 + (i % 490) + (i % 490) / 49 END,
-    'Ticket ' || i || ': ' || CASE WHEN i % 2 = 0
-      THEN 'The app crashes every time I log in, this is unacceptable and I want a refund.'
-      ELSE 'Thank you, the new dashboard looks great.' END
+    CASE WHEN i <= 20 THEN 50 * (1 + (i - 1) % 10) ELSE 1 + (i % 490) + (i % 490) / 49 END,
+    (ARRAY['I love eating pizza with cheese.', 'Secret: the vault code is 4411.',
+           'Fresh apples and bananas are on sale.'])[1 + i % 3] || ' (ticket ' || i || ')'
   FROM generate_series(1, 1000) i;
 CREATE TABLE tick2 AS SELECT id, cust_id,
-    CASE WHEN id % 2 = 0 THEN 'The app crashes every time I log in, this is unacceptable and I want a refund.'
-      ELSE 'Thank you, the new dashboard looks great.' END AS body FROM tick;
+    CASE WHEN id % 2 = 0 THEN 'I love eating pizza with cheese.'
+      ELSE 'Secret: the vault code is 4411.' END AS body FROM tick;
 CREATE TABLE tk AS SELECT id, 1 + (id * 37) % 500 AS cust_id, subject, body, product, priority
   FROM tickets WHERE id <= 200;
 ALTER TABLE tk ADD PRIMARY KEY (id);
@@ -64,12 +63,12 @@ ANALYZE;
 
 Q = "llm_filter(%s, '%s')"
 QUERIES = [
-    {"id": "example", "what": "the example: gold customers' complaints (1,000 tickets, 20 gold)",
+    {"id": "example", "what": "the example: gold customers' food tickets (1,000 tickets, 20 gold)",
      "sql": "SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cust_id "
-            "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')"},
+            "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')"},
     {"id": "example-2texts", "what": "the example, the tickets holding 2 distinct texts",
      "sql": "SELECT count(*) FROM tick2 t JOIN cust c ON c.id = t.cust_id "
-            "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')"},
+            "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')"},
     {"id": "group-region", "what": "crash tickets of gold and silver customers per region (GROUP BY)",
      "sql": "SELECT c.region, count(*) FROM tk t JOIN cust c ON c.id = t.cust_id "
             "WHERE c.tier IN ('gold', 'silver') AND llm_filter(t.subject, 'Is this about a crash or a bug?') "

@@ -34,10 +34,9 @@ INSERT INTO cust SELECT i, 'Customer ' || i, CASE WHEN i % 50 = 0 THEN 'gold' EL
   FROM generate_series(1, 500) i;
 CREATE TABLE tick (id int PRIMARY KEY, cust_id int, body text, urgent boolean);
 INSERT INTO tick SELECT i,
-    CASE WHEN i <= 20 THEN i * 50 ELSE 1 + (i % 490) + (i % 490) / 49 END,
-    'Ticket ' || i || ': ' || CASE WHEN i % 2 = 0
-      THEN 'The app crashes every time I log in, this is unacceptable and I want a refund.'
-      ELSE 'Thank you, the new dashboard looks great.' END,
+    CASE WHEN i <= 20 THEN 50 * (1 + (i - 1) % 10) ELSE 1 + (i % 490) + (i % 490) / 49 END,
+    (ARRAY['I love eating pizza with cheese.', 'Secret: the vault code is 4411.',
+           'Fresh apples and bananas are on sale.'])[1 + i % 3] || ' (ticket ' || i || ')',
     i % 7 = 0
   FROM generate_series(1, 1000) i;
 ANALYZE cust;
@@ -46,18 +45,18 @@ SELECT count(*) AS gold_tickets FROM tick t JOIN cust c ON c.id = t.cust_id WHER
 
 -- the example: the call moves from the scan of tick to the join, 20 calls
 SELECT * FROM lift_plan($$SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')$$);
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 SELECT lift_calls($$SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')$$) AS calls;
-SELECT count(*) AS complaints FROM tick t JOIN cust c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?');
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$) AS calls;
+SELECT count(*) AS food_tickets FROM tick t JOIN cust c ON c.id = t.cust_id
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?');
 -- the same answer from the scan of the 20 gold tickets alone
 CREATE TABLE gold_tick AS SELECT t.* FROM tick t JOIN cust c ON c.id = t.cust_id WHERE c.tier = 'gold';
-SELECT count(*) AS complaints FROM gold_tick WHERE llm_filter(body, 'Is this a complaint?');
+SELECT count(*) AS food_tickets FROM gold_tick WHERE llm_filter(body, 'Is this about food or eating?');
 -- switched off: PostgreSQL's placement, on the scan of tick
 SET llm.lift_filters = off;
 SELECT * FROM lift_plan($$SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')$$);
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 RESET llm.lift_filters;
 
 -- small tables for the rules: 20 customers (2 gold), 40 tickets (4 from gold customers)
@@ -73,62 +72,62 @@ SELECT tier, count(*) FROM sc GROUP BY tier ORDER BY tier;
 
 -- through the preserved side of a LEFT join to the inner join above it: 4 calls
 SELECT lift_fired($$SELECT t.id FROM (st t LEFT JOIN sn n ON n.tick_id = t.id) JOIN sc c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')$$) AS lifted;
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$) AS lifted;
 SELECT lift_calls($$SELECT t.id FROM (st t LEFT JOIN sn n ON n.tick_id = t.id) JOIN sc c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?')$$) AS calls;
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$) AS calls;
 SELECT t.id, n.note FROM (st t LEFT JOIN sn n ON n.tick_id = t.id) JOIN sc c ON c.id = t.cust_id
-  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this a complaint?') ORDER BY t.id;
+  WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?') ORDER BY t.id;
 
 -- the nullable side of a LEFT join: an ON condition on it decides which rows
 -- match, never which rows come out; it stays below the join (every gold
--- customer comes out, with its complaints or NULL)
+-- customer comes out, with its food tickets or NULL)
 SELECT lift_fired($$SELECT c.id, t.id FROM sc c LEFT JOIN st t ON t.cust_id = c.id
-  AND llm_filter(t.body, 'Is this a complaint?') WHERE c.tier = 'gold'$$) AS lifted;
+  AND llm_filter(t.body, 'Is this about food or eating?') WHERE c.tier = 'gold'$$) AS lifted;
 SELECT c.id, t.id AS tick FROM sc c LEFT JOIN st t ON t.cust_id = c.id
-  AND llm_filter(t.body, 'Is this a complaint?') WHERE c.tier = 'gold' ORDER BY 1, 2;
+  AND llm_filter(t.body, 'Is this about food or eating?') WHERE c.tier = 'gold' ORDER BY 1, 2;
 
 -- FULL join: both sides nullable, never lifted
 SELECT lift_fired($$SELECT c.id, t.id FROM (SELECT * FROM sc WHERE tier = 'gold') c
-  FULL JOIN (SELECT * FROM st WHERE llm_filter(body, 'Is this a complaint?')) t ON t.cust_id = c.id$$) AS lifted;
+  FULL JOIN (SELECT * FROM st WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id$$) AS lifted;
 SELECT count(*) AS rows, count(c.id) AS customers, count(t.id) AS tickets
   FROM (SELECT * FROM sc WHERE tier = 'gold') c
-  FULL JOIN (SELECT * FROM st WHERE llm_filter(body, 'Is this a complaint?')) t ON t.cust_id = c.id;
+  FULL JOIN (SELECT * FROM st WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id;
 
 -- semi join: the outer side's filter is lifted; the inner side's stays
 -- (a semi join stops at the first match: above it, a gold customer whose
--- first ticket is no complaint would be lost)
+-- first ticket is not about food would be lost)
 SELECT lift_fired($$SELECT c.id FROM sc c WHERE c.tier = 'gold'
-  AND EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND llm_filter(t.body, 'Is this a complaint?'))$$) AS lifted;
+  AND EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND llm_filter(t.body, 'Is this about food or eating?'))$$) AS lifted;
 SELECT c.id FROM sc c WHERE c.tier = 'gold'
-  AND EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND llm_filter(t.body, 'Is this a complaint?')) ORDER BY 1;
+  AND EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND llm_filter(t.body, 'Is this about food or eating?')) ORDER BY 1;
 SET llm.lift_filters = off;
 SELECT c.id FROM sc c WHERE c.tier = 'gold'
-  AND EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND llm_filter(t.body, 'Is this a complaint?')) ORDER BY 1;
+  AND EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND llm_filter(t.body, 'Is this about food or eating?')) ORDER BY 1;
 RESET llm.lift_filters;
 -- anti join: tickets of customers who are not basic, the call on the outer side
-SELECT lift_fired($$SELECT t.id FROM st t WHERE llm_filter(t.body, 'Is this a complaint?')
+SELECT lift_fired($$SELECT t.id FROM st t WHERE llm_filter(t.body, 'Is this about food or eating?')
   AND NOT EXISTS (SELECT 1 FROM sc c WHERE c.id = t.cust_id AND c.tier = 'basic')$$) AS lifted;
-SELECT t.id FROM st t WHERE llm_filter(t.body, 'Is this a complaint?')
+SELECT t.id FROM st t WHERE llm_filter(t.body, 'Is this about food or eating?')
   AND NOT EXISTS (SELECT 1 FROM sc c WHERE c.id = t.cust_id AND c.tier = 'basic') ORDER BY 1;
 -- the inner side of an anti join: never (a customer whose only ticket is
--- no complaint would be dropped)
+-- not about food would be dropped)
 SELECT c.id FROM sc c WHERE c.tier = 'gold'
-  AND NOT EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND NOT llm_filter(t.body, 'Is this a complaint?')) ORDER BY 1;
+  AND NOT EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND NOT llm_filter(t.body, 'Is this about food or eating?')) ORDER BY 1;
 SET llm.lift_filters = off;
 SELECT c.id FROM sc c WHERE c.tier = 'gold'
-  AND NOT EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND NOT llm_filter(t.body, 'Is this a complaint?')) ORDER BY 1;
+  AND NOT EXISTS (SELECT 1 FROM st t WHERE t.cust_id = c.id AND NOT llm_filter(t.body, 'Is this about food or eating?')) ORDER BY 1;
 RESET llm.lift_filters;
 
 -- LIMIT, GROUP BY, DISTINCT: the filter stays below them (above, the LIMIT
 -- would count rows the filter removes; the groups would be of other rows)
-SELECT lift_fired($$SELECT t.id FROM (SELECT * FROM st WHERE llm_filter(body, 'Is this a complaint?') ORDER BY id LIMIT 3) t
+SELECT lift_fired($$SELECT t.id FROM (SELECT * FROM st WHERE llm_filter(body, 'Is this about food or eating?') ORDER BY id LIMIT 3) t
   JOIN sc c ON c.id = t.cust_id WHERE c.tier = 'basic'$$) AS lifted;
-SELECT t.id FROM (SELECT * FROM st WHERE llm_filter(body, 'Is this a complaint?') ORDER BY id LIMIT 3) t
+SELECT t.id FROM (SELECT * FROM st WHERE llm_filter(body, 'Is this about food or eating?') ORDER BY id LIMIT 3) t
   JOIN sc c ON c.id = t.cust_id WHERE c.tier = 'basic' ORDER BY 1;
 SELECT lift_fired($$SELECT g.cust_id, g.n FROM (SELECT cust_id, count(*) AS n FROM st
-  WHERE llm_filter(body, 'Is this a complaint?') GROUP BY cust_id) g JOIN sc c ON c.id = g.cust_id WHERE c.tier = 'gold'$$) AS lifted;
+  WHERE llm_filter(body, 'Is this about food or eating?') GROUP BY cust_id) g JOIN sc c ON c.id = g.cust_id WHERE c.tier = 'gold'$$) AS lifted;
 SELECT g.cust_id, g.n FROM (SELECT cust_id, count(*) AS n FROM st
-  WHERE llm_filter(body, 'Is this a complaint?') GROUP BY cust_id) g JOIN sc c ON c.id = g.cust_id WHERE c.tier = 'gold' ORDER BY 1;
+  WHERE llm_filter(body, 'Is this about food or eating?') GROUP BY cust_id) g JOIN sc c ON c.id = g.cust_id WHERE c.tier = 'gold' ORDER BY 1;
 
 -- 1:N: each customer meets several urgent tickets.  A deterministic call on
 -- the customer (greedy, or seeded sampling) is lifted to the join when fewer
@@ -179,10 +178,11 @@ SET ROLE regress_lift_owner;
 ALTER TABLE rdocs ENABLE ROW LEVEL SECURITY;
 CREATE POLICY lift_food ON rdocs FOR SELECT USING (llm_filter(body, 'Is this about food?'));
 GRANT SELECT ON rdocs TO regress_lift_reader;
+RESET ROLE;
 CREATE VIEW rfood WITH (security_barrier) AS
   SELECT id, body FROM rplain WHERE llm_filter(body, 'Is this about food?');
+ALTER VIEW rfood OWNER TO regress_lift_owner;
 GRANT SELECT ON rfood TO regress_lift_reader;
-RESET ROLE;
 
 SET ROLE regress_lift_reader;
 SELECT lift_fired($$SELECT d.id FROM rdocs d JOIN rkeys k ON k.id = d.id WHERE k.pick AND lift_leaky(d.body)$$) AS lifted;
