@@ -21,7 +21,7 @@ from .workloads import row
 
 # the tables: cust (500 customers, 10 gold, 5 regions), tick (1,000 tickets,
 # 20 from gold customers, each text distinct), tick2 (the same with 2
-# distinct texts), tk (200 of bench/data/tickets.csv's tickets, each given a
+# distinct texts: call sharing's case, not in the default list), tk (60 of bench/data/tickets.csv's tickets, each given a
 # customer), notes on some tickets, an RLS copy of cust and a
 # security-barrier view
 SETUP = """
@@ -43,7 +43,7 @@ CREATE TABLE tick2 AS SELECT id, cust_id,
     CASE WHEN id % 2 = 0 THEN 'I love eating pizza with cheese.'
       ELSE 'Secret: the vault code is 4411.' END AS body FROM tick;
 CREATE TABLE tk AS SELECT id, 1 + (id * 37) % 500 AS cust_id, subject, body, product, priority
-  FROM tickets WHERE id <= 200;
+  FROM tickets WHERE id <= 60;
 ALTER TABLE tk ADD PRIMARY KEY (id);
 CREATE TABLE notes AS SELECT id AS tick_id, 'called back on day ' || (id % 5) AS note FROM tk WHERE id % 4 = 0;
 CREATE TABLE cust_rls AS SELECT * FROM cust;
@@ -65,9 +65,6 @@ Q = "llm_filter(%s, '%s')"
 QUERIES = [
     {"id": "example", "what": "the example: gold customers' food tickets (1,000 tickets, 20 gold)",
      "sql": "SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cust_id "
-            "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')"},
-    {"id": "example-2texts", "what": "the example, the tickets holding 2 distinct texts",
-     "sql": "SELECT count(*) FROM tick2 t JOIN cust c ON c.id = t.cust_id "
             "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')"},
     {"id": "group-region", "what": "crash tickets of gold and silver customers per region (GROUP BY)",
      "sql": "SELECT c.region, count(*) FROM tk t JOIN cust c ON c.id = t.cust_id "

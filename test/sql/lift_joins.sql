@@ -59,10 +59,11 @@ SELECT * FROM lift_plan($$SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cu
   WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 RESET llm.lift_filters;
 
--- small tables for the rules: 20 customers (2 gold), 40 tickets (4 from gold customers)
-CREATE TABLE sc AS SELECT * FROM cust WHERE id <= 20 OR id IN (50, 100);
-DELETE FROM sc WHERE id IN (19, 20);
-CREATE TABLE st AS SELECT id, CASE WHEN id <= 4 THEN 50 + 50 * (id % 2) ELSE 1 + id % 18 END AS cust_id,
+-- small tables for the rules: 20 customers (3 gold), 40 tickets (4 from gold customers;
+-- customer 150's one ticket is not about food)
+CREATE TABLE sc AS SELECT * FROM cust WHERE id <= 20 OR id IN (50, 100, 150);
+DELETE FROM sc WHERE id IN (18, 19, 20);
+CREATE TABLE st AS SELECT id, CASE WHEN id <= 4 THEN (ARRAY[100, 50, 100, 150])[id] ELSE 1 + id % 17 END AS cust_id,
     body, urgent FROM tick WHERE id <= 40;
 CREATE TABLE sn AS SELECT id AS tick_id, 'note ' || id AS note FROM st WHERE id % 3 = 0;
 ANALYZE sc;
@@ -160,14 +161,13 @@ BEGIN
 	RETURN true;
 END
 $$;
-CREATE TABLE rdocs (id int PRIMARY KEY, body text);
-INSERT INTO rdocs VALUES
-  (1, 'I love eating pizza with cheese.'),
-  (2, 'Secret: the vault code is 4411.'),
-  (3, 'Fresh apples and bananas are on sale.'),
-  (4, 'Private: salary review for Bob is due.');
+-- 40 rows of 4 texts (the policy admits the food ones); one row picked by the join
+CREATE TABLE rdocs (id int, body text);
+INSERT INTO rdocs SELECT i, (ARRAY['I love eating pizza with cheese.', 'Secret: the vault code is 4411.',
+    'Fresh apples and bananas are on sale.', 'Private: salary review for Bob is due.'])[1 + (i - 1) % 4]
+  FROM generate_series(1, 40) i;
 CREATE TABLE rplain AS SELECT * FROM rdocs;
-CREATE TABLE rkeys AS SELECT i AS id, i = 1 AS pick FROM generate_series(1, 4) i;
+CREATE TABLE rkeys AS SELECT i AS id, i = 1 AS pick FROM generate_series(1, 40) i;
 ANALYZE rdocs;
 ANALYZE rplain;
 ANALYZE rkeys;
@@ -188,9 +188,9 @@ SET ROLE regress_lift_reader;
 SELECT lift_fired($$SELECT d.id FROM rdocs d JOIN rkeys k ON k.id = d.id WHERE k.pick AND lift_leaky(d.body)$$) AS lifted;
 DELETE FROM lift_seen;
 SELECT d.id FROM rdocs d JOIN rkeys k ON k.id = d.id WHERE k.pick AND lift_leaky(d.body);
-SELECT what AS leaky_saw FROM lift_seen ORDER BY 1;
+SELECT DISTINCT what AS leaky_saw FROM lift_seen ORDER BY 1;
 SELECT lift_fired($$SELECT f.id FROM rfood f JOIN rkeys k ON k.id = f.id WHERE k.pick AND lift_leaky(f.body)$$) AS lifted;
 DELETE FROM lift_seen;
 SELECT f.id FROM rfood f JOIN rkeys k ON k.id = f.id WHERE k.pick AND lift_leaky(f.body);
-SELECT what AS leaky_saw FROM lift_seen ORDER BY 1;
+SELECT DISTINCT what AS leaky_saw FROM lift_seen ORDER BY 1;
 RESET ROLE;
