@@ -10,8 +10,8 @@
  * in between and the conjunct becomes a filter (plan.qual) of that join,
  * which the batch rewrite then evaluates in an LLM Batch node above it.
  *
- * Contract: only where the answer cannot change (docs/BATCH_SCAN.md,
- * "Filters above joins"): up through inner joins, the preserved side of
+ * Contract: only where the answer cannot change (docs/FILTER_PLACEMENT.md):
+ * up through inner joins, the preserved side of
  * LEFT / RIGHT joins and the outer side of semi / anti joins, and the
  * non-projecting Hash, Sort, Incremental Sort and Material nodes; never out
  * of a scan whose quals mix security levels, never a conjunct with a

@@ -1,6 +1,6 @@
 --
 -- lift_joins: a model-calling filter runs at the join where the fewest rows
--- reach it (docs/BATCH_SCAN.md, "Filters above joins"; llm.lift_filters),
+-- reach it (docs/FILTER_PLACEMENT.md; llm.lift_filters),
 -- only where the answer cannot change.  Calls are counted with llm_stat;
 -- each text is distinct, so call sharing does not hide a call.
 --
