@@ -447,3 +447,15 @@ SELECT llm_widen_function('llm_chat(jsonb, int, float8, float8, int, float8, flo
                           'llm_chat_0_4(jsonb, int, float8, float8, int, float8, float8, bigint, text[], text, text, text[], text, jsonb, text, text, jsonb, boolean, boolean)');
 
 -- end of chat template options of llm_chat
+
+-- filters above joins
+-- The planner's cost of a model call: llm_filter's declared COST scaled by
+-- the called model's weight file size relative to the default model's (a
+-- constant model => argument; from the configuration, not from what the
+-- worker measured, so cached plans do not change with the worker's state).
+CREATE FUNCTION llm_call_cost(internal) RETURNS internal
+AS 'MODULE_PATHNAME', 'pg_llm_call_cost'
+LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION llm_call_cost(internal) FROM PUBLIC;
+ALTER FUNCTION llm_filter(text, text, text, text, text, text) SUPPORT llm_call_cost;
+-- end of filters above joins

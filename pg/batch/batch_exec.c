@@ -29,6 +29,7 @@
 #include "utils/tuplestore.h"
 
 #include "batch_dedup.h"
+#include "batch_lift.h"
 #include "batch_scan.h"
 #include "channel/client.h"
 #include "common/progress.h"
@@ -862,6 +863,7 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 							deparse_expression((Node *) make_ands_explicit(quals), context, useprefix, false),
 							es);
 	}
+	llm_lift_explain(cscan, es);
 	ExplainPropertyInteger("Batch Window", NULL, st->max_window, es);
 	if (es->verbose)
 		ExplainPropertyInteger("LLM Calls per Row", NULL, st->n_calls, es);

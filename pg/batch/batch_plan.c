@@ -57,6 +57,7 @@
 #include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 
+#include "batch_lift.h"
 #include "batch_scan.h"
 #include "channel/client.h"
 #include "common/progress.h"
@@ -883,6 +884,13 @@ rewrite_plan(FunctionCache *fc, const QualOrder *order, Plan *plan, bool no_wrap
 	return plan;
 }
 
+/* keeps_qual_order for batch_lift.c */
+static bool
+lift_keeps_order(Plan *scan, void *arg)
+{
+	return keeps_qual_order((const QualOrder *) arg, scan);
+}
+
 /*
  * planner_hook: standard planning, then the batch rewrite of the finished
  * plan (main tree and subplans).  Scrollable cursors are left alone: the
@@ -897,6 +905,7 @@ batch_planner(Query *parse, const char *query_string, int cursorOptions,
 	QualOrder	order;
 	FunctionCache fc;
 	int			next_id;
+	List	   *lifted;
 	ListCell   *lc;
 
 	/* planning may plan other statements (SQL functions folded, SPI) */
@@ -926,9 +935,16 @@ batch_planner(Query *parse, const char *query_string, int cursorOptions,
 	next_id++;
 
 	order.rtable = stmt->rtable;
+	/* model-calling filters above joins first (batch_lift.h): the rewrite batches them there */
+	lifted = llm_lift_filters(stmt->planTree, stmt->rtable, lift_keeps_order, &order);
+	foreach(lc, stmt->subplans)
+		lifted = list_concat(lifted, llm_lift_filters(lfirst(lc), stmt->rtable, lift_keeps_order, &order));
 	stmt->planTree = rewrite_plan(&fc, &order, stmt->planTree, false, &next_id);
 	foreach(lc, stmt->subplans)
 		lfirst(lc) = rewrite_plan(&fc, &order, lfirst(lc), false, &next_id);
+	llm_lift_annotate(stmt->planTree, lifted);
+	foreach(lc, stmt->subplans)
+		llm_lift_annotate(lfirst(lc), lifted);
 	return stmt;
 }
 
@@ -963,6 +979,8 @@ llm_batch_init(void)
 							 true,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
+
+	llm_lift_init();
 
 	RegisterCustomScanMethods(&llm_batch_plan_methods);
 
