@@ -20,7 +20,8 @@
  * (sql_args.h), so a plan built before the change works too.  No overload
  * exists at any time, so no call becomes ambiguous.
  *
- * Refused (ERROR, nothing changed) unless: the caller is a superuser; both
+ * Refused (ERROR, nothing changed) unless: the caller is a superuser; neither
+ * is built in nor a member of another extension than llm; both
  * are plain functions with the same result (type, set-ness, OUT arguments);
  * neither is variadic nor has INOUT arguments; target's input arguments are
  * a proper prefix of template's (types and names); every new argument has a
@@ -32,11 +33,13 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_proc.h"
+#include "commands/extension.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -159,6 +162,17 @@ widen_begin(Oid target, Oid tmpl, Widening *w)
 				 errmsg("must be superuser to widen a function")));
 	if (target == tmpl)
 		refuse(target, "The template must be another function.");
+	/* a tool for update scripts: a built-in or another extension's row is never rewritten (or dropped) */
+	for (int i = 0; i < 2; i++)
+	{
+		Oid			f = i == 0 ? target : tmpl;
+		Oid			ext = getExtensionOfObject(ProcedureRelationId, f);
+
+		if (f < FirstNormalObjectId)
+			refuse(f, "Built-in functions cannot be widened or used as a template.");
+		if (OidIsValid(ext) && ext != get_extension_oid("llm", true))
+			refuse(f, "Functions of another extension cannot be widened or used as a template.");
+	}
 
 	w->target = target;
 	w->tmpl = tmpl;

@@ -123,6 +123,7 @@ CREATE FUNCTION scratch_t3(a int, b int DEFAULT 1, c int DEFAULT 0) RETURNS bigi
 CREATE FUNCTION scratch_t4(a int) RETURNS int LANGUAGE sql AS 'SELECT a';
 CREATE FUNCTION scratch_t5(a int, c int) RETURNS int LANGUAGE sql AS 'SELECT a';
 CREATE FUNCTION scratch_t6(a int, b int DEFAULT 1, VARIADIC c int[] DEFAULT '{}') RETURNS int LANGUAGE sql AS 'SELECT a';
+CREATE FUNCTION scratch_t7(a text, x int DEFAULT 1) RETURNS text LANGUAGE sql AS 'SELECT a';
 SELECT target, template, try_detail(format('SELECT llm_widen_function(%L, %L)', target, template)) AS refused
 FROM (VALUES ('scratch_old(int, int)', 'scratch_old(int, int)'),
              ('scratch_old(int, int)', 'scratch_t1(int, int, int)'),
@@ -130,9 +131,11 @@ FROM (VALUES ('scratch_old(int, int)', 'scratch_old(int, int)'),
              ('scratch_old(int, int)', 'scratch_t3(int, int, int)'),
              ('scratch_old(int, int)', 'scratch_t4(int)'),
              ('scratch_nodefault(int)', 'scratch_t5(int, int)'),
-             ('scratch_old(int, int)', 'scratch_t6(int, int, int[])')) v(target, template);
+             ('scratch_old(int, int)', 'scratch_t6(int, int, int[])'),
+             ('upper(text)', 'scratch_t7(text, int)'),
+             ('scratch_old(int, int)', 'int4pl(int, int)')) v(target, template);
 SELECT pg_get_function_arguments('scratch_old(int, int)'::regprocedure) AS unchanged,
-       count(*) AS templates_kept FROM pg_proc WHERE proname ~ '^scratch_t[1-6]$';
+       count(*) AS templates_kept FROM pg_proc WHERE proname ~ '^scratch_t[1-7]$';
 -- superusers only: not granted to PUBLIC, and checked inside if granted
 CREATE ROLE regress_llm_widener;
 SET ROLE regress_llm_widener;
@@ -151,7 +154,7 @@ DROP FUNCTION scratch_atomic(text);
 DROP FUNCTION scratch_generate(text, int, text[], text, float8, bigint);
 DROP FUNCTION scratch_sql(int, int, scratch_level), scratch_old(int, int), scratch_nodefault(int),
   scratch_t1(int, int, int), scratch_t2(int, int, int), scratch_t3(int, int, int), scratch_t4(int),
-  scratch_t5(int, int), scratch_t6(int, int, int[]), scratch_fetch_same(refcursor), try_detail(text);
+  scratch_t5(int, int), scratch_t6(int, int, int[]), scratch_t7(text, int), scratch_fetch_same(refcursor), try_detail(text);
 DROP DOMAIN scratch_level;
 DROP TABLE scratch_rows, scratch_before;
 SELECT wait_idle();
