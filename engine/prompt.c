@@ -145,10 +145,23 @@ embed_prompt_ids(const llm_engine *e, const char *text, size_t len, int32_t **id
 int64_t
 engine_prompt_ids(const llm_engine *e, const llm_request *req, int32_t **ids, char *err, size_t errlen)
 {
+	/*
+	 * An embedding model has no chat: a text is tokenized as it is embedded
+	 * (what llm_count_tokens counts; a generation request is refused at
+	 * submission, naming the model's kind rather than its template).
+	 */
+	if (e->mc->no_output && req->prompt_kind == LLM_PROMPT_TEXT)
+		return embed_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
+	if (e->mc->no_output && req->prompt_kind == LLM_PROMPT_MESSAGES)
+	{
+		*ids = NULL;
+		snprintf(err, errlen, "the model is an embedding model (%s): it has no chat, it only embeds", e->mc->arch);
+		return -1;
+	}
 	switch (req->prompt_kind)
 	{
 		case LLM_PROMPT_RAW:
-			if (req->mode == LLM_MODE_EMBED)
+			if (req->mode == LLM_MODE_EMBED || e->mc->no_output)
 				return embed_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
 			return raw_prompt_ids(e, req->prompt, req->prompt_len, ids, err, errlen);
 		case LLM_PROMPT_TEXT:
