@@ -291,6 +291,24 @@ llm_engine_render(const llm_engine *e, const llm_request *req, char **text, size
 		return -1;
 	}
 	err[0] = '\0';
+	if (e->mc->no_output)
+	{
+		/* no chat: the text as it is embedded (the messages form is refused there) */
+		k = engine_prompt_ids(e, req, &ids, err, errlen);
+		free(ids);
+		if (k < 0)
+			return -1;
+		*text = malloc(req->prompt_len + 1);
+		if (*text == NULL)
+		{
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		memcpy(*text, req->prompt, req->prompt_len);
+		(*text)[req->prompt_len] = '\0';
+		*len = req->prompt_len;
+		return k;
+	}
 	k = render_chat(e, msgs, n, &o, &ids, err, errlen);
 	free(ids);
 	if (k < 0)

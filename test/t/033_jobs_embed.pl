@@ -131,7 +131,7 @@ SKIP:
 SKIP:
 {
 	my $minilm = ($ENV{LLM_SOURCE_DIR} // '') . '/models/all-MiniLM-L6-v2.F16.gguf';
-	skip "all-MiniLM-L6-v2 is not in models/ (scripts/fetch-model.sh minilm)", 12 unless -r $minilm;
+	skip "all-MiniLM-L6-v2 is not in models/ (scripts/fetch-model.sh minilm)", 14 unless -r $minilm;
 	q1("ALTER SYSTEM SET llm.models = 'minilm=$minilm'");
 	q1('SELECT pg_reload_conf()');
 	ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM llm_models WHERE alias = 'minilm' AND state = 'ready'}),
@@ -148,6 +148,10 @@ SKIP:
 	like(q1(q{SELECT try_sql($$SELECT llm_embed(repeat('word ', 255), model => 'minilm')$$)}), qr/^54000:/,
 		'255 words + [CLS] + [SEP] is over the 256-token limit: 54000');
 	is(q1(q{SELECT array_length(llm_embed(repeat('word ', 254), model => 'minilm'), 1)}), '384', '254 words fit');
+	is(q1(q{SELECT llm_count_tokens('word word', model => 'minilm')}), '4',
+		'llm_count_tokens on an embedding model: the tokens embedded, [CLS] and [SEP] included');
+	like(q1(q{SELECT try_sql($$SELECT llm_generate('Say hi.', model => 'minilm')$$)}),
+		qr/^22023: .*embedding model.*it only embeds/, 'generating on an embedding model names its kind');
 	is(q1(q{SELECT llm_embed(repeat('word ', 400), model => 'minilm', truncate => true)
 	             = llm_embed(repeat('word ', 254), model => 'minilm')}), 't',
 		'truncated: [CLS], the first 254 words, [SEP], bit for bit');
