@@ -106,6 +106,10 @@ ARCH = {
 ARCH_SMALL = dict(dim=128, n_heads=2, n_kv_heads=1, head_dim=64, ffn=128, n_layers=2, vocab=384, ctx=4096)
 ARCH_SMALL_OVERRIDE = {"smollm3": dict(n_layers=4), "phi3": dict(n_kv_heads=2, orig_ctx=1024, ctx=32768),
                        "gemma2": dict(attn_cap=4.0, final_cap=8.0, window=8), "qwen3": dict(dim=96)}
+# CI size for the k-quant mixes: the small shape with every matrix's input a
+# multiple of 256 (the k-quant super-block), so that llama-quantize's Q4_K_M
+# mix stores Q4_K / Q6_K rows rather than falling back to Q5_0 / Q8_0
+ARCH_SMALL_K = dict(dim=256, n_heads=4, ffn=256)
 ARCH_FID_LAYERS = 4
 ARCH_SMALL_VOCAB_SRC = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 # the family's vocabulary in the llama.cpp sources (sdist), for the full size
@@ -356,6 +360,10 @@ def arch_config(family, size):
     if size == "small":
         c.update(ARCH_SMALL)
         c.update(ARCH_SMALL_OVERRIDE.get(family, {}))
+    elif size == "small-k":
+        c.update(ARCH_SMALL)
+        c.update(ARCH_SMALL_OVERRIDE.get(family, {}))
+        c.update(ARCH_SMALL_K)
     elif size == "fid":
         c["n_layers"] = ARCH_FID_LAYERS
         c["vocab"] = ARCH_SMALL["vocab"]
@@ -570,7 +578,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p = sub.add_parser("arch")
     p.add_argument("family", choices=sorted(ARCH))
-    p.add_argument("size", choices=["small", "fid", "full"])
+    p.add_argument("size", choices=["small", "small-k", "fid", "full"])
     p.add_argument("out")
     p.add_argument("--type", default="F16", choices=["F16", "Q8_0"])
     p.add_argument("--seed", type=int, default=1)

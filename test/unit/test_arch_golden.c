@@ -2,7 +2,9 @@
  * test_arch_golden.c — the architectures qwen2, qwen3, llama with Llama 3.1
  * RoPE factors, phi3, gemma2, granite and smollm3 against llama.cpp, on
  * synthetic random-weight models of each family's shape at CI size
- * (tools/make_synth_gguf.py arch FAMILY small, F16 and Q8_0).
+ * (tools/make_synth_gguf.py arch FAMILY small, F16 and Q8_0; the Q4_K_M mix
+ * of size small-k, quantized by llama.cpp's llama-quantize and committed in
+ * test/golden/arch/q4_k_m/, since CI has no llama.cpp).
  *
  * The models are written into build/synth/ by the generator (seeded) when
  * absent or when their sha256 differs from test/golden/arch/models.tsv,
@@ -15,7 +17,11 @@
  * every logits row with the oracle's: max |diff| <= 0.05, RMS diff <=
  * 0.01 of the row's standard deviation, our argmax equal to the oracle's
  * token at >= 95% of the steps and elsewhere only where the oracle's top-2
- * margin is below 0.1.
+ * margin is below 0.1.  The Q4_K_M files are held to tier B (llama.cpp
+ * repacks Q4_K rows at load and sums them in another order): every row's
+ * max |diff| <= 0.6 and RMS diff <= 0.25 of its standard deviation, our
+ * argmax among the oracle's top 5, greedy >= 40% identical and divergences
+ * only where the oracle's margin is below 1.0.
  * Per family (the F16 model, through the engine, greedy): the prompts
  * batched together, chunked (5 tokens per step), preempted in a tiny KV
  * pool and served cold then warm from the prefix cache, each identical to
@@ -84,7 +90,13 @@ ensure_model(const char *fam, const char *type, char *path, size_t len)
 
 	for (int i = 0; type[i] && i < 7; i++)
 		lt[i] = (char) (type[i] >= 'A' && type[i] <= 'Z' ? type[i] - 'A' + 'a' : type[i]), lt[i + 1] = '\0';
-	snprintf(path, len, SYNTH_DIR "/%s-small-%s.gguf", fam, lt);
+	bool		committed = strcmp(type, "Q4_K_M") == 0;
+	const char *size = committed ? "small-k" : "small";
+
+	if (committed)
+		snprintf(path, len, GOLDEN_DIR "/q4_k_m/%s.gguf", fam);
+	else
+		snprintf(path, len, SYNTH_DIR "/%s-small-%s.gguf", fam, lt);
 	while (f && fgets(line, sizeof(line), f))
 	{
 		char		a[32],
@@ -93,7 +105,7 @@ ensure_model(const char *fam, const char *type, char *path, size_t len)
 					h[80];
 
 		if (sscanf(line, "%31s %15s %15s %79s", a, s, t, h) == 4 && strcmp(a, fam) == 0 &&
-			strcmp(s, "small") == 0 && strcmp(t, type) == 0)
+			strcmp(s, size) == 0 && strcmp(t, type) == 0)
 			snprintf(want, sizeof(want), "%s", h);
 	}
 	if (f)
@@ -105,6 +117,11 @@ ensure_model(const char *fam, const char *type, char *path, size_t len)
 	}
 	if (sha_matches(path, want))
 		return true;
+	if (committed)
+	{
+		printf("# %s: not the sha256 of models.tsv (made by scripts/oracle/make_arch_golden.sh)\n", path);
+		return false;
+	}
 	snprintf(cmd, sizeof(cmd),
 			 "mkdir -p " SYNTH_DIR " && python3 tools/make_synth_gguf.py arch %s small '%s' --type %s --sha256 %s",
 			 fam, path, type, want);
@@ -198,10 +215,13 @@ half_to_float(uint16_t h)
 typedef struct fid_stats
 {
 	double		max_abs;		/* largest |ours - oracle| */
+	double		worst_max_std;	/* largest max |diff| / row std */
 	double		worst_rms;		/* largest RMS diff / row std */
+	double		margin;			/* a divergence at an oracle margin >= this is bad */
 	int			steps,
 				agree,
-				bad_div;		/* argmax differs where the oracle's margin >= 0.1 */
+				bad_div,		/* argmax differs where the oracle's margin >= margin */
+				not_top5;		/* rows whose argmax is not among the oracle's top 5 */
 } fid_stats;
 
 static void
@@ -213,7 +233,9 @@ compare_row(const float *ours, const uint16_t *ref16, int n_vocab, int32_t want,
 				std;
 	int			arg = 0;
 	float		top1 = -INFINITY,
-				top2 = -INFINITY;
+				top2 = -INFINITY,
+				row_max = 0.0f;
+	int			above = 0;
 
 	for (int i = 0; i < n_vocab; i++)
 	{
@@ -223,8 +245,8 @@ compare_row(const float *ours, const uint16_t *ref16, int n_vocab, int32_t want,
 		sum += r;
 		sq += r * r;
 		dsq += d * d;
-		if (fabs(d) > st->max_abs)
-			st->max_abs = fabs(d);
+		if (fabs(d) > row_max)
+			row_max = (float) fabs(d);
 		if (ours[i] > ours[arg])
 			arg = i;
 		if (r > top1)
@@ -232,7 +254,15 @@ compare_row(const float *ours, const uint16_t *ref16, int n_vocab, int32_t want,
 		else if (r > top2)
 			top2 = (float) r;
 	}
+	for (int i = 0; i < n_vocab; i++)
+		above += half_to_float(ref16[i]) > half_to_float(ref16[arg]);
+	if (above >= 5)
+		st->not_top5++;
 	std = sqrt(sq / n_vocab - (sum / n_vocab) * (sum / n_vocab));
+	if (row_max > st->max_abs)
+		st->max_abs = row_max;
+	if (row_max / std > st->worst_max_std)
+		st->worst_max_std = row_max / std;
 	if (sqrt(dsq / n_vocab) / std > st->worst_rms)
 		st->worst_rms = sqrt(dsq / n_vocab) / std;
 	if (!check_arg)
@@ -243,7 +273,7 @@ compare_row(const float *ours, const uint16_t *ref16, int n_vocab, int32_t want,
 	else
 	{
 		printf("# argmax %d, oracle %d (oracle margin %.4f)\n", arg, want, top1 - top2);
-		if (top1 - top2 >= 0.1f)
+		if (top1 - top2 >= st->margin)
 			st->bad_div++;
 	}
 }
@@ -300,8 +330,10 @@ check_fidelity(const char *fam, const char *type, const char *model_path)
 	llm_backend *b;
 	llm_model  *m = NULL;
 	fid_stats	st = {0};
+	bool		tier_b = strcmp(type, "Q4_K_M") == 0;
 
-	snprintf(lt, sizeof(lt), "%s", strcmp(type, "F16") == 0 ? "f16" : "q8_0");
+	st.margin = tier_b ? 1.0 : 0.1;
+	snprintf(lt, sizeof(lt), "%s", strcmp(type, "F16") == 0 ? "f16" : tier_b ? "q4_k_m" : "q8_0");
 	snprintf(path, sizeof(path), GOLDEN_DIR "/%s-%s.tsv", fam, lt);
 	n = load_cases(path, cases, &n_vocab);
 	if (!CHECK(n > 0 && n_vocab > 0, "%s %s: %d golden prompts in %s", fam, type, n, path))
@@ -348,14 +380,30 @@ check_fidelity(const char *fam, const char *type, const char *model_path)
 			}
 		}
 		CHECK(ok, "%s %s: every step ran%s%s", fam, type, ok ? "" : ": ", ok ? "" : err);
-		printf("# %s %s: max |diff| %.5f, worst RMS diff / std %.5f, argmax %d/%d\n", fam, type, st.max_abs,
-			   st.worst_rms, st.agree, st.steps);
-		CHECK(ok && st.max_abs <= 0.05, "%s %s: logits max |diff| %.5f <= 0.05 (tier S)", fam, type, st.max_abs);
-		CHECK(ok && st.worst_rms <= 0.01, "%s %s: logits RMS diff %.5f <= 0.01 std (tier S)", fam, type,
-			  st.worst_rms);
-		CHECK(ok && st.steps > 0 && st.agree >= 0.95 * st.steps && st.bad_div == 0,
-			  "%s %s: greedy %d/%d steps identical (>= 95%%), %d divergences at oracle margin >= 0.1", fam, type,
-			  st.agree, st.steps, st.bad_div);
+		printf("# %s %s: max |diff| %.5f (%.5f std), worst RMS diff / std %.5f, argmax %d/%d, %d rows' argmax "
+			   "outside the oracle's top 5\n", fam, type, st.max_abs, st.worst_max_std, st.worst_rms, st.agree,
+			   st.steps, st.not_top5);
+		if (tier_b)
+		{
+			CHECK(ok && st.worst_max_std <= 0.6, "%s %s: logits max |diff| %.5f std <= 0.6 std (tier B)", fam, type,
+				  st.worst_max_std);
+			CHECK(ok && st.worst_rms <= 0.25, "%s %s: logits RMS diff %.5f <= 0.25 std (tier B)", fam, type,
+				  st.worst_rms);
+			CHECK(ok && st.not_top5 == 0, "%s %s: every row's argmax among the oracle's top 5 (tier B)", fam, type);
+			CHECK(ok && st.steps > 0 && st.agree >= 0.4 * st.steps && st.bad_div == 0,
+				  "%s %s: greedy %d/%d steps identical (>= 40%%), %d divergences at oracle margin >= 1.0", fam,
+				  type, st.agree, st.steps, st.bad_div);
+		}
+		else
+		{
+			CHECK(ok && st.max_abs <= 0.05, "%s %s: logits max |diff| %.5f <= 0.05 (tier S)", fam, type,
+				  st.max_abs);
+			CHECK(ok && st.worst_rms <= 0.01, "%s %s: logits RMS diff %.5f <= 0.01 std (tier S)", fam, type,
+				  st.worst_rms);
+			CHECK(ok && st.steps > 0 && st.agree >= 0.95 * st.steps && st.bad_div == 0,
+				  "%s %s: greedy %d/%d steps identical (>= 95%%), %d divergences at oracle margin >= 0.1", fam,
+				  type, st.agree, st.steps, st.bad_div);
+		}
 		free(lg);
 	}
 	llm_model_free(m);
@@ -566,19 +614,24 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 	{
 		char		f16[512],
-					q8[512];
+					q8[512],
+					q4[512];
 		bool		have16,
-					have8;
+					have8,
+					have4;
 
 		if (only && *only && strcmp(only, families[i]) != 0)
 			continue;
 		have16 = ensure_model(families[i], "F16", f16, sizeof(f16));
 		have8 = ensure_model(families[i], "Q8_0", q8, sizeof(q8));
-		CHECK(have16 && have8, "%s: synthetic models with the goldens' sha256", families[i]);
+		have4 = ensure_model(families[i], "Q4_K_M", q4, sizeof(q4));
+		CHECK(have16 && have8 && have4, "%s: synthetic models with the goldens' sha256", families[i]);
 		if (have16)
 			check_fidelity(families[i], "F16", f16);
 		if (have8)
 			check_fidelity(families[i], "Q8_0", q8);
+		if (have4)
+			check_fidelity(families[i], "Q4_K_M", q4);
 		if (have16)
 			check_invariance(families[i], archs[i], f16);
 	}
