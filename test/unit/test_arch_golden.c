@@ -29,6 +29,11 @@
  * architecture; a mixture-of-experts architecture, a RoPE scaling type
  * not implemented (YaRN) and a missing per-layer norm are refused at load
  * with the architecture or key named.
+ *
+ * With LLM_ARCH_MODEL (a model file) and LLM_ARCH_GOLDEN_DIR (its goldens as
+ * DIR/FAMILY-f16.{tsv,f16}) and a family argument: that model's fidelity
+ * alone (scripts/oracle/check_arch_vocab.sh: the families' real
+ * vocabularies, goldens made on the spot).
  */
 #include "unit.h"
 #include "golden_test_util.h"
@@ -49,6 +54,7 @@
 #define N_CTX		4096		/* the oracle's context (LongRoPE picks its factors by it) */
 #define BLOCK		16
 
+static const char *golden_dir = GOLDEN_DIR;
 static const char *const families[] = {"qwen2", "qwen3", "llama31", "phi3", "gemma2", "granite", "smollm3"};
 static const char *const archs[] = {"qwen2", "qwen3", "llama", "phi3", "gemma2", "granite", "smollm3"};
 
@@ -335,13 +341,13 @@ check_fidelity(const char *fam, const char *type, const char *model_path)
 	fid_stats	st = {0};
 
 	snprintf(lt, sizeof(lt), "%s", strcmp(type, "F16") == 0 ? "f16" : strcmp(type, "Q4_K_M") == 0 ? "q4_k_m" : "q8_0");
-	snprintf(path, sizeof(path), GOLDEN_DIR "/%s-%s.tsv", fam, lt);
+	snprintf(path, sizeof(path), "%s/%s-%s.tsv", golden_dir, fam, lt);
 	n = load_cases(path, cases, &n_vocab);
 	if (!CHECK(n > 0 && n_vocab > 0, "%s %s: %d golden prompts in %s", fam, type, n, path))
 		return;
 	rows = (size_t) n * (GEN + 1) * n_vocab;
 	ref = malloc(rows * sizeof(uint16_t));
-	snprintf(path, sizeof(path), GOLDEN_DIR "/%s-%s.f16", fam, lt);
+	snprintf(path, sizeof(path), "%s/%s-%s.f16", golden_dir, fam, lt);
 	f = fopen(path, "rb");
 	if (!CHECK(f && fread(ref, sizeof(uint16_t), rows, f) == rows, "%s %s: golden logits %s", fam, type, path))
 	{
@@ -597,6 +603,15 @@ int
 main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : getenv("LLM_TEST_ARCH");
+	const char *model = getenv("LLM_ARCH_MODEL");
+
+	if (model && *model)
+	{
+		golden_dir = getenv("LLM_ARCH_GOLDEN_DIR") ? getenv("LLM_ARCH_GOLDEN_DIR") : GOLDEN_DIR;
+		if (CHECK(only && *only, "LLM_ARCH_MODEL %s: a family argument", model))
+			check_fidelity(only, "F16", model);
+		return unit_done();
+	}
 
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
 	{
