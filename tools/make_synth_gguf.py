@@ -524,6 +524,9 @@ def cmd_arch(args):
     for item in args.kv or []:
         k, v = item.split("=", 1)
         kv[k] = (T_STR, v.encode())
+    if args.chat_template:
+        with open(args.chat_template, "rb") as f:
+            kv["tokenizer.chat_template"] = (T_STR, f.read())
     rng = np.random.default_rng(args.seed)
     specs = arch_tensors(c)
     tensors = []
@@ -601,6 +604,7 @@ def main():
     p.add_argument("--sha256", help="fail unless the written file has this sha256")
     p.add_argument("--set-arch", help="another general.architecture (and key prefix): refusal tests")
     p.add_argument("--kv", action="append", help="KEY=STRING metadata added (refusal tests)")
+    p.add_argument("--chat-template", help="a Jinja file written as tokenizer.chat_template")
     p.add_argument("--plain", action="store_true",
                    help="with --set-arch llama: the family's widths as a plain llama model (speed baseline)")
     p = sub.add_parser("config")

@@ -545,6 +545,50 @@ check_invariance(const char *fam, const char *arch, const char *model_path)
 	}
 }
 
+/* ---- the chat-template models of test/t/038_arch_chat.pl ---- */
+
+/*
+ * build/synth/chat-ALIAS.gguf for each case of chat.tsv (the family's small
+ * model with a real template embedded), with the golden's sha256: the TAP
+ * test runs as another user, without the generator's numpy, and takes them
+ * from here.
+ */
+static void
+check_chat_models(void)
+{
+	char		line[16384];
+	int			n = 0,
+				good = 0;
+	FILE	   *f = fopen(GOLDEN_DIR "/chat.tsv", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+	{
+		char	   *col[6],
+					path[256],
+					cmd[1024];
+
+		if (line[0] == '#' || split_tabs(line, col, 6) < 5)
+			continue;
+		n++;
+		snprintf(path, sizeof(path), SYNTH_DIR "/chat-%s.gguf", col[0]);
+		if (!sha_matches(path, col[4]))
+		{
+			snprintf(cmd, sizeof(cmd),
+					 "mkdir -p " SYNTH_DIR " && python3 tools/make_synth_gguf.py arch %s small '%s' "
+					 "--chat-template '" GOLDEN_DIR "/templates/%s.jinja' %s%s --sha256 %s >/dev/null",
+					 col[1], path, col[3], strcmp(col[2], "-") == 0 ? "" : col[2],
+					 strcmp(col[2], "-") == 0 ? "" : " --set-arch llama", col[4]);
+			if (system(cmd) != 0)
+				printf("# %s: not written\n", path);
+		}
+		if (sha_matches(path, col[4]))
+			good++;
+	}
+	if (f)
+		fclose(f);
+	CHECK(n > 0 && good == n, "%d of %d chat-template models (chat.tsv) written with their sha256", good, n);
+}
+
 /* ---- refusals at load ---- */
 
 /* Write a variant of a family's small model (generator flags) and load it; the load error into err. */
@@ -638,6 +682,9 @@ main(int argc, char **argv)
 			check_invariance(families[i], archs[i], f16);
 	}
 	if (!(only && *only))
+	{
 		check_refusals();
+		check_chat_models();
+	}
 	return unit_done();
 }
