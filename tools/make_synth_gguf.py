@@ -65,7 +65,8 @@ PRESETS = {
 # member of each family (config.json of the named model), for fidelity
 # tests against llama.cpp.  Sizes: "small" (CI: a few layers, narrow, a
 # 384-token cut of the SmolLM2 vocabulary), "fid" (the real widths, cut to
-# a few layers, the cut vocabulary), "full" (the real widths and depth, the
+# a few layers, the cut vocabulary), "vocab" (the small widths, the family's
+# real vocabulary from the llama.cpp sources), "full" (the real widths and depth, the
 # family's real vocabulary size padded as the real model's).  Q and K are
 # scaled so that scores have a standard deviation of a few units (random
 # weights at the usual scale give uniform attention, which hides RoPE and
@@ -106,6 +107,10 @@ ARCH = {
 ARCH_SMALL = dict(dim=128, n_heads=2, n_kv_heads=1, head_dim=64, ffn=128, n_layers=2, vocab=384, ctx=4096)
 ARCH_SMALL_OVERRIDE = {"smollm3": dict(n_layers=4), "phi3": dict(n_kv_heads=2, orig_ctx=1024, ctx=32768),
                        "gemma2": dict(attn_cap=4.0, final_cap=8.0, window=8), "qwen3": dict(dim=96)}
+# CI size for the k-quant mixes: the small shape with every matrix's input a
+# multiple of 256 (the k-quant super-block), so that llama-quantize's Q4_K_M
+# mix stores Q4_K / Q6_K rows rather than falling back to Q5_0 / Q8_0
+ARCH_SMALL_K = dict(dim=256, n_heads=4, ffn=256)
 ARCH_FID_LAYERS = 4
 ARCH_SMALL_VOCAB_SRC = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 # the family's vocabulary in the llama.cpp sources (sdist), for the full size
@@ -287,6 +292,9 @@ def param_count(c):
 def tokenizer_kv(tok_path, vocab):
     src = read_metadata(tok_path)
     for k in TOKENIZER_KEYS_REQUIRED:
+        # a SentencePiece vocabulary (Phi-3's) has scores instead of merges
+        if k == "tokenizer.ggml.merges" and src.get("tokenizer.ggml.model", (0, b""))[1] != b"gpt2":
+            k = "tokenizer.ggml.scores"
         if k not in src:
             sys.exit(f"{tok_path}: {k} missing")
     kv = {k: v for k, v in src.items() if k.startswith("tokenizer.")}
@@ -298,6 +306,9 @@ def tokenizer_kv(tok_path, vocab):
         extra = vocab - len(toks)
         toks = toks + [f"<|reserved_{i}|>".encode() for i in range(extra)]
         types = types + [5] * extra
+        if "tokenizer.ggml.scores" in kv:
+            sc_et, scores = kv["tokenizer.ggml.scores"][1]
+            kv["tokenizer.ggml.scores"] = (T_ARR, (sc_et, scores + [0.0] * extra))
     kv["tokenizer.ggml.tokens"] = (T_ARR, (et, toks))
     kv["tokenizer.ggml.token_type"] = (T_ARR, (tt_et, types))
     return kv
@@ -356,6 +367,15 @@ def arch_config(family, size):
     if size == "small":
         c.update(ARCH_SMALL)
         c.update(ARCH_SMALL_OVERRIDE.get(family, {}))
+    elif size == "small-k":
+        c.update(ARCH_SMALL)
+        c.update(ARCH_SMALL_OVERRIDE.get(family, {}))
+        c.update(ARCH_SMALL_K)
+    elif size == "vocab":
+        # the small widths with the family's whole vocabulary (its embedding and output at full size)
+        c.update(ARCH_SMALL)
+        c.update(ARCH_SMALL_OVERRIDE.get(family, {}))
+        c["vocab"] = ARCH[family]["vocab"]
     elif size == "fid":
         c["n_layers"] = ARCH_FID_LAYERS
         c["vocab"] = ARCH_SMALL["vocab"]
@@ -485,7 +505,9 @@ def arch_kv(c, name, tok_kv):
 def cmd_arch(args):
     c = arch_config(args.family, args.size)
     mat_type = TYPE_IDS[args.type]
-    if args.size == "full" and args.family in ARCH_VOCAB_FILE and args.vocab_dir:
+    if args.size == "vocab" and not (args.family in ARCH_VOCAB_FILE and args.vocab_dir):
+        sys.exit(f"size vocab needs --vocab-dir and a family with a vocabulary there ({', '.join(ARCH_VOCAB_FILE)})")
+    if args.size in ("full", "vocab") and args.family in ARCH_VOCAB_FILE and args.vocab_dir:
         tok_kv = tokenizer_kv(os.path.join(args.vocab_dir, ARCH_VOCAB_FILE[args.family]), c["vocab"])
     elif args.size == "full":
         # the SmolLM2 vocabulary padded to the family's size (the embedding and output keep their real shape)
@@ -502,6 +524,9 @@ def cmd_arch(args):
     for item in args.kv or []:
         k, v = item.split("=", 1)
         kv[k] = (T_STR, v.encode())
+    if args.chat_template:
+        with open(args.chat_template, "rb") as f:
+            kv["tokenizer.chat_template"] = (T_STR, f.read())
     rng = np.random.default_rng(args.seed)
     specs = arch_tensors(c)
     tensors = []
@@ -570,15 +595,16 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p = sub.add_parser("arch")
     p.add_argument("family", choices=sorted(ARCH))
-    p.add_argument("size", choices=["small", "fid", "full"])
+    p.add_argument("size", choices=["small", "small-k", "vocab", "fid", "full"])
     p.add_argument("out")
     p.add_argument("--type", default="F16", choices=["F16", "Q8_0"])
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tokenizer", help="gpt2-BPE GGUF whose first tokens make the cut vocabulary")
-    p.add_argument("--vocab-dir", help="llama.cpp models/ with ggml-vocab-*.gguf (size full)")
+    p.add_argument("--vocab-dir", help="llama.cpp models/ with ggml-vocab-*.gguf (sizes full and vocab)")
     p.add_argument("--sha256", help="fail unless the written file has this sha256")
     p.add_argument("--set-arch", help="another general.architecture (and key prefix): refusal tests")
     p.add_argument("--kv", action="append", help="KEY=STRING metadata added (refusal tests)")
+    p.add_argument("--chat-template", help="a Jinja file written as tokenizer.chat_template")
     p.add_argument("--plain", action="store_true",
                    help="with --set-arch llama: the family's widths as a plain llama model (speed baseline)")
     p = sub.add_parser("config")

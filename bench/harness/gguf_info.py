@@ -127,7 +127,10 @@ def read(path):
     head_dim = meta.get("%s.attention.key_length" % arch)
     if head_dim is None and n_heads and meta.get("%s.embedding_length" % arch):
         head_dim = meta["%s.embedding_length" % arch] // n_heads
+    dim = meta.get("%s.embedding_length" % arch)
     return {
+        # the embedding's rows (the tokens array can be shorter than the padded matrix)
+        "n_vocab": embd // dim if embd and dim else None,
         "n_layers": n_layers,
         "n_kv_heads": n_kv,
         "head_dim": head_dim,

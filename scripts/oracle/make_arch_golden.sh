@@ -2,7 +2,7 @@
 # Goldens of the synthetic architecture models with llama.cpp (the version
 # vendored in llama-cpp-python 0.3.36, built by scripts/build-llama-cpp.sh).
 #
-#   scripts/oracle/make_arch_golden.sh [FAMILY...]      write test/golden/arch/FAMILY-{f16,q8_0}.{tsv,f16}
+#   scripts/oracle/make_arch_golden.sh [FAMILY...]      write test/golden/arch/FAMILY-{f16,q8_0,q4_k_m}.{tsv,f16}
 #                                                        and the models' sha256 in test/golden/arch/models.tsv
 #   scripts/oracle/make_arch_golden.sh --check [FAMILY...]
 #                                                        rerun the oracle and compare with the committed files
@@ -40,10 +40,21 @@ for pid, n in (("p7", 7), ("p24", 24), ("p40", 40)):
 PY
 )
 for fam in "${families[@]}"; do
-	for type in F16 Q8_0; do
+	for type in ${LLM_ARCH_TYPES:-F16 Q8_0 Q4_K_M}; do
 		lt=$(echo "$type" | tr 'A-Z' 'a-z')
-		model=build/synth/$fam-small-$lt.gguf
-		python3 tools/make_synth_gguf.py arch "$fam" small "$model" --type "$type" >"$tmp/gen.txt"
+		size=small
+		if [ "$type" = Q4_K_M ]; then
+			size=small-k
+			model=$out/q4_k_m/$fam.gguf
+			mkdir -p "$out/q4_k_m"
+			python3 tools/make_synth_gguf.py arch "$fam" small-k "$tmp/k-f16.gguf" --type F16 >"$tmp/gen.txt"
+			if [ $check = 1 ]; then model=$tmp/k-q4_k_m.gguf; fi
+			nice "$BUILD/bin/llama-quantize" "$tmp/k-f16.gguf" "$model" Q4_K_M 2 >"$tmp/quant.log" 2>&1 ||
+				{ tail "$tmp/quant.log" >&2; exit 1; }
+		else
+			model=build/synth/$fam-small-$lt.gguf
+			python3 tools/make_synth_gguf.py arch "$fam" small "$model" --type "$type" >"$tmp/gen.txt"
+		fi
 		sha=$(sha256sum "$model" | cut -d' ' -f1)
 		for run in 1 2; do
 			# shellcheck disable=SC2086
@@ -53,7 +64,7 @@ for fam in "${families[@]}"; do
 			{ echo "make_arch_golden: $fam $type: two oracle runs differ" >&2; exit 1; }
 		if [ $check = 1 ]; then
 			if cmp -s "$tmp/1.tsv" "$out/$fam-$lt.tsv" && cmp -s "$tmp/1.f16" "$out/$fam-$lt.f16" &&
-				grep -q "^$fam	small	$type	$sha$" "$out/models.tsv"; then
+				grep -q "^$fam	$size	$type	$sha$" "$out/models.tsv"; then
 				echo "make_arch_golden: $fam $type: same as committed"
 			else
 				echo "make_arch_golden: $fam $type: DIFFERS from committed" >&2; exit 1
@@ -63,8 +74,8 @@ for fam in "${families[@]}"; do
 		cp "$tmp/1.tsv" "$out/$fam-$lt.tsv"
 		cp "$tmp/1.f16" "$out/$fam-$lt.f16"
 		touch "$out/models.tsv"
-		grep -v "^$fam	small	$type	" "$out/models.tsv" >"$tmp/m" || true
-		printf '%s\tsmall\t%s\t%s\n' "$fam" "$type" "$sha" >>"$tmp/m"
+		grep -v "^$fam	$size	$type	" "$out/models.tsv" >"$tmp/m" || true
+		printf '%s\t%s\t%s\t%s\n' "$fam" "$size" "$type" "$sha" >>"$tmp/m"
 		sort "$tmp/m" >"$out/models.tsv"
 		echo "make_arch_golden: $fam $type ($sha): wrote $out/$fam-$lt.{tsv,f16}"
 	done
