@@ -16,8 +16,9 @@
 #define FLAG_NO_GEN		0x40u		/* SUBMIT: no_generation_prompt */
 #define FLAG_THINK_ON	0x80u		/* SUBMIT: thinking 1 */
 #define FLAG_THINK_OFF	0x100u		/* SUBMIT: thinking -1 */
+#define FLAG_STRIP_THINK 0x200u		/* SUBMIT: strip_thinking */
 #define FLAGS_KNOWN		(FLAG_PROMPT | FLAG_SYSTEM | FLAG_EOT | FLAG_GRAMMAR | FLAG_ECHO | FLAG_TOOLS | \
-						 FLAG_NO_GEN | FLAG_THINK_ON | FLAG_THINK_OFF)
+						 FLAG_NO_GEN | FLAG_THINK_ON | FLAG_THINK_OFF | FLAG_STRIP_THINK)
 
 static bool
 valid_mode(uint32_t v)
@@ -198,6 +199,8 @@ put_request(writer *w, const llm_request *r)
 		flags |= FLAG_THINK_ON;
 	else if (r->thinking < 0)
 		flags |= FLAG_THINK_OFF;
+	if (r->strip_thinking)
+		flags |= FLAG_STRIP_THINK;
 	put_u32(w, r->mode);
 	put_u32(w, r->prompt_kind);
 	put_u32(w, flags);
@@ -550,6 +553,7 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 		return fail(r, "enable_thinking both on and off");
 	q->no_generation_prompt = (flags & FLAG_NO_GEN) != 0;
 	q->thinking = (flags & FLAG_THINK_ON) ? 1 : (flags & FLAG_THINK_OFF) ? -1 : 0;
+	q->strip_thinking = (flags & FLAG_STRIP_THINK) != 0;
 	{
 		uint32_t	pooling;
 

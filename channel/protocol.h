@@ -32,7 +32,7 @@
  *               continuations, token ids, the grammar source (bytes:
  *               length + bytes) when its flag is set, the tools JSON of a
  *               chat prompt when its flag is set (flags also carry
- *               no_generation_prompt and enable_thinking), the embedding
+ *               no_generation_prompt, enable_thinking and strip_thinking), the embedding
  *               options (one u32: pooling in bits 0-7, normalisation in
  *               bits 8-15, truncate in bit 16), priority; then the
  *               accounting tags (role, database); then the submitter

@@ -73,7 +73,8 @@ typedef struct score_part
  *     seqs[k].n_tail_logits (lowered as rows are scored), rng, score[].n_scored
  *     and logprob, n_unscored, removal of a scored sequence from the scheduler,
  *     seqs[k].fork_from (cleared once the prompt's sequence is scored);
- *   output.c: detok, text, text_len, text_cap, emitted, n_generated,
+ *   output.c: detok, text, text_len, text_cap, emitted, answer_settled,
+ *     n_generated,
  *     t_first;
  *   engine.c: spec and spec_state (the proposer's start at submission,
  *     forget in request_free); the proposer alone changes what spec_state
@@ -110,7 +111,15 @@ typedef struct live_request
 	char	   *text;			/* generated text so far (NUL-terminated), NULL until the first */
 	size_t		text_len;
 	size_t		text_cap;
-	size_t		emitted;		/* bytes of text already sent as TEXT events */
+	size_t		emitted;		/* bytes of text already sent as TEXT events, or stripped */
+	/*
+	 * GENERATE, request.h's strip_thinking for a chat prompt: no TEXT until
+	 * answer_settled, when emitted jumps to the answer's start (output.c);
+	 * think_opened: the prompt opened the section (thinking 1)
+	 */
+	bool		strip_thinking;
+	bool		think_opened;
+	bool		answer_settled;
 	int32_t		n_generated;
 	double		t_first;
 

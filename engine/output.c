@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "engine_internal.h"
+#include "engine/text/thinking.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -194,11 +195,34 @@ find_stop(const live_request *r, size_t old_len, size_t *safe)
 	return best;
 }
 
+/*
+ * strip_thinking: while the answer's start is unknown nothing goes out
+ * (upto becomes emitted); once text[0..upto) settles it, or at the end
+ * (final) where llm_thinking_answer_offset decides, emission jumps to it.
+ */
+static size_t
+answer_upto(live_request *r, size_t upto, bool final)
+{
+	size_t		off;
+
+	if (!llm_thinking_prefix_settled(r->text, upto, r->think_opened, &off))
+	{
+		if (!final)
+			return r->emitted;
+		off = llm_thinking_answer_offset(r->text, upto, r->think_opened);
+	}
+	r->answer_settled = true;
+	r->emitted = off;
+	return upto;
+}
+
 static void
-emit_text(live_request *r, size_t upto, int32_t token, llm_event_cb cb, void *arg)
+emit_text(live_request *r, size_t upto, bool final, int32_t token, llm_event_cb cb, void *arg)
 {
 	llm_event	ev;
 
+	if (r->strip_thinking && !r->answer_settled)
+		upto = answer_upto(r, upto, final);
 	event_init(&ev, r, LLM_EVENT_TEXT);
 	ev.token_id = token;
 	if (upto > r->emitted)
@@ -231,7 +255,7 @@ engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb
 		if (nb > 0)
 			text_append(r, buf, (size_t) nb);
 		stop_at = find_stop(r, old_len, &safe);
-		emit_text(r, stop_at >= 0 ? (size_t) stop_at : r->text_len, tok, cb, arg);
+		emit_text(r, stop_at >= 0 ? (size_t) stop_at : r->text_len, true, tok, cb, arg);
 		emit_finish(r, LLM_FINISH_STOP, cb, arg);
 		return true;
 	}
@@ -246,7 +270,7 @@ engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb
 	{
 		r->text_len = (size_t) stop_at;
 		r->text[r->text_len] = '\0';
-		emit_text(r, r->text_len, tok, cb, arg);
+		emit_text(r, r->text_len, true, tok, cb, arg);
 		emit_finish(r, LLM_FINISH_STOP, cb, arg);
 		return true;
 	}
@@ -257,11 +281,11 @@ engine_output_token(llm_engine *e, live_request *r, int32_t tok, llm_event_cb cb
 		 * tokens would have completed are dropped, never shown as U+FFFD
 		 * (the detokenizer holds back only an incomplete UTF-8 sequence).
 		 */
-		emit_text(r, r->text_len, tok, cb, arg);
+		emit_text(r, r->text_len, true, tok, cb, arg);
 		/* a complete output ends with stop even on the last token max_tokens allows */
 		emit_finish(r, r->output_complete ? LLM_FINISH_STOP : LLM_FINISH_LENGTH, cb, arg);
 		return true;
 	}
-	emit_text(r, safe, tok, cb, arg);
+	emit_text(r, safe, false, tok, cb, arg);
 	return false;
 }

@@ -270,6 +270,18 @@ typedef struct llm_request
 	int8_t		thinking;
 	const char *tools;
 	size_t		tools_len;
+	/*
+	 * GENERATE with a TEXT or MESSAGES prompt: the output is the answer after
+	 * a leading <think>...</think> section and the whitespace after it
+	 * (engine/text/thinking.h; the section opened by the prompt when
+	 * thinking is 1).  The engine sends no TEXT until the answer's start is
+	 * known, then the answer only, so the deltas joined are the stripped
+	 * output whatever their cuts; stop strings and max_tokens apply to the
+	 * whole output.  Ignored for other prompts and modes (a RAW or TOKENS
+	 * prompt is not a chat).  false (the zeroed value): the output as
+	 * generated.
+	 */
+	bool		strip_thinking;
 	/* EMBED: the normalisation of the pooled vector (the zeroed value: the model's); 0 for other modes */
 	llm_embed_norm normalize;
 	/*

@@ -508,131 +508,96 @@ binop(parser *P, const jtok *t, jnode *a, jnode *b)
 	return n;
 }
 
-static jnode *
-parse_pow(parser *P)
+/*
+ * The binary operators by precedence, lowest first, as Jinja's parser has
+ * them: or, and, the prefix not, comparisons, + -, ~, * / // %, **; each
+ * level left-associative over the next one, the last over a unary operand
+ * with its filters.  One function, parse_level, reads them all.
+ */
+typedef struct op_row
 {
-	jnode	   *n = parse_unary(P, true);
+	const char *text;			/* the operator token */
+	bool		word;			/* a name token (or, in, ...), not an operator token */
+	const char *then;			/* a second name token that must follow ("not in"), or NULL */
+	char		code;			/* JN_CMP: its op (= ! < > l(<=) g(>=) i(in) n(not in)) */
+} op_row;
 
-	while (is_op(cur(P), "**"))
-	{
-		jtok	   *t = next(P);
-
-		n = binop(P, t, n, parse_unary(P, true));
-	}
-	return n;
-}
-
-static jnode *
-parse_math2(parser *P)
+typedef struct prec_level
 {
-	jnode	   *n = parse_pow(P);
+	int			kind;			/* JN_OR, JN_AND, JN_CMP, JN_BINOP; JN_NOT: a prefix, not binary */
+	op_row		ops[9];			/* ends at a NULL text */
+} prec_level;
 
-	while (is_op(cur(P), "*") || is_op(cur(P), "/") || is_op(cur(P), "//") || is_op(cur(P), "%"))
-	{
-		jtok	   *t = next(P);
+#define OP(text, code) {text, false, NULL, code}
+#define WORD(text, then, code) {text, true, then, code}
 
-		n = binop(P, t, n, parse_pow(P));
-	}
-	return n;
-}
+static const prec_level levels[] = {
+	{JN_OR, {WORD("or", NULL, 0)}},
+	{JN_AND, {WORD("and", NULL, 0)}},
+	{JN_NOT, {WORD("not", NULL, 0)}},
+	{JN_CMP, {OP("==", '='), OP("!=", '!'), OP("<", '<'), OP(">", '>'), OP("<=", 'l'), OP(">=", 'g'),
+			  WORD("in", NULL, 'i'), WORD("not", "in", 'n')}},
+	{JN_BINOP, {OP("+", 0), OP("-", 0)}},
+	{JN_BINOP, {OP("~", 0)}},
+	{JN_BINOP, {OP("*", 0), OP("/", 0), OP("//", 0), OP("%", 0)}},
+	{JN_BINOP, {OP("**", 0)}},
+};
 
-static jnode *
-parse_concat(parser *P)
+#define N_LEVELS ((int) (sizeof(levels) / sizeof(levels[0])))
+
+/* The operator of level L at the current token, or NULL. */
+static const op_row *
+level_op(parser *P, const prec_level *L)
 {
-	jnode	   *n = parse_math2(P);
+	const jtok *t = cur(P);
 
-	while (is_op(cur(P), "~"))
-	{
-		jtok	   *t = next(P);
-
-		n = binop(P, t, n, parse_math2(P));
-	}
-	return n;
-}
-
-static jnode *
-parse_math1(parser *P)
-{
-	jnode	   *n = parse_concat(P);
-
-	while (is_op(cur(P), "+") || is_op(cur(P), "-"))
-	{
-		jtok	   *t = next(P);
-
-		n = binop(P, t, n, parse_concat(P));
-	}
-	return n;
-}
-
-/* comparison operators as one char: = ! < > l(<=) g(>=) i(in) n(not in) */
-static jnode *
-parse_compare(parser *P)
-{
-	jnode	   *n = parse_math1(P);
-
-	for (;;)
-	{
-		jtok	   *t = cur(P);
-		int			op = 0;
-		jnode	   *c;
-
-		if (is_op(t, "=="))
-			op = '=';
-		else if (is_op(t, "!="))
-			op = '!';
-		else if (is_op(t, "<"))
-			op = '<';
-		else if (is_op(t, ">"))
-			op = '>';
-		else if (is_op(t, "<="))
-			op = 'l';
-		else if (is_op(t, ">="))
-			op = 'g';
-		else if (is_name(t, "in"))
-			op = 'i';
-		else if (is_name(t, "not") && is_name(&P->tok[P->p + 1], "in"))
+	for (const op_row *o = L->ops; o->text != NULL; o++)
+		if (o->word ? is_name(t, o->text) : is_op(t, o->text))
 		{
-			op = 'n';
-			next(P);
+			if (o->then == NULL || is_name(&P->tok[P->p + 1], o->then))
+				return o;
 		}
-		if (op == 0)
-			return n;
-		next(P);
-		c = mk(P, JN_CMP, t);
-		c->op = op;
-		c->a = n;
-		c->b = parse_math1(P);
-		n = c;
-	}
+	return NULL;
 }
 
+/* An expression of level lv and above (N_LEVELS: a unary operand with its filters). */
 static jnode *
-parse_not(parser *P)
+parse_level(parser *P, int lv)
 {
-	if (is_name(cur(P), "not"))
-	{
-		jtok	   *t = next(P);
-		jnode	   *n = mk(P, JN_NOT, t);
+	const prec_level *L;
+	const op_row *o;
+	jnode	   *n;
 
-		n->a = parse_not(P);
+	if (lv == N_LEVELS)
+		return parse_unary(P, true);
+	L = &levels[lv];
+	if (L->kind == JN_NOT)
+	{
+		if (level_op(P, L) == NULL)
+			return parse_level(P, lv + 1);
+		n = mk(P, JN_NOT, next(P));
+		n->a = parse_level(P, lv);
 		return n;
 	}
-	return parse_compare(P);
-}
-
-static jnode *
-parse_and(parser *P)
-{
-	jnode	   *n = parse_not(P);
-
-	while (is_name(cur(P), "and"))
+	n = parse_level(P, lv + 1);
+	while ((o = level_op(P, L)) != NULL)
 	{
 		jtok	   *t = next(P);
-		jnode	   *a = mk(P, JN_AND, t);
+		jnode	   *b;
 
-		a->a = n;
-		a->b = parse_not(P);
-		n = a;
+		if (o->then != NULL)
+			next(P);
+		if (L->kind == JN_BINOP)
+		{
+			b = parse_level(P, lv + 1);
+			n = binop(P, t, n, b);
+			continue;
+		}
+		b = mk(P, L->kind, t);
+		b->op = o->code;
+		b->a = n;
+		b->b = parse_level(P, lv + 1);
+		n = b;
 	}
 	return n;
 }
@@ -640,18 +605,7 @@ parse_and(parser *P)
 static jnode *
 parse_or(parser *P)
 {
-	jnode	   *n = parse_and(P);
-
-	while (is_name(cur(P), "or"))
-	{
-		jtok	   *t = next(P);
-		jnode	   *a = mk(P, JN_OR, t);
-
-		a->a = n;
-		a->b = parse_and(P);
-		n = a;
-	}
-	return n;
+	return parse_level(P, 0);
 }
 
 static jnode *

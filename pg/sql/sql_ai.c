@@ -35,6 +35,8 @@ llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int narg
 	 */
 	if (call->max_tokens_default && call->grammar_max_bytes > call->req.params.max_tokens)
 		call->req.params.max_tokens = (int32) Min(call->grammar_max_bytes, (int64) PG_INT32_MAX);
+	/* the output is the schema's JSON from its first byte: nothing of it is a thinking section */
+	call->req.strip_thinking = false;
 	*refused = llm_call_set_prompt_utf8(call, llm_prompt_extract(input, call->json_schema, call->instruction));
 	return true;
 }

@@ -24,7 +24,6 @@
 #include "sql_args.h"
 #include "sql_result.h"
 #include "common/utf8_text.h"
-#include "engine/text/thinking.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_generate);
 PG_FUNCTION_INFO_V1(pg_llm_generate_array);
@@ -212,14 +211,6 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 	llm_call_set_messages_jsonb(&call, PG_GETARG_JSONB_P(0));
 
 	res = run_request(&call.req);
-	if (call.strip_thinking && res->text != NULL)
-	{
-		/* the template opened the section when the caller enabled thinking (thinking.h) */
-		size_t		off = llm_thinking_answer_offset(res->text, res->text_len, call.req.thinking > 0);
-
-		res->text += off;
-		res->text_len -= (int) off;
-	}
 	result = llm_text_value(res, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
@@ -406,26 +397,15 @@ pg_llm_render_chat(PG_FUNCTION_ARGS)
 	llm_request_init(&req);
 	messages_prompt(&req, fcinfo);
 	req.no_generation_prompt = !PG_ARGISNULL(1) && !PG_GETARG_BOOL(1);
-	if (!PG_ARGISNULL(3))
-	{
-		Jsonb	   *tools = PG_GETARG_JSONB_P(3);
-		char	   *s;
-
-		if (!JB_ROOT_IS_ARRAY(tools) || JB_ROOT_IS_SCALAR(tools))
-			invalid_arg("tools must be a JSON array of tool schemas");
-		s = JsonbToCString(NULL, &tools->root, VARSIZE(tools));
-		req.tools = pg_server_to_any(s, strlen(s), PG_UTF8);
-		req.tools_len = strlen(req.tools);
-	}
-	if (!PG_ARGISNULL(4))
-		req.thinking = PG_GETARG_BOOL(4) ? 1 : -1;
+	llm_read_template_args(fcinfo, &req);
 	res = render_request(&req, 2, fcinfo);
 	PG_RETURN_TEXT_P(llm_utf8_to_text(res->text ? res->text : "", res->text ? res->text_len : 0));
 }
 
 /*
- * llm_count_tokens(prompt text, model text) -> int: the prompt's tokens as
- * llm_generate would be charged for them, the chat template included.
+ * llm_count_tokens(prompt text, model text, tools jsonb, enable_thinking
+ * boolean) -> int: the prompt's tokens as llm_generate would be charged for
+ * them with the same chat template arguments, the template included.
  */
 Datum
 pg_llm_count_tokens(PG_FUNCTION_ARGS)
@@ -441,10 +421,15 @@ pg_llm_count_tokens(PG_FUNCTION_ARGS)
 	req.prompt_kind = LLM_PROMPT_TEXT;
 	req.prompt = s;
 	req.prompt_len = strlen(s);
+	llm_read_template_args(fcinfo, &req);
 	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);
 }
 
-/* llm_count_tokens(messages jsonb, model text) -> int: as llm_chat would be charged. */
+/*
+ * llm_count_tokens(messages jsonb, model text, tools jsonb, enable_thinking
+ * boolean) -> int: as llm_chat would be charged with the same chat
+ * template arguments.
+ */
 Datum
 pg_llm_count_tokens_messages(PG_FUNCTION_ARGS)
 {
@@ -454,5 +439,6 @@ pg_llm_count_tokens_messages(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	llm_request_init(&req);
 	messages_prompt(&req, fcinfo);
+	llm_read_template_args(fcinfo, &req);
 	PG_RETURN_INT32(render_request(&req, 1, fcinfo)->usage.prompt_tokens);
 }

@@ -146,7 +146,7 @@ apply_enable_thinking(const LlmArgDesc *arg, LlmCall *c, Datum v)
 static void
 apply_strip_thinking(const LlmArgDesc *arg, LlmCall *c, Datum v)
 {
-	c->strip_thinking = DatumGetBool(v);
+	c->req.strip_thinking = DatumGetBool(v);
 }
 
 static void
@@ -293,8 +293,8 @@ static const LlmArgDesc arg_table[] = {
 	{"json_schema", JSONBOID, NULL, apply_json_schema},
 	{"priority", TEXTOID, NULL, apply_priority},
 	{"model", TEXTOID, NULL, apply_model},
-	{"tools", JSONBOID, NULL, apply_tools},
-	{"enable_thinking", BOOLOID, NULL, apply_enable_thinking},
+	{"tools", JSONBOID, NULL, apply_tools, .template_arg = true},
+	{"enable_thinking", BOOLOID, NULL, apply_enable_thinking, .template_arg = true},
 	{"strip_thinking", BOOLOID, "true", apply_strip_thinking},
 };
 
@@ -720,6 +720,26 @@ llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 	llm_call_read(map, args, nargs, call);
 	*refused = llm_call_set_prompt(call, DatumGetTextPP(args[0].value));
 	return true;
+}
+
+void
+llm_read_template_args(FunctionCallInfo fcinfo, llm_request *req)
+{
+	LlmCall		call;
+
+	memset(&call, 0, sizeof(call));
+	call.req = *req;
+	for (int r = 0; r < N_ARGS; r++)
+	{
+		int			pos;
+
+		if (!arg_table[r].template_arg)
+			continue;
+		pos = llm_arg_position(fcinfo, arg_table[r].name);
+		if (pos >= 0 && !PG_ARGISNULL(pos))
+			arg_table[r].apply(&arg_table[r], &call, PG_GETARG_DATUM(pos));
+	}
+	*req = call.req;
 }
 
 /* ---------- introspection ---------- */

@@ -85,8 +85,6 @@ typedef struct LlmCall
 	const char *instruction;
 	const char *question;
 	bool		explicit_priority;	/* req.priority came from a priority => argument */
-	/* strip_thinking => (llm_chat): return the answer after a leading <think>...</think> section */
-	bool		strip_thinking;
 
 	/*
 	 * Read from stored options (llm_call_read_stored): the check that
@@ -202,6 +200,16 @@ extern void llm_call_set_messages_jsonb(LlmCall *call, Jsonb *messages);
 /* A messages array's count (its shape checked, 22023) and its messages, read into msgs. */
 extern int	llm_jsonb_messages_count(Jsonb *messages);
 extern int	llm_jsonb_messages(Jsonb *messages, llm_chat_message *msgs);
+
+/*
+ * The chat template arguments (the argument table's rows marked template:
+ * tools, enable_thinking) of a function that renders a chat without
+ * generating (llm_render_chat, llm_count_tokens), read by name with
+ * the rows' own apply functions and checks (22023) into req; absent or NULL
+ * ones leave req's fields as they are.  So a generation function, its
+ * render and its count see one template input.
+ */
+extern void llm_read_template_args(FunctionCallInfo fcinfo, llm_request *req);
 
 /*
  * The call of a batchable function from its argument values, as the

@@ -21,6 +21,12 @@ struct LlmArgDesc
 	/* a non-NULL value (or the default) applied to the call */
 	void		(*apply) (const LlmArgDesc *arg, LlmCall *call, Datum value);
 	size_t		param;			/* apply_param: offsetof(llm_sampling_params, the field) */
+	/*
+	 * A chat template argument: what it sets reaches the template only
+	 * (request.h: tools, thinking), so the functions that render without
+	 * generating read it too (llm_read_template_args).
+	 */
+	bool		template_arg;
 };
 
 /*

@@ -6,10 +6,8 @@
 SELECT wait_idle();
 -- the same arguments, defaults included, as llm_generate and llm_chat
 -- (whose defaults test/sql/arguments.sql checks against the argument table),
--- but llm_chat's last three (tools, enable_thinking, strip_thinking), which
--- the stream does not take
-SELECT s.proname, pg_get_function_arguments(s.oid) =
-       regexp_replace(pg_get_function_arguments(g.oid), ', tools jsonb DEFAULT NULL::jsonb, enable_thinking boolean DEFAULT NULL::boolean, strip_thinking boolean DEFAULT true$', '') AS same_arguments,
+-- llm_chat's chat template arguments included
+SELECT s.proname, pg_get_function_arguments(s.oid) = pg_get_function_arguments(g.oid) AS same_arguments,
        pg_get_function_result(s.oid) AS result
 FROM pg_proc s JOIN pg_proc g ON g.prosrc = replace(s.prosrc, '_stream', '')
 WHERE s.prosrc IN ('pg_llm_generate_stream', 'pg_llm_chat_stream')

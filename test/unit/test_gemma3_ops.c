@@ -39,7 +39,9 @@
  *    each base alone (the per-base cos/sin tables); the stored K is the
  *    rotated k rounded to fp16 (CPU); a bad mode is an error.
  */
+#define KERNEL_TEST_BOX_MULLER
 #include "unit.h"
+#include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "engine/backend_loader.h"
 #include "kernels/quant_types.h"
@@ -56,29 +58,6 @@
 #include <time.h>
 
 /* ---- helpers ---- */
-
-static uint64_t rng_state;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static float
-rng_normal(float s)
-{
-	double		u1 = ((rng_next() >> 11) + 1.0) * 0x1p-53,
-				u2 = (rng_next() >> 11) * 0x1p-53;
-
-	return (float) (s * sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
-}
 
 static bool
 same_bits(const float *a, const float *b, size_t n)
@@ -398,24 +377,11 @@ typedef void (*ggml_dot_fn) (int n, float *s, size_t bs, const void *vx, size_t 
 static void
 test_oracle(void)
 {
-	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
-	char		path[1024],
-				lib[1200];
-	void	   *base,
-			   *cpu;
+	char		path[1024];
+	const char *dir = oracle_lib_dir(path, sizeof(path));
+	void	   *cpu = oracle_open_lib(dir, NULL);
 	void		(*cpu_init) (void);
 
-	if (dir == NULL)
-	{
-		const char *home = getenv("HOME");
-
-		snprintf(path, sizeof(path), "%s/.cache/pg_llm/llama.cpp-build/bin", home ? home : "/root");
-		dir = path;
-	}
-	snprintf(lib, sizeof(lib), "%s/libggml-base.so", dir);
-	base = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
-	snprintf(lib, sizeof(lib), "%s/libggml-cpu.so", dir);
-	cpu = base ? dlopen(lib, RTLD_NOW) : NULL;
 	if (cpu == NULL)
 	{
 		SKIP("oracle comparisons: no llama.cpp CPU library in %s", dir);

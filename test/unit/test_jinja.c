@@ -381,6 +381,11 @@ own_cases(void)
 	expect("x\n  {%+ if true %}y{% endif %}", "x\n  y");
 	expect("{# c #}\nz", "z");
 	expect("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 2 ** 10 }} {{ 1 / 2 }} {{ 3.0 }}", "3 -4 1 1024 0.5 3.0");
+	/* operator precedence and associativity (outputs of Python jinja2 3.1) */
+	expect("{{ 1 + 2 * 3 - 4 }} {{ 2 * 3 ** 2 }} {{ 'a' ~ 1 * 2 ~ 'b' }} {{ not 1 in [2] }} "
+		   "{{ 1 not in [1] or 2 in [2] and not 0 }} {{ not not 1 == 1 }} {{ 10 - 4 - 3 }} {{ 2 ** 3 ** 2 }} "
+		   "{{ 7 // 2 * 2 % 5 }} {{ false or true and false }}",
+		   "3 18 a2b True True True 3 64 1 False");
 	expect("{{ 'abc'[::-1] }}{{ [1,2,3][1:] }}{{ 'héllo'[1] }}", "cba[2, 3]é");
 	expect("{% set ns = namespace(x=1) %}{% for i in range(3) %}{% set ns.x = ns.x + i %}{% endfor %}{{ ns.x }}", "4");
 	expect("{% for x in [1,2,3] if x != 2 %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %}", "11,23");

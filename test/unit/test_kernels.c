@@ -32,6 +32,7 @@
  * A GFLOP/s diagnostic of Q4_1 matmuls is printed (not asserted).
  */
 #include "unit.h"
+#include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/quant_types.h"
 #include "kernels/cpu/quant.h"
@@ -48,37 +49,6 @@
 #include <time.h>
 
 /* ---- helpers ---- */
-
-static uint64_t rng_state;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double
-rng_unit(void)
-{
-	return (double) (rng_next() >> 11) * 0x1p-53;
-}
-
-/* roughly normal, scale s */
-static float
-rng_normal(float s)
-{
-	double		u = 0;
-
-	for (int i = 0; i < 4; i++)
-		u += rng_unit();
-	return (float) ((u - 2.0) * 1.7320508 * s);
-}
 
 static double
 now_sec(void)
@@ -1513,10 +1483,9 @@ typedef void (*ggml_dot_fn) (int n, float *s, size_t bs, const void *vx, size_t 
 static void
 test_oracle(void)
 {
-	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
 	char		path[1024];
-	void	   *base,
-			   *cpu;
+	const char *dir = oracle_lib_dir(path, sizeof(path));
+	void	   *cpu;
 	void		(*cpu_init) (void);
 	struct
 	{
@@ -1534,21 +1503,7 @@ test_oracle(void)
 		{LLM_TYPE_Q6_K, "quantize_row_q8_K", "ggml_vec_dot_q6_K_q8_K", 256, 292, 4},
 	};
 
-	if (dir == NULL)
-	{
-		const char *home = getenv("HOME");
-
-		snprintf(path, sizeof(path), "%s/.cache/pg_llm/llama.cpp-build/bin", home ? home : "/root");
-		dir = path;
-	}
-	{
-		char		lib[1200];
-
-		snprintf(lib, sizeof(lib), "%s/libggml-base.so", dir);
-		base = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
-		snprintf(lib, sizeof(lib), "%s/libggml-cpu.so", dir);
-		cpu = base ? dlopen(lib, RTLD_NOW) : NULL;
-	}
+	cpu = oracle_open_lib(dir, NULL);
 	if (cpu == NULL)
 	{
 		/* each comparison below, counted as skipped */

@@ -17,6 +17,7 @@
  * Seeds: two fixed and one fresh (LLM_TEST_SEED reruns one).
  */
 #include "unit.h"
+#include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "kernels/quant_types.h"
 #include "kernels/cpu/quant.h"
@@ -29,36 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t rng_state;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static double
-rng_unit(void)
-{
-	return (double) (rng_next() >> 11) * 0x1p-53;
-}
-
-static float
-rng_normal(float s)
-{
-	double		u = 0;
-
-	for (int i = 0; i < 4; i++)
-		u += rng_unit();
-	return (float) ((u - 2.0) * 1.7320508 * s);
-}
 
 typedef struct type_case
 {
@@ -362,23 +333,10 @@ test_oracle(void *cpu, const type_case *c, int64_t n)
 static void *
 oracle_cpu_library(void)
 {
-	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
-	const char *home = getenv("HOME");
-	char		path[1024],
-				lib[1200];
-	void	   *cpu;
+	char		path[1024];
+	void	   *cpu = oracle_open_lib(oracle_lib_dir(path, sizeof(path)), NULL);
 	void		(*cpu_init) (void);
 
-	if (dir == NULL)
-	{
-		snprintf(path, sizeof(path), "%s/.cache/pg_llm/llama.cpp-build/bin", home ? home : "/root");
-		dir = path;
-	}
-	snprintf(lib, sizeof(lib), "%s/libggml-base.so", dir);
-	if (dlopen(lib, RTLD_NOW | RTLD_GLOBAL) == NULL)
-		return NULL;
-	snprintf(lib, sizeof(lib), "%s/libggml-cpu.so", dir);
-	cpu = dlopen(lib, RTLD_NOW);
 	cpu_init = cpu ? (void (*) (void)) dlsym(cpu, "ggml_cpu_init") : NULL;
 	if (cpu_init == NULL)
 		return NULL;

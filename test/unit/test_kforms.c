@@ -20,7 +20,9 @@
  *  - the forms differ from each other on these data (so the comparisons
  *    above can tell them apart).
  */
+#define KERNEL_TEST_BOX_MULLER
 #include "unit.h"
+#include "kernel_test_util.h"
 #include "kernels/quant_types.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/dispatch.h"
@@ -35,29 +37,6 @@
 #define COLS 1024				/* 4 super-blocks */
 #define ROWS 8
 #define TOKS 8
-
-static uint64_t rng_state;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static float
-rng_normal(float s)
-{
-	double		u1 = ((rng_next() >> 11) + 1.0) * 0x1p-53,
-				u2 = (rng_next() >> 11) * 0x1p-53;
-
-	return (float) (s * sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
-}
 
 typedef struct data
 {
@@ -142,21 +121,12 @@ typedef struct oracle
 static bool
 oracle_open(oracle *o)
 {
-	const char *dir = getenv("LLM_ORACLE_LIB_DIR");
-	char		path[1024],
-				def[1024];
+	char		path[1024];
+	const char *dir = oracle_lib_dir(path, sizeof(path));
 	void		(*cpu_init) (void);
 
 	memset(o, 0, sizeof(*o));
-	if (dir == NULL)
-	{
-		snprintf(def, sizeof(def), "%.900s/.cache/pg_llm/llama.cpp-build/bin", getenv("HOME") ? getenv("HOME") : "");
-		dir = def;
-	}
-	snprintf(path, sizeof(path), "%.900s/libggml-base.so", dir);
-	o->base = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-	snprintf(path, sizeof(path), "%.900s/libggml-cpu.so", dir);
-	o->cpu = o->base ? dlopen(path, RTLD_NOW) : NULL;
+	o->cpu = oracle_open_lib(dir, &o->base);
 	if (o->cpu == NULL)
 	{
 		printf("# no llama.cpp CPU library in %s\n", dir);

@@ -85,6 +85,7 @@ request_eq(const llm_request *a, const llm_request *b)
 	if (strcmp(a->model ? a->model : "", b->model ? b->model : "") != 0)
 		return 0;
 	if (a->no_generation_prompt != b->no_generation_prompt || a->thinking != b->thinking ||
+		a->strip_thinking != b->strip_thinking ||
 		(a->tools == NULL) != (b->tools == NULL) ||
 		(a->tools && !str_eq(a->tools, a->tools_len, b->tools, b->tools_len)))
 		return 0;
@@ -267,7 +268,17 @@ main(void)
 	if (buf)
 		mutate_all(buf, len, "RENDER request");
 	free(buf);
+	/* GENERATE of a chat with strip_thinking and enable_thinking on */
 	m.request.mode = LLM_MODE_GENERATE;
+	m.request.no_generation_prompt = false;
+	m.request.thinking = 1;
+	m.request.strip_thinking = true;
+	buf = encode(&m, &len);
+	CHECK(buf && llm_wire_decode(buf, len, &d, &arrays, NULL) == LLM_WIRE_OK && request_eq(&m.request, &d.request) &&
+		  d.request.strip_thinking && d.request.thinking == 1,
+		  "GENERATE request with strip_thinking and enable_thinking on: round trip");
+	free(buf);
+	m.request.strip_thinking = false;
 	m.request.tools = NULL;
 	m.request.tools_len = 0;
 	m.request.thinking = 0;
