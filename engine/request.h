@@ -278,7 +278,8 @@ typedef struct llm_request
 	 * known, then the answer only, so the deltas joined are the stripped
 	 * output whatever their cuts; stop strings and max_tokens apply to the
 	 * whole output.  Ignored for other prompts and modes (a RAW or TOKENS
-	 * prompt is not a chat).  false (the zeroed value): the output as
+	 * prompt is not a chat) and with a grammar (the output is exactly a
+	 * string of the grammar's language, whatever it holds).  false (the zeroed value): the output as
 	 * generated.
 	 */
 	bool		strip_thinking;

@@ -347,7 +347,8 @@ engine_request_new(uint64_t id, void *user_data, const llm_request *req, int32_t
 	r->params = req->params;
 	r->params.stop = NULL;
 	r->params.n_stop = 0;
-	r->strip_thinking = req->strip_thinking && req->mode == LLM_MODE_GENERATE &&
+	/* a constrained output is exactly a string of its grammar: nothing is cut from it */
+	r->strip_thinking = req->strip_thinking && req->mode == LLM_MODE_GENERATE && req->grammar_len == 0 &&
 		(req->prompt_kind == LLM_PROMPT_TEXT || req->prompt_kind == LLM_PROMPT_MESSAGES);
 	r->think_opened = req->thinking > 0;
 	r->n_prompt = n_prompt;

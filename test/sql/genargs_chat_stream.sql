@@ -4,7 +4,10 @@
 -- <think>...</think> section, so llm_chat, llm_chat_stream, llm_generate
 -- (row by row and in the LLM Batch node), llm_generate(text[]),
 -- llm_complete, llm_generate_stream and llm_submit give the same text for
--- the same output.  The outputs are forced by choices.
+-- the same output.  The outputs are forced by choices, and a constrained
+-- output is exactly one of its choices: nothing is cut from it, whatever
+-- strip_thinking says (the shipped models never write a section freely;
+-- test_thinking checks where an answer starts).
 --
 SELECT wait_idle();
 -- the chat arguments of every function that takes one, with their defaults
@@ -18,12 +21,12 @@ WHERE a.name IN ('tools', 'enable_thinking', 'strip_thinking')
 GROUP BY p.oid, p.proname ORDER BY 1, 2;
 
 CREATE TEMP VIEW think_cases(label, choice, enable_thinking, strip_thinking) AS VALUES
-	('1 stripped', E'<think>\nFrance.\n</think>\n\nParis', NULL::boolean, NULL::boolean),
+	('1 kept: a grammar', E'<think>\nFrance.\n</think>\n\nParis', NULL::boolean, NULL::boolean),
 	('2 kept', E'<think>\nFrance.\n</think>\n\nParis', NULL, false),
-	('3 opened by the prompt', E'France.</think> Paris', true, NULL),
+	('3 opened by the prompt: kept', E'France.</think> Paris', true, NULL),
 	('4 not opened: kept', E'France.</think> Paris', NULL, NULL),
 	('5 never closed: kept', E'  <think>still thinking', NULL, NULL),
-	('6 only a section', E'<think>a</think>', NULL, NULL),
+	('6 only a section: kept', E'<think>a</think>', NULL, NULL),
 	('7 no section', E'Paris <think>x</think>', NULL, NULL);
 -- llm_chat and llm_chat_stream: the deltas joined are llm_chat's text
 SELECT c.label, s.joined, s.joined = llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
