@@ -284,3 +284,28 @@ llm_cascade_classify_threshold(const double *conf, const int *small_label, int64
 	}
 	count_routes(conf, n, sample, k, d->threshold, d);
 }
+
+void
+llm_cascade_class_recall(const double *conf, const int *small_label,
+						 const int64_t *sample, const int *large_label, int64_t k,
+						 const llm_cascade_decision *d, int n_labels, double *recall)
+{
+	for (int c = 0; c < n_labels; c++)
+	{
+		int64_t		n = 0,
+					right = 0;
+
+		for (int64_t s = 0; s < k; s++)
+		{
+			int64_t		i = sample[s];
+			int			ans;
+
+			if (large_label[s] != c)
+				continue;
+			ans = conf[i] >= d->threshold ? small_label[i] : large_label[s];
+			n++;
+			right += ans == c;
+		}
+		recall[c] = n > 0 ? (double) right / (double) n : -1.0;
+	}
+}

@@ -116,6 +116,17 @@ void		llm_cascade_classify_threshold(const double *conf, const int *small_label,
 										   const llm_cascade_params *p, double *work,
 										   llm_cascade_decision *d);
 
+/*
+ * llm_classify's per-label recall under d, estimated on the sample (what
+ * EXPLAIN ANALYZE reports): recall[c] = the share of the sample rows the
+ * large model labels c that the cascade would label c (the small model's
+ * label where it keeps it, else the large model's); -1 for a label the
+ * sample does not hold.  n_labels labels, indexes 0..n_labels-1.
+ */
+void		llm_cascade_class_recall(const double *conf, const int *small_label,
+									 const int64_t *sample, const int *large_label, int64_t k,
+									 const llm_cascade_decision *d, int n_labels, double *recall);
+
 /* Whether row i (conf) keeps the small model's answer under d (not for sampled rows). */
 static inline bool
 llm_cascade_keeps_small(const llm_cascade_decision *d, double conf)
