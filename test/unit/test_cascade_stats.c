@@ -474,6 +474,8 @@ main(void)
 	}
 	CHECK(filter_seeds("yes/no adversarial", adv, truth, H.n, &p, &mean_large) >= 90,
 		  "yes/no, adversarial: targets hold in >= 90 of 100 samples");
+	CHECK(mean_large >= 0.9 * (double) H.n, "yes/no, adversarial: it falls back (%.0f of %lld rows large)",
+		  mean_large, (long long) H.n);
 	CHECK(classify_seeds("llm_classify adversarial", (const double (*)[N_LABELS]) adv_cls, truth_cls, H.n, &p,
 						 &mean_large) >= 90,
 		  "llm_classify, adversarial: accuracy holds in >= 90 of 100 samples");
