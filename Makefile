@@ -150,6 +150,16 @@ build/bench/chat_template_bench: bench/chat_template_bench.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
 
+# The held set's scores of one model for the model-cascade checks (docs/CASCADES.md).
+build/bench/cascade_scores: bench/cascade/scores.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
+# A semantic join pair by pair and forked (docs/CASCADES.md).
+build/bench/semjoin: bench/cascade/semjoin.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ENGINE_CFLAGS) $< -o $@ $(ENGINE_LIB) $(ENGINE_LIBS)
+
 # -MMD -MP: a test is rebuilt when a header it includes changes (the shared
 # test helpers: unit.h, *_test_util.h).
 build/test/%: test/unit/%.c test/unit/unit.h $(ENGINE_LIB)

@@ -1,0 +1,137 @@
+/*
+ * cascade_stats.h — the threshold of a model cascade (docs/CASCADES.md).
+ *
+ * PostgreSQL-free (plain C, libm): the LLM Batch node calls it once per
+ * statement, the unit test test_cascade_stats over stored scores.  No
+ * allocation except where stated; no global state; thread-safe.
+ *
+ * A cascade answers n rows of one call (llm_filter or llm_classify) with a
+ * small and a large model.  The small model scores every row; its
+ * confidence conf[i] is max(p, 1 - p) for a yes/no answer (p = the
+ * probability of yes, llm_filter's softmax over Yes/yes/No/no) and the
+ * largest label probability for a classification.  A uniform random sample
+ * of k rows (llm_cascade_sample, seeded) also goes to the large model.
+ * From the sample, llm_cascade_filter_threshold / _classify_threshold learn
+ * a threshold t: every row with conf >= t keeps the small model's answer,
+ * every other row (and every sampled row) takes the large model's.
+ *
+ * Guarantee (taken against the large model's answers over the n rows, as in
+ * SUPG and BARGAIN): with probability at least 1 - delta over the sample,
+ *   llm_filter:   precision >= precision_target and recall >= recall_target
+ *   llm_classify: accuracy  >= accuracy_target
+ * of the cascade's answers.  How: candidate thresholds t_1 > t_2 > ... >
+ * t_M (the confidences at which the 1/M, 2/M, ... most confident rows are
+ * kept), fixed before the sample's answers are seen, are tested in that
+ * order (fixed-sequence testing, family-wise error <= delta); at t_j the
+ * null "a target fails" is rejected when one-sided Clopper-Pearson bounds
+ * at delta/2 (filter: the miss rate among the sample's positives, the
+ * false-yes rate among the sample's rows the cascade answers yes; classify:
+ * the error rate among the sample, at delta) meet the targets.  The first
+ * candidate not rejected stops the sequence; t is the last rejected one, or
+ * LLM_CASCADE_ALL_LARGE (every row to the large model) when none is.  A
+ * target that cannot fail at t_j (no kept row answers no, so nothing is
+ * missed; no kept row answers yes, so nothing is a false yes) needs no
+ * sample rows.  Answering sampled rows with the large model only removes
+ * errors, so the bound holds for the cascade as run.  Binomial bounds on a
+ * sample drawn without replacement are conservative.
+ */
+#ifndef LLM_CASCADE_STATS_H
+#define LLM_CASCADE_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A threshold above every confidence: all rows to the large model. */
+#define LLM_CASCADE_ALL_LARGE	2.0
+
+typedef struct llm_cascade_params
+{
+	double		precision_target;	/* llm_filter, in (0, 1]; default 0.95 */
+	double		recall_target;	/* llm_filter, in (0, 1]; default 0.95 */
+	double		accuracy_target;	/* llm_classify, in (0, 1]; default 0.95 */
+	double		delta;			/* failure probability, in (0, 1); default 0.05 */
+	double		sample_fraction;	/* of the rows, in (0, 1]; default 0.2 */
+	int			min_sample;		/* at least this many sampled rows; default 100 */
+	int			n_candidates;	/* M, candidate thresholds; default 20 */
+	uint64_t	seed;			/* the sample's seed */
+} llm_cascade_params;
+
+/* Why the threshold is what it is */
+typedef enum llm_cascade_outcome
+{
+	LLM_CASCADE_LEARNT,			/* t from the sample (may still be ALL_LARGE) */
+	LLM_CASCADE_TOO_FEW_ROWS	/* the sample would be over half the rows: all large */
+} llm_cascade_outcome;
+
+typedef struct llm_cascade_decision
+{
+	llm_cascade_outcome outcome;
+	double		threshold;		/* conf >= threshold keeps the small answer */
+	int			level;			/* candidates rejected (0..M): kept fraction ~ level/M */
+	int64_t		n_small;		/* rows (not sampled) answered by the small model */
+	int64_t		n_large;		/* rows answered by the large model, sample included */
+	double		bound[2];		/* at the threshold: filter {precision, recall} lower
+								 * bounds; classify {accuracy lower bound, 0} */
+} llm_cascade_decision;
+
+void		llm_cascade_params_defaults(llm_cascade_params *p);
+
+/*
+ * The sample size for n rows: max(min_sample, ceil(sample_fraction * n)),
+ * or 0 when that is over n / 2 (too few rows: all to the large model).
+ */
+int64_t		llm_cascade_sample_size(int64_t n, const llm_cascade_params *p);
+
+/*
+ * k distinct row indexes of [0, n), uniformly drawn with seed (partial
+ * Fisher-Yates over splitmix64), ascending, into out[0..k).  work: n
+ * int64_t of scratch.  The same (n, k, seed) gives the same sample on every
+ * platform.
+ */
+void		llm_cascade_sample(int64_t n, int64_t k, uint64_t seed, int64_t *work, int64_t *out);
+
+/*
+ * One-sided Clopper-Pearson upper bound on a binomial rate: the p at which
+ * P(Bin(trials, p) <= errors) = alpha; 1 when trials == 0.
+ */
+double		llm_cascade_cp_upper(int64_t errors, int64_t trials, double alpha);
+
+/*
+ * llm_filter: p_small[0..n) the small model's probability of yes;
+ * sample[0..k) ascending row indexes (llm_cascade_sample), large_yes[0..k)
+ * the large model's answers on them.  Fills *d; work: n doubles of scratch.
+ */
+void		llm_cascade_filter_threshold(const double *p_small, int64_t n,
+										 const int64_t *sample, const bool *large_yes, int64_t k,
+										 const llm_cascade_params *p, double *work,
+										 llm_cascade_decision *d);
+
+/*
+ * llm_classify: conf[0..n) the small model's largest label probability,
+ * small_label[0..n) its label index; large_label[0..k) the large model's
+ * labels on the sample.  Fills *d; work: n doubles of scratch.
+ */
+void		llm_cascade_classify_threshold(const double *conf, const int *small_label, int64_t n,
+										   const int64_t *sample, const int *large_label, int64_t k,
+										   const llm_cascade_params *p, double *work,
+										   llm_cascade_decision *d);
+
+/*
+ * llm_classify's per-label recall under d, estimated on the sample (what
+ * EXPLAIN ANALYZE reports): recall[c] = the share of the sample rows the
+ * large model labels c that the cascade would label c (the small model's
+ * label where it keeps it, else the large model's); -1 for a label the
+ * sample does not hold.  n_labels labels, indexes 0..n_labels-1.
+ */
+void		llm_cascade_class_recall(const double *conf, const int *small_label,
+									 const int64_t *sample, const int *large_label, int64_t k,
+									 const llm_cascade_decision *d, int n_labels, double *recall);
+
+/* Whether row i (conf) keeps the small model's answer under d (not for sampled rows). */
+static inline bool
+llm_cascade_keeps_small(const llm_cascade_decision *d, double conf)
+{
+	return conf >= d->threshold;
+}
+
+#endif							/* LLM_CASCADE_STATS_H */
