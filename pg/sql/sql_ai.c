@@ -13,6 +13,21 @@ invalid_input(const char *fmt, const char *what)
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(fmt, what)));
 }
 
+/*
+ * The input text (the first argument, not NULL): an empty one is refused as
+ * llm_generate refuses an empty prompt, not answered from the instructions
+ * around it alone.
+ */
+static char *
+read_input(const NullableDatum *args)
+{
+	char	   *input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+
+	if (input[0] == '\0')
+		invalid_input("%s must not be empty", "the input");
+	return input;
+}
+
 bool
 llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int nargs,
 					   LlmCall *call, LlmResult **refused)
@@ -22,7 +37,7 @@ llm_call_build_extract(const LlmArgMap *map, const NullableDatum *args, int narg
 	*refused = NULL;
 	if (nargs < 1 || args[0].isnull)
 		return false;
-	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+	input = read_input(args);
 	llm_call_read(map, args, nargs, call);
 	if (call->json_schema == NULL)
 		invalid_input("%s must not be NULL", "json_schema");
@@ -67,7 +82,7 @@ llm_call_build_classify(const LlmArgMap *map, const NullableDatum *args, int nar
 	*refused = NULL;
 	if (nargs < 1 || args[0].isnull)
 		return false;
-	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+	input = read_input(args);
 	llm_call_read(map, args, nargs, call);
 	if (call->labels == NULL)
 		invalid_input("%s must not be NULL", "labels");
@@ -104,10 +119,12 @@ llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs
 	*refused = NULL;
 	if (nargs < 1 || args[0].isnull)
 		return false;
-	input = llm_text_to_utf8(DatumGetTextPP(args[0].value));
+	input = read_input(args);
 	llm_call_read(map, args, nargs, call);
 	if (call->question == NULL)
 		invalid_input("%s must not be NULL", "question");
+	if (call->question[0] == '\0')
+		invalid_input("%s must not be empty", "question");
 	*refused = set_scoring(call, llm_prompt_filter(input, call->question), llm_filter_answers,
 						   LLM_FILTER_N_ANSWERS, false);
 	return true;

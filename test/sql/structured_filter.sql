@@ -77,3 +77,8 @@ SELECT count(*) AS requests, sum(completion_tokens) AS completion_tokens FROM ll
 DROP TABLE sf_tickets, sf_questions, sf_flags;
 RESET llm.batch_window;
 SELECT wait_idle();
+-- an empty input or question is refused, as llm_generate refuses an empty prompt
+SELECT try_sql($$SELECT llm_filter('', 'Is this a complaint?')$$) AS empty_input,
+       try_sql($$SELECT llm_filter('The parcel never came.', '')$$) AS empty_question,
+       try_sql($$SELECT llm_classify('', ARRAY['a', 'b'])$$) AS classify_empty,
+       try_sql($$SELECT llm_extract('', '{"type": "integer"}')$$) AS extract_empty;
