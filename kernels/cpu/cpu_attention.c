@@ -20,6 +20,7 @@
  */
 #include "kernels/backend.h"
 #include "cpu_internal.h"
+#include "elementwise.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -782,4 +783,77 @@ cpu_attention_softcap(llm_backend *b, int layer, const float *q, float *out, int
 	if (!(softcap > 0.0f))
 		return cpu_fail(CPU(b), "attention: soft-cap %g is not positive", (double) softcap);
 	return attention_run(b, layer, q, out, n_heads, scale, window, softcap);
+}
+
+/* ---- attention_rows: the step-local attention on the pool's threads ---- */
+
+typedef struct rows_job
+{
+	const llm_step_desc *d;
+	const int32_t *tok_seq;		/* sequence of each token row (begin_step) */
+	const float *q,
+			   *k,
+			   *v;
+	float	   *out;
+	int			n_heads,
+				n_kv_heads,
+				head_dim;
+	const llm_attn_opts *o;
+	float	   *scratch;		/* [threads][stride] */
+	int			stride;
+} rows_job;
+
+static void
+rows_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	rows_job   *j = p;
+
+	for (int64_t i = begin; i < end; i++)
+	{
+		int			t = (int) (i / j->n_heads),
+					h = (int) (i % j->n_heads);
+
+		llm_attention_rows_one(j->d, j->tok_seq[t], t, h, j->q, j->k, j->v, j->out, j->n_heads, j->n_kv_heads,
+							   j->head_dim, j->o, j->scratch + (size_t) thread_idx * j->stride);
+	}
+}
+
+/*
+ * attention_rows (backend.h) with every (query row, head) pair an item of
+ * the pool: each pair is elementwise.c's llm_attention_rows_one, as the
+ * single-threaded llm_cpu_attention_rows runs them, so the results are its
+ * bits whatever the thread count.
+ */
+int
+cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k, const float *v,
+				   float *out, int n_heads, int n_kv_heads, int head_dim, const llm_attn_opts *o)
+{
+	cpu_backend *cb = CPU(b);
+	rows_job	j;
+	int			longest = 1;
+	int			threads = llm_threadpool_size(cb->pool);
+
+	if (!cb->have_step || d->n_tokens != cb->n_tokens)
+		return cpu_fail(cb, "attention_rows: not the step given to begin_step");
+	if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || head_dim <= 0 || o == NULL)
+		return cpu_fail(cb, "attention_rows: invalid arguments");
+	for (int s = 0; s < d->n_seqs; s++)
+		if (d->seq_start[s + 1] - d->seq_start[s] > longest)
+			longest = d->seq_start[s + 1] - d->seq_start[s];
+	if (!cpu_grow((void **) &cb->rows_scratch, &cb->rows_scratch_cap, (size_t) threads * longest * sizeof(float)))
+		return cpu_fail(cb, "attention_rows: out of memory");
+	j.d = d;
+	j.tok_seq = cb->tok_seq;
+	j.q = q;
+	j.k = k;
+	j.v = v;
+	j.out = out;
+	j.n_heads = n_heads;
+	j.n_kv_heads = n_kv_heads;
+	j.head_dim = head_dim;
+	j.o = o;
+	j.scratch = cb->rows_scratch;
+	j.stride = longest;
+	llm_threadpool_run(cb->pool, (int64_t) d->n_tokens * n_heads, 4, rows_task, &j);
+	return 0;
 }

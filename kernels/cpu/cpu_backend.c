@@ -114,6 +114,7 @@ cpu_destroy(llm_backend *b)
 	for (int i = 0; i < ROPE_TABLES; i++)
 		free(cb->rope_cs[i]);
 	free(cb->att_scratch);
+	free(cb->rows_scratch);
 	free(cb->attn_items);
 	free(cb->split_scores);
 	free(cb->split_sync);
@@ -706,7 +707,7 @@ static const llm_backend_ops cpu_ops = {
 	.add_broadcast = cpu_add_broadcast,
 	.layernorm = llm_cpu_layernorm,
 	.rope_rows = llm_cpu_rope_rows,
-	.attention_rows = llm_cpu_attention_rows,
+	.attention_rows = cpu_attention_rows,
 	.rope_store_kv_opts = cpu_rope_store_kv_opts,
 	.attention_softcap = cpu_attention_softcap,
 	.add_table_rows = cpu_add_table_rows,

@@ -102,6 +102,8 @@ typedef struct cpu_backend
 	void	   *conv;			/* per thread: a row block converted for a batch kernel (matmul_task) */
 	size_t		conv_cap;
 	float	   *att_scratch;	/* per thread: q rounded to fp16 + kernel scratch */
+	float	   *rows_scratch;	/* per thread: attention_rows' scores of one query */
+	size_t		rows_scratch_cap;
 	size_t		att_stride;		/* floats per thread */
 	size_t		att_cap;
 	struct attn_item *attn_items;	/* the current attention call's work items */
@@ -176,6 +178,9 @@ int			cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, cons
 							 float *const *y, int n);
 
 /* cpu_attention.c */
+int			cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
+							   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
+							   const llm_attn_opts *o);
 int			cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 							  int n_heads, float rope_theta);
 int			cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v,

@@ -303,48 +303,63 @@ attn_score(const float *qh, const float *kh, int hd, const llm_attn_opts *o)
 	return dot;
 }
 
+void
+llm_attention_rows_one(const llm_step_desc *d, int s, int t, int h, const float *q, const float *k,
+					   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
+					   const llm_attn_opts *o, float *sc)
+{
+	const int	group = n_heads / n_kv_heads;
+	const int	u0 = d->seq_start[s],
+				u1 = d->seq_start[s + 1];
+	const float *qh = q + ((size_t) t * n_heads + h) * head_dim;
+	float	   *oh = out + ((size_t) t * n_heads + h) * head_dim;
+	const int	g = h / group;
+	float		mx = -INFINITY,
+				sum = 0.0f;
+
+	/* each score once, kept for the softmax pass (the same float operations as computing it twice) */
+	for (int u = u0; u < u1; u++)
+		if (attn_sees(d, o, t, u))
+		{
+			sc[u - u0] = attn_score(qh, k + ((size_t) u * n_kv_heads + g) * head_dim, head_dim, o);
+			if (sc[u - u0] > mx)
+				mx = sc[u - u0];
+		}
+	for (int i = 0; i < head_dim; i++)
+		oh[i] = 0.0f;
+	for (int u = u0; u < u1; u++)
+		if (attn_sees(d, o, t, u))
+		{
+			const float *vh = v + ((size_t) u * n_kv_heads + g) * head_dim;
+			float		e = expf(sc[u - u0] - mx);
+
+			sum += e;
+			for (int i = 0; i < head_dim; i++)
+				oh[i] += e * vh[i];
+		}
+	for (int i = 0; i < head_dim && sum > 0.0f; i++)
+		oh[i] = oh[i] / sum;
+}
+
 int
 llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
 					   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 					   const llm_attn_opts *o)
 {
-	const int	group = n_heads / n_kv_heads;
+	int			longest = 1;
+	float	   *sc;
 
 	(void) b;
 	for (int s = 0; s < d->n_seqs; s++)
+		if (d->seq_start[s + 1] - d->seq_start[s] > longest)
+			longest = d->seq_start[s + 1] - d->seq_start[s];
+	if ((sc = malloc((size_t) longest * sizeof(float))) == NULL)
+		return -1;
+	for (int s = 0; s < d->n_seqs; s++)
 		for (int t = d->seq_start[s]; t < d->seq_start[s + 1]; t++)
 			for (int h = 0; h < n_heads; h++)
-			{
-				const float *qh = q + ((size_t) t * n_heads + h) * head_dim;
-				float	   *oh = out + ((size_t) t * n_heads + h) * head_dim;
-				const int	g = h / group;
-				float		mx = -INFINITY,
-							sum = 0.0f;
-
-				for (int u = d->seq_start[s]; u < d->seq_start[s + 1]; u++)
-					if (attn_sees(d, o, t, u))
-					{
-						float		sc = attn_score(qh, k + ((size_t) u * n_kv_heads + g) * head_dim, head_dim, o);
-
-						if (sc > mx)
-							mx = sc;
-					}
-				for (int i = 0; i < head_dim; i++)
-					oh[i] = 0.0f;
-				for (int u = d->seq_start[s]; u < d->seq_start[s + 1]; u++)
-					if (attn_sees(d, o, t, u))
-					{
-						const float *vh = v + ((size_t) u * n_kv_heads + g) * head_dim;
-						float		e = expf(attn_score(qh, k + ((size_t) u * n_kv_heads + g) * head_dim,
-														head_dim, o) - mx);
-
-						sum += e;
-						for (int i = 0; i < head_dim; i++)
-							oh[i] += e * vh[i];
-					}
-				for (int i = 0; i < head_dim && sum > 0.0f; i++)
-					oh[i] = oh[i] / sum;
-			}
+				llm_attention_rows_one(d, s, t, h, q, k, v, out, n_heads, n_kv_heads, head_dim, o, sc);
+	free(sc);
 	return 0;
 }
 

@@ -76,6 +76,16 @@ int			llm_cpu_rope_rows(llm_backend *b, const llm_step_desc *d, float *x, int n_
 int			llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
 								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 								   const llm_attn_opts *opts);
+/*
+ * attention_rows for query row t of sequence s of d and head h alone
+ * (sc: scratch of the sequence's row count): llm_cpu_attention_rows is
+ * this over every (t, h) in order; the backend's op runs the pairs on its
+ * threads (cpu_attention.c) with the same results, each pair depending on
+ * its own inputs only.
+ */
+void		llm_attention_rows_one(const llm_step_desc *d, int s, int t, int h, const float *q, const float *k,
+								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
+								   const llm_attn_opts *o, float *sc);
 /* out[i] = (x[i] * scale) * w[i] for i < dim, the RMS norm above; out may alias x. */
 void		llm_rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps);
 
