@@ -88,23 +88,30 @@ typedef struct class_plan
 	int32_t		prefill_left;	/* prefill tokens it may still take; -1 = no cap */
 } class_plan;
 
+/*
+ * The prefill caps (batch_prefill_tokens, prefill_cap) bound the chunks a
+ * prefill is cut into; a whole sequence (an encoder's input) is never cut,
+ * so they neither limit nor count it: whole sequences of a class share the
+ * step up to the class's tokens (cp->left: the budget, the shared-step and
+ * short-step caps), several short inputs per step.
+ */
 static int32_t
-take(class_plan *cp, int32_t want, bool prefill)
+take(class_plan *cp, int32_t want, bool prefill, bool whole)
 {
 	int32_t		n = want < cp->left ? want : cp->left;
 
-	if (prefill && cp->prefill_left >= 0 && n > cp->prefill_left)
+	if (prefill && !whole && cp->prefill_left >= 0 && n > cp->prefill_left)
 		n = cp->prefill_left;
 	return n;
 }
 
 static void
-consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill)
+consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill, bool whole)
 {
 	*budget -= n;
 	cp->left -= n;
-	if (prefill && cp->prefill_left >= 0)
-		cp->prefill_left = cp->prefill_left > n ? cp->prefill_left - n : 0;	/* a whole sequence may overshoot */
+	if (prefill && !whole && cp->prefill_left >= 0)
+		cp->prefill_left = cp->prefill_left > n ? cp->prefill_left - n : 0;
 }
 
 /* Step 1 for one class: its running sequences in service order. */
@@ -126,7 +133,7 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 		if (seq->n_tokens - seq->n_computed > 1)
 			sched_extend_cached_prefix(s, seq);	/* still prefilling: catch up with the cache */
 		prefill = seq->n_tokens - seq->n_computed > 1;
-		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		n = take(cp, seq->n_tokens - seq->n_computed, prefill, seq->whole);
 		if (seq->whole && n < seq->n_tokens - seq->n_computed)
 			continue;			/* not computed in parts (it runs only in its admission step) */
 		if (n <= 0)
@@ -174,7 +181,7 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 			continue;
 		if (add_entry(s, seq, n + d, d))
 			return -1;
-		consume(s, cp, budget, n + d, prefill);
+		consume(s, cp, budget, n + d, prefill, seq->whole);
 	}
 	return 0;
 }
@@ -229,7 +236,7 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 			continue;
 		}
 		prefill = seq->n_tokens - seq->n_computed > 1;
-		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		n = take(cp, seq->n_tokens - seq->n_computed, prefill, seq->whole);
 		if (seq->whole && n < seq->n_tokens - seq->n_computed)
 		{
 			/* all of it or nothing: over the class's caps only as the step's first entry */
@@ -274,7 +281,7 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 		s->running[s->n_running++] = seq;
 		if (add_entry(s, seq, n, 0))
 			return -1;
-		consume(s, cp, budget, n, prefill);
+		consume(s, cp, budget, n, prefill, seq->whole);
 	}
 	return 0;
 }
