@@ -86,21 +86,27 @@ typedef struct class_plan
 	int32_t		cls;
 	int32_t		left;			/* tokens the class may still take */
 	int32_t		prefill_left;	/* prefill tokens it may still take; -1 = no cap */
+	int32_t		whole_left;		/* tokens whole sequences may still take (no short-step cap) */
 } class_plan;
 
 /*
- * The prefill caps (batch_prefill_tokens, prefill_cap) bound the chunks a
- * prefill is cut into; a whole sequence (an encoder's input) is never cut,
- * so they neither limit nor count it: whole sequences of a class share the
- * step up to the class's tokens (cp->left: the budget, the shared-step and
- * short-step caps), several short inputs per step.
+ * Whole sequences (an encoder's inputs, scheduler.h "Encoder inputs"):
+ * the prefill caps (batch_prefill_tokens, prefill_cap) bound the chunks a
+ * prefill is cut into and the short-step cap the tokens a chunked batch
+ * step carries, but a whole sequence is never cut and may already fill a
+ * step alone (as its first entry), so several share the step up to the
+ * class's tokens without those caps (cp->whole_left: the budget and the
+ * shared-step cap), neither limited nor counted by the prefill caps.
  */
 static int32_t
 take(class_plan *cp, int32_t want, bool prefill, bool whole)
 {
-	int32_t		n = want < cp->left ? want : cp->left;
+	int32_t		n;
 
-	if (prefill && !whole && cp->prefill_left >= 0 && n > cp->prefill_left)
+	if (whole)
+		return want < cp->whole_left ? want : cp->whole_left;
+	n = want < cp->left ? want : cp->left;
+	if (prefill && cp->prefill_left >= 0 && n > cp->prefill_left)
 		n = cp->prefill_left;
 	return n;
 }
@@ -109,9 +115,17 @@ static void
 consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill, bool whole)
 {
 	*budget -= n;
-	cp->left -= n;
+	cp->left = cp->left > n ? cp->left - n : 0;	/* a whole sequence may overshoot */
+	cp->whole_left = cp->whole_left > n ? cp->whole_left - n : 0;
 	if (prefill && !whole && cp->prefill_left >= 0)
 		cp->prefill_left = cp->prefill_left > n ? cp->prefill_left - n : 0;
+}
+
+/* Whether the class may take more tokens this step (whole sequences past the short-step cap). */
+static bool
+class_open(const class_plan *cp)
+{
+	return cp->left > 0 || cp->whole_left > 0;
 }
 
 /* Step 1 for one class: its running sequences in service order. */
@@ -121,7 +135,7 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 	llm_sched_plan *p = &s->plan;
 	bool		released_waiting = false;
 
-	for (int32_t k = 0; k < n_order && cp->left > 0; k++)
+	for (int32_t k = 0; k < n_order && class_open(cp); k++)
 	{
 		llm_seq    *seq = s->order[k];
 		int32_t		n,
@@ -201,7 +215,7 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 		slots = s->cfg.max_running - s->cfg.reserved_running > 1 ? s->cfg.max_running - s->cfg.reserved_running : 1;
 	for (int32_t i = 0; i < s->n_flows; i++)
 		s->flows[i]->cursor = 0;
-	while (cp->left > 0 && *preempted_cls > cp->cls)
+	while (class_open(cp) && *preempted_cls > cp->cls)
 	{
 		sched_flow *f = sched_next_flow(s, cp->cls);
 		llm_seq    *seq;
@@ -382,7 +396,7 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 
 	for (int32_t c = 0; c < LLM_SCHED_N_CLASSES && budget > 0; c++)
 	{
-		class_plan	cp = {c, budget, -1};
+		class_plan	cp = {c, budget, -1, budget};
 		int32_t		decoding = 0;
 
 		if (c == 1)
@@ -394,6 +408,7 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 			int32_t		rest = step_cap(s, p->n_tokens) - p->n_tokens;
 
 			cp.left = rest < 0 ? 0 : (rest < budget ? rest : budget);
+			cp.whole_left = cp.left;
 		}
 		if (c > 0)
 		{

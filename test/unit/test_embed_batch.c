@@ -1,7 +1,7 @@
 /*
  * test_embed_batch.c — an encoder's inputs batched: with the engine's
- * default settings (the batch class's 128-token prefill cap included; the
- * short-step cap, steered by measured times, off)
+ * default settings (the batch class's 128-token prefill cap and 100 ms
+ * short-step cap included, which bound chunked prefills only)
  * several whole inputs of the batch class share a step, and every input's
  * vector is bit-identical to the vector of that input embedded alone,
  * whatever the batch's order and its other inputs (each input attends
@@ -154,8 +154,6 @@ main(void)
 	llm_engine_config_defaults(&c);
 	c.model_path = path;
 	c.n_threads = 2;
-	/* the short-step cap follows measured step times: off, so the steps counted do not depend on timing */
-	c.batch_step_ms = 0;
 	e = llm_engine_create(&c, err, sizeof(err));
 	if (!CHECK(e != NULL, "engine on %s with the default settings: %s", path, e ? "" : err))
 		return unit_done();
@@ -182,7 +180,7 @@ main(void)
 		n_same += same_vector(&batch[i], &solo[i]);
 	CHECK(n_same == N_TEXTS, "batch class, all at once: %d of %d vectors bit-identical to alone", n_same, N_TEXTS);
 	CHECK(steps < N_TEXTS / 2 && st.max_batch_seqs > 2,
-		  "several whole inputs share a step under the 128-token batch prefill cap (%lld steps for %d inputs "
+		  "several whole inputs share a step under the batch prefill and short-step caps (%lld steps for %d inputs "
 		  "of %d tokens, up to %d a step)", (long long) steps, N_TEXTS, tokens, st.max_batch_seqs);
 
 	/* reversed order: other neighbours in each step */

@@ -1,11 +1,12 @@
 /*
  * test_sched_encoder.c — whole sequences (an encoder's inputs) in the
- * batch class: several share a step up to the class's tokens (the budget
- * and the short-step cap), the batch prefill cap neither cuts nor limits
- * them, a whole sequence is never split, and one over the class's caps
- * still runs as a step's first entry.  Chunked prefills of the same class
- * stay under the batch prefill cap.  No model: the test plays the engine
- * (commit, then remove every sequence computed to its end).
+ * batch class: several share a step up to max_batched_tokens, the batch
+ * prefill cap and the short-step cap neither cut nor limit them (a whole
+ * input may fill a step alone anyway), the shared-step cap still bounds
+ * them beside interactive work, a whole sequence is never split.  Chunked
+ * prefills of the same class stay under the batch prefill cap and the
+ * short-step cap.  No model: the test plays the engine (commit, then
+ * remove every sequence computed to its end).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ typedef struct run_shape
  * batch step of that many tokens at the target time).
  */
 static run_shape
-run(const llm_sched_config *cfg, int n, const int *len, int cls, bool whole, int batch_cap_tokens)
+run(const llm_sched_config *cfg, int n, const int *len, const int *cls, bool whole, int batch_cap_tokens)
 {
 	llm_block_pool *pool = llm_block_pool_create(1024, 16);
 	llm_sched  *s = llm_sched_create(pool, cfg);
@@ -51,7 +52,7 @@ run(const llm_sched_config *cfg, int n, const int *len, int cls, bool whole, int
 			llm_seq_append(&seqs[i], 1000 + 37 * i + k);
 		seqs[i].n_prompt = len[i];
 		seqs[i].whole = whole;
-		seqs[i].priority = cls;
+		seqs[i].priority = cls[i];
 		seqs[i].session = 1;
 		seqs[i].owner = &seqs[i];
 		llm_sched_add(s, &seqs[i]);
@@ -94,14 +95,20 @@ int
 main(void)
 {
 	llm_sched_config cfg = {.max_batched_tokens = 512, .max_running = 64, .batch_prefill_tokens = 128};
-	int			len[MAXSEQ];
+	int			len[MAXSEQ],
+				batch[MAXSEQ],
+				inter[MAXSEQ];
 	run_shape	r;
 
-	for (int i = 0; i < 16; i++)
+	for (int i = 0; i < MAXSEQ; i++)
+	{
 		len[i] = 110;
+		batch[i] = 1;
+		inter[i] = 0;
+	}
 
 	/* 16 inputs of 110 tokens, batch class, prefill cap 128: four per 512-token step */
-	r = run(&cfg, 16, len, 1, true, 0);
+	r = run(&cfg, 16, len, batch, true, 0);
 	CHECK(r.all_done && !r.split && !r.over, "batch class: every whole input computed in one entry, "
 		  "no step over 512 tokens, no block leaked");
 	CHECK(r.first_entries == 4 && r.max_tokens == 440 && r.steps == 4,
@@ -109,29 +116,44 @@ main(void)
 		  "(first step %d entries, fullest %d tokens, %d steps)", r.first_entries, r.max_tokens, r.steps);
 
 	/* the same in the interactive class (no batch caps there) */
-	r = run(&cfg, 16, len, 0, true, 0);
+	r = run(&cfg, 16, len, inter, true, 0);
 	CHECK(r.all_done && !r.split && r.first_entries == 4 && r.steps == 4,
 		  "interactive class: 4 inputs a step (%d entries, %d steps)", r.first_entries, r.steps);
 
-	/* the short-step cap still bounds them: 230 tokens a step take two inputs */
-	r = run(&cfg, 16, len, 1, true, 230);
-	CHECK(r.all_done && !r.split && r.max_entries == 2 && r.max_tokens == 220 && r.steps == 8,
-		  "short-step cap 230: 2 inputs a step (fullest %d entries, %d tokens, %d steps)",
+	/* a 100-token short-step cap: whole inputs still 4 a step */
+	r = run(&cfg, 16, len, batch, true, 100);
+	CHECK(r.all_done && !r.split && r.max_entries == 4 && r.steps == 4 && !r.over,
+		  "short-step cap 100: whole inputs still 4 a step (fullest %d entries, %d tokens, %d steps)",
 		  r.max_entries, r.max_tokens, r.steps);
 
-	/* an input over the short-step cap runs alone as its step's first entry */
+	/* beside interactive work the shared-step cap (250) bounds them: 30 + 2 x 110 in the first step */
+	{
+		llm_sched_config sh = cfg;
+		int			l2[9] = {30, 110, 110, 110, 110, 110, 110, 110, 110},
+					c2[9] = {0, 1, 1, 1, 1, 1, 1, 1, 1};
+
+		sh.shared_step_tokens = 250;
+		r = run(&sh, 9, l2, c2, true, 0);
+		CHECK(r.all_done && !r.split && r.first_entries == 3,
+			  "shared-step cap 250 with a 30-token interactive input: 2 batch inputs beside it (%d entries)",
+			  r.first_entries);
+	}
+
+	/* inputs of 300 tokens: one a step (two would pass max_batched_tokens) */
 	for (int i = 0; i < 3; i++)
 		len[i] = 300;
-	r = run(&cfg, 3, len, 1, true, 230);
-	CHECK(r.all_done && !r.split && r.max_entries == 1 && r.steps == 3,
-		  "inputs of 300 tokens over a 230-token cap: one per step, whole (%d entries, %d steps)",
-		  r.max_entries, r.steps);
+	r = run(&cfg, 3, len, batch, true, 0);
+	CHECK(r.all_done && !r.split && r.max_entries == 1 && r.steps == 3 && !r.over,
+		  "inputs of 300 tokens: one per step, whole (%d entries, %d steps)", r.max_entries, r.steps);
 
-	/* chunked prefills of the batch class keep the 128-token cap */
+	/* chunked prefills of the batch class keep the 128-token cap, and the short-step cap */
 	for (int i = 0; i < 4; i++)
 		len[i] = 110;
-	r = run(&cfg, 4, len, 1, false, 0);
+	r = run(&cfg, 4, len, batch, false, 0);
 	CHECK(r.all_done && r.max_tokens == 128,
 		  "not whole: batch prefill at most 128 tokens a step (fullest %d)", r.max_tokens);
+	r = run(&cfg, 4, len, batch, false, 100);
+	CHECK(r.all_done && r.max_tokens == 100,
+		  "not whole, short-step cap 100: at most 100 tokens a step (fullest %d)", r.max_tokens);
 	return unit_done();
 }
