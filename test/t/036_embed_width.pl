@@ -58,4 +58,5 @@ ALTER TABLE docs ADD COLUMN v_dom small_vec;});
 	is(q1(qq{SELECT vector_dims(llm_embed('x')::vector($dim))}), $dim, "the cast to vector($dim) works");
 }
 
+LlmTest::no_crash($node);
 done_testing();
