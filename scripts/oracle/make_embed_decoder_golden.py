@@ -68,11 +68,12 @@ def embed(bin_dir, model, prompt):
         out = subprocess.run([os.path.join(bin_dir, "llama-embedding"), "-m", model, "-p", prompt, "-t", "2",
                               "--embd-normalize", "2", "--embd-output-format", "json", "--verbose-prompt"],
                              check=True, capture_output=True, text=True).stdout
-        if "{" in out and out.rstrip().endswith("}"):
+        m = re.search(r"^\{$", out, re.M)  # the JSON's first line (a token's text may hold a brace)
+        if m and out.rstrip().endswith("}"):
             break
     else:
         sys.exit("llama-embedding: no complete output for %r" % prompt)
-    head, body = out[:out.index("{")], out[out.index("{"):]
+    head, body = out[:m.start()], out[m.start():]
     ids = [int(m.group(1)) for m in re.finditer(r"^\s*(\d+) -> '", head, re.M)]
     data = json.loads(body)["data"]
     if len(data) != 1:
