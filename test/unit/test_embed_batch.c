@@ -179,9 +179,10 @@ main(void)
 	for (int i = 0; i < N_TEXTS; i++)
 		n_same += same_vector(&batch[i], &solo[i]);
 	CHECK(n_same == N_TEXTS, "batch class, all at once: %d of %d vectors bit-identical to alone", n_same, N_TEXTS);
-	CHECK(steps < N_TEXTS / 2 && st.max_batch_seqs > 2,
-		  "several whole inputs share a step under the batch prefill and short-step caps (%lld steps for %d inputs "
-		  "of %d tokens, up to %d a step)", (long long) steps, N_TEXTS, tokens, st.max_batch_seqs);
+	CHECK(steps == 1 && st.last_batch_seqs == N_TEXTS && st.last_batch_tokens == tokens,
+		  "all %d inputs (%d tokens) in one step, past the 128-token batch prefill cap and the short-step cap, "
+		  "under max_batched_tokens (%lld steps, the last of %d inputs and %d tokens)", N_TEXTS, tokens,
+		  (long long) steps, st.last_batch_seqs, st.last_batch_tokens);
 
 	/* reversed order: other neighbours in each step */
 	n_same = 0;
