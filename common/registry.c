@@ -106,6 +106,20 @@ llm_registry_prompt_overhead(const char *alias)
 	return overhead;
 }
 
+int32
+llm_registry_embedding_width(const char *alias)
+{
+	int32		width = -1;
+	int			row;
+
+	LWLockAcquire(llm_shared->lock, LW_SHARED);
+	row = llm_registry_row_locked(alias);
+	if (row >= 0 && llm_shared->models[row].state == LLM_MODEL_READY)
+		width = llm_shared->models[row].n_embd;
+	LWLockRelease(llm_shared->lock);
+	return width;
+}
+
 void
 llm_registry_model_sha256(const char *alias, char *out)
 {

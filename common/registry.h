@@ -78,6 +78,7 @@ typedef struct LlmModelRow
 	char		architecture[32];
 	int64		n_params;
 	int32		n_ctx;
+	int32		n_embd;			/* floats of one embedding (llm_engine_n_embd) */
 	/*
 	 * Tokens the chat template adds around a one-byte user message (the
 	 * template's markers, its default system text, a BOS): with the bytes
@@ -119,6 +120,12 @@ extern int	llm_registry_row_locked(const char *alias);
  * holds.  Takes the lock shared.
  */
 extern LlmModelState llm_registry_model_state(const char *alias, int32 *n_ctx);
+
+/*
+ * The floats of one embedding of the model served as alias (as above), as
+ * llm_embed returns it; -1 when it is not ready.  Takes the lock shared.
+ */
+extern int32 llm_registry_embedding_width(const char *alias);
 
 /* The prompt_overhead of the model served as alias (as above); -1 when it is not ready. */
 extern int32 llm_registry_prompt_overhead(const char *alias);

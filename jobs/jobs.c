@@ -39,6 +39,7 @@
 #include "common/job_registry.h"
 #include "job_rows.h"
 #include "pg/sql/sql_args.h"
+#include "common/registry.h"
 #include "common/utf8_text.h"
 
 PG_FUNCTION_INFO_V1(pg_llm_enrich);
@@ -259,6 +260,33 @@ check_choices_fit(const LlmJob *job, const LlmCall *call)
 }
 
 /*
+ * A vector(n) column (or a domain over one) filled with embeddings of
+ * another width would fail every row at write time, in the vector type's
+ * input function: refused at creation instead when the model is ready
+ * (42804, datatype_mismatch: the column's declared type cannot hold what
+ * the job produces, as for an INSERT of an expression of another type).
+ * A real[] or float8[] column has no width to check (PostgreSQL does not
+ * enforce declared array sizes); a model not ready now is not checked.
+ */
+static void
+check_vector_width(LlmJob *job, const char *model)
+{
+	int32		typmod = job->out_typmod;
+	int32		width;
+
+	(void) getBaseTypeAndTypmod(job->out_type, &typmod);
+	if (typmod <= 0)
+		return;					/* vector without a declared width */
+	width = llm_registry_embedding_width(model);
+	if (width > 0 && width != typmod)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" is %s but the model's embeddings have %d dimensions",
+						job->output_column, format_type_with_typemod(job->out_type, job->out_typmod), width),
+				 errhint("Declare the column as vector(%d), or choose a model with %d dimensions.", width, typmod)));
+}
+
+/*
  * llm_enrich(target regclass, output_column name, prompt text, the
  * generation options, where_clause text, mode text, max_attempts int)
  * -> bigint: the new job's id.  Arguments other than target, output_column
@@ -348,6 +376,8 @@ pg_llm_enrich(PG_FUNCTION_ARGS)
 				 errmsg("column \"%s\" is an embedding column: choices, regex and json_schema do not apply",
 						job->output_column)));
 	check_choices_fit(job, &probe);
+	if (job->out_kind == LLM_JOB_OUT_VECTOR)
+		check_vector_width(job, probe.req.model);
 	job->search_path = current_search_path();
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -11,7 +11,7 @@ tokens of type UNUSED (5).
 
     make_synth_gguf.py extract-tokenizer SRC.gguf OUT.gguf
     make_synth_gguf.py write NAME OUT.gguf --tokenizer TOK.gguf [--type Q4_1] [--embd-type Q8_0] [--seed S]
-    make_synth_gguf.py arch FAMILY SIZE OUT.gguf [--type F16|Q8_0] [--seed S] [--sha256 H]
+    make_synth_gguf.py arch FAMILY SIZE OUT.gguf [--type F16|Q8_0] [--seed S] [--sha256 H] [--pooling last|mean|cls]
                                         # an architecture family's shape (ARCH below)
     make_synth_gguf.py config NAME      # JSON: shapes, parameter count (for HF transformers, rooflines)
     make_synth_gguf.py list
@@ -502,6 +502,9 @@ def arch_kv(c, name, tok_kv):
     return kv
 
 
+POOLING_TYPES = {"mean": 1, "cls": 2, "last": 3}
+
+
 def cmd_arch(args):
     c = arch_config(args.family, args.size)
     mat_type = TYPE_IDS[args.type]
@@ -527,6 +530,10 @@ def cmd_arch(args):
     if args.chat_template:
         with open(args.chat_template, "rb") as f:
             kv["tokenizer.chat_template"] = (T_STR, f.read())
+    if args.pooling:
+        # an embedding model's pooling, as llama.cpp's writer names it (add_pooling_type: uint32
+        # {arch}.pooling_type, PoolingType MEAN 1, CLS 2, LAST 3); the weights do not change
+        kv[f"{c['arch']}.pooling_type"] = (T_U32, POOLING_TYPES[args.pooling])
     rng = np.random.default_rng(args.seed)
     specs = arch_tensors(c)
     tensors = []
@@ -605,6 +612,8 @@ def main():
     p.add_argument("--set-arch", help="another general.architecture (and key prefix): refusal tests")
     p.add_argument("--kv", action="append", help="KEY=STRING metadata added (refusal tests)")
     p.add_argument("--chat-template", help="a Jinja file written as tokenizer.chat_template")
+    p.add_argument("--pooling", choices=sorted(POOLING_TYPES),
+                   help="write <arch>.pooling_type (an embedding model: Qwen3-Embedding pools the last token)")
     p.add_argument("--plain", action="store_true",
                    help="with --set-arch llama: the family's widths as a plain llama model (speed baseline)")
     p = sub.add_parser("config")

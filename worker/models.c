@@ -71,6 +71,7 @@ set_row(int row, LlmModelState state)
 		strlcpy(r->architecture, llm_engine_architecture(m->engine), sizeof(r->architecture));
 		r->n_params = llm_engine_n_params(m->engine);
 		r->n_ctx = llm_engine_n_ctx(m->engine);
+		r->n_embd = llm_engine_n_embd(m->engine);
 		r->prompt_overhead = overhead;
 		if (llm_engine_model_info_json(m->engine, r->info, sizeof(r->info)) >= sizeof(r->info))
 			strlcpy(r->info, "{}", sizeof(r->info));
@@ -81,6 +82,7 @@ set_row(int row, LlmModelState state)
 		r->architecture[0] = '\0';
 		r->n_params = 0;
 		r->n_ctx = 0;
+		r->n_embd = 0;
 		r->prompt_overhead = -1;
 		r->info[0] = '\0';
 	}

@@ -64,8 +64,9 @@ class SqlEmbed:
     id = "embed"
     peer = "llama-server --embedding"
 
-    def __init__(self, rows):
+    def __init__(self, rows, sides=None):
         self.rows_n = rows
+        self.only_sides = set(sides or [])
         self.title = "Embeddings: %d tickets, 1 statement" % rows
 
     def unavailable(self, ctx):
@@ -153,8 +154,9 @@ class SqlEmbed:
                                      % (srv.url, self.rows_n))
             return {"wall_s": dt, "rows_per_s": self.rows_n / dt}
 
-        return [("ours", run_ours), ("llama-server batched %d" % BATCH, run_batched), ("pgai-style", run_pgai),
-                ("ours, no batch caps", run_uncapped)]
+        sides = [("ours", "ours", run_ours), ("batched", "llama-server batched %d" % BATCH, run_batched),
+                 ("pgai", "pgai-style", run_pgai), ("uncapped", "ours, no batch caps", run_uncapped)]
+        return [(name, fn) for key, name, fn in sides if not self.only_sides or key in self.only_sides]
 
     def after_rounds(self, ctx, meds):
         """Cosine of our vectors and llama-server's on the first 8 tickets."""

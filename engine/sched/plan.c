@@ -86,25 +86,46 @@ typedef struct class_plan
 	int32_t		cls;
 	int32_t		left;			/* tokens the class may still take */
 	int32_t		prefill_left;	/* prefill tokens it may still take; -1 = no cap */
+	int32_t		whole_left;		/* tokens whole sequences may still take (no short-step cap) */
 } class_plan;
 
+/*
+ * Whole sequences (an encoder's inputs, scheduler.h "Encoder inputs"):
+ * the prefill caps (batch_prefill_tokens, prefill_cap) bound the chunks a
+ * prefill is cut into and the short-step cap the tokens a chunked batch
+ * step carries, but a whole sequence is never cut and may already fill a
+ * step alone (as its first entry), so several share the step up to the
+ * class's tokens without those caps (cp->whole_left: the budget and the
+ * shared-step cap), neither limited nor counted by the prefill caps.
+ */
 static int32_t
-take(class_plan *cp, int32_t want, bool prefill)
+take(class_plan *cp, int32_t want, bool prefill, bool whole)
 {
-	int32_t		n = want < cp->left ? want : cp->left;
+	int32_t		n;
 
+	if (whole)
+		return want < cp->whole_left ? want : cp->whole_left;
+	n = want < cp->left ? want : cp->left;
 	if (prefill && cp->prefill_left >= 0 && n > cp->prefill_left)
 		n = cp->prefill_left;
 	return n;
 }
 
 static void
-consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill)
+consume(llm_sched *s, class_plan *cp, int32_t *budget, int32_t n, bool prefill, bool whole)
 {
 	*budget -= n;
-	cp->left -= n;
-	if (prefill && cp->prefill_left >= 0)
-		cp->prefill_left = cp->prefill_left > n ? cp->prefill_left - n : 0;	/* a whole sequence may overshoot */
+	cp->left = cp->left > n ? cp->left - n : 0;	/* a whole sequence may overshoot */
+	cp->whole_left = cp->whole_left > n ? cp->whole_left - n : 0;
+	if (prefill && !whole && cp->prefill_left >= 0)
+		cp->prefill_left = cp->prefill_left > n ? cp->prefill_left - n : 0;
+}
+
+/* Whether the class may take more tokens this step (whole sequences past the short-step cap). */
+static bool
+class_open(const class_plan *cp)
+{
+	return cp->left > 0 || cp->whole_left > 0;
 }
 
 /* Step 1 for one class: its running sequences in service order. */
@@ -114,7 +135,7 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 	llm_sched_plan *p = &s->plan;
 	bool		released_waiting = false;
 
-	for (int32_t k = 0; k < n_order && cp->left > 0; k++)
+	for (int32_t k = 0; k < n_order && class_open(cp); k++)
 	{
 		llm_seq    *seq = s->order[k];
 		int32_t		n,
@@ -126,7 +147,7 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 		if (seq->n_tokens - seq->n_computed > 1)
 			sched_extend_cached_prefix(s, seq);	/* still prefilling: catch up with the cache */
 		prefill = seq->n_tokens - seq->n_computed > 1;
-		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		n = take(cp, seq->n_tokens - seq->n_computed, prefill, seq->whole);
 		if (seq->whole && n < seq->n_tokens - seq->n_computed)
 			continue;			/* not computed in parts (it runs only in its admission step) */
 		if (n <= 0)
@@ -174,7 +195,7 @@ plan_running(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, int
 			continue;
 		if (add_entry(s, seq, n + d, d))
 			return -1;
-		consume(s, cp, budget, n + d, prefill);
+		consume(s, cp, budget, n + d, prefill, seq->whole);
 	}
 	return 0;
 }
@@ -194,7 +215,7 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 		slots = s->cfg.max_running - s->cfg.reserved_running > 1 ? s->cfg.max_running - s->cfg.reserved_running : 1;
 	for (int32_t i = 0; i < s->n_flows; i++)
 		s->flows[i]->cursor = 0;
-	while (cp->left > 0 && *preempted_cls > cp->cls)
+	while (class_open(cp) && *preempted_cls > cp->cls)
 	{
 		sched_flow *f = sched_next_flow(s, cp->cls);
 		llm_seq    *seq;
@@ -229,7 +250,7 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 			continue;
 		}
 		prefill = seq->n_tokens - seq->n_computed > 1;
-		n = take(cp, seq->n_tokens - seq->n_computed, prefill);
+		n = take(cp, seq->n_tokens - seq->n_computed, prefill, seq->whole);
 		if (seq->whole && n < seq->n_tokens - seq->n_computed)
 		{
 			/* all of it or nothing: over the class's caps only as the step's first entry */
@@ -274,7 +295,7 @@ plan_admission(llm_sched *s, class_plan *cp, int32_t n_order, int32_t *budget, i
 		s->running[s->n_running++] = seq;
 		if (add_entry(s, seq, n, 0))
 			return -1;
-		consume(s, cp, budget, n, prefill);
+		consume(s, cp, budget, n, prefill, seq->whole);
 	}
 	return 0;
 }
@@ -375,7 +396,7 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 
 	for (int32_t c = 0; c < LLM_SCHED_N_CLASSES && budget > 0; c++)
 	{
-		class_plan	cp = {c, budget, -1};
+		class_plan	cp = {c, budget, -1, budget};
 		int32_t		decoding = 0;
 
 		if (c == 1)
@@ -387,6 +408,7 @@ llm_sched_plan_step(llm_sched *s, llm_sched_plan **out)
 			int32_t		rest = step_cap(s, p->n_tokens) - p->n_tokens;
 
 			cp.left = rest < 0 ? 0 : (rest < budget ? rest : budget);
+			cp.whole_left = cp.left;
 		}
 		if (c > 0)
 		{

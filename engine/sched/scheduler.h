@@ -60,6 +60,15 @@
  * milliseconds).  Waiting batch sequences still
  * join at batch_prefill_tokens per step, so the class never starves.
  *
+ * Encoder inputs (whole sequences, below): the prefill caps bound the
+ * chunks a prefill is cut into and the short-step cap the tokens of a
+ * chunked batch step; a whole sequence is never cut, and one may already
+ * fill a step alone (as its first entry), so those caps neither limit nor
+ * count whole sequences: several share a step up to the class's tokens
+ * (max_batched_tokens, and the shared-step cap beside interactive work),
+ * each attending only to its own rows.  An interactive request then waits
+ * at most one step of max_batched_tokens, as behind one long input.
+ *
  * Prefill while decoding: when a class has at least prefill_cap_decodes
  * sequences decoding, its prefill chunks (of running and admitted
  * sequences) take at most prefill_cap tokens of the step (0 = no cap), so
@@ -181,10 +190,12 @@ typedef struct llm_seq
 	/*
 	 * Computed in one step or not at all (an encoder's sequence: its graph
 	 * attends among the step's own rows, and its keys never reach the KV
-	 * cache): admitted only with all its tokens, which may exceed its
-	 * class's caps (never max_batched_tokens, which the owner keeps it
-	 * under) when it is the first entry of the step, and passed over
-	 * until then; never looked up in nor registered in the prefix cache.
+	 * cache): admitted only with all its tokens, beside other entries
+	 * while they fit the class's tokens (the prefill and short-step caps
+	 * do not apply to it: "Encoder inputs"), over them (never max_batched_tokens,
+	 * which the owner keeps it under) only as the first entry of the step,
+	 * and passed over until then; never looked up in nor registered in
+	 * the prefix cache.
 	 */
 	bool		whole;
 	void	   *owner;			/* the engine's request */
