@@ -606,14 +606,14 @@ act_bytes_16(int64_t n)
 }
 
 static const llm_qkernel avx2_kernels[] = {
-	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, Q6K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, Q6K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 };
 
 /* ---- SwiGLU ---- */
@@ -647,9 +647,9 @@ llm_swiglu_avx2_get(void)
 
 /* The integer tile kernels with AVX512-VNNI; other types as AVX2. */
 static const llm_qkernel vnni_kernels[] = {
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 };
 
 const llm_qkernel *

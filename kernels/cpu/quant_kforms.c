@@ -553,6 +553,12 @@ llm_qkernel_form(const llm_qkernel *k, llm_dot_tile_fn *tile)
 {
 	const kform *all[6] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q4_K_rows[0], &kf_q4_K_rows[1], &kf_q6_K[0], &kf_q6_K[1]};
 
+	if (k != NULL && k->form_mask != 0)
+	{
+		*tile = k->form_tile;
+		return k->form_mask;
+	}
+
 	for (int i = 0; i < 6; i++)
 		if (k == &all[i]->k && all[i]->tile != NULL)
 		{
