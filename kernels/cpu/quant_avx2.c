@@ -655,6 +655,8 @@ static const llm_qkernel vnni_kernels[] = {
 const llm_qkernel *
 llm_qkernel_avx2_get(uint32_t t, bool vnni)
 {
+	if (vnni && t == LLM_TYPE_Q6_K && llm_qkernel_q6_K_vnni_get() != NULL)
+		return llm_qkernel_q6_K_vnni_get();
 	if (vnni)
 		for (size_t i = 0; i < sizeof(vnni_kernels) / sizeof(vnni_kernels[0]); i++)
 			if (vnni_kernels[i].weight_type == t)

@@ -482,11 +482,11 @@ typedef struct kform
 } kform;
 
 static pthread_once_t kforms_once = PTHREAD_ONCE_INIT;
-static const llm_qkernel *base_q4_K[2],
-		   *base_q6_K[2];	/* [0] scalar, [1] AVX2 (also the AVX512-VNNI dispatch's) */
-static kform kf_q4_K[2],
-			kf_q4_K_rows[2],	/* Q4_K of other row counts (not repacked) */
-			kf_q6_K[2];
+static const llm_qkernel *base_q4_K[3],
+		   *base_q6_K[3];	/* [0] scalar, [1] AVX2 (also the AVX512-VNNI dispatch's Q4_K), [2] Q6_K AVX512-VNNI */
+static kform kf_q4_K[3],
+			kf_q4_K_rows[3],	/* Q4_K of other row counts (not repacked) */
+			kf_q6_K[3];
 
 /* Q4_K rows in groups of 8: one-row GEMV form, GEMM form for grouped rows. */
 static void
@@ -529,6 +529,9 @@ kforms_init(void)
 	}
 	if (base_q6_K[1] != NULL)
 		set_wide(&kf_q6_K[1], base_q6_K[1], tile_q6_K_wide_avx2);
+	base_q6_K[2] = llm_qkernel_q6_K_vnni_get();
+	if (base_q6_K[2] != NULL)
+		set_wide(&kf_q6_K[2], base_q6_K[2], llm_q6_K_wide_vnni_tile());
 #endif
 }
 
@@ -538,7 +541,7 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 	if (base == NULL)
 		return NULL;
 	pthread_once(&kforms_once, kforms_init);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 	{
 		if (base_q4_K[i] != NULL && base == base_q4_K[i])
 			return n_rows % 8 == 0 ? &kf_q4_K[i].k : &kf_q4_K_rows[i].k;
@@ -551,7 +554,8 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 uint8_t
 llm_qkernel_form(const llm_qkernel *k, llm_dot_tile_fn *tile)
 {
-	const kform *all[6] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q4_K_rows[0], &kf_q4_K_rows[1], &kf_q6_K[0], &kf_q6_K[1]};
+	const kform *all[7] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q4_K_rows[0], &kf_q4_K_rows[1], &kf_q6_K[0], &kf_q6_K[1],
+	&kf_q6_K[2]};
 
 	if (k != NULL && k->form_mask != 0)
 	{
@@ -559,7 +563,7 @@ llm_qkernel_form(const llm_qkernel *k, llm_dot_tile_fn *tile)
 		return k->form_mask;
 	}
 
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		if (k == &all[i]->k && all[i]->tile != NULL)
 		{
 			*tile = all[i]->tile;

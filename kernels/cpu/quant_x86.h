@@ -63,6 +63,15 @@ const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
 const llm_qkernel *llm_qkernel_q4_K_x8_vnni_get(void);
 
 /*
+ * quant_q6k_vnni.c (AVX512F/VL/BW/VNNI, checked there): the Q6_K kernel of
+ * the VNNI implementation (GGUF layout, ggml_vec_dot_q6_K_q8_K's order,
+ * bit-identical to the AVX2 one), or NULL on a CPU without those; and its
+ * tile in the wide form (quant.h "Row forms"), as quant_kforms.c's.
+ */
+const llm_qkernel *llm_qkernel_q6_K_vnni_get(void);
+llm_dot_tile_fn llm_q6_K_wide_vnni_tile(void);
+
+/*
  * quant_packed_avx2.c (AVX2 + FMA + F16C): the kernel of weight type t over
  * weights repacked in groups of 4 rows (Q4_1, Q8_0), or NULL.  Its
  * activations are those of llm_qkernel_avx2_get(t, false).
