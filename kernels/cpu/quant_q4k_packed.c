@@ -44,7 +44,7 @@
 #define Q4KP_ROWS 8
 #define Q4KP_BLOCK (Q4KP_ROWS * sizeof(llm_block_q4_K))	/* bytes per super-block of a group */
 #define Q4KP_QS 128				/* offset of the quants in a group's super-block */
-#define Q4KP_TOKS 4				/* tokens per pass over a group */
+#define Q4KP_TOKS 8				/* tokens per pass over a group */
 
 /* ---- layout (plain C: repack at load, unpack for embedding lookups) ---- */
 
@@ -140,6 +140,21 @@ bcast8(const int8_t *p)
 }
 
 /*
+ * Lane (r, p) = row r's min sum of pair 2 * half + p: its (mn[2c], mn[2c + 1])
+ * times the activation's 32-element sums (bs: the super-block's 16 sums of
+ * 16; their pairwise sums are words 0..3 of each 128-bit half of hadd).
+ */
+INL_K __m512i
+imin_pairs(__m512i zmn03, __m512i zmn47, const int16_t *bs, int half)
+{
+	const __m256i v = _mm256_loadu_si256((const __m256i *) bs);
+	const __m256i h = _mm256_hadd_epi16(v, v);
+
+	return half == 0 ? _mm512_madd_epi16(zmn03, _mm512_broadcastq_epi64(_mm256_castsi256_si128(h))) :
+		_mm512_madd_epi16(zmn47, _mm512_broadcastq_epi64(_mm256_extracti128_si256(h, 1)));
+}
+
+/*
  * One group of 8 rows x T tokens (T a constant after inlining); out[t * os
  * + r] = the form's result of row r and token t.
  */
@@ -158,7 +173,7 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 	__m256		acc[Q4KP_TOKS],
 				accm[Q4KP_TOKS];
 
-	#pragma GCC unroll 4
+	#pragma GCC unroll 8
 	for (int t = 0; t < T; t++)
 	{
 		aq[t] = (const int8_t *) (a + (size_t) t * as);
@@ -194,32 +209,21 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 		};
 		const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) o)),
 					wm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (o + 16)));
-		__m512i		isum[Q4KP_TOKS],
-					imin01[Q4KP_TOKS],
-					imin23[Q4KP_TOKS];
+		__m512i		isum[Q4KP_TOKS];
 
-		#pragma GCC unroll 4
+		#pragma GCC unroll 8
 		for (int t = 0; t < T; t++)
-		{
-			/* 32-element sums of the activation: words 0..3 of each 128-bit half */
-			__m256i		bs = _mm256_loadu_si256((const __m256i *) (abs[t] + b * 16));
-			__m256i		h = _mm256_hadd_epi16(bs, bs);
-
-			/* lane (r, p) = imin of pair p (01) and pair 2 + p (23) */
-			imin01[t] = _mm512_madd_epi16(zmn03, _mm512_broadcastq_epi64(_mm256_castsi256_si128(h)));
-			imin23[t] = _mm512_madd_epi16(zmn47, _mm512_broadcastq_epi64(_mm256_extracti128_si256(h, 1)));
 			isum[t] = _mm512_setzero_si512();
-		}
 		#pragma GCC unroll 1
 		for (int c = 0; c < 4; c++)
 		{
 			__m512i		alo[Q4KP_TOKS],
 						ahi[Q4KP_TOKS];
 
-			#pragma GCC unroll 4
+			#pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
 				alo[t] = ahi[t] = _mm512_setzero_si512();
-			#pragma GCC unroll 4
+			#pragma GCC unroll 8
 			for (int s = 0; s < 4; s++)
 			{
 				const uint8_t *vp = o + Q4KP_QS + 64 * (4 * c + s);
@@ -229,7 +233,7 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 
 				if (T == 1)
 					_mm_prefetch((const char *) vp + Q4KP_PREFETCH, _MM_HINT_T0);
-				#pragma GCC unroll 4
+				#pragma GCC unroll 8
 				for (int t = 0; t < T; t++)
 				{
 					const int8_t *y = aq[t] + b * LLM_QK_K + 64 * c + 8 * s;
@@ -238,7 +242,7 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 					ahi[t] = _mm512_dpbusd_epi32(ahi[t], hi, bcast8(y + 32));
 				}
 			}
-			#pragma GCC unroll 4
+			#pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
 			{
 				/* (alo, ahi) as an int16 pair per lane, times (sc[2c], sc[2c + 1]) */
@@ -249,7 +253,7 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 					isum[t] = _mm512_add_epi32(isum[t], part);
 				else
 				{
-					const __m512i im = c < 2 ? imin01[t] : imin23[t];
+					const __m512i im = imin_pairs(zmn03, zmn47, abs[t] + b * 16, c / 2);
 					const __m256i imc = _mm512_cvtepi64_epi32(c % 2 == 0 ? im : _mm512_srli_epi64(im, 32));
 					const __m256 da = _mm256_set1_ps(ad[t][b]);
 
@@ -260,18 +264,19 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 		}
 		if (form == FORM_GEMV)
 		{
-			#pragma GCC unroll 4
+			#pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
 			{
 				const __m256 da = _mm256_set1_ps(ad[t][b]);
 
 				acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows_sum(isum[t])), _mm256_mul_ps(wd, da), acc[t]);
-				accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows_sum(_mm512_add_epi32(imin01[t], imin23[t]))),
+				accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows_sum(_mm512_add_epi32(imin_pairs(zmn03, zmn47, abs[t] + b * 16, 0),
+																						 imin_pairs(zmn03, zmn47, abs[t] + b * 16, 1)))),
 										  _mm256_mul_ps(wm, da), accm[t]);
 			}
 		}
 	}
-	#pragma GCC unroll 4
+	#pragma GCC unroll 8
 	for (int t = 0; t < T; t++)
 		_mm256_storeu_ps(out + (size_t) t * os, _mm256_sub_ps(acc[t], accm[t]));
 }
@@ -301,8 +306,20 @@ tile_form(const int form, int64_t n, const void *w, size_t ws, int nr, const voi
 				case 3:
 					group_kernel(form, n, gp, at, as, ot, os, 3);
 					break;
-				default:
+				case 4:
 					group_kernel(form, n, gp, at, as, ot, os, 4);
+					break;
+				case 5:
+					group_kernel(form, n, gp, at, as, ot, os, 5);
+					break;
+				case 6:
+					group_kernel(form, n, gp, at, as, ot, os, 6);
+					break;
+				case 7:
+					group_kernel(form, n, gp, at, as, ot, os, 7);
+					break;
+				default:
+					group_kernel(form, n, gp, at, as, ot, os, 8);
 					break;
 			}
 		}

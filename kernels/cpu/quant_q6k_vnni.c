@@ -33,7 +33,7 @@
 #define TGT_6 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define INL_6 static inline __attribute__((always_inline)) TGT_6
 
-#define Q6V_TOKS 4
+#define Q6V_TOKS 8
 
 enum
 {
@@ -93,7 +93,7 @@ q6_kernel(const int form, int64_t n, const void *w, size_t ws, int nr, const voi
 	const float *ad[Q6V_TOKS];
 	const int16_t *bsums[Q6V_TOKS];
 
-	#pragma GCC unroll 4
+	#pragma GCC unroll 8
 	for (int t = 0; t < T; t++)
 	{
 		aq[t] = (const int8_t *) ((const char *) a + (size_t) t * as);
@@ -106,7 +106,7 @@ q6_kernel(const int form, int64_t n, const void *w, size_t ws, int nr, const voi
 		__m256		acc[Q6V_TOKS];
 		__m128		acc1[Q6V_TOKS];
 
-		#pragma GCC unroll 4
+		#pragma GCC unroll 8
 		for (int t = 0; t < T; t++)
 		{
 			acc[t] = _mm256_setzero_ps();
@@ -114,7 +114,7 @@ q6_kernel(const int form, int64_t n, const void *w, size_t ws, int nr, const voi
 		}
 		for (int64_t b = 0; b < nb; b++)
 		{
-			const float xd = llm_fp16_to_fp32(x[b].d);
+			const float xd = _cvtsh_ss(x[b].d);
 			const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *) x[b].scales));
 			__m512i		q[4],
 						s[4];
@@ -124,7 +124,7 @@ q6_kernel(const int form, int64_t n, const void *w, size_t ws, int nr, const voi
 					_mm_prefetch((const char *) (x + b + 2) + l, _MM_HINT_T0);
 			unpack6(&x[b], q);
 			scales6(&x[b], s);
-			#pragma GCC unroll 4
+			#pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
 			{
 				const int8_t *y = aq[t] + b * LLM_QK_K;
@@ -157,7 +157,7 @@ q6_kernel(const int form, int64_t n, const void *w, size_t ws, int nr, const voi
 				}
 			}
 		}
-		#pragma GCC unroll 4
+		#pragma GCC unroll 8
 		for (int t = 0; t < T; t++)
 			out[(size_t) t * os + r] = form == FORM_VEC ? llm_hsum8(acc[t]) : _mm_cvtss_f32(acc1[t]);
 	}
@@ -183,8 +183,20 @@ q6_tile(const int form, int64_t n, const void *w, size_t ws, int nr, const void 
 			case 3:
 				q6_kernel(form, n, w, ws, nr, at, as, ot, os, 3);
 				break;
-			default:
+			case 4:
 				q6_kernel(form, n, w, ws, nr, at, as, ot, os, 4);
+				break;
+			case 5:
+				q6_kernel(form, n, w, ws, nr, at, as, ot, os, 5);
+				break;
+			case 6:
+				q6_kernel(form, n, w, ws, nr, at, as, ot, os, 6);
+				break;
+			case 7:
+				q6_kernel(form, n, w, ws, nr, at, as, ot, os, 7);
+				break;
+			default:
+				q6_kernel(form, n, w, ws, nr, at, as, ot, os, 8);
 				break;
 		}
 	}

@@ -13,6 +13,8 @@
  *    LLM_ROW_GROUPED on some tokens, on 40 rows (repacked) and 44 rows (not
  *    a multiple of 8: GGUF layout), 1 and 2 threads, equals the scalar
  *    backend's; embed of repacked rows equals the dequantized GGUF rows.
+ *  - the Q6_K kernel of the AVX512-VNNI implementation (GGUF layout) in
+ *    both its forms against the scalar ones, tiles of 1..11 tokens.
  * Counted as skipped on a CPU without AVX512F/VL/BW/VNNI.
  */
 #include "unit.h"
@@ -167,6 +169,81 @@ test_layout_and_tiles(const llm_qkernel *kp)
 		}
 }
 
+/*
+ * The Q6_K kernel of the AVX512-VNNI implementation (GGUF layout): its
+ * vec-dot and wide forms equal the scalar ones for every tile of 1..5 rows
+ * and 1..11 tokens (the tiles run 8 tokens at a time).
+ */
+static void
+test_q6_K_vnni(void)
+{
+	const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_scalar_get(LLM_TYPE_Q6_K), 8),
+			   *kv = llm_qkernel_get(LLM_TYPE_Q6_K, LLM_IMPL_AVX512VNNI);
+	llm_dot_tile_fn swide,
+				vwide;
+	const int64_t n = 768;
+	const int	rows = 5,
+				toks = 11;
+	size_t		rb = llm_type_row_bytes(LLM_TYPE_Q6_K, n),
+				ab;
+	char	   *w,
+			   *a;
+	float	   *x,
+				ref[2][11 * 5],
+				out[11 * 5];
+	bool		same[2] = {true, true};
+
+	if (kv == NULL || strcmp(kv->impl, "avx512vnni") != 0)
+	{
+		SKIP("Q6_K AVX512-VNNI kernel: not on this CPU");
+		return;
+	}
+	kv = llm_qkernel_kform(kv, 8);
+	CHECK(llm_qkernel_form(ks, &swide) == LLM_ROW_WIDE && llm_qkernel_form(kv, &vwide) == LLM_ROW_WIDE,
+		  "Q6_K scalar and AVX512-VNNI kernels have the wide form");
+	ab = ks->act_row_bytes(n);
+	w = malloc(rb * rows);
+	a = malloc(ab * toks);
+	x = malloc(sizeof(float) * n);
+	for (int r = 0; r < rows; r++)
+	{
+		for (int64_t i = 0; i < n; i++)
+			x[i] = rng_normal(0.05f) + (i % 97 == 0 ? 0.3f : 0.0f);
+		llm_quantize_row_ref(LLM_TYPE_Q6_K, x, w + r * rb, n);
+	}
+	for (int t = 0; t < toks; t++)
+	{
+		for (int64_t i = 0; i < n; i++)
+			x[i] = rng_normal(1.0f) * (i % 50 == 0 ? 10.0f : 1.0f);
+		ks->quantize_act(x, a + t * ab, n);
+	}
+	ks->dot_tile(n, w, rb, rows, a, ab, toks, ref[0], rows);
+	swide(n, w, rb, rows, a, ab, toks, ref[1], rows);
+	for (int f = 0; f < 2; f++)
+		for (int nr = 1; nr <= rows; nr++)
+			for (int nt = 1; nt <= toks; nt++)
+				for (int t0 = 0; t0 + nt <= toks; t0 += 5)
+				{
+					(f == 0 ? kv->dot_tile : vwide) (n, w, rb, nr, a + t0 * ab, ab, nt, out, (size_t) nr);
+					for (int t = 0; t < nt; t++)
+						if (!same_bits(out + t * nr, ref[f] + (t0 + t) * rows, nr))
+							same[f] = false;
+				}
+	for (int r = 0; r < rows; r++)
+	{
+		float		d = kv->dot(n, w + r * rb, a);
+
+		if (memcmp(&d, &ref[0][r], sizeof(float)) != 0)
+			same[0] = false;
+	}
+	CHECK(same[0], "Q6_K AVX512-VNNI vec-dot form: dot and every tile of 1..%d rows x 1..%d tokens == scalar",
+		  rows, toks);
+	CHECK(same[1], "Q6_K AVX512-VNNI wide form: every tile of 1..%d rows x 1..%d tokens == scalar", rows, toks);
+	free(w);
+	free(a);
+	free(x);
+}
+
 static llm_backend *
 make_backend(int threads, int impl)
 {
@@ -295,6 +372,7 @@ main(void)
 		SKIP("Q4_K packed kernel: this CPU lacks AVX512F/VL/BW/VNNI");
 	else
 		test_layout_and_tiles(kp);
+	test_q6_K_vnni();
 	test_backend(40);
 	test_backend(44);
 	return unit_done();
