@@ -202,6 +202,8 @@ DEFINE_TILE_LOOP(tile_q6_K_wide, , dot_q6_K_wide)
 
 #include <immintrin.h>
 
+#include "simd_x86.h"
+
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
 
@@ -291,8 +293,6 @@ dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
 	const int8_t *aq = a;
 	const float *ad = llm_act_d(a, n);
 	const int16_t *bsums = (const int16_t *) (ad + n / LLM_QK_K);
-	const __m256i m3 = _mm256_set1_epi8(3);
-	const __m256i m15 = _mm256_set1_epi8(15);
 	__m128		acc = _mm_setzero_ps();
 
 	for (int64_t b = 0; b < n / LLM_QK_K; b++)
@@ -308,19 +308,9 @@ dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
 			const uint8_t *ql = x[b].ql + 64 * h;
 			const uint8_t *qh = x[b].qh + 32 * h;
 			const int8_t *y = q8 + 128 * h;
-			__m256i		b1 = _mm256_loadu_si256((const __m256i *) ql);
-			__m256i		b2 = _mm256_loadu_si256((const __m256i *) (ql + 32));
-			__m256i		bh = _mm256_loadu_si256((const __m256i *) qh);
 			__m256i		q[4];
 
-			q[0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
-								   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
-			q[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
-			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
-			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+			llm_q6_K_unpack_avx2(ql, qh, q);
 			for (int c = 0; c < 4; c++)
 			{
 				int			s0 = x[b].scales[8 * h + 2 * c];
