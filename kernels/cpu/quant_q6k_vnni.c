@@ -16,8 +16,9 @@
  * int16 range) are scaled by one vpmaddwd against (scale, 0) pairs, and the
  * two halves of the accumulator add to the AVX2 lanes (exact).
  *
- * Needs AVX512F/VL/BW/VNNI (dispatch: llm_qkernel_avx2_get hands it out for
- * the VNNI implementation only where AVX512BW is present).
+ * Needs AVX512F/VL/BW/VNNI (checked by llm_qkernel_q6_K_vnni_get;
+ * quant_avx2.c's llm_qkernel_avx2_get hands it out for the VNNI
+ * implementation).  Depends on quant.c only.
  */
 #include "quant.h"
 #include "quant_x86.h"
@@ -230,11 +231,13 @@ static llm_qkernel q6_K_vnni;
 static void
 init_q6_K_vnni(void)
 {
-	const llm_qkernel *base = llm_qkernel_avx2_get(LLM_TYPE_Q6_K, false);
-
-	if (base == NULL)
-		return;
-	q6_K_vnni = *base;			/* the same activations (Q8_K) */
+	/* the activations of every Q8_K kernel (quant.c), so matmul_multi shares them */
+	q6_K_vnni.weight_type = LLM_TYPE_Q6_K;
+	q6_K_vnni.act_type = LLM_TYPE_Q8_K;
+	q6_K_vnni.block_elems = LLM_QK_K;
+	q6_K_vnni.act_row_bytes = llm_act_bytes_q8_K;
+	q6_K_vnni.quantize_act = llm_quantize_act_q8_K;
+	q6_K_vnni.row_group = 1;
 	q6_K_vnni.impl = "avx512vnni";
 	q6_K_vnni.dot = dot_q6_K_vnni;
 	q6_K_vnni.dot_tile = tile_q6_K_vnni;
