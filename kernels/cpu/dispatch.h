@@ -11,10 +11,12 @@
  *   avx2         quant_avx2.c: AVX2 + FMA + F16C
  *   avx512vnni   quant_avx2.c's kernels with the integer tiles on 256-bit
  *                vpdpbusd (AVX512F/VL/VNNI)
+ *                (Q6_K: quant_q6k_vnni.c, 512-bit, where AVX512BW is present)
  *   packed       Q4_1 / Q8_0 over weights repacked at load, asked for with
  *                llm_qkernel_packed_get: quant_packed.c for the avx512vnni
  *                implementation (AVX512F/VL/BW/VNNI), quant_packed_avx2.c
- *                (groups of 4 rows) for avx2
+ *                (groups of 4 rows) for avx2; Q4_K of a multiple of 8 rows
+ *                in groups of 8 (quant_q4k_packed.c, avx512vnni only)
  *   batch        a kernel's batch_kernel (quant.h): Q5_0 rows converted per
  *                matmul of 8 tokens or more into quant_packed_avx2.c's Q8_0
  *                groups, for the avx2 and avx512vnni implementations
@@ -53,9 +55,11 @@ const llm_qkernel *llm_qkernel_get(uint32_t t, int impl);
  * Kernel for weight type t over weights repacked by its repack function,
  * for implementation impl (LLM_IMPL_BEST: this CPU's best), or NULL (no
  * packed kernel of that type and implementation on this CPU):
- * LLM_IMPL_AVX512VNNI quant_packed.c (Q4_1, Q8_0; also needs AVX512BW),
- * LLM_IMPL_AVX2 quant_packed_avx2.c (Q4_1, Q8_0).  Its results are
- * bit-identical to the GGUF-layout kernels on the unpacked rows.
+ * LLM_IMPL_AVX512VNNI quant_packed.c (Q4_1, Q8_0, and Q4_K by
+ * quant_q4k_packed.c; also needs AVX512BW), LLM_IMPL_AVX2
+ * quant_packed_avx2.c (Q4_1, Q8_0).  Its results are bit-identical to the
+ * GGUF-layout kernels on the unpacked rows (Q4_K: to its row forms,
+ * quant.h "Row forms", which the packed kernel carries itself).
  */
 const llm_qkernel *llm_qkernel_packed_get(uint32_t t, int impl);
 

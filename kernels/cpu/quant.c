@@ -751,15 +751,15 @@ DEFINE_TILE_LOOP(tile_f16, dot_f16_f16)
 DEFINE_TILE_LOOP(tile_bf16, dot_bf16_bf16)
 
 static const llm_qkernel scalar_kernels[] = {
-	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "scalar", act_bytes_f32, convert_act_f32, dot_f32_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "scalar", act_bytes_16, convert_act_f16, dot_f16_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "scalar", act_bytes_16, convert_act_bf16, dot_bf16_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_q8_0, tile_q4_0, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "scalar", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_q8_1, tile_q4_1, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_q8_0, tile_q8_0, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q5_0_q8_0, tile_q5_0, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K_q8_K, tile_q4_K, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "scalar", act_bytes_f32, convert_act_f32, dot_f32_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "scalar", act_bytes_16, convert_act_f16, dot_f16_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "scalar", act_bytes_16, convert_act_bf16, dot_bf16_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_q8_0, tile_q4_0, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "scalar", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_q8_1, tile_q4_1, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_q8_0, tile_q8_0, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q5_0, LLM_TYPE_Q8_0, 32, "scalar", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q5_0_q8_0, tile_q5_0, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K_q8_K, tile_q4_K, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "scalar", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K_q8_K, tile_q6_K, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 };
 
 const llm_qkernel *

@@ -215,6 +215,15 @@ typedef struct llm_qkernel
 	const struct llm_qkernel *batch_kernel;
 	void		(*batch_convert) (int64_t n, const void *w, size_t w_stride, int nr, void *dst);
 	int			batch_min_tokens;
+
+	/*
+	 * Kernels that carry their own row forms (quant.h "Row forms"; packed
+	 * kernels, whose rows llm_qkernel_kform cannot wrap): the other form's
+	 * tile and the LLM_ROW_* flags selecting it, as llm_qkernel_form
+	 * returns them.  NULL / 0: none (or given by llm_qkernel_kform).
+	 */
+	llm_dot_tile_fn form_tile;
+	uint8_t		form_mask;
 } llm_qkernel;
 
 /*

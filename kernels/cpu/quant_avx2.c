@@ -298,8 +298,6 @@ dot_q6_K(int64_t n, const void *w, const void *a)
 	const int8_t *aq = a;
 	const float *ad = llm_act_d(a, n);
 	const int16_t *bsums = (const int16_t *) (ad + n / LLM_QK_K);
-	const __m256i m3 = _mm256_set1_epi8(3);
-	const __m256i m15 = _mm256_set1_epi8(15);
 	__m256		acc = _mm256_setzero_ps();
 
 	for (int64_t b = 0; b < n / LLM_QK_K; b++)
@@ -317,19 +315,9 @@ dot_q6_K(int64_t n, const void *w, const void *a)
 			const uint8_t *ql = x[b].ql + 64 * h;
 			const uint8_t *qh = x[b].qh + 32 * h;
 			const int8_t *y = q8 + 128 * h;
-			__m256i		b1 = _mm256_loadu_si256((const __m256i *) ql);
-			__m256i		b2 = _mm256_loadu_si256((const __m256i *) (ql + 32));
-			__m256i		bh = _mm256_loadu_si256((const __m256i *) qh);
 			__m256i		q[4];
 
-			q[0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
-								   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
-			q[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
-			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
-			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+			llm_q6_K_unpack_avx2(ql, qh, q);
 			for (int c = 0; c < 4; c++)
 			{
 				int			s0 = x[b].scales[8 * h + 2 * c];
@@ -520,8 +508,6 @@ static TGT void
 tile_q6_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size_t a_stride,
 		  int nt, float *out, size_t out_stride)
 {
-	const __m256i m3 = _mm256_set1_epi8(3);
-	const __m256i m15 = _mm256_set1_epi8(15);
 	const int64_t nb = n / LLM_QK_K;
 
 	for (int t0 = 0; t0 < nt; t0 += Q6K_TILE_TOKENS)
@@ -550,18 +536,7 @@ tile_q6_K(int64_t n, const void *w, size_t w_stride, int nr, const void *a, size
 				{
 					const uint8_t *ql = x[b].ql + 64 * h;
 					const uint8_t *qh = x[b].qh + 32 * h;
-					__m256i		b1 = _mm256_loadu_si256((const __m256i *) ql);
-					__m256i		b2 = _mm256_loadu_si256((const __m256i *) (ql + 32));
-					__m256i		bh = _mm256_loadu_si256((const __m256i *) qh);
-
-					q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
-												   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
-					q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
-												   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
-					q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
-												   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
-					q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-												   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+					llm_q6_K_unpack_avx2(ql, qh, q + 4 * h);
 					for (int c = 0; c < 4; c++)
 						scv[4 * h + c] = _mm256_set_m128i(_mm_set1_epi16((short) x[b].scales[8 * h + 2 * c + 1]),
 														  _mm_set1_epi16((short) x[b].scales[8 * h + 2 * c]));
@@ -606,14 +581,14 @@ act_bytes_16(int64_t n)
 }
 
 static const llm_qkernel avx2_kernels[] = {
-	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, Q6K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_F32, LLM_TYPE_F32, 32, "avx2", act_bytes_f32, convert_act_f32, dot_f32, tile_f32, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx2", act_bytes_16, convert_act_f16, dot_f16, tile_f16, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_BF16, LLM_TYPE_BF16, 32, "avx2", act_bytes_16, convert_act_bf16, dot_bf16, tile_bf16, 1, 1, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_avx2, tile_q4_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx2", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_avx2, tile_q4_1_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx2", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_avx2, tile_q8_0_avx2, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q4_K, tile_q4_K, 1, Q4K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q6_K, LLM_TYPE_Q8_K, 256, "avx2", llm_act_bytes_q8_K, llm_quantize_act_q8_K, dot_q6_K, tile_q6_K, 1, Q6K_TILE_TOKENS, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 };
 
 /* ---- SwiGLU ---- */
@@ -647,14 +622,16 @@ llm_swiglu_avx2_get(void)
 
 /* The integer tile kernels with AVX512-VNNI; other types as AVX2. */
 static const llm_qkernel vnni_kernels[] = {
-	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
-	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0},
+	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
+	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 };
 
 const llm_qkernel *
 llm_qkernel_avx2_get(uint32_t t, bool vnni)
 {
+	if (vnni && t == LLM_TYPE_Q6_K && llm_qkernel_q6_K_vnni_get() != NULL)
+		return llm_qkernel_q6_K_vnni_get();
 	if (vnni)
 		for (size_t i = 0; i < sizeof(vnni_kernels) / sizeof(vnni_kernels[0]); i++)
 			if (vnni_kernels[i].weight_type == t)

@@ -202,6 +202,8 @@ DEFINE_TILE_LOOP(tile_q6_K_wide, , dot_q6_K_wide)
 
 #include <immintrin.h>
 
+#include "simd_x86.h"
+
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define INL static inline __attribute__((always_inline)) TGT
 
@@ -291,8 +293,6 @@ dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
 	const int8_t *aq = a;
 	const float *ad = llm_act_d(a, n);
 	const int16_t *bsums = (const int16_t *) (ad + n / LLM_QK_K);
-	const __m256i m3 = _mm256_set1_epi8(3);
-	const __m256i m15 = _mm256_set1_epi8(15);
 	__m128		acc = _mm_setzero_ps();
 
 	for (int64_t b = 0; b < n / LLM_QK_K; b++)
@@ -308,19 +308,9 @@ dot_q6_K_wide_avx2(int64_t n, const void *w, const void *a)
 			const uint8_t *ql = x[b].ql + 64 * h;
 			const uint8_t *qh = x[b].qh + 32 * h;
 			const int8_t *y = q8 + 128 * h;
-			__m256i		b1 = _mm256_loadu_si256((const __m256i *) ql);
-			__m256i		b2 = _mm256_loadu_si256((const __m256i *) (ql + 32));
-			__m256i		bh = _mm256_loadu_si256((const __m256i *) qh);
 			__m256i		q[4];
 
-			q[0] = _mm256_or_si256(_mm256_and_si256(b1, m15),
-								   _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
-			q[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
-			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
-			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
-								   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+			llm_q6_K_unpack_avx2(ql, qh, q);
 			for (int c = 0; c < 4; c++)
 			{
 				int			s0 = x[b].scales[8 * h + 2 * c];
@@ -482,11 +472,11 @@ typedef struct kform
 } kform;
 
 static pthread_once_t kforms_once = PTHREAD_ONCE_INIT;
-static const llm_qkernel *base_q4_K[2],
-		   *base_q6_K[2];	/* [0] scalar, [1] AVX2 (also the AVX512-VNNI dispatch's) */
-static kform kf_q4_K[2],
-			kf_q4_K_rows[2],	/* Q4_K of other row counts (not repacked) */
-			kf_q6_K[2];
+static const llm_qkernel *base_q4_K[3],
+		   *base_q6_K[3];	/* [0] scalar, [1] AVX2 (also the AVX512-VNNI dispatch's Q4_K), [2] Q6_K AVX512-VNNI */
+static kform kf_q4_K[3],
+			kf_q4_K_rows[3],	/* Q4_K of other row counts (not repacked) */
+			kf_q6_K[3];
 
 /* Q4_K rows in groups of 8: one-row GEMV form, GEMM form for grouped rows. */
 static void
@@ -529,6 +519,9 @@ kforms_init(void)
 	}
 	if (base_q6_K[1] != NULL)
 		set_wide(&kf_q6_K[1], base_q6_K[1], tile_q6_K_wide_avx2);
+	base_q6_K[2] = llm_qkernel_q6_K_vnni_get();
+	if (base_q6_K[2] != NULL)
+		set_wide(&kf_q6_K[2], base_q6_K[2], llm_q6_K_wide_vnni_tile());
 #endif
 }
 
@@ -538,7 +531,7 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 	if (base == NULL)
 		return NULL;
 	pthread_once(&kforms_once, kforms_init);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 	{
 		if (base_q4_K[i] != NULL && base == base_q4_K[i])
 			return n_rows % 8 == 0 ? &kf_q4_K[i].k : &kf_q4_K_rows[i].k;
@@ -551,9 +544,16 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 uint8_t
 llm_qkernel_form(const llm_qkernel *k, llm_dot_tile_fn *tile)
 {
-	const kform *all[6] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q4_K_rows[0], &kf_q4_K_rows[1], &kf_q6_K[0], &kf_q6_K[1]};
+	const kform *all[7] = {&kf_q4_K[0], &kf_q4_K[1], &kf_q4_K_rows[0], &kf_q4_K_rows[1], &kf_q6_K[0], &kf_q6_K[1],
+	&kf_q6_K[2]};
 
-	for (int i = 0; i < 6; i++)
+	if (k != NULL && k->form_mask != 0)
+	{
+		*tile = k->form_tile;
+		return k->form_mask;
+	}
+
+	for (int i = 0; i < 7; i++)
 		if (k == &all[i]->k && all[i]->tile != NULL)
 		{
 			*tile = all[i]->tile;

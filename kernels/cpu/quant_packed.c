@@ -444,6 +444,8 @@ llm_qkernel_packed_vnni_get(uint32_t t)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, init_packed);
+	if (t == LLM_TYPE_Q4_K)
+		return llm_qkernel_q4_K_x8_vnni_get();
 	return t == LLM_TYPE_Q4_1 ? &q4_1_packed : t == LLM_TYPE_Q8_0 ? &q8_0_packed : NULL;
 }
 

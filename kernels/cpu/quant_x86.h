@@ -55,6 +55,23 @@ bool		llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, const llm_qkernel *q8_0_x4,
 const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
 
 /*
+ * quant_q4k_packed.c (AVX512F/VL/BW/VNNI): the Q4_K kernel over rows
+ * repacked in groups of 8 (matrices of a multiple of 8 rows), with its two
+ * row forms (one-row GEMV, grouped GEMM: quant.h "Row forms"), or NULL.
+ * Its activations are those of llm_qkernel_avx2_get(LLM_TYPE_Q4_K, true).
+ */
+const llm_qkernel *llm_qkernel_q4_K_x8_vnni_get(void);
+
+/*
+ * quant_q6k_vnni.c (AVX512F/VL/BW/VNNI, checked there): the Q6_K kernel of
+ * the VNNI implementation (GGUF layout, ggml_vec_dot_q6_K_q8_K's order,
+ * bit-identical to the AVX2 one), or NULL on a CPU without those; and its
+ * tile in the wide form (quant.h "Row forms"), as quant_kforms.c's.
+ */
+const llm_qkernel *llm_qkernel_q6_K_vnni_get(void);
+llm_dot_tile_fn llm_q6_K_wide_vnni_tile(void);
+
+/*
  * quant_packed_avx2.c (AVX2 + FMA + F16C): the kernel of weight type t over
  * weights repacked in groups of 4 rows (Q4_1, Q8_0), or NULL.  Its
  * activations are those of llm_qkernel_avx2_get(t, false).

@@ -9,6 +9,31 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
+
+/*
+ * The 6-bit values (0..63) of one half of a Q6_K block as 4 vectors of 32
+ * bytes, q[c] = elements 32c .. 32c + 31 of the half, from the half's 64
+ * low-nibble bytes ql and 32 high-bit bytes qh (ggml's AVX2 unpacking; the
+ * Q6_K kernels of quant_avx2.c and quant_kforms.c share it).
+ */
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void
+llm_q6_K_unpack_avx2(const uint8_t *ql, const uint8_t *qh, __m256i q[4])
+{
+	const __m256i m3 = _mm256_set1_epi8(3),
+				m15 = _mm256_set1_epi8(15);
+	const __m256i b1 = _mm256_loadu_si256((const __m256i *) ql),
+				b2 = _mm256_loadu_si256((const __m256i *) (ql + 32)),
+				bh = _mm256_loadu_si256((const __m256i *) qh);
+
+	q[0] = _mm256_or_si256(_mm256_and_si256(b1, m15), _mm256_slli_epi16(_mm256_and_si256(bh, m3), 4));
+	q[1] = _mm256_or_si256(_mm256_and_si256(b2, m15),
+						   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 2), m3), 4));
+	q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b1, 4), m15),
+						   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 4), m3), 4));
+	q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b2, 4), m15),
+						   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(bh, 6), m3), 4));
+}
 
 /* Sum of 8 floats in ggml's hsum_float_8 order: ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)). */
 static inline __attribute__((always_inline, target("avx2,fma,f16c"))) float

@@ -5,7 +5,7 @@
  * Random Q4_K and Q6_K rows (the reference quantizer on normal values, one
  * outlier in 97) and random activations, for two fixed seeds and a fresh
  * one (printed; rerun with LLM_TEST_SEED=<seed>):
- *  - every implementation this CPU runs (scalar, AVX2) gives the same bits,
+ *  - every implementation this CPU runs (scalar, AVX2, AVX512-VNNI) gives the same bits,
  *    each form on its own: Q4_K of 8-row matrices one-row (GEMV) and
  *    grouped (GEMM) form, Q4_K of other row counts and Q6_K vec-dot and
  *    wide (tiled) form;
@@ -273,7 +273,7 @@ n_diff(const float *a, const float *b, size_t n)
 static void
 test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 {
-	static const int impls[] = {LLM_IMPL_SCALAR, LLM_IMPL_AVX2};
+	static const int impls[] = {LLM_IMPL_SCALAR, LLM_IMPL_AVX2, LLM_IMPL_AVX512VNNI};
 	float		ref[2][TOKS * ROWS],
 				got[2][TOKS * ROWS],
 				ora[2][TOKS * ROWS];
