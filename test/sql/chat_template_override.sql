@@ -50,13 +50,14 @@ SELECT wait_until($$SELECT count(*) = 1 FROM llm_models$$);
 SELECT wait_until($$SELECT llm_render_chat('[{"role": "user", "content": "Hi"}]') LIKE '<|im_start|>system%'$$);
 SELECT wait_model();
 
--- strip_thinking (default true): the answer after a leading <think>...</think>
--- section; with enable_thinking => true the template may have opened it
+-- strip_thinking (default true) cuts a leading <think>...</think> section
+-- from free text only: a constrained output (here choices) is exactly one of
+-- its choices, with or without enable_thinking
 SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
-                choices => ARRAY[E'<think>\nFrance.\n</think>\n\nParis']) AS stripped;
+                choices => ARRAY[E'<think>\nFrance.\n</think>\n\nParis']) AS constrained_whole;
 SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
                 choices => ARRAY[E'<think>\nFrance.\n</think>\n\nParis'], strip_thinking => false) AS kept;
 SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
-                choices => ARRAY[E'France.</think> Paris'], enable_thinking => true) AS opened_stripped;
+                choices => ARRAY[E'France.</think> Paris'], enable_thinking => true) AS opened_constrained_whole;
 SELECT llm_chat('[{"role": "user", "content": "Capital of France?"}]', max_tokens => 32,
                 choices => ARRAY[E'France.</think> Paris']) AS not_opened_kept;

@@ -78,6 +78,19 @@ FROM pg_extension WHERE extname = 'llm';
 SELECT count(*) = :upgraded_objects AS same_objects,
        md5(string_agg(object || ': ' || description, E'\n' ORDER BY object)) = :'upgraded_digest' AS same_definitions
 FROM extension_objects();
+-- the last release's update alone: 0.4 -> the default equals it too
+CREATE DATABASE llm_upgrade_last;
+\c llm_upgrade_last
+SET client_min_messages = warning;
+CREATE EXTENSION llm VERSION '0.4';
+RESET client_min_messages;
+ALTER EXTENSION llm UPDATE;
+:extension_objects
+SELECT count(*) = :upgraded_objects AS last_same_objects,
+       md5(string_agg(object || ': ' || description, E'\n' ORDER BY object)) = :'upgraded_digest' AS last_same_definitions
+FROM extension_objects();
+\c contrib_regression
+DROP DATABASE llm_upgrade_last;
 DROP FUNCTION extension_objects();
 DROP DATABASE llm_upgrade;
 SELECT wait_idle();
