@@ -290,14 +290,30 @@ attn_sees(const llm_step_desc *d, const llm_attn_opts *o, int t, int u)
 	return true;
 }
 
+/*
+ * q.k over hd floats in 16 running sums (element i into sum i % 16), then
+ * the sums folded pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a fixed order, so
+ * a score does not depend on the batch or the thread, and the 16 sums are
+ * independent chains the compiler keeps in vector lanes (one running sum
+ * made every score wait on the add before it: an encoder's attention was
+ * latency-bound).
+ */
 static float
 attn_score(const float *qh, const float *kh, int hd, const llm_attn_opts *o)
 {
-	float		dot = 0.0f;
+	float		acc[16] = {0};
+	float		dot;
+	int			i = 0;
 
-	for (int i = 0; i < hd; i++)
-		dot += qh[i] * kh[i];
-	dot = dot * o->scale;
+	for (; i + 16 <= hd; i += 16)
+		for (int j = 0; j < 16; j++)
+			acc[j] += qh[i + j] * kh[i + j];
+	for (int j = 0; i + j < hd; j++)
+		acc[j] += qh[i + j] * kh[i + j];
+	for (int w = 8; w >= 1; w /= 2)
+		for (int j = 0; j < w; j++)
+			acc[j] += acc[j + w];
+	dot = acc[0] * o->scale;
 	if (o->softcap > 0.0f)
 		dot = tanhf(dot / o->softcap) * o->softcap;
 	return dot;
