@@ -47,6 +47,7 @@
 #include "utils/syscache.h"
 
 #include "batch_lift.h"
+#include "batch_scan.h"
 #include "common/model_list.h"
 #include "pg/sql/sql_args.h"
 
@@ -510,16 +511,10 @@ walk(Lifter *l, Plan *plan, double loops, double base_loops)
 			walk_child(l, plan, plan->lefttree, 0, base_loops, base_loops, loops);
 			break;
 		case T_Append:
-			others = ((Append *) plan)->appendplans;
-			break;
 		case T_MergeAppend:
-			others = ((MergeAppend *) plan)->mergeplans;
-			break;
 		case T_SubqueryScan:
-			others = list_make1(((SubqueryScan *) plan)->subplan);
-			break;
 		case T_CustomScan:
-			others = ((CustomScan *) plan)->custom_plans;
+			others = llm_plan_other_children(plan);
 			break;
 		default:
 			walk_child(l, plan, plan->lefttree, 0, loops, base_loops, loops);
@@ -570,7 +565,6 @@ void
 llm_lift_annotate(Plan *plan, List *notes)
 {
 	ListCell   *lc;
-	List	   *children = NIL;
 
 	if (plan == NULL || notes == NIL)
 		return;
@@ -591,24 +585,7 @@ llm_lift_annotate(Plan *plan, List *notes)
 	}
 	llm_lift_annotate(plan->lefttree, notes);
 	llm_lift_annotate(plan->righttree, notes);
-	switch (nodeTag(plan))
-	{
-		case T_Append:
-			children = ((Append *) plan)->appendplans;
-			break;
-		case T_MergeAppend:
-			children = ((MergeAppend *) plan)->mergeplans;
-			break;
-		case T_SubqueryScan:
-			children = list_make1(((SubqueryScan *) plan)->subplan);
-			break;
-		case T_CustomScan:
-			children = ((CustomScan *) plan)->custom_plans;
-			break;
-		default:
-			break;
-	}
-	foreach(lc, children)
+	foreach(lc, llm_plan_other_children(plan))
 		llm_lift_annotate(lfirst(lc), notes);
 }
 

@@ -796,39 +796,37 @@ max_node_id(Plan *plan)
 {
 	int			m;
 	ListCell   *lc;
-	List	   *children = NIL;
 
 	if (plan == NULL)
 		return -1;
 	m = plan->plan_node_id;
 	m = Max(m, max_node_id(plan->lefttree));
 	m = Max(m, max_node_id(plan->righttree));
+	foreach(lc, llm_plan_other_children(plan))
+		m = Max(m, max_node_id(lfirst(lc)));
+	return m;
+}
+
+List *
+llm_plan_other_children(Plan *plan)
+{
 	switch (nodeTag(plan))
 	{
 		case T_Append:
-			children = ((Append *) plan)->appendplans;
-			break;
+			return ((Append *) plan)->appendplans;
 		case T_MergeAppend:
-			children = ((MergeAppend *) plan)->mergeplans;
-			break;
+			return ((MergeAppend *) plan)->mergeplans;
 		case T_BitmapAnd:
-			children = ((BitmapAnd *) plan)->bitmapplans;
-			break;
+			return ((BitmapAnd *) plan)->bitmapplans;
 		case T_BitmapOr:
-			children = ((BitmapOr *) plan)->bitmapplans;
-			break;
+			return ((BitmapOr *) plan)->bitmapplans;
 		case T_SubqueryScan:
-			m = Max(m, max_node_id(((SubqueryScan *) plan)->subplan));
-			break;
+			return list_make1(((SubqueryScan *) plan)->subplan);
 		case T_CustomScan:
-			children = ((CustomScan *) plan)->custom_plans;
-			break;
+			return ((CustomScan *) plan)->custom_plans;
 		default:
-			break;
+			return NIL;
 	}
-	foreach(lc, children)
-		m = Max(m, max_node_id(lfirst(lc)));
-	return m;
 }
 
 /*

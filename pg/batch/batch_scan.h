@@ -33,6 +33,13 @@ extern Node *llm_batch_create_state(CustomScan *cscan);
 #define PRIV_N_QUALS(cs)	intVal(lsecond((cs)->custom_private))
 #define PRIV_STAGES(cs)		((List *) lthird((cs)->custom_private))
 
+/*
+ * The plan nodes directly below plan other than lefttree and righttree
+ * (Append and MergeAppend members, bitmap arms, a subquery scan's plan, a
+ * custom scan's children): every walk of a finished plan uses this list.
+ */
+extern List *llm_plan_other_children(Plan *plan);
+
 /* Register the GUCs, the planner hook and the node's methods (from _PG_init). */
 extern void llm_batch_init(void);
 
