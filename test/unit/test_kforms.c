@@ -270,12 +270,41 @@ n_diff(const float *a, const float *b, size_t n)
 	return k;
 }
 
+/*
+ * Every implementation this CPU has, both forms of a matrix of rows rows,
+ * bit-identical to the scalar forms' outputs ref[0] (the one-row form) and
+ * ref[1] (the second form).
+ */
+static void
+impls_match_scalar(uint64_t seed, llm_type type, int64_t rows, const char *what, const data *d,
+				   float ref[2][TOKS * ROWS])
+{
+	static const int impls[] = {LLM_IMPL_AVX2, LLM_IMPL_AVX512VNNI};
+	float		got[2][TOKS * ROWS];
+
+	for (size_t i = 0; i < sizeof(impls) / sizeof(impls[0]); i++)
+	{
+		const llm_qkernel *k = llm_qkernel_get(type, impls[i]);
+
+		if (k == NULL)
+		{
+			SKIP("%s forms: implementation %d not on this CPU", what, impls[i]);
+			continue;
+		}
+		k = llm_qkernel_kform(k, rows);
+		run(k, false, d, got[0]);
+		run(k, true, d, got[1]);
+		CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
+			  "seed %llu: %s %s forms bit-identical to scalar (%d, %d differ)",
+			  (unsigned long long) seed, what, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
+			  n_diff(got[1], ref[1], TOKS * ROWS));
+	}
+}
+
 static void
 test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 {
-	static const int impls[] = {LLM_IMPL_SCALAR, LLM_IMPL_AVX2, LLM_IMPL_AVX512VNNI};
 	float		ref[2][TOKS * ROWS],
-				got[2][TOKS * ROWS],
 				ora[2][TOKS * ROWS];
 
 	/* Q4_K, 8 rows: GEMV form and GEMM form */
@@ -292,23 +321,7 @@ test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 		run(ks, true, &d, ref[1]);
 		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q4_K GEMV and GEMM forms differ on %d of %d",
 			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
-		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
-		{
-			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_K, impls[i]);
-
-			if (k == NULL)
-			{
-				SKIP("Q4_K forms: implementation %d not on this CPU", impls[i]);
-				continue;
-			}
-			k = llm_qkernel_kform(k, ROWS);
-			run(k, false, &d, got[0]);
-			run(k, true, &d, got[1]);
-			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
-				  "seed %llu: Q4_K %s GEMV / GEMM forms bit-identical to scalar (%d, %d differ)",
-				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
-				  n_diff(got[1], ref[1], TOKS * ROWS));
-		}
+		impls_match_scalar(seed, LLM_TYPE_Q4_K, ROWS, "Q4_K GEMV / GEMM", &d, ref);
 		if (!have_oracle)
 			SKIP("Q4_K forms vs llama.cpp: no oracle library");
 		else
@@ -340,23 +353,7 @@ test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 		run(ks, true, &d, ref[1]);
 		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q4_K vec-dot and tiled forms differ on %d of %d",
 			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
-		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
-		{
-			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q4_K, impls[i]);
-
-			if (k == NULL)
-			{
-				SKIP("Q4_K forms: implementation %d not on this CPU", impls[i]);
-				continue;
-			}
-			k = llm_qkernel_kform(k, 12);
-			run(k, false, &d, got[0]);
-			run(k, true, &d, got[1]);
-			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
-				  "seed %llu: Q4_K (12 rows) %s vec-dot / tiled forms bit-identical to scalar (%d, %d differ)",
-				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
-				  n_diff(got[1], ref[1], TOKS * ROWS));
-		}
+		impls_match_scalar(seed, LLM_TYPE_Q4_K, 12, "Q4_K (12 rows) vec-dot / tiled", &d, ref);
 		if (!have_oracle)
 			SKIP("Q4_K tiled form vs llama.cpp: no oracle library");
 		else
@@ -389,23 +386,7 @@ test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 		run(ks, true, &d, ref[1]);
 		CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: Q6_K vec-dot and tiled forms differ on %d of %d",
 			  (unsigned long long) seed, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
-		for (size_t i = 1; i < sizeof(impls) / sizeof(impls[0]); i++)
-		{
-			const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_Q6_K, impls[i]);
-
-			if (k == NULL)
-			{
-				SKIP("Q6_K forms: implementation %d not on this CPU", impls[i]);
-				continue;
-			}
-			k = llm_qkernel_kform(k, ROWS);
-			run(k, false, &d, got[0]);
-			run(k, true, &d, got[1]);
-			CHECK(n_diff(got[0], ref[0], TOKS * ROWS) == 0 && n_diff(got[1], ref[1], TOKS * ROWS) == 0,
-				  "seed %llu: Q6_K %s vec-dot / tiled forms bit-identical to scalar (%d, %d differ)",
-				  (unsigned long long) seed, k->impl, n_diff(got[0], ref[0], TOKS * ROWS),
-				  n_diff(got[1], ref[1], TOKS * ROWS));
-		}
+		impls_match_scalar(seed, LLM_TYPE_Q6_K, ROWS, "Q6_K vec-dot / tiled", &d, ref);
 		if (!have_oracle)
 			SKIP("Q6_K forms vs llama.cpp: no oracle library");
 		else
