@@ -239,6 +239,9 @@ put_request(writer *w, const llm_request *r)
 	embed = (uint32_t) r->pooling | ((uint32_t) r->normalize << EMBED_NORM_SHIFT) | (r->truncate ? EMBED_TRUNCATE : 0);
 	if (!valid_priority(r->priority) || !valid_pooling(embed))
 		w->bad = true;
+	if (r->continuation_answers < 0 || r->continuation_answers > r->n_continuations)
+		w->bad = true;
+	put_u32(w, (uint32_t) r->continuation_answers);
 	put_u32(w, embed);
 	put_u32(w, r->priority);
 }
@@ -554,6 +557,15 @@ get_request(reader *r, llm_request *q, llm_wire_arrays *a)
 	q->no_generation_prompt = (flags & FLAG_NO_GEN) != 0;
 	q->thinking = (flags & FLAG_THINK_ON) ? 1 : (flags & FLAG_THINK_OFF) ? -1 : 0;
 	q->strip_thinking = (flags & FLAG_STRIP_THINK) != 0;
+	{
+		uint32_t	answers;
+
+		if (!get_u32(r, &answers))
+			return false;
+		if (answers > (uint32_t) q->n_continuations)
+			return fail(r, "more continuation answers than continuations");
+		q->continuation_answers = (int32_t) answers;
+	}
 	{
 		uint32_t	pooling;
 

@@ -51,6 +51,7 @@
 typedef struct score_part
 {
 	int32_t		n_targets;		/* continuation ids (+ end of turn) */
+	int32_t		n_lead;			/* leading targets not summed (a pair's prompt rest, request.h) */
 	int32_t		last_token;		/* the final one of them */
 	int32_t		n_scored;		/* leading targets scored so far */
 	double		logprob;		/* sum of their natural log-probabilities */
@@ -418,9 +419,16 @@ typedef struct tokenized
 {
 	int32_t    *ids;			/* the prompt's (malloc'd) */
 	int64_t		n;				/* their count; -1: the prompt failed (err) */
-	int32_t   **cont;			/* SCORE: [n_continuations], the first n_cont_ok set */
+	int32_t   **cont;			/* SCORE: [n_seq], the first n_cont_ok set */
 	int32_t    *n_cont;
 	int32_t		n_cont_ok;
+	/*
+	 * SCORE: the continuations' sequences, n_continuations, or the pairs of
+	 * continuation_answers (request.h); lead[k] (NULL: all 0) of cont[k]'s
+	 * leading ids are the rest of pair k's prompt, computed but not scored.
+	 */
+	int32_t		n_seq;
+	int32_t    *lead;
 	llm_status	cont_st;		/* continuation n_cont_ok's failure (err), if any */
 	char		err[1100];
 } tokenized;

@@ -222,6 +222,22 @@ llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 	}
 	else if (r->n_continuations != 0)
 		return invalid(err, errlen, "continuations are only for scoring requests");
+	if (r->continuation_answers != 0)
+	{
+		int32_t		ends = r->n_continuations - r->continuation_answers;
+
+		if (r->mode != LLM_MODE_SCORE || r->prompt_kind != LLM_PROMPT_TEXT)
+			return invalid(err, errlen, "continuation answers are only for scoring requests with a text prompt");
+		if (r->continuation_answers < 0 || ends < 1)
+			return invalid(err, errlen, "continuation answers need at least one continuation before them");
+		if ((int64_t) ends * r->continuation_answers > LLM_MAX_CONTINUATIONS)
+		{
+			snprintf(err, errlen, "at most %d scored pairs are allowed", LLM_MAX_CONTINUATIONS);
+			return LLM_ERR_INVALID_PARAM;
+		}
+		if (r->continuation_echo)
+			return invalid(err, errlen, "continuation answers are not echoed");
+	}
 	if (r->continuation_echo && r->mode != LLM_MODE_SCORE)
 		return invalid(err, errlen, "continuation_echo is only for scoring requests");
 	if (r->grammar != NULL && r->mode != LLM_MODE_GENERATE)

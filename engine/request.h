@@ -295,6 +295,22 @@ typedef struct llm_request
 	 * modes.
 	 */
 	bool		truncate;
+	/*
+	 * SCORE with a TEXT prompt: when > 0, the last continuation_answers
+	 * continuations are answers and the n_continuations -
+	 * continuation_answers before them end the user's message.  Each pair
+	 * (end k, answer a) is scored as the SCORE request of the user message
+	 * prompt + end k (chat template and system as for the prompt alone)
+	 * with the one continuation a (+ end of turn with continuation_eot)
+	 * would score it: its sequence holds exactly that request's token ids,
+	 * and its score sums the log-probabilities of answer a's tokens only.
+	 * The pairs' sequences fork from the longest common prefix of their ids
+	 * (so what the tokenizer does at the join of prompt and end k changes
+	 * no id).  Scores in the FINISHED event at k * continuation_answers + a;
+	 * at most LLM_MAX_CONTINUATIONS pairs; no continuation_echo.  0 (the
+	 * zeroed value): every continuation follows the prompt's chat.
+	 */
+	int32_t		continuation_answers;
 } llm_request;
 
 #define LLM_MAX_MODEL_ALIAS 63

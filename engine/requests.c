@@ -296,7 +296,121 @@ engine_tokenized_free(tokenized *t)
 			free(t->cont[k]);
 	free(t->cont);
 	free(t->n_cont);
+	free(t->lead);
 	memset(t, 0, sizeof(*t));
+}
+
+/*
+ * The pairs of a SCORE request with continuation answers (request.h) into
+ * t, whose prompt ids were the prompt's alone: each end k's chat (user
+ * message prompt + end k) rendered and tokenized as its own request's
+ * prompt would be, each answer a as a continuation; t's prompt becomes the
+ * longest common prefix of the chats' ids and pair (k, a) the rest of chat
+ * k (lead, not scored) followed by answer a's ids.  Failures as
+ * engine_tokenize_request's: a continuation's (cont_st, err).
+ */
+static void
+tokenize_pairs(const llm_engine *e, const llm_request *req, tokenized *t)
+{
+	int32_t		na = req->continuation_answers;
+	int32_t		nk = req->n_continuations - na;
+	int32_t   **chat = calloc((size_t) nk, sizeof(int32_t *));
+	int64_t    *n_chat = calloc((size_t) nk, sizeof(int64_t));
+	int32_t   **ans = calloc((size_t) na, sizeof(int32_t *));
+	int32_t    *n_ans = calloc((size_t) na, sizeof(int32_t));
+	int32_t		k_done = 0,
+				a_done = 0;
+	int64_t		lcp;
+	int32_t    *common;
+
+	t->n_seq = nk * na;
+	t->cont = calloc((size_t) t->n_seq, sizeof(int32_t *));
+	t->n_cont = calloc((size_t) t->n_seq, sizeof(int32_t));
+	t->lead = calloc((size_t) t->n_seq, sizeof(int32_t));
+	if (chat == NULL || n_chat == NULL || ans == NULL || n_ans == NULL ||
+		t->cont == NULL || t->n_cont == NULL || t->lead == NULL)
+		goto oom;
+	for (; a_done < na; a_done++)
+	{
+		t->cont_st = continuation_ids(e, req, nk + a_done, &ans[a_done], &n_ans[a_done], t->err, sizeof(t->err));
+		if (t->cont_st != LLM_OK)
+			goto done;
+	}
+	for (; k_done < nk; k_done++)
+	{
+		llm_request q = *req;
+		size_t		len = req->prompt_len + req->continuation_lens[k_done];
+		char	   *text = malloc(len);
+
+		if (text == NULL)
+			goto oom;
+		memcpy(text, req->prompt, req->prompt_len);
+		memcpy(text + req->prompt_len, req->continuations[k_done], req->continuation_lens[k_done]);
+		q.prompt = text;
+		q.prompt_len = len;
+		n_chat[k_done] = engine_prompt_ids(e, &q, &chat[k_done], t->err, sizeof(t->err));
+		free(text);
+		if (n_chat[k_done] < 0)
+		{
+			chat[k_done] = NULL;
+			t->cont_st = LLM_ERR_INVALID_PARAM;
+			if (t->err[0] == '\0')
+				snprintf(t->err, sizeof(t->err), "could not tokenize continuation %d", k_done + 1);
+			goto done;
+		}
+	}
+	lcp = n_chat[0];
+	for (int32_t k = 1; k < nk; k++)
+	{
+		int64_t		i = 0;
+
+		while (i < lcp && i < n_chat[k] && chat[k][i] == chat[0][i])
+			i++;
+		lcp = i;
+	}
+	for (int32_t k = 0; k < nk; k++)
+		if (n_chat[k] - lcp + n_ans[na - 1] > INT32_MAX / 2 || lcp < 1)
+		{
+			t->cont_st = LLM_ERR_PROMPT_TOO_LONG;
+			snprintf(t->err, sizeof(t->err), "continuation %d is too long", k + 1);
+			goto done;
+		}
+	common = malloc((size_t) lcp * sizeof(int32_t));
+	if (common == NULL)
+		goto oom;
+	memcpy(common, chat[0], (size_t) lcp * sizeof(int32_t));
+	free(t->ids);
+	t->ids = common;
+	t->n = lcp;
+	for (int32_t k = 0; k < nk; k++)
+		for (int32_t a = 0; a < na; a++)
+		{
+			int32_t		s = k * na + a;
+			int32_t		rest = (int32_t) (n_chat[k] - lcp);
+
+			t->cont[s] = malloc((size_t) (rest + n_ans[a]) * sizeof(int32_t));
+			if (t->cont[s] == NULL)
+				goto oom;
+			memcpy(t->cont[s], chat[k] + lcp, (size_t) rest * sizeof(int32_t));
+			memcpy(t->cont[s] + rest, ans[a], (size_t) n_ans[a] * sizeof(int32_t));
+			t->n_cont[s] = rest + n_ans[a];
+			t->lead[s] = rest;
+			t->n_cont_ok++;
+		}
+	t->cont_st = LLM_OK;
+	goto done;
+oom:
+	t->cont_st = LLM_ERR_OUT_OF_MEMORY;
+	snprintf(t->err, sizeof(t->err), "out of memory queueing request");
+done:
+	for (int32_t k = 0; k < k_done && chat != NULL; k++)
+		free(chat[k]);
+	for (int32_t a = 0; a < a_done && ans != NULL; a++)
+		free(ans[a]);
+	free(chat);
+	free(n_chat);
+	free(ans);
+	free(n_ans);
 }
 
 /*
@@ -317,6 +431,12 @@ engine_tokenize_request(const llm_engine *e, const llm_request *req, tokenized *
 	}
 	if (req->mode != LLM_MODE_SCORE || t->n == 0)
 		return;
+	if (req->continuation_answers > 0)
+	{
+		tokenize_pairs(e, req, t);
+		return;
+	}
+	t->n_seq = req->n_continuations;
 	t->cont = calloc((size_t) req->n_continuations, sizeof(int32_t *));
 	t->n_cont = calloc((size_t) req->n_continuations, sizeof(int32_t));
 	if (t->cont == NULL || t->n_cont == NULL)
@@ -626,7 +746,7 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 {
 	const int32_t *ids = t->ids;
 	int32_t		n = (int32_t) t->n;
-	int32_t		nc = req->n_continuations;
+	int32_t		nc = t->n_seq;
 	bool		fork = nc > 1 && e->score_sharing != LLM_SCORE_SHARE_PER_CONTINUATION;
 	live_request *r = engine_request_new(id, user_data, req, n, nc + (fork ? 1 : 0));
 	uint64_t	salt;
@@ -673,6 +793,7 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 		seq->n_tail_logits = m;
 		seq->fork_from = r->prompt_seq;
 		r->score[k].n_targets = m;
+		r->score[k].n_lead = t->lead != NULL ? t->lead[k] : 0;
 		r->score[k].last_token = cont[m - 1];
 	}
 	r->n_unscored = nc;

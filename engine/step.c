@@ -491,8 +491,9 @@ prompt_rows(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *ar
 
 		if (sp->n_scored == 0)
 		{
-			sp->logprob += llm_logprob(lg, e->mc->n_vocab,
-									   q + 1 < seq->n_tokens ? seq->tokens[q + 1] : sp->last_token);
+			if (sp->n_lead == 0)
+				sp->logprob += llm_logprob(lg, e->mc->n_vocab,
+										   q + 1 < seq->n_tokens ? seq->tokens[q + 1] : sp->last_token);
 			sp->n_scored = 1;
 		}
 		seq->n_tail_logits = sp->n_targets - sp->n_scored;
@@ -571,7 +572,9 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 			return;
 		}
 		target = q + 1 < seq->n_tokens ? seq->tokens[q + 1] : sp->last_token;
-		sp->logprob += llm_logprob(lg, V, target);
+		/* a pair's prompt rest (n_lead) is computed, not scored: the score is its answer's */
+		if (j >= sp->n_lead)
+			sp->logprob += llm_logprob(lg, V, target);
 		sp->n_scored++;
 	}
 	seq->n_tail_logits = sp->n_targets - sp->n_scored;

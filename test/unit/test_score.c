@@ -603,6 +603,85 @@ test_abort_and_errors(void)
 	llm_engine_destroy(e);
 }
 
+/*
+ * Continuation answers: each (end, answer) pair scored exactly as the
+ * request of prompt + end with that answer as its continuation, bit for
+ * bit, while the ends' chats share their common prefix.
+ */
+static void
+test_continuation_answers(void)
+{
+	static const char *prompt =
+		"Answer the question about the text with yes or no.\n\nQuestion: Is the candidate the product "
+		"the text is about?\n\nText:\nMy new phone's battery is dead by noon every day.\n\nCandidate:\n";
+	static const char *ends[2] = {"Phone", "Coffee maker"};
+	static const char *answers[4] = {"Yes", "yes", "No", "no"};
+	const char *conts[6];
+	size_t		lens[6];
+	llm_engine *e = make_engine(512, 0, false, 0);
+	llm_request q;
+	result		pairs,
+				ref;
+	char		err[512];
+	bool		same = true;
+	long long	pair_rows,
+				ref_rows = 0;
+	llm_engine_stats before,
+				after;
+
+	if (e == NULL)
+		return;
+	for (int i = 0; i < 6; i++)
+	{
+		conts[i] = i < 2 ? ends[i] : answers[i - 2];
+		lens[i] = strlen(conts[i]);
+	}
+	q = score_request(prompt, conts, lens, 6, true, 0);
+	q.continuation_answers = 4;
+	memset(&pairs, 0, sizeof(pairs));
+	llm_engine_get_stats(e, &before);
+	CHECK(llm_engine_submit(e, 1, &q, &pairs, err, sizeof(err)) == LLM_OK, "pairs submitted (%s)", err);
+	run_all(e);
+	llm_engine_get_stats(e, &after);
+	pair_rows = after.computed_tokens - before.computed_tokens;
+	CHECK(pairs.kind == LLM_EVENT_FINISHED && pairs.n_scores == 8, "2 ends x 4 answers: 8 scores (%d)",
+		  pairs.n_scores);
+	for (int k = 0; k < 2; k++)
+	{
+		char		full[512];
+
+		snprintf(full, sizeof(full), "%s%s", prompt, ends[k]);
+		llm_engine_get_stats(e, &before);
+		submit_score(e, 10 + k, full, answers, 4, true, 0, &ref, err, sizeof(err));
+		run_all(e);
+		llm_engine_get_stats(e, &after);
+		ref_rows += after.computed_tokens - before.computed_tokens;
+		CHECK(ref.kind == LLM_EVENT_FINISHED && ref.n_scores == 4, "end %d alone scored", k);
+		for (int a = 0; a < 4; a++)
+		{
+			if (memcmp(&ref.scores[a], &pairs.scores[k * 4 + a], sizeof(double)) != 0)
+				same = false;
+			printf("# %s / %s: pair %.9g, alone %.9g\n", ends[k], answers[a], pairs.scores[k * 4 + a],
+				   ref.scores[a]);
+		}
+	}
+	CHECK(same, "every pair's score bit-identical to its own request's");
+	CHECK(pair_rows < ref_rows, "the pairs computed fewer token rows (%lld) than the requests one by one (%lld)",
+		  pair_rows, ref_rows);
+	CHECK(after.kv_blocks_used == 0, "KV blocks back to 0");
+
+	/* only for a text prompt's scoring, with at least one end, and not echoed */
+	q.prompt_kind = LLM_PROMPT_RAW;
+	CHECK(llm_request_validate(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "refused with a raw prompt (%s)", err);
+	q.prompt_kind = LLM_PROMPT_TEXT;
+	q.continuation_answers = 6;
+	CHECK(llm_request_validate(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "refused with no end (%s)", err);
+	q.continuation_answers = 4;
+	q.continuation_echo = true;
+	CHECK(llm_request_validate(&q, err, sizeof(err)) == LLM_ERR_INVALID_PARAM, "refused echoed (%s)", err);
+	llm_engine_destroy(e);
+}
+
 int
 main(void)
 {
@@ -614,5 +693,6 @@ main(void)
 	test_invariance();
 	test_local_group();
 	test_abort_and_errors();
+	test_continuation_answers();
 	return unit_done();
 }
