@@ -52,6 +52,17 @@ llm_prompt_filter(const char *input, const char *question)
 }
 
 char *
+llm_prompt_join(const char *input, const char *question)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, input);
+	appendStringInfoString(&s, LLM_JOIN_SEPARATOR);
+	return llm_prompt_filter(s.data, question);
+}
+
+char *
 llm_prompt_extract(const char *input, const char *schema, const char *instruction)
 {
 	StringInfoData s;

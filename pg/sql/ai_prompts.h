@@ -29,6 +29,15 @@ extern char *llm_prompt_filter(const char *input, const char *question);
 #define LLM_FILTER_N_YES		2
 extern const char *const llm_filter_answers[LLM_FILTER_N_ANSWERS];
 
+/*
+ * llm_join: the text every candidate of one row follows, in the user's
+ * message: llm_filter's prompt of input + LLM_JOIN_SEPARATOR, so that the
+ * prompt with a candidate appended is llm_filter's of input ||
+ * LLM_JOIN_SEPARATOR || candidate (sql_join.c).
+ */
+#define LLM_JOIN_SEPARATOR		"\n\nCandidate:\n"
+extern char *llm_prompt_join(const char *input, const char *question);
+
 /* llm_extract: the fields of schema (its JSON text) from input. */
 extern char *llm_prompt_extract(const char *input, const char *schema, const char *instruction);
 

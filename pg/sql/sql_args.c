@@ -263,6 +263,12 @@ apply_question(const LlmArgDesc *arg, LlmCall *c, Datum v)
 	c->question = llm_text_to_utf8(DatumGetTextPP(v));
 }
 
+static void
+apply_candidates(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->candidates = utf8_array(v, arg->name, &c->n_candidates);
+}
+
 /* llm_embed's truncate: an input over the model's limit is cut to it (request.h) */
 static void
 apply_truncate(const LlmArgDesc *arg, LlmCall *c, Datum v)
@@ -312,6 +318,7 @@ static const LlmArgDesc input_table[] = {
 	{"instruction", TEXTOID, NULL, apply_instruction},
 	{"question", TEXTOID, NULL, apply_question},
 	{"truncate", BOOLOID, "false", apply_truncate},
+	{"candidates", TEXTARRAYOID, NULL, apply_candidates},
 };
 
 #define N_ROWS (N_ARGS + lengthof(input_table))
@@ -354,6 +361,7 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_embed_array", TEXTARRAYOID, FLOAT4ARRAYOID, NULL},
 	{"pg_llm_similarity", TEXTOID, FLOAT8OID, NULL, NULL, true},
 	{"pg_llm_rerank", TEXTOID, RECORDOID, NULL, NULL, true},
+	{"pg_llm_join", TEXTOID, INT4ARRAYOID, NULL},
 };
 
 static const LlmSqlFunction *

@@ -84,6 +84,8 @@ typedef struct LlmCall
 	int			n_labels;
 	const char *instruction;
 	const char *question;
+	const char **candidates;	/* llm_join's candidates text[]: n_candidates elements, NULL ones kept */
+	int			n_candidates;
 	bool		explicit_priority;	/* req.priority came from a priority => argument */
 
 	/*

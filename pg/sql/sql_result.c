@@ -160,6 +160,13 @@ log_sum_exp(const double *x, int n)
 	return max + log(sum);
 }
 
+bool
+llm_yes_no_scores(const double *scores)
+{
+	return log_sum_exp(scores, LLM_FILTER_N_YES) >
+		log_sum_exp(scores + LLM_FILTER_N_YES, LLM_FILTER_N_ANSWERS - LLM_FILTER_N_YES);
+}
+
 Datum
 llm_yes_no_value(const LlmResult *res, bool on_error_null, bool *isnull)
 {
@@ -168,6 +175,5 @@ llm_yes_no_value(const LlmResult *res, bool on_error_null, bool *isnull)
 		return (Datum) 0;
 	if (res->n_scores != LLM_FILTER_N_ANSWERS)
 		elog(ERROR, "llm: yes/no result with %d scores", res->n_scores);
-	return BoolGetDatum(log_sum_exp(res->scores, LLM_FILTER_N_YES) >
-						log_sum_exp(res->scores + LLM_FILTER_N_YES, LLM_FILTER_N_ANSWERS - LLM_FILTER_N_YES));
+	return BoolGetDatum(llm_yes_no_scores(res->scores));
 }

@@ -44,4 +44,11 @@ extern Datum llm_label_value(const LlmResult *res, bool on_error_null, bool *isn
 extern Datum llm_label_scores_value(const LlmResult *res, bool on_error_null, bool *isnull);
 extern Datum llm_yes_no_value(const LlmResult *res, bool on_error_null, bool *isnull);
 
+/*
+ * llm_filter's decision over the scores of its LLM_FILTER_N_ANSWERS answers
+ * (ai_prompts.h order), as llm_yes_no_value takes it; llm_join decides each
+ * pair with it.
+ */
+extern bool llm_yes_no_scores(const double *scores);
+
 #endif
