@@ -52,6 +52,7 @@ typedef struct score_part
 {
 	int32_t		n_targets;		/* continuation ids (+ end of turn) */
 	int32_t		n_lead;			/* leading targets not summed (a pair's prompt rest, request.h) */
+	int32_t		n_prompt;		/* ids before the targets: the request's, or its pair's chat */
 	int32_t		last_token;		/* the final one of them */
 	int32_t		n_scored;		/* leading targets scored so far */
 	double		logprob;		/* sum of their natural log-probabilities */
@@ -158,6 +159,14 @@ typedef struct live_request
 	 */
 	int32_t		n_continuations;
 	llm_seq    *prompt_seq;
+	/*
+	 * With continuation answers (request.h) and a prompt sequence, each
+	 * pair's chat has a sequence too, seqs[n_continuations + 1 + k]: it forks
+	 * from prompt_seq and computes the rest of chat k once, its last row
+	 * scores the first target of each of its answers' sequences, which then
+	 * fork from it.  A sequence's source is its fork_from until it forks;
+	 * the sequences at n_continuations and after are prompt sequences.
+	 */
 	/*
 	 * GENERATE whose grammar was not compiled at submission (engine.c):
 	 * the grammar store's reference, and the next request on the engine's

@@ -748,8 +748,16 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 	int32_t		n = (int32_t) t->n;
 	int32_t		nc = t->n_seq;
 	bool		fork = nc > 1 && e->score_sharing != LLM_SCORE_SHARE_PER_CONTINUATION;
-	live_request *r = engine_request_new(id, user_data, req, n, nc + (fork ? 1 : 0));
+	int32_t		na = req->continuation_answers;
+	int32_t		n_mid = fork && na > 0 ? nc / na : 0;
+	live_request *r;
 	uint64_t	salt;
+
+	/* a pair's chat is its answers' own prompt sequence when it adds ids to the common prefix */
+	for (int32_t k = 0; k < n_mid; k++)
+		if (t->lead[k * na] < 1)
+			n_mid = 0;
+	r = engine_request_new(id, user_data, req, n, nc + (fork ? 1 : 0) + n_mid);
 
 	*out = r;
 	if (r == NULL || (r->score = calloc((size_t) nc, sizeof(score_part))) == NULL)
@@ -773,6 +781,7 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 		llm_seq    *seq = &r->seqs[k];
 		const int32_t *cont = t->cont[k];
 		int32_t		m = t->n_cont[k];
+		int32_t		lead = t->lead != NULL ? t->lead[k] : 0;
 
 		if (k >= t->n_cont_ok)
 		{
@@ -790,11 +799,30 @@ new_score(llm_engine *e, uint64_t id, const llm_request *req, void *user_data,
 			goto oom;
 		memcpy(seq->tokens, ids, (size_t) n * sizeof(int32_t));
 		memcpy(seq->tokens + n, cont, (size_t) (m - 1) * sizeof(int32_t));
-		seq->n_tail_logits = m;
+		r->score[k].n_prompt = n;
 		seq->fork_from = r->prompt_seq;
+		if (n_mid > 0)
+		{
+			/* pair k / na: the rest of its chat is its prompt sequence's, the answer alone is scored */
+			llm_seq    *mid = &r->seqs[nc + 1 + k / na];
+
+			if (k % na == 0)
+			{
+				if (score_seq_init(mid, r, req, salt, !e->cfg.prefix_caching, n + lead) != 0)
+					goto oom;
+				memcpy(mid->tokens, seq->tokens, (size_t) (n + lead) * sizeof(int32_t));
+				mid->n_tail_logits = 1;
+				mid->fork_from = r->prompt_seq;
+			}
+			r->score[k].n_prompt = n + lead;
+			seq->fork_from = mid;
+			m -= lead;
+			lead = 0;
+		}
+		seq->n_tail_logits = m;
 		r->score[k].n_targets = m;
-		r->score[k].n_lead = t->lead != NULL ? t->lead[k] : 0;
-		r->score[k].last_token = cont[m - 1];
+		r->score[k].n_lead = lead;
+		r->score[k].last_token = cont[t->n_cont[k] - 1];
 	}
 	r->n_unscored = nc;
 	if (req->continuation_echo && echo_continuations(r, req) != 0)

@@ -469,7 +469,7 @@ clear_drafts(llm_engine *e)
  * sequence leaves (its full blocks stay cached for the others).
  */
 static void
-prompt_rows(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *arg)
+prompt_rows(llm_engine *e, live_request *r, llm_seq *from, float *lg, llm_event_cb cb, void *arg)
 {
 	const llm_backend_ops *ops = e->backend->ops;
 	bool		copy = e->score_sharing == LLM_SCORE_SHARE_COPY && ops->copy_blocks != NULL;
@@ -479,32 +479,42 @@ prompt_rows(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *ar
 				ldst[LLM_MAX_CONTINUATIONS];
 	int			n_copy = 0,
 				n_lcopy = 0;
-	int32_t		q = r->n_prompt - 1;
+	int32_t		q = from->n_prompt - 1;
 
 	if (!row_usable(e, r, lg, cb, arg))
 		return;
-	for (int32_t k = 0; k < r->n_continuations; k++)
+	for (int32_t k = 0; k < r->n_seqs; k++)
 	{
 		llm_seq    *seq = &r->seqs[k];
-		score_part *sp = &r->score[k];
+		score_part *sp = k < r->n_continuations ? &r->score[k] : NULL;
 		llm_sched_block_copy c;
 
-		if (sp->n_scored == 0)
+		if (seq == from || seq->fork_from != from)
+			continue;
+		if (k >= r->n_continuations)
+		{
+			/* a pair's chat: nothing of it is scored, it forks and computes its own ids */
+			seq->fork_from = NULL;
+		}
+		else if (sp->n_scored == 0)
 		{
 			if (sp->n_lead == 0)
 				sp->logprob += llm_logprob(lg, e->mc->n_vocab,
 										   q + 1 < seq->n_tokens ? seq->tokens[q + 1] : sp->last_token);
 			sp->n_scored = 1;
 		}
-		seq->n_tail_logits = sp->n_targets - sp->n_scored;
-		seq->fork_from = NULL;
-		if (sp->n_scored == sp->n_targets)
+		if (k < r->n_continuations)
 		{
-			llm_sched_remove(e->sched, seq);
-			r->n_unscored--;
-			continue;
+			seq->n_tail_logits = sp->n_targets - sp->n_scored;
+			seq->fork_from = NULL;
+			if (sp->n_scored == sp->n_targets)
+			{
+				llm_sched_remove(e->sched, seq);
+				r->n_unscored--;
+				continue;
+			}
 		}
-		if (copy && llm_sched_fork(e->sched, seq, r->prompt_seq, &c))
+		if (copy && llm_sched_fork(e->sched, seq, from, &c))
 		{
 			if (c.dst >= 0)
 			{
@@ -528,7 +538,7 @@ prompt_rows(llm_engine *e, live_request *r, float *lg, llm_event_cb cb, void *ar
 		return;
 	}
 	e->stats.copied_blocks += n_copy + n_lcopy;
-	llm_sched_remove(e->sched, r->prompt_seq);
+	llm_sched_remove(e->sched, from);
 	if (r->n_unscored == 0)
 	{
 		engine_output_scores(r, cb, arg);
@@ -549,17 +559,18 @@ score_rows(llm_engine *e, live_request *r, const llm_sched_entry *en, float *lg,
 		   void *arg)
 {
 	llm_seq    *seq = en->seq;
-	score_part *sp = &r->score[seq - r->seqs];
+	score_part *sp;
 	int32_t		V = e->mc->n_vocab;
 
-	if (seq == r->prompt_seq)
+	if (seq - r->seqs >= r->n_continuations)
 	{
-		prompt_rows(e, r, lg, cb, arg);
+		prompt_rows(e, r, seq, lg, cb, arg);
 		return;
 	}
+	sp = &r->score[seq - r->seqs];
 	for (int32_t q = en->logits_from; q < en->start + en->n; q++, lg += V)
 	{
-		int32_t		j = q + 1 - r->n_prompt;
+		int32_t		j = q + 1 - sp->n_prompt;
 		int32_t		target;
 
 		if (!row_usable(e, r, lg, cb, arg))

@@ -668,6 +668,28 @@ test_continuation_answers(void)
 	CHECK(same, "every pair's score bit-identical to its own request's");
 	CHECK(pair_rows < ref_rows, "the pairs computed fewer token rows (%lld) than the requests one by one (%lld)",
 		  pair_rows, ref_rows);
+	{
+		/* the common prefix once, each end's rest of its chat once, each answer's own ids (+ end of turn) but the last */
+		int32_t		c0[512],
+					c1[512];
+		char		full[512];
+		int32_t		n0,
+					n1,
+					lcp = 0;
+		long long	want;
+
+		snprintf(full, sizeof(full), "%s%s", prompt, ends[0]);
+		n0 = prompt_ids(e, full, c0, 512);
+		snprintf(full, sizeof(full), "%s%s", prompt, ends[1]);
+		n1 = prompt_ids(e, full, c1, 512);
+		while (lcp < n0 && lcp < n1 && c0[lcp] == c1[lcp])
+			lcp++;
+		want = lcp + (n0 - lcp) + (n1 - lcp);
+		for (int a = 0; a < 4; a++)
+			want += 2 * (cont_ids(e, answers[a], true, c0, 512) - 1);
+		CHECK(pair_rows == want, "each end's chat computed once, not once per answer: %lld rows (want %lld)",
+			  pair_rows, want);
+	}
 	CHECK(after.kv_blocks_used == 0, "KV blocks back to 0");
 
 	/* only for a text prompt's scoring, with at least one end, and not echoed */
