@@ -1,26 +1,31 @@
 /*
- * semjoin.c — a semantic join of L left rows with C candidates, two ways
- * (docs/CASCADES.md, "Semantic joins"):
+ * semjoin.c — a semantic join of L left rows with C candidates, two ways,
+ * through the engine of this checkout (docs/SEMANTIC_JOINS.md):
  *
- *   pairs   every pair scored on its own, as
- *             SELECT ... FROM l, c WHERE llm_filter(l.text, 'Is this text about ' || c.name || '?')
- *           computes it: L x C yes/no SCORE requests; a pair matches when
- *           p(yes) > 0.5 (llm_filter's answer)
- *   forked  one request per left row, llm_classify's form: the prompt lists
- *           a chunk of candidates, each candidate a continuation of the one
- *           prompt (the engine computes the prompt once and forks one
- *           sequence per candidate, sharing its KV blocks); the left row
- *           matches the candidate with the highest log-likelihood over its
- *           chunks (a row matches exactly one candidate)
+ *   pairs   every pair its own llm_filter request, as
+ *             SELECT ... FROM l, c
+ *             WHERE llm_filter(l.text || E'\n\nCandidate:\n' || c.name, question)
+ *           computes it: L x C yes/no SCORE requests (the 4 answers forked
+ *           from the pair's prompt, as llm_filter's);
+ *   forked  llm_join(l.text, question, candidates): one request per left
+ *           row and chunk of at most 64 candidates, the row's prompt
+ *           computed once, each candidate's chat forked from it and each
+ *           answer from that (request.h continuation_answers).
  *
- * Prints one JSON object: for each way the requests, wall seconds, prompt
- * tokens and token rows computed; the forked join's pair precision and
- * recall against the pairs' answers (the n x m answers taken as the truth),
- * and how many left rows have no or several pair matches.  Timings are
- * reported, never asserted.
+ * Both submit all their requests at once and run the engine until idle
+ * (batches of -b sequences).  Prints one JSON object: for each way the
+ * requests, wall and process CPU seconds, prompt tokens and token rows
+ * computed, pairs matched; the forked join's pair precision and recall
+ * against the pairs' answers and how many pairs have bit-identical scores;
+ * and, as a reference for the answers' quality, both ways against the
+ * candidate each text names (a candidate matches a text that contains it
+ * without its leading "the " or "my ").  Timings are reported, never
+ * asserted.
  *
- *   build/bench/semjoin -m MODEL.gguf [-t T] [-b B] [-l L] [--chunk K] ROWS.tsv CANDIDATES.txt
+ *   build/bench/semjoin -m MODEL.gguf [-t T] [-b B] [-l L] [-q QUESTION] [--only forked]
+ *                       ROWS.tsv CANDIDATES.txt
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +35,8 @@
 #include "engine/engine.h"
 #include "prompts.h"
 
-#define MAX_CAND 256
+#define MAX_CAND 64
+#define SEPARATOR "\n\nCandidate:\n"
 
 typedef struct slot
 {
@@ -40,12 +46,14 @@ typedef struct slot
 	bool		failed;
 } slot;
 
+static int	n_finished;
+
 static double
-now_s(void)
+now_s(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (double) ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -63,14 +71,16 @@ on_event(const llm_event *ev, void *arg)
 		memcpy(s->scores, ev->scores, sizeof(double) * ev->n_scores);
 		s->n = ev->n_scores;
 		s->prompt_tokens = ev->usage.prompt_tokens;
+		n_finished++;
 	}
 }
 
 static void
-submit_score(llm_engine *e, uint64_t id, const char *prompt, const char *const *conts, int n, slot *s)
+submit_score(llm_engine *e, uint64_t id, const char *prompt, const char *const *conts, int n, int answers,
+			 slot *s)
 {
 	llm_request r;
-	size_t		lens[MAX_CAND];
+	size_t		lens[MAX_CAND + 4];
 	char		err[512];
 
 	for (int i = 0; i < n; i++)
@@ -84,6 +94,7 @@ submit_score(llm_engine *e, uint64_t id, const char *prompt, const char *const *
 	r.continuations = conts;
 	r.continuation_lens = lens;
 	r.continuation_eot = true;
+	r.continuation_answers = answers;
 	if (llm_engine_submit(e, id, &r, s, err, sizeof(err)) != LLM_OK)
 	{
 		fprintf(stderr, "semjoin: %s\n", err);
@@ -91,23 +102,48 @@ submit_score(llm_engine *e, uint64_t id, const char *prompt, const char *const *
 	}
 }
 
-/* Run the engine until idle; the wall seconds, prompt tokens and rows computed of what ran. */
+typedef struct cost
+{
+	int			requests;
+	double		wall_s;
+	double		cpu_s;
+	long long	prompt_tokens;
+	long long	computed;
+	long long	matches;
+	long long	steps;
+} cost;
+
+/* Run the engine until idle; what ran costs into *c. */
 static void
-drain(llm_engine *e, slot *slots, int n, double t0, double *wall, long long *prompt_tokens, long long *computed,
-	  long long computed_before)
+drain(llm_engine *e, slot *slots, int n, double wall0, double cpu0, long long computed_before, cost *c)
 {
 	llm_engine_stats es;
+	int			shown = 0;
 
+	llm_engine_get_stats(e, &es);
+	c->steps = es.n_steps;
+
+	n_finished = 0;
 	while (llm_engine_has_work(e))
+	{
 		if (llm_engine_step(e, on_event, NULL) != LLM_OK)
 		{
 			fprintf(stderr, "semjoin: engine step failed\n");
 			exit(1);
 		}
-	*wall = now_s() - t0;
+		if (n_finished >= shown + n / 10 && n >= 10)
+		{
+			shown = n_finished;
+			fprintf(stderr, "semjoin: %d of %d requests, %.0f s\n", n_finished, n, now_s(CLOCK_MONOTONIC) - wall0);
+		}
+	}
+	c->wall_s = now_s(CLOCK_MONOTONIC) - wall0;
+	c->cpu_s = now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
 	llm_engine_get_stats(e, &es);
-	*computed = es.computed_tokens - computed_before;
-	*prompt_tokens = 0;
+	c->computed = es.computed_tokens - computed_before;
+	c->steps = es.n_steps - c->steps;
+	c->requests = n;
+	c->prompt_tokens = 0;
 	for (int i = 0; i < n; i++)
 	{
 		if (slots[i].failed || slots[i].scores == NULL)
@@ -115,8 +151,45 @@ drain(llm_engine *e, slot *slots, int n, double t0, double *wall, long long *pro
 			fprintf(stderr, "semjoin: request %d failed\n", i);
 			exit(1);
 		}
-		*prompt_tokens += slots[i].prompt_tokens;
+		c->prompt_tokens += slots[i].prompt_tokens;
 	}
+}
+
+/* llm_filter's decision over its 4 answers' scores (pg/sql/sql_result.c) */
+static bool
+yes(const double *s)
+{
+	double		my = fmax(s[0], s[1]),
+				mn = fmax(s[2], s[3]);
+
+	return my + log(exp(s[0] - my) + exp(s[1] - my)) > mn + log(exp(s[2] - mn) + exp(s[3] - mn));
+}
+
+/* Whether text names candidate (case-insensitively, without a leading "the " or "my "). */
+static bool
+names(const char *text, const char *candidate)
+{
+	const char *c = candidate;
+	size_t		n;
+
+	if (strncmp(c, "the ", 4) == 0)
+		c += 4;
+	else if (strncmp(c, "my ", 3) == 0)
+		c += 3;
+	n = strlen(c);
+	for (const char *t = text; *t; t++)
+		if (strncasecmp(t, c, n) == 0)
+			return true;
+	return false;
+}
+
+static void
+print_cost(const char *name, const cost *c, bool comma)
+{
+	printf(" \"%s\": {\"requests\": %d, \"wall_s\": %.1f, \"cpu_s\": %.1f, \"prompt_tokens\": %lld, "
+		   "\"computed_tokens\": %lld, \"steps\": %lld, \"matches\": %lld}%s\n",
+		   name, c->requests, c->wall_s, c->cpu_s, c->prompt_tokens, c->computed, c->steps, c->matches,
+		   comma ? "," : "");
 }
 
 int
@@ -125,39 +198,36 @@ main(int argc, char **argv)
 	const char *model = NULL,
 			   *rows_path = NULL,
 			   *cand_path = NULL,
-			   *chat_template = NULL;
+			   *chat_template = NULL,
+			   *question = "Is the candidate the product that the text is about?";
 	int			threads = 2,
 				batch = 32,
 				n_left = 100,
-				chunk = 30,
 				n_cand = 0,
 				nl = 0;
+	bool		only_forked = false;
 	char	   *left[4096],
 			   *cand[MAX_CAND],
 				line[8192];
-	static const char *const yes_no[4] = {"Yes", "yes", "No", "no"};
+	static const char *const answers[4] = {"Yes", "yes", "No", "no"};
 	FILE	   *f;
 	llm_engine_config c;
 	llm_engine *e;
 	char		err[512];
 	slot	   *pairs,
 			   *forked;
-	bool	   *truth;
-	int		   *match;
-	int			n_chunks;
-	double		t0,
-				wall_pairs,
-				wall_forked;
-	long long	pt_pairs,
-				pt_forked,
-				comp_pairs,
-				comp_forked;
+	bool	   *fork_yes,
+			   *pair_yes;
 	llm_engine_stats es;
+	cost		cp = {0},
+				cf = {0};
 	long long	tp = 0,
 				fp = 0,
-				fn = 0;
-	int			rows_none = 0,
-				rows_many = 0;
+				fn = 0,
+				identical = 0,
+				named = 0,
+				f_named_tp = 0,
+				p_named_tp = 0;
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -169,8 +239,10 @@ main(int argc, char **argv)
 			batch = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-l") == 0 && i + 1 < argc)
 			n_left = atoi(argv[++i]);
-		else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc)
-			chunk = atoi(argv[++i]);
+		else if (strcmp(argv[i], "-q") == 0 && i + 1 < argc)
+			question = argv[++i];
+		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc && strcmp(argv[i + 1], "forked") == 0)
+			only_forked = true, i++;
 		else if (strcmp(argv[i], "--chat-template") == 0 && i + 1 < argc)
 			chat_template = argv[++i];
 		else if (rows_path == NULL && argv[i][0] != '-')
@@ -180,9 +252,10 @@ main(int argc, char **argv)
 		else
 			model = NULL, i = argc;
 	}
-	if (model == NULL || rows_path == NULL || cand_path == NULL || chunk < 1 || chunk > MAX_CAND || n_left < 1)
+	if (model == NULL || rows_path == NULL || cand_path == NULL || n_left < 1)
 	{
-		fprintf(stderr, "usage: semjoin -m MODEL [-t T] [-b B] [-l L] [--chunk K] [--chat-template T] ROWS.tsv CANDIDATES.txt\n");
+		fprintf(stderr, "usage: semjoin -m MODEL [-t T] [-b B] [-l L] [-q QUESTION] [--only forked] "
+				"[--chat-template T] ROWS.tsv CANDIDATES.txt\n");
 		return 2;
 	}
 	if ((f = fopen(rows_path, "r")) == NULL)
@@ -208,7 +281,6 @@ main(int argc, char **argv)
 	}
 	fclose(f);
 	n_left = nl;
-	n_chunks = (n_cand + chunk - 1) / chunk;
 
 	llm_engine_config_defaults(&c);
 	c.model_path = model;
@@ -223,91 +295,93 @@ main(int argc, char **argv)
 		return 1;
 	}
 
-	/* pairs: L x C yes/no requests */
-	pairs = calloc((size_t) n_left * n_cand, sizeof(slot));
+	/* forked: one request per left row (C <= 64: one chunk) */
+	forked = calloc((size_t) n_left, sizeof(slot));
+	fork_yes = calloc((size_t) n_left * n_cand, sizeof(bool));
 	llm_engine_get_stats(e, &es);
 	{
 		long long	before = es.computed_tokens;
+		double		w0 = now_s(CLOCK_MONOTONIC),
+					c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+		const char *conts[MAX_CAND + 4];
 
-		t0 = now_s();
+		for (int b = 0; b < n_cand; b++)
+			conts[b] = cand[b];
+		for (int i = 0; i < 4; i++)
+			conts[n_cand + i] = answers[i];
+		for (int a = 0; a < n_left; a++)
+		{
+			char	   *in = malloc(strlen(left[a]) + sizeof(SEPARATOR));
+
+			sprintf(in, "%s%s", left[a], SEPARATOR);
+			submit_score(e, (uint64_t) a + 1, prompt_filter(in, question), conts, n_cand + 4, 4, &forked[a]);
+		}
+		drain(e, forked, n_left, w0, c0, before, &cf);
+	}
+	for (int a = 0; a < n_left; a++)
+		for (int b = 0; b < n_cand; b++)
+		{
+			fork_yes[a * n_cand + b] = yes(forked[a].scores + 4 * b);
+			cf.matches += fork_yes[a * n_cand + b];
+			named += names(left[a], cand[b]);
+			f_named_tp += fork_yes[a * n_cand + b] && names(left[a], cand[b]);
+		}
+	if (only_forked)
+	{
+		printf("{\"model\": \"%s\", \"left\": %d, \"candidates\": %d, \"threads\": %d, \"batch\": %d,\n",
+			   model, n_left, n_cand, threads, batch);
+		print_cost("forked", &cf, true);
+		printf(" \"named_pairs\": %lld, \"forked_named_precision\": %.4f, \"forked_named_recall\": %.4f}\n",
+			   named, cf.matches ? (double) f_named_tp / cf.matches : 1.0, named ? (double) f_named_tp / named : 1.0);
+		llm_engine_destroy(e);
+		return 0;
+	}
+
+	/* pairs: L x C llm_filter requests */
+	pairs = calloc((size_t) n_left * n_cand, sizeof(slot));
+	pair_yes = calloc((size_t) n_left * n_cand, sizeof(bool));
+	llm_engine_get_stats(e, &es);
+	{
+		long long	before = es.computed_tokens;
+		double		w0 = now_s(CLOCK_MONOTONIC),
+					c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+
 		for (int a = 0; a < n_left; a++)
 			for (int b = 0; b < n_cand; b++)
 			{
-				char		q[512];
+				char	   *in = malloc(strlen(left[a]) + sizeof(SEPARATOR) + strlen(cand[b]));
 
-				snprintf(q, sizeof(q), "Is this text about %s?", cand[b]);
-				submit_score(e, (uint64_t) (a * n_cand + b) + 1, prompt_filter(left[a], q), yes_no, 4,
+				sprintf(in, "%s%s%s", left[a], SEPARATOR, cand[b]);
+				submit_score(e, 1000000 + (uint64_t) (a * n_cand + b), prompt_filter(in, question), answers, 4, 0,
 							 &pairs[a * n_cand + b]);
 			}
-		drain(e, pairs, n_left * n_cand, t0, &wall_pairs, &pt_pairs, &comp_pairs, before);
+		drain(e, pairs, n_left * n_cand, w0, c0, before, &cp);
 	}
-	truth = calloc((size_t) n_left * n_cand, sizeof(bool));
-	for (int i = 0; i < n_left * n_cand; i++)
-	{
-		double	   *s = pairs[i].scores,
-					m = fmax(fmax(s[0], s[1]), fmax(s[2], s[3])),
-					yes = exp(s[0] - m) + exp(s[1] - m),
-					no = exp(s[2] - m) + exp(s[3] - m);
-
-		truth[i] = yes > no;
-	}
-
-	/* forked: one request per left row and chunk of candidates */
-	forked = calloc((size_t) n_left * n_chunks, sizeof(slot));
-	llm_engine_get_stats(e, &es);
-	{
-		long long	before = es.computed_tokens;
-
-		t0 = now_s();
-		for (int a = 0; a < n_left; a++)
-			for (int k = 0; k < n_chunks; k++)
-			{
-				int			lo = k * chunk,
-							n = n_cand - lo < chunk ? n_cand - lo : chunk;
-
-				submit_score(e, 1000000 + (uint64_t) (a * n_chunks + k), prompt_classify(left[a], cand + lo, n),
-							 (const char *const *) cand + lo, n, &forked[a * n_chunks + k]);
-			}
-		drain(e, forked, n_left * n_chunks, t0, &wall_forked, &pt_forked, &comp_forked, before);
-	}
-	match = calloc((size_t) n_left, sizeof(int));
 	for (int a = 0; a < n_left; a++)
-	{
-		double		best = -INFINITY;
-		int			n_true = 0;
-
-		for (int k = 0; k < n_chunks; k++)
-			for (int j = 0; j < forked[a * n_chunks + k].n; j++)
-				if (forked[a * n_chunks + k].scores[j] > best)
-				{
-					best = forked[a * n_chunks + k].scores[j];
-					match[a] = k * chunk + j;
-				}
 		for (int b = 0; b < n_cand; b++)
 		{
-			bool		t = truth[a * n_cand + b],
-						p = match[a] == b;
+			int			i = a * n_cand + b;
+			bool		t = pair_yes[i] = yes(pairs[i].scores),
+						p = fork_yes[i];
 
-			n_true += t;
+			cp.matches += t;
 			tp += t && p;
 			fp += !t && p;
 			fn += t && !p;
+			identical += memcmp(pairs[i].scores, forked[a].scores + 4 * b, 4 * sizeof(double)) == 0;
+			p_named_tp += t && names(left[a], cand[b]);
 		}
-		rows_none += n_true == 0;
-		rows_many += n_true > 1;
-	}
-	printf("{\"model\": \"%s\", \"left\": %d, \"candidates\": %d, \"chunk\": %d, \"threads\": %d, \"batch\": %d,\n"
-		   " \"pairs\": {\"requests\": %d, \"wall_s\": %.3f, \"prompt_tokens\": %lld, \"computed_tokens\": %lld, "
-		   "\"matches\": %lld},\n"
-		   " \"forked\": {\"requests\": %d, \"wall_s\": %.3f, \"prompt_tokens\": %lld, \"computed_tokens\": %lld, "
-		   "\"matches\": %d},\n"
-		   " \"pair_precision\": %.4f, \"pair_recall\": %.4f, \"left_rows_no_pair_match\": %d, "
-		   "\"left_rows_several_pair_matches\": %d}\n",
-		   model, n_left, n_cand, chunk, threads, batch,
-		   n_left * n_cand, wall_pairs, pt_pairs, comp_pairs, tp + fn,
-		   n_left * n_chunks, wall_forked, pt_forked, comp_forked, n_left,
+	printf("{\"model\": \"%s\", \"left\": %d, \"candidates\": %d, \"threads\": %d, \"batch\": %d,\n",
+		   model, n_left, n_cand, threads, batch);
+	print_cost("pairs", &cp, true);
+	print_cost("forked", &cf, true);
+	printf(" \"pair_precision\": %.4f, \"pair_recall\": %.4f, \"pairs_bit_identical\": %lld,\n"
+		   " \"named_pairs\": %lld, \"pairs_named_precision\": %.4f, \"pairs_named_recall\": %.4f, "
+		   "\"forked_named_precision\": %.4f, \"forked_named_recall\": %.4f}\n",
 		   tp + fp > 0 ? (double) tp / (double) (tp + fp) : 1.0,
-		   tp + fn > 0 ? (double) tp / (double) (tp + fn) : 1.0, rows_none, rows_many);
+		   tp + fn > 0 ? (double) tp / (double) (tp + fn) : 1.0, identical,
+		   named, cp.matches ? (double) p_named_tp / cp.matches : 1.0, named ? (double) p_named_tp / named : 1.0,
+		   cf.matches ? (double) f_named_tp / cf.matches : 1.0, named ? (double) f_named_tp / named : 1.0);
 	llm_engine_destroy(e);
 	return 0;
 }
