@@ -609,7 +609,7 @@ test_abort_and_errors(void)
  * bit, while the ends' chats share their common prefix.
  */
 static void
-test_continuation_answers(void)
+test_continuation_answers(const char *path, const char *chat_template, llm_score_sharing sharing)
 {
 	static const char *prompt =
 		"Answer the question about the text with yes or no.\n\nQuestion: Is the candidate the product "
@@ -618,8 +618,10 @@ test_continuation_answers(void)
 	static const char *answers[4] = {"Yes", "yes", "No", "no"};
 	const char *conts[6];
 	size_t		lens[6];
-	llm_engine *e = make_engine(512, 0, false, 0);
+	llm_engine *e;
 	llm_request q;
+	const char *how = sharing == LLM_SCORE_SHARE_COPY ? "forked" : "per continuation";
+	llm_engine_config cfg;
 	result		pairs,
 				ref;
 	char		err[512];
@@ -629,8 +631,18 @@ test_continuation_answers(void)
 	llm_engine_stats before,
 				after;
 
-	if (e == NULL)
+	llm_engine_config_defaults(&cfg);
+	cfg.model_path = path;
+	cfg.n_threads = 2;
+	cfg.max_batched_tokens = 512;
+	cfg.prefix_caching = false;
+	if (chat_template != NULL)
+		cfg.chat_template = chat_template;
+	e = llm_engine_create(&cfg, err, sizeof(err));
+	if (!CHECK(e != NULL, "%s: engine (%s)", path, e ? "" : err))
 		return;
+	llm_engine_debug_score_sharing(e, sharing);
+	printf("# %s, %s\n", path, how);
 	for (int i = 0; i < 6; i++)
 	{
 		conts[i] = i < 2 ? ends[i] : answers[i - 2];
@@ -665,10 +677,11 @@ test_continuation_answers(void)
 				   ref.scores[a]);
 		}
 	}
-	CHECK(same, "every pair's score bit-identical to its own request's");
-	CHECK(pair_rows < ref_rows, "the pairs computed fewer token rows (%lld) than the requests one by one (%lld)",
-		  pair_rows, ref_rows);
+	CHECK(same, "%s: every pair's score bit-identical to its own request's", how);
+	if (sharing == LLM_SCORE_SHARE_COPY)
 	{
+		CHECK(pair_rows < ref_rows, "the pairs computed fewer token rows (%lld) than the requests one by one (%lld)",
+			  pair_rows, ref_rows);
 		/* the common prefix once, each end's rest of its chat once, each answer's own ids (+ end of turn) but the last */
 		int32_t		c0[512],
 					c1[512];
@@ -715,6 +728,16 @@ main(void)
 	test_invariance();
 	test_local_group();
 	test_abort_and_errors();
-	test_continuation_answers();
+	test_continuation_answers(model_path, NULL, LLM_SCORE_SHARE_COPY);
+	test_continuation_answers(model_path, NULL, LLM_SCORE_SHARE_PER_CONTINUATION);
+	{
+		char		path_buf[1024];
+		const char *gemma = gemma_path(path_buf, sizeof(path_buf));
+
+		if (access(gemma, R_OK) == 0)
+			test_continuation_answers(gemma, "gemma", LLM_SCORE_SHARE_COPY);
+		else
+			SKIP("continuation answers on gemma: %s missing", gemma);
+	}
 	return unit_done();
 }
