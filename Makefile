@@ -54,7 +54,7 @@ ENGINE_OBJS := $(patsubst %.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  := build/libllm_engine.a
 ENGINE_CFLAGS ?= -O3 -g
 ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -I.
-ENGINE_LIBS := -lpcre2-8 -lpthread -lm -ldl
+ENGINE_LIBS := -lpcre2-8 -lpthread -lmvec -lm -ldl
 
 # -MMD -MP: the server was configured without dependency tracking, so PGXS
 # alone would not rebuild an object whose headers changed (a stale llm.o

@@ -27,6 +27,8 @@
 #include "quant_x86.h"
 #include "simd_x86.h"
 
+#include <stdbool.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
@@ -36,6 +38,8 @@
 
 #define F16_TILE_ROWS 4
 #define F16_TILE_TOKENS 3
+/* the longest rows whose activations a call widens once (3 rows of floats on the stack: 24 KiB) */
+#define F16_WIDEN_MAX 2048
 
 INL_F __m512
 load16(const uint16_t *p)
@@ -59,47 +63,60 @@ close_sum(__m512 lo, __m512 hi)
 	return llm_hsum8(_mm256_add_ps(a01, a23));
 }
 
-/* A full 4 x 3 tile. */
-static TGT_F void
-tile_4x3(int64_t n, const uint16_t *w, size_t w_stride, const uint16_t *a, size_t a_stride,
-		 float *out, size_t out_stride)
-{
-	__m512		c[F16_TILE_ROWS][F16_TILE_TOKENS][2];
-	const uint16_t *wr[F16_TILE_ROWS];
-	const uint16_t *at[F16_TILE_TOKENS];
-
-	for (int r = 0; r < F16_TILE_ROWS; r++)
-		wr[r] = (const uint16_t *) ((const char *) w + (size_t) r * w_stride);
-	for (int t = 0; t < F16_TILE_TOKENS; t++)
-		at[t] = (const uint16_t *) ((const char *) a + (size_t) t * a_stride);
-	for (int r = 0; r < F16_TILE_ROWS; r++)
-		for (int t = 0; t < F16_TILE_TOKENS; t++)
-			c[r][t][0] = c[r][t][1] = _mm512_setzero_ps();
-	for (int64_t i = 0; i < n; i += 32)
-	{
-#pragma GCC unroll 2
-		for (int h = 0; h < 2; h++)
-		{
-			__m512		wv[F16_TILE_ROWS];
-
-#pragma GCC unroll 4
-			for (int r = 0; r < F16_TILE_ROWS; r++)
-				wv[r] = load16(wr[r] + i + 16 * h);
-#pragma GCC unroll 3
-			for (int t = 0; t < F16_TILE_TOKENS; t++)
-			{
-				__m512		av = load16(at[t] + i + 16 * h);
-
-#pragma GCC unroll 4
-				for (int r = 0; r < F16_TILE_ROWS; r++)
-					c[r][t][h] = _mm512_fmadd_ps(wv[r], av, c[r][t][h]);
-			}
-		}
-	}
-	for (int t = 0; t < F16_TILE_TOKENS; t++)
-		for (int r = 0; r < F16_TILE_ROWS; r++)
-			out[(size_t) t * out_stride + r] = close_sum(c[r][t][0], c[r][t][1]);
+/*
+ * A full 4 x 3 tile; a_f32: the activations already widened to float rows
+ * (the same values: binary16 -> binary32 is exact), else binary16 rows.
+ */
+#define DEFINE_TILE_4X3(name, act_t, load_act) \
+static TGT_F void \
+name(int64_t n, const uint16_t *w, size_t w_stride, const act_t *a, size_t a_stride, \
+	 float *out, size_t out_stride) \
+{ \
+	__m512		c[F16_TILE_ROWS][F16_TILE_TOKENS][2]; \
+	const uint16_t *wr[F16_TILE_ROWS]; \
+	const act_t *at[F16_TILE_TOKENS]; \
+\
+	for (int r = 0; r < F16_TILE_ROWS; r++) \
+		wr[r] = (const uint16_t *) ((const char *) w + (size_t) r * w_stride); \
+	for (int t = 0; t < F16_TILE_TOKENS; t++) \
+		at[t] = (const act_t *) ((const char *) a + (size_t) t * a_stride); \
+	for (int r = 0; r < F16_TILE_ROWS; r++) \
+		for (int t = 0; t < F16_TILE_TOKENS; t++) \
+			c[r][t][0] = c[r][t][1] = _mm512_setzero_ps(); \
+	for (int64_t i = 0; i < n; i += 32) \
+	{ \
+		_Pragma("GCC unroll 2") \
+		for (int h = 0; h < 2; h++) \
+		{ \
+			__m512		wv[F16_TILE_ROWS]; \
+\
+			_Pragma("GCC unroll 4") \
+			for (int r = 0; r < F16_TILE_ROWS; r++) \
+				wv[r] = load16(wr[r] + i + 16 * h); \
+			_Pragma("GCC unroll 3") \
+			for (int t = 0; t < F16_TILE_TOKENS; t++) \
+			{ \
+				__m512		av = load_act(at[t] + i + 16 * h); \
+\
+				_Pragma("GCC unroll 4") \
+				for (int r = 0; r < F16_TILE_ROWS; r++) \
+					c[r][t][h] = _mm512_fmadd_ps(wv[r], av, c[r][t][h]); \
+			} \
+		} \
+	} \
+	for (int t = 0; t < F16_TILE_TOKENS; t++) \
+		for (int r = 0; r < F16_TILE_ROWS; r++) \
+			out[(size_t) t * out_stride + r] = close_sum(c[r][t][0], c[r][t][1]); \
 }
+
+INL_F __m512
+load16f(const float *p)
+{
+	return _mm512_loadu_ps(p);
+}
+
+DEFINE_TILE_4X3(tile_4x3, uint16_t, load16)
+DEFINE_TILE_4X3(tile_4x3_widened, float, load16f)
 
 /* One (row, token): dot_f16's operations with 512-bit vectors (the same lanes). */
 static TGT_F float
@@ -121,12 +138,31 @@ llm_tile_f16_avx512(int64_t n, const void *w, size_t w_stride, int nr, const voi
 					int nt, float *out, size_t out_stride)
 {
 	int			r = 0;
+	int			t_full = nt - nt % F16_TILE_TOKENS;
+	float		widened[F16_TILE_TOKENS * F16_WIDEN_MAX];
+	bool		widen = nr >= 2 * F16_TILE_ROWS && t_full == F16_TILE_TOKENS && n <= F16_WIDEN_MAX;
 
+	/*
+	 * A call over several 4-row groups and one whole token tile (the
+	 * backend's tiles of a batch: 16 rows x 3 tokens) widens the 3
+	 * activation rows once for all the groups.
+	 */
+	if (widen)
+		for (int t = 0; t < F16_TILE_TOKENS; t++)
+			for (int64_t i = 0; i < n; i += 16)
+				_mm512_storeu_ps(widened + (size_t) t * n + i,
+								 load16((const uint16_t *) ((const char *) a + (size_t) t * a_stride) + i));
 	for (; r + F16_TILE_ROWS <= nr; r += F16_TILE_ROWS)
 	{
 		const char *wr = (const char *) w + (size_t) r * w_stride;
 		int			t = 0;
 
+		if (widen)
+		{
+			tile_4x3_widened(n, (const uint16_t *) wr, w_stride, widened, (size_t) n * sizeof(float),
+							 out + r, out_stride);
+			t = F16_TILE_TOKENS;
+		}
 		for (; t + F16_TILE_TOKENS <= nt; t += F16_TILE_TOKENS)
 			tile_4x3(n, (const uint16_t *) wr, w_stride,
 					 (const uint16_t *) ((const char *) a + (size_t) t * a_stride), a_stride,
