@@ -54,7 +54,7 @@ ENGINE_OBJS := $(patsubst %.c,build/%.o,$(ENGINE_SRCS))
 ENGINE_LIB  := build/libllm_engine.a
 ENGINE_CFLAGS ?= -O3 -g
 ENGINE_CFLAGS += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wno-unused-parameter -I.
-ENGINE_LIBS := -lpcre2-8 -lpthread -lm -ldl
+ENGINE_LIBS := -lpcre2-8 -lpthread -lmvec -lm -ldl
 
 # -MMD -MP: the server was configured without dependency tracking, so PGXS
 # alone would not rebuild an object whose headers changed (a stale llm.o
@@ -101,11 +101,14 @@ build/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ENGINE_CFLAGS) -MMD -MP -c $< -o $@
 
-# Reference dequantization and the quant_more.h kernels: no floating-point
-# contraction, so d * q - m stays two rounded operations (as in ggml and the
-# gguf package) and every instruction set's compilation computes the same bits.
+# Reference dequantization, the quant_more.h kernels and the vector twin of
+# the encoders' attention: no floating-point contraction, so d * q - m (a
+# multiply then an add) stays two rounded operations (as in ggml, the gguf
+# package and the scalar code) and every instruction set's compilation
+# computes the same bits.
 build/kernels/cpu/quant.o build/kernels/cpu/dequant_more.o build/kernels/cpu/quant_more.o \
-build/kernels/cpu/quant_more_avx2.o build/kernels/cpu/quant_more_avx512.o: ENGINE_CFLAGS += -ffp-contract=off
+build/kernels/cpu/quant_more_avx2.o build/kernels/cpu/quant_more_avx512.o \
+build/kernels/cpu/attn_rows_avx512.o: ENGINE_CFLAGS += -ffp-contract=off
 
 $(ENGINE_LIB): $(ENGINE_OBJS)
 	@mkdir -p $(dir $@)

@@ -458,9 +458,11 @@ typedef struct llm_backend_ops
 								   float *x);
 
 	/*
-	 * out[i] = 0.5 x (1 + erff(x / sqrt(2))), x = in[i], i < n: the exact
-	 * (erf) GELU of BERT and PyTorch's nn.GELU(), with libm's erff, one
-	 * call per element (no table, no tanh approximation).  out may alias
+	 * out[i] = 0.5 x (1 + erf(x / sqrt(2))), x = in[i], i < n: the exact
+	 * (erf) GELU of BERT and PyTorch's nn.GELU() (no table, no tanh
+	 * approximation), erf in float within a few ulp (the CPU backend: libm's
+	 * erff, or glibc's vector erff where AVX2 runs); each element's result
+	 * depends on its value only, not on n or its position.  out may alias
 	 * in.
 	 */
 	int			(*gelu_erf) (llm_backend *b, const float *in, float *out, size_t n);

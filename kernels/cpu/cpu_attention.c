@@ -801,6 +801,7 @@ typedef struct rows_job
 	const llm_attn_opts *o;
 	float	   *scratch;		/* [threads][stride] */
 	int			stride;
+	llm_attn_rows_fn one;		/* the backend's attn_rows */
 } rows_job;
 
 static void
@@ -813,14 +814,15 @@ rows_task(void *p, int64_t begin, int64_t end, int thread_idx)
 		int			t = (int) (i / j->n_heads),
 					h = (int) (i % j->n_heads);
 
-		llm_attention_rows_one(j->d, j->tok_seq[t], t, h, j->q, j->k, j->v, j->out, j->n_heads, j->n_kv_heads,
-							   j->head_dim, j->o, j->scratch + (size_t) thread_idx * j->stride);
+		j->one(j->d, j->tok_seq[t], t, h, j->q, j->k, j->v, j->out, j->n_heads, j->n_kv_heads,
+			   j->head_dim, j->o, j->scratch + (size_t) thread_idx * j->stride);
 	}
 }
 
 /*
  * attention_rows (backend.h) with every (query row, head) pair an item of
- * the pool: each pair is elementwise.c's llm_attention_rows_one, as the
+ * the pool: each pair is elementwise.c's llm_attention_rows_one (or, with
+ * the VNNI implementation, its AVX-512 twin: the same bits), as the
  * single-threaded llm_cpu_attention_rows runs them, so the results are its
  * bits whatever the thread count.
  */
@@ -854,6 +856,7 @@ cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const
 	j.o = o;
 	j.scratch = cb->rows_scratch;
 	j.stride = longest;
+	j.one = cb->attn_rows;
 	llm_threadpool_run(cb->pool, (int64_t) d->n_tokens * n_heads, 4, rows_task, &j);
 	return 0;
 }

@@ -742,6 +742,7 @@ cpu_create(int n_threads, bool shared_pool, char *err, size_t errlen)
 	cb->geglu = llm_geglu_get(LLM_IMPL_BEST);
 	cb->scale = llm_scale_get(LLM_IMPL_BEST);
 	cb->add_row = llm_add_row_get(LLM_IMPL_BEST);
+	cb->attn_rows = llm_attn_rows_get(LLM_IMPL_BEST);
 	cb->row_scan = llm_row_scan_get(LLM_IMPL_BEST);
 	cb->shared_pool = shared_pool;
 	cb->pool = shared_pool ? llm_threadpool_acquire_shared(n_threads, err, errlen)
@@ -785,6 +786,7 @@ llm_backend_cpu_set_impl(llm_backend *b, int impl)
 	cb->geglu = llm_geglu_get(impl);
 	cb->scale = llm_scale_get(impl);
 	cb->add_row = llm_add_row_get(impl);
+	cb->attn_rows = llm_attn_rows_get(impl);
 	cb->row_scan = llm_row_scan_get(impl);
 	return 0;
 }

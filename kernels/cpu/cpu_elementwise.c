@@ -223,33 +223,89 @@ cpu_softcap(llm_backend *b, float *x, float cap, size_t n)
 	return 0;
 }
 
+typedef void (*gelu_erf_row_fn) (const float *in, float *out, int64_t n);
+
 typedef struct gelu_erf_job
 {
 	const float *in;
 	float	   *out;
+	gelu_erf_row_fn row;
 } gelu_erf_job;
+
+/* The scalar implementation: libm's erff once per element, as PyTorch's nn.GELU() evaluates it in float. */
+static void
+gelu_erf_scalar(const float *in, float *out, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		float		x = in[i];
+
+		out[i] = 0.5f * x * (1.0f + erff(x * (float) M_SQRT1_2));
+	}
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/*
+ * The vector implementations: glibc's libmvec erff for 8 lanes (AVX2, its
+ * accuracy bound 4 ulp; about ten times the scalar erff's speed, which was
+ * a tenth of an encoder's step), the rest of the formula as the scalar
+ * one.  A row's last elements run in a padded vector of 8, so every
+ * element goes through the same function whatever its position (batch and
+ * thread invariance); the AVX2 variant on AVX-512 hosts too, so that both
+ * give the same bits.
+ */
+extern __m256 _ZGVdN8v_erff(__m256 x);
+
+static __attribute__((target("avx2,fma,f16c"))) __m256
+gelu_erf8(__m256 x)
+{
+	const __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(x, _mm256_set1_ps((float) M_SQRT1_2)));
+
+	return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+static __attribute__((target("avx2,fma,f16c"))) void
+gelu_erf_avx2(const float *in, float *out, int64_t n)
+{
+	int64_t		i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, gelu_erf8(_mm256_loadu_ps(in + i)));
+	if (i < n)
+	{
+		float		pad[8] = {0};
+
+		for (int64_t k = i; k < n; k++)
+			pad[k - i] = in[k];
+		_mm256_storeu_ps(pad, gelu_erf8(_mm256_loadu_ps(pad)));
+		for (int64_t k = i; k < n; k++)
+			out[k] = pad[k - i];
+	}
+}
+#endif
 
 static void
 gelu_erf_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	gelu_erf_job *j = p;
 
-	for (int64_t i = begin; i < end; i++)
-	{
-		float		x = j->in[i];
-
-		j->out[i] = 0.5f * x * (1.0f + erff(x * (float) M_SQRT1_2));
-	}
+	j->row(j->in + begin, j->out + begin, end - begin);
 }
 
-/* The erf GELU: libm's erff once per element, as PyTorch's nn.GELU() evaluates it in float. */
+/* The erf GELU: the scalar implementation's libm erff, or libmvec's (above) for the vector ones. */
 int
 cpu_gelu_erf(llm_backend *b, const float *in, float *out, size_t n)
 {
-	gelu_erf_job j = {in, out};
+	gelu_erf_job j = {in, out, gelu_erf_scalar};
 
 	if (n > 0 && (in == NULL || out == NULL))
 		return cpu_fail(CPU(b), "gelu_erf: NULL argument");
+#if defined(__x86_64__) || defined(__i386__)
+	if (CPU(b)->impl != LLM_IMPL_SCALAR && llm_cpu_has_avx2())
+		j.row = gelu_erf_avx2;
+#endif
 	llm_threadpool_run(CPU(b)->pool, (int64_t) n, 4096, gelu_erf_task, &j);
 	return 0;
 }

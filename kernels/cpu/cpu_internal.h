@@ -39,6 +39,7 @@ typedef struct cpu_backend
 	llm_geglu_fn geglu;
 	llm_scale_fn scale;
 	llm_add_row_fn add_row;		/* add_broadcast's kernel */
+	llm_attn_rows_fn attn_rows;	/* attention_rows' kernel of one (row, head) */
 	llm_row_scan_fn row_scan;
 	char		err[512];
 	llm_huge_arena *weights;	/* copies of the weights on huge pages */

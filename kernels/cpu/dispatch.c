@@ -228,6 +228,20 @@ llm_add_row_get(int impl)
 	return r < 0 ? NULL : llm_add_row_kernel(r != LLM_IMPL_SCALAR);
 }
 
+llm_attn_rows_fn
+llm_attn_rows_get(int impl)
+{
+	int			r = resolve(impl);
+
+	if (r < 0)
+		return NULL;
+#if defined(__x86_64__) || defined(__i386__)
+	if (r == LLM_IMPL_AVX512VNNI)
+		return llm_attention_rows_one_avx512;
+#endif
+	return llm_attention_rows_one;
+}
+
 llm_row_scan_fn
 llm_row_scan_get(int impl)
 {

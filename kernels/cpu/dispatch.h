@@ -79,6 +79,8 @@ llm_swiglu_fn llm_swiglu_get(int impl);
 llm_geglu_fn llm_geglu_get(int impl);
 llm_scale_fn llm_scale_get(int impl);
 llm_add_row_fn llm_add_row_get(int impl);
+/* attention_rows' kernel of one (query row, head): elementwise.h's, the VNNI implementation's AVX-512 twin. */
+llm_attn_rows_fn llm_attn_rows_get(int impl);
 
 /* The row scan (row_scan.h: finiteness and argmax) of implementation impl; NULL if unavailable. */
 llm_row_scan_fn llm_row_scan_get(int impl);

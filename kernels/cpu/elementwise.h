@@ -83,9 +83,21 @@ int			llm_cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float
  * threads (cpu_attention.c) with the same results, each pair depending on
  * its own inputs only.
  */
+typedef void (*llm_attn_rows_fn) (const llm_step_desc *d, int s, int t, int h, const float *q,
+								  const float *k, const float *v, float *out, int n_heads, int n_kv_heads,
+								  int head_dim, const llm_attn_opts *o, float *sc);
 void		llm_attention_rows_one(const llm_step_desc *d, int s, int t, int h, const float *q, const float *k,
 								   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 								   const llm_attn_opts *o, float *sc);
+
+/*
+ * attn_rows_avx512.c: llm_attention_rows_one with 512-bit vectors, the same
+ * bits (it runs llm_attention_rows_one itself outside the encoders' case).
+ * x86 with AVX512F only: the caller checks the CPU.
+ */
+void		llm_attention_rows_one_avx512(const llm_step_desc *d, int s, int t, int h, const float *q,
+										  const float *k, const float *v, float *out, int n_heads,
+										  int n_kv_heads, int head_dim, const llm_attn_opts *o, float *sc);
 /* out[i] = (x[i] * scale) * w[i] for i < dim, the RMS norm above; out may alias x. */
 void		llm_rmsnorm_row(const float *x, const float *w, float *out, int dim, float eps);
 

@@ -620,8 +620,12 @@ llm_swiglu_avx2_get(void)
 	return swiglu_avx2;
 }
 
-/* The integer tile kernels with AVX512-VNNI; other types as AVX2. */
+/*
+ * The integer tile kernels with AVX512-VNNI and the F16 tile in 512-bit
+ * registers (dot_f16's arithmetic); other types as AVX2.
+ */
 static const llm_qkernel vnni_kernels[] = {
+	{LLM_TYPE_F16, LLM_TYPE_F16, 32, "avx512vnni", act_bytes_16, convert_act_f16, dot_f16, llm_tile_f16_avx512, 16, 3, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 	{LLM_TYPE_Q4_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q4_0_vnni, tile_q4_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 	{LLM_TYPE_Q4_1, LLM_TYPE_Q8_1, 32, "avx512vnni", llm_act_bytes_q8_1, quantize_act_q8_1, dot_q4_1_vnni, tile_q4_1_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},
 	{LLM_TYPE_Q8_0, LLM_TYPE_Q8_0, 32, "avx512vnni", llm_act_bytes_q8_0, quantize_act_q8_0, dot_q8_0_vnni, tile_q8_0_vnni, 2, 4, NULL, NULL, 1, NULL, NULL, 0, NULL, 0},

@@ -24,6 +24,14 @@
  */
 const llm_qkernel *llm_qkernel_avx2_get(uint32_t t, bool vnni);
 
+/*
+ * quant_f16_avx512.c (AVX512F): the F16 tile of the VNNI implementation,
+ * register-blocked over 4 rows x 3 tokens (llm_dot_tile_fn's contract),
+ * bit-identical to quant_avx2.c's dot_f16 per (row, token).
+ */
+void		llm_tile_f16_avx512(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+								size_t a_stride, int nt, float *out, size_t out_stride);
+
 /* quant_avx2.c: SwiGLU. */
 llm_swiglu_fn llm_swiglu_avx2_get(void);
 

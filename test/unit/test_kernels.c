@@ -324,22 +324,25 @@ test_type(uint32_t type, int n_threads_big)
 
 			for (int t = 0; t < nt; t++)
 				ks->quantize_act(x + t * cols, aall + t * ab, cols);
-			for (int nr = 1; nr <= 4; nr++)
+			/* kernels whose preferred tile has more rows (the F16 one: 16) up to that */
+			const int	max_nr = kv->tile_rows > 4 ? kv->tile_rows : 4;
+
+			for (int nr = 1; nr <= max_nr; nr++)
 				for (int ntile = 1; ntile <= 8; ntile++)
 				{
-					float		out[4 * 8];
+					float		out[16 * 8];
 
-					kv->dot_tile(cols, (char *) wq + 3 * rb, rb, nr, aall + 5 * ab, ab, ntile, out, 4);
+					kv->dot_tile(cols, (char *) wq + 3 * rb, rb, nr, aall + 5 * ab, ab, ntile, out, 16);
 					for (int t = 0; t < ntile; t++)
 						for (int r = 0; r < nr; r++)
 						{
 							float		d = ks->dot(cols, (char *) wq + (3 + r) * rb, aall + (5 + t) * ab);
 
-							tdiff += memcmp(&d, &out[t * 4 + r], 4) != 0;
+							tdiff += memcmp(&d, &out[t * 16 + r], 4) != 0;
 						}
 				}
-			CHECK(tdiff == 0, "%s: every %s tile shape (1-4 rows x 1-8 tokens) bit-identical to the scalar dot "
-				  "(%d differ)", ti->name, kv->impl, tdiff);
+			CHECK(tdiff == 0, "%s: every %s tile shape (1-%d rows x 1-8 tokens) bit-identical to the scalar dot "
+				  "(%d differ)", ti->name, kv->impl, max_nr, tdiff);
 			if (kv->batch_kernel != NULL)
 			{
 				const llm_qkernel *kb = kv->batch_kernel;
