@@ -16,6 +16,7 @@
 #include "catalog/objectaccess.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
+#include "executor/instrument.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
@@ -116,6 +117,8 @@ typedef struct BatchScanState
 	int64		n_failed;
 	int64		n_filtered;
 	int64		n_shared;		/* calls answered by another row's request */
+	int64		n_child_rows;	/* rows read from the child */
+	List	   *lift_scans;		/* PlanState * of the scans its filters were lifted from */
 	int			max_in_flight;
 	int64		prompt_tokens;
 	int64		cached_tokens;
@@ -129,6 +132,7 @@ static TupleTableSlot *batch_exec(CustomScanState *node);
 static void batch_end(CustomScanState *node);
 static void batch_rescan(CustomScanState *node);
 static void batch_explain(CustomScanState *node, List *ancestors, ExplainState *es);
+static void count_lift_scans(BatchScanState *st, CustomScan *cscan, PlanState *child);
 
 
 static const CustomExecMethods batch_exec_methods = {
@@ -228,6 +232,9 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 
 	child = ExecInitNode(outerPlan(cscan), estate, eflags);
 	outerPlanState(node) = child;
+	st->lift_scans = NIL;
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		count_lift_scans(st, cscan, child);
 
 	/* an EvalPlanQual recheck runs one row: no read-ahead */
 	st->max_window = estate->es_epq_active != NULL ? 1 : Max(llm_batch_window, 1);
@@ -259,6 +266,61 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	st->dedup = NULL;
 	if (llm_dedup_calls && estate->es_epq_active == NULL)
 		st->dedup = llm_dedup_create(CurrentMemoryContext, (Size) work_mem * 1024);
+}
+
+static bool
+find_plan_state(PlanState *ps, void *context)
+{
+	void	  **ctx = context;
+
+	if (ps->plan->plan_node_id == *(int *) ctx[0])
+	{
+		ctx[1] = ps;
+		return true;
+	}
+	return planstate_tree_walker(ps, find_plan_state, context);
+}
+
+/*
+ * The scans the node's filters were lifted from, each given a row count
+ * (PostgreSQL's instrumentation, rows only, where EXPLAIN ANALYZE did not
+ * give it one): the rows the filters would have been called for where the
+ * planner put them, for llm_usage and llm_progress.
+ */
+static void
+count_lift_scans(BatchScanState *st, CustomScan *cscan, PlanState *child)
+{
+	ListCell   *lc;
+
+	foreach(lc, llm_lift_scan_ids(cscan))
+	{
+		int			id = lfirst_int(lc);
+		void	   *ctx[2] = {&id, NULL};
+		PlanState  *scan;
+
+		if (!find_plan_state(child, ctx))
+			continue;
+		scan = ctx[1];
+		if (scan->instrument == NULL)
+			scan->instrument = InstrAlloc(1, INSTRUMENT_ROWS, false);
+		st->lift_scans = lappend(st->lift_scans, scan);
+	}
+}
+
+/* Rows the scans of lift_scans returned so far, every loop. */
+static int64
+lift_rows_below(BatchScanState *st)
+{
+	ListCell   *lc;
+	double		rows = 0;
+
+	foreach(lc, st->lift_scans)
+	{
+		Instrumentation *in = ((PlanState *) lfirst(lc))->instrument;
+
+		rows += in->ntuples + in->tuplecount;
+	}
+	return (int64) rows;
 }
 
 /* A ring slot's first use: its memory context and per-call arrays. */
@@ -440,7 +502,11 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 			if (c != NULL && !c->dead)
 			{
 				/* an identical call of this node: its answer, finished or to come */
+				LlmRoleUsage saved = {0};
+
 				st->n_shared++;
+				saved.calls_shared = 1;
+				llm_progress_note_saved(&saved);
 				if (c->result != NULL)
 					r->results[j] = c->result;
 				else
@@ -678,6 +744,7 @@ read_ahead_one(BatchScanState *st)
 
 	if (slot == NULL)
 		return false;
+	st->n_child_rows++;
 	r = &st->ring[(st->head + st->count) % st->ring_size];
 	Assert(r->state == ROW_FREE);
 	if (r->cxt == NULL)
@@ -823,6 +890,26 @@ batch_exec(CustomScanState *node)
 	return ExecProject(node->ss.ps.ps_ProjInfo);
 }
 
+/*
+ * What the node saved, into the role's llm_usage (once per node) and the
+ * statement's llm_progress (the shared calls were noted there one by one).
+ */
+static void
+note_saved(BatchScanState *st)
+{
+	LlmRoleUsage saved = {0};
+
+	if (st->lift_scans != NIL)
+	{
+		saved.lift_rows_below = lift_rows_below(st);
+		saved.lift_rows_reached = st->n_child_rows * list_length(st->lift_scans);
+		llm_progress_note_saved(&saved);
+	}
+	saved.calls_shared = st->n_shared;
+	if (saved.calls_shared != 0 || saved.lift_rows_below != 0 || saved.lift_rows_reached != 0)
+		llm_stats_note_saved(&saved);
+}
+
 static void
 batch_end(CustomScanState *node)
 {
@@ -830,6 +917,7 @@ batch_end(CustomScanState *node)
 
 	/* rows read ahead but never emitted (LIMIT, early end): abort their requests */
 	release_all(st);
+	note_saved(st);
 	ExecEndNode(outerPlanState(node));
 }
 
@@ -883,6 +971,12 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyInteger("Rows Removed by LLM Filter", NULL, st->n_filtered, es);
 		if (st->n_shared > 0)
 			ExplainPropertyInteger("LLM Calls Shared", NULL, st->n_shared, es);
+		if (st->lift_scans != NIL)
+		{
+			ExplainPropertyInteger("LLM Lifted Filter Rows Below", NULL, lift_rows_below(st), es);
+			ExplainPropertyInteger("LLM Lifted Filter Rows Here", NULL,
+								   st->n_child_rows * list_length(st->lift_scans), es);
+		}
 		if (st->drain_child)
 			ExplainPropertyBool("Child Drained", st->child_exhausted, es);
 		ExplainPropertyInteger("Prompt Tokens", NULL, st->prompt_tokens, es);

@@ -43,14 +43,23 @@ extern List *llm_lift_filters(Plan *plan, List *rtable, LlmLiftKeepsOrder keeps_
 
 /*
  * Give each LLM Batch node placed directly above a join of notes that join's
- * note: custom_private gains a List [String from, Integer rows there,
- * Integer rows here] after its fixed members (batch_scan.h).
+ * notes, one per scan a filter was lifted from: custom_private gains a List
+ * [String from, Integer rows there, Integer rows here, Integer the scan's
+ * plan_node_id] after its fixed members (batch_scan.h).
  */
 extern void llm_lift_annotate(Plan *plan, List *notes);
 
 /* EXPLAIN of an LLM Batch node: its "LLM Filter Lifted" line, if it has one. */
 struct ExplainState;
 extern void llm_lift_explain(CustomScan *cscan, struct ExplainState *es);
+
+/*
+ * The plan_node_id of each scan the filters of an LLM Batch node were
+ * lifted from (NIL: none lifted there), for counting the rows those scans
+ * return (batch_exec.c: the rows the filters would have been called for
+ * where PostgreSQL placed them).
+ */
+extern List *llm_lift_scan_ids(CustomScan *cscan);
 
 /* Register llm.lift_filters (from llm_batch_init). */
 extern void llm_lift_init(void);
