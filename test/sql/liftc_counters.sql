@@ -61,9 +61,10 @@ SET llm.lift_filters = off;
 SELECT * FROM lcc_progress($$SELECT count(*) FROM lcc_tick t JOIN lcc_cust c ON c.id = t.cust_id
   WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 RESET llm.lift_filters;
--- a nested loop whose inner scan runs once per outer row: the filter on
--- that scan, lifted, counted over every run of it (sharing off, so that the
--- rule-off count is one request per row below)
+-- a nested loop whose inner scan (20 tickets) runs once per gold customer:
+-- the filter on that scan, lifted, counted over every run of it (3 x 20
+-- below, the 2 gold tickets among them at the join; sharing off, so that
+-- the rule-off count is one request per row below)
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
 SET enable_material = off;
@@ -71,10 +72,10 @@ SET enable_indexscan = off;
 SET enable_bitmapscan = off;
 SET llm.dedup_calls = off;
 SELECT * FROM lcc_progress($$SELECT count(*) FROM lcc_tick t JOIN lcc_cust c ON c.id = t.cust_id
-  WHERE t.id <= 20 AND c.tier = 'gold' AND llm_filter('Customer ' || c.id, 'Is this a person?')$$);
+  WHERE t.id <= 20 AND c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 SET llm.lift_filters = off;
 SELECT * FROM lcc_progress($$SELECT count(*) FROM lcc_tick t JOIN lcc_cust c ON c.id = t.cust_id
-  WHERE t.id <= 20 AND c.tier = 'gold' AND llm_filter('Customer ' || c.id, 'Is this a person?')$$);
+  WHERE t.id <= 20 AND c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 RESET llm.lift_filters;
 RESET llm.dedup_calls;
 -- EXPLAIN ANALYZE shows the same two counts on the node
@@ -90,7 +91,7 @@ BEGIN
 END
 $$;
 SELECT lcc_explain($$SELECT count(*) FROM lcc_tick t JOIN lcc_cust c ON c.id = t.cust_id
-  WHERE t.id <= 20 AND c.tier = 'gold' AND llm_filter('Customer ' || c.id, 'Is this a person?')$$);
+  WHERE t.id <= 20 AND c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 RESET enable_hashjoin;
 RESET enable_mergejoin;
 RESET enable_material;

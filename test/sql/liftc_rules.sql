@@ -95,23 +95,31 @@ RESET enable_material;
 RESET enable_hashagg;
 RESET enable_sort;
 
--- anti join (a LEFT join kept where the right side is NULL), the filter on
--- its inner side: gold customers with no ticket about food (3 and 5);
--- above the join the filter would see no ticket at all
+-- anti join (a LEFT join where the right side's join column is NULL),
+-- the filter on its inner side: gold customers with no ticket about food
+-- (3 and 5); above the join the filter would see no ticket at all
+SELECT * FROM liftc_plan($$SELECT c.id FROM lc_cust c LEFT JOIN (SELECT * FROM lc_tick
+  WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id WHERE c.tier = 'gold' AND t.cust_id IS NULL$$);
+SELECT c.id FROM lc_cust c LEFT JOIN (SELECT * FROM lc_tick
+  WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id WHERE c.tier = 'gold' AND t.cust_id IS NULL ORDER BY 1;
+SELECT liftc_same($$SELECT c.id FROM lc_cust c LEFT JOIN (SELECT * FROM lc_tick
+  WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id WHERE c.tier = 'gold' AND t.cust_id IS NULL ORDER BY 1$$) AS same;
+-- the nullable side of a LEFT join (kept as one: the NULL test is on
+-- another column): the same customers
 SELECT * FROM liftc_plan($$SELECT c.id FROM lc_cust c LEFT JOIN (SELECT * FROM lc_tick
   WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id WHERE c.tier = 'gold' AND t.id IS NULL$$);
-SELECT c.id FROM lc_cust c LEFT JOIN (SELECT * FROM lc_tick
-  WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id WHERE c.tier = 'gold' AND t.id IS NULL ORDER BY 1;
 SELECT liftc_same($$SELECT c.id FROM lc_cust c LEFT JOIN (SELECT * FROM lc_tick
   WHERE llm_filter(body, 'Is this about food or eating?')) t ON t.cust_id = c.id WHERE c.tier = 'gold' AND t.id IS NULL ORDER BY 1$$) AS same;
 
 -- LIMIT: the first 3 food tickets (3, 4, 6), then their gold customers;
--- above the LIMIT the filter would keep the food ones of tickets 1-3
-SELECT * FROM liftc_plan($$SELECT t.id FROM (SELECT * FROM lc_tick WHERE llm_filter(body, 'Is this about food or eating?')
+-- above the LIMIT the filter would keep the food ones of tickets 1-3.  The
+-- subquery returns the columns the join uses only, so its subquery scan
+-- is dropped and the LIMIT is the join's child.
+SELECT * FROM liftc_plan($$SELECT t.id FROM (SELECT id, cust_id FROM lc_tick WHERE llm_filter(body, 'Is this about food or eating?')
   ORDER BY id LIMIT 3) t JOIN lc_cust c ON c.id = t.cust_id WHERE c.tier = 'gold'$$);
-SELECT t.id FROM (SELECT * FROM lc_tick WHERE llm_filter(body, 'Is this about food or eating?')
+SELECT t.id FROM (SELECT id, cust_id FROM lc_tick WHERE llm_filter(body, 'Is this about food or eating?')
   ORDER BY id LIMIT 3) t JOIN lc_cust c ON c.id = t.cust_id WHERE c.tier = 'gold' ORDER BY 1;
-SELECT liftc_same($$SELECT t.id FROM (SELECT * FROM lc_tick WHERE llm_filter(body, 'Is this about food or eating?')
+SELECT liftc_same($$SELECT t.id FROM (SELECT id, cust_id FROM lc_tick WHERE llm_filter(body, 'Is this about food or eating?')
   ORDER BY id LIMIT 3) t JOIN lc_cust c ON c.id = t.cust_id WHERE c.tier = 'gold' ORDER BY 1$$) AS same;
 
 -- GROUP BY: food tickets per gold customer (one each for 1, 2 and 4);
