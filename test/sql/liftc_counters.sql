@@ -61,10 +61,10 @@ SET llm.lift_filters = off;
 SELECT * FROM lcc_progress($$SELECT count(*) FROM lcc_tick t JOIN lcc_cust c ON c.id = t.cust_id
   WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')$$);
 RESET llm.lift_filters;
--- a nested loop whose inner scan (20 tickets) runs once per gold customer:
--- the filter on that scan, lifted, counted over every run of it (3 x 20
--- below, the 2 gold tickets among them at the join; sharing off, so that
--- the rule-off count is one request per row below)
+-- a nested loop (the planner keeps the scan with the model filter on its
+-- outer side, run once): 20 tickets below, the 2 gold tickets among them
+-- at the join; sharing off, so that the rule-off count is one request per
+-- row below
 SET enable_hashjoin = off;
 SET enable_mergejoin = off;
 SET enable_material = off;
@@ -98,13 +98,61 @@ RESET enable_material;
 RESET enable_indexscan;
 RESET enable_bitmapscan;
 
--- llm_usage: the role's totals of the statements above (the EXPLAIN ANALYZE's included)
+-- llm_usage: the role's totals of the statements above (the EXPLAIN ANALYZE's included):
+-- 38 shared, 60 + 20 + 20 rows below, 6 + 2 + 2 reached
 SELECT u.calls_shared - u0.calls_shared AS calls_shared,
        u.lift_rows_below - u0.lift_rows_below AS lift_rows_below,
        u.lift_rows_reached - u0.lift_rows_reached AS lift_rows_reached,
        u.calls_saved_by_lift - u0.calls_saved_by_lift AS calls_saved_by_lift
 FROM lcc_usage u, lcc_u0 u0;
 
+-- the row-by-row path (a function scan per outer row, which the LLM Batch
+-- node does not batch) shares calls within one call site of the statement
+-- too: 2 requests for the 40 rows, 38 shared; off, 40
+CREATE TABLE lcc_u1 AS SELECT * FROM lcc_usage;
+SELECT * FROM lcc_progress($$SELECT count(c.text) FROM lcc_two t, LATERAL llm_complete(t.body, max_tokens => 2) c$$);
+SELECT u.calls_shared - u1.calls_shared AS usage_calls_shared FROM lcc_usage u, lcc_u1 u1;
+SET llm.dedup_calls = off;
+SELECT * FROM lcc_progress($$SELECT count(c.text) FROM lcc_two t, LATERAL llm_complete(t.body, max_tokens => 2) c$$);
+RESET llm.dedup_calls;
+-- the answers are the unshared ones
+CREATE TABLE lcc_row_on AS SELECT t.id, c.text FROM lcc_two t, LATERAL llm_complete(t.body, max_tokens => 2) c;
+SET llm.dedup_calls = off;
+CREATE TABLE lcc_row_off AS SELECT t.id, c.text FROM lcc_two t, LATERAL llm_complete(t.body, max_tokens => 2) c
+  WHERE t.id <= 4;
+RESET llm.dedup_calls;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.text = b.text) AS equal FROM lcc_row_off b JOIN lcc_row_on a USING (id);
+-- sampling without a seed is never shared: 10 requests; seeded: 2
+SELECT requests FROM lcc_progress($$SELECT count(c.text) FROM lcc_two t,
+  LATERAL llm_complete(t.body, max_tokens => 2, temperature => 0.8) c WHERE t.id <= 10$$);
+SELECT requests FROM lcc_progress($$SELECT count(c.text) FROM lcc_two t,
+  LATERAL llm_complete(t.body, max_tokens => 2, temperature => 0.8, seed => 5) c WHERE t.id <= 10$$);
+-- a shared failed call: one failed request per statement (2 here), each
+-- row its own on_error outcome (rows 1-2 NULL with finish_reason error,
+-- row 3 raises)
+SELECT requests_failed AS e0 FROM llm_stat \gset
+SELECT t.id, c.text IS NULL AS is_null, c.finish_reason FROM lcc_two t,
+  LATERAL llm_complete(repeat('word ', 9000), max_tokens => 2, on_error => 'null') c WHERE t.id <= 2 ORDER BY 1;
+SELECT try_sql($$SELECT count(*) FROM lcc_two t, LATERAL llm_complete(repeat('word ', 9000), max_tokens => 2,
+  on_error => CASE WHEN t.id <= 2 THEN 'null' ELSE 'raise' END) c WHERE t.id <= 3$$);
+SELECT requests_failed - :e0 AS failed FROM llm_stat;
+-- a PL/pgSQL expression in a loop is one call site of one statement: 1 request for 5 iterations
+CREATE FUNCTION lcc_loop() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+	f0 bigint;
+	t text;
+BEGIN
+	SELECT requests_finished INTO f0 FROM llm_stat;
+	FOR i IN 1..5 LOOP
+		t := llm_generate('Say hello.', max_tokens => 2);
+	END LOOP;
+	RETURN (SELECT requests_finished - f0 FROM llm_stat);
+END
+$$;
+SELECT lcc_loop() AS requests;
+-- the next statement calls again
+SELECT lcc_loop() AS requests;
+
 DROP VIEW lcc_usage;
-DROP TABLE lcc_cust, lcc_tick, lcc_two, lcc_u0;
-DROP FUNCTION lcc_progress(text), lcc_explain(text);
+DROP TABLE lcc_cust, lcc_tick, lcc_two, lcc_u0, lcc_u1, lcc_row_on, lcc_row_off;
+DROP FUNCTION lcc_progress(text), lcc_explain(text), lcc_loop();
