@@ -14,7 +14,9 @@
  * up through inner joins, the preserved side of
  * LEFT / RIGHT joins and the outer side of semi / anti joins, and the
  * non-projecting Hash, Sort, Incremental Sort and Material nodes; never out
- * of a scan whose quals mix security levels, never a conjunct with a
+ * of a scan whose quals mix security levels or of a relation a
+ * security-barrier view of the statement reads (keeps_order says which),
+ * never a conjunct with a
  * SubPlan or an executor Param, never through anything else (aggregation,
  * DISTINCT, windows, set-returning functions, LIMIT, subquery scans,
  * Append, Gather, Memoize); above a join where a scan row may meet several
@@ -31,7 +33,11 @@
 /* llm.lift_filters: the switch (registered by llm_lift_init) */
 extern bool llm_lift_filters_enabled;
 
-/* Whether a scan's quals mix security levels (their order is a promise). */
+/*
+ * Whether a scan's filters must stay on it: its quals mix security levels
+ * (their order is a promise), or it reads a relation of a security-barrier
+ * view (the view's quals must run before the query's joins).
+ */
 typedef bool (*LlmLiftKeepsOrder) (Plan *scan, void *arg);
 
 /*
