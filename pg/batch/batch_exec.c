@@ -16,7 +16,6 @@
 #include "catalog/objectaccess.h"
 #include "commands/explain.h"
 #include "executor/executor.h"
-#include "executor/instrument.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
@@ -132,7 +131,6 @@ static TupleTableSlot *batch_exec(CustomScanState *node);
 static void batch_end(CustomScanState *node);
 static void batch_rescan(CustomScanState *node);
 static void batch_explain(CustomScanState *node, List *ancestors, ExplainState *es);
-static void count_lift_scans(BatchScanState *st, CustomScan *cscan, PlanState *child);
 
 
 static const CustomExecMethods batch_exec_methods = {
@@ -232,9 +230,10 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 
 	child = ExecInitNode(outerPlan(cscan), estate, eflags);
 	outerPlanState(node) = child;
+	/* the scans its filters were lifted from, counted (batch_lift.h) */
 	st->lift_scans = NIL;
 	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
-		count_lift_scans(st, cscan, child);
+		st->lift_scans = llm_lift_count_scans(cscan, child);
 
 	/* an EvalPlanQual recheck runs one row: no read-ahead */
 	st->max_window = estate->es_epq_active != NULL ? 1 : Max(llm_batch_window, 1);
@@ -266,61 +265,6 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	st->dedup = NULL;
 	if (llm_dedup_calls && estate->es_epq_active == NULL)
 		st->dedup = llm_dedup_create(CurrentMemoryContext, (Size) work_mem * 1024);
-}
-
-static bool
-find_plan_state(PlanState *ps, void *context)
-{
-	void	  **ctx = context;
-
-	if (ps->plan->plan_node_id == *(int *) ctx[0])
-	{
-		ctx[1] = ps;
-		return true;
-	}
-	return planstate_tree_walker(ps, find_plan_state, context);
-}
-
-/*
- * The scans the node's filters were lifted from, each given a row count
- * (PostgreSQL's instrumentation, rows only, where EXPLAIN ANALYZE did not
- * give it one): the rows the filters would have been called for where the
- * planner put them, for llm_usage and llm_progress.
- */
-static void
-count_lift_scans(BatchScanState *st, CustomScan *cscan, PlanState *child)
-{
-	ListCell   *lc;
-
-	foreach(lc, llm_lift_scan_ids(cscan))
-	{
-		int			id = lfirst_int(lc);
-		void	   *ctx[2] = {&id, NULL};
-		PlanState  *scan;
-
-		if (!find_plan_state(child, ctx))
-			continue;
-		scan = ctx[1];
-		if (scan->instrument == NULL)
-			scan->instrument = InstrAlloc(1, INSTRUMENT_ROWS, false);
-		st->lift_scans = lappend(st->lift_scans, scan);
-	}
-}
-
-/* Rows the scans of lift_scans returned so far, every loop. */
-static int64
-lift_rows_below(BatchScanState *st)
-{
-	ListCell   *lc;
-	double		rows = 0;
-
-	foreach(lc, st->lift_scans)
-	{
-		Instrumentation *in = ((PlanState *) lfirst(lc))->instrument;
-
-		rows += in->ntuples + in->tuplecount;
-	}
-	return (int64) rows;
 }
 
 /* A ring slot's first use: its memory context and per-call arrays. */
@@ -901,7 +845,7 @@ note_saved(BatchScanState *st)
 
 	if (st->lift_scans != NIL)
 	{
-		saved.lift_rows_below = lift_rows_below(st);
+		saved.lift_rows_below = llm_lift_rows_below(st->lift_scans);
 		saved.lift_rows_reached = st->n_child_rows * list_length(st->lift_scans);
 		llm_progress_note_saved(&saved);
 	}
@@ -973,7 +917,7 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyInteger("LLM Calls Shared", NULL, st->n_shared, es);
 		if (st->lift_scans != NIL)
 		{
-			ExplainPropertyInteger("LLM Lifted Filter Rows Below", NULL, lift_rows_below(st), es);
+			ExplainPropertyInteger("LLM Lifted Filter Rows Below", NULL, llm_lift_rows_below(st->lift_scans), es);
 			ExplainPropertyInteger("LLM Lifted Filter Rows Here", NULL,
 								   st->n_child_rows * list_length(st->lift_scans), es);
 		}

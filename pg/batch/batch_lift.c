@@ -33,6 +33,8 @@
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
 #include "commands/explain.h"
+#include "executor/instrument.h"
+#include "nodes/execnodes.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "nodes/extensible.h"
@@ -627,6 +629,66 @@ llm_lift_scan_ids(CustomScan *cscan)
 			ids = lappend_int(ids, intVal(lfourth(note)));
 	}
 	return ids;
+}
+
+/* ------------------------------------------------------------------------
+ * Counting the rows below
+ * ------------------------------------------------------------------------
+ */
+
+typedef struct FindState
+{
+	int			id;
+	PlanState  *found;
+} FindState;
+
+static bool
+find_plan_state(PlanState *ps, void *context)
+{
+	FindState  *f = context;
+
+	if (ps->plan->plan_node_id == f->id)
+	{
+		f->found = ps;
+		return true;
+	}
+	return planstate_tree_walker(ps, find_plan_state, context);
+}
+
+List *
+llm_lift_count_scans(CustomScan *cscan, PlanState *child)
+{
+	List	   *scans = NIL;
+	ListCell   *lc;
+
+	foreach(lc, llm_lift_scan_ids(cscan))
+	{
+		FindState	f = {lfirst_int(lc), NULL};
+
+		if (!find_plan_state(child, &f))
+			continue;
+		/* rows only, where EXPLAIN ANALYZE did not already instrument it */
+		if (f.found->instrument == NULL)
+			f.found->instrument = InstrAlloc(1, INSTRUMENT_ROWS, false);
+		scans = lappend(scans, f.found);
+	}
+	return scans;
+}
+
+int64
+llm_lift_rows_below(List *scans)
+{
+	ListCell   *lc;
+	double		rows = 0;
+
+	foreach(lc, scans)
+	{
+		Instrumentation *in = ((PlanState *) lfirst(lc))->instrument;
+
+		/* the finished runs' rows and the current run's */
+		rows += in->ntuples + in->tuplecount;
+	}
+	return (int64) rows;
 }
 
 /* ------------------------------------------------------------------------

@@ -61,11 +61,22 @@ extern void llm_lift_explain(CustomScan *cscan, struct ExplainState *es);
 
 /*
  * The plan_node_id of each scan the filters of an LLM Batch node were
- * lifted from (NIL: none lifted there), for counting the rows those scans
- * return (batch_exec.c: the rows the filters would have been called for
- * where PostgreSQL placed them).
+ * lifted from (NIL: none lifted there).
  */
 extern List *llm_lift_scan_ids(CustomScan *cscan);
+
+/*
+ * At the node's executor start (child: its initialized child): the
+ * PlanStates of those scans, each given PostgreSQL's row instrumentation
+ * where it has none, so that llm_lift_rows_below can tell how many rows
+ * they returned: the rows the filters would have been called for where
+ * the planner put them (llm_usage, llm_progress, EXPLAIN ANALYZE).
+ */
+struct PlanState;
+extern List *llm_lift_count_scans(CustomScan *cscan, struct PlanState *child);
+
+/* Rows the scans of llm_lift_count_scans returned so far, over all their runs. */
+extern int64 llm_lift_rows_below(List *scans);
 
 /* Register llm.lift_filters (from llm_batch_init). */
 extern void llm_lift_init(void);
