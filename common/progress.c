@@ -162,6 +162,19 @@ llm_progress_note_batch_row(void)
 	slot_end(s);
 }
 
+void
+llm_progress_note_saved(const LlmRoleUsage *saved)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+#define ADD_SAVED(type, name, kind, m, u, p) LLM_IF_##p(s->name += saved->name;)
+	LLM_COUNTERS_SAVED(ADD_SAVED)
+#undef ADD_SAVED
+	slot_end(s);
+}
+
 /* A consistent copy of slot i (the changecount protocol); false if it was never used. */
 static bool
 slot_copy(int i, LlmProgressSlot *out)
@@ -189,7 +202,8 @@ slot_copy(int i, LlmProgressSlot *out)
  * llm_progress() -> setof (pid, statement_start, first_call, last_change,
  * then the slot's counters in LLM_COUNTERS order: calls_submitted,
  * calls_finished, calls_failed, calls_aborted, prompt_tokens,
- * cached_tokens, completion_tokens, batch_rows): every slot
+ * cached_tokens, completion_tokens, batch_rows, calls_shared,
+ * lift_rows_below, lift_rows_reached): every slot
  * in use, whatever its backend runs now; the llm_progress view keeps the
  * ones of statements still running.
  */

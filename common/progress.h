@@ -20,7 +20,7 @@
  *
  * Callers: client.c notes every request it submits and every final answer
  * (finished with usage, failed, aborted before its answer); the LLM Batch
- * node notes each row it returns.
+ * node notes each row it returns and the calls it saved.
  */
 #ifndef LLM_PROGRESS_H
 #define LLM_PROGRESS_H
@@ -40,5 +40,13 @@ extern void llm_progress_note_aborted(void);
 
 /* The LLM Batch node returned one more row. */
 extern void llm_progress_note_batch_row(void);
+
+/*
+ * The LLM Batch node saved calls: saved's LLM_COUNTERS_SAVED fields
+ * (stats.h) are added to the statement's (calls_shared as each call is
+ * shared, the lift's rows when the node ends).
+ */
+struct LlmRoleUsage;
+extern void llm_progress_note_saved(const struct LlmRoleUsage *saved);
 
 #endif

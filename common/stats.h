@@ -103,7 +103,30 @@ typedef struct LlmLatencyRing
 	X(int32, kv_blocks_cached, SIZE, Y, N, N) \
 	X(int32, kv_blocks_total, SIZE, Y, N, N) \
 	X(int64, steps, COUNT, Y, N, N) \
-	X(int64, preemptions, COUNT, Y, N, N)
+	X(int64, preemptions, COUNT, Y, N, N) \
+	LLM_COUNTERS_SAVED(X)
+
+/*
+ * Calls saved, counted by the backends' LLM Batch nodes (never by the
+ * worker, which never sees a call that was not made), in llm_usage and
+ * llm_progress:
+ *   calls_shared       calls answered by an identical call's request of
+ *                      the same node (llm.dedup_calls): each is a call not
+ *                      made, exactly;
+ *   lift_rows_below    rows returned by the scans model-calling filters
+ *                      were lifted from (llm.lift_filters): the rows each
+ *                      filter would have been called for where PostgreSQL
+ *                      placed it;
+ *   lift_rows_reached  rows that reached those filters at their join (per
+ *                      lifted filter, the rows its LLM Batch node read: a
+ *                      second filter of one node sees at most as many).
+ * lift_rows_below - lift_rows_reached is what the lift saved, before
+ * sharing; it is negative where the planner's estimates were wrong.
+ */
+#define LLM_COUNTERS_SAVED(X) \
+	X(int64, calls_shared, COUNT, N, Y, Y) \
+	X(int64, lift_rows_below, COUNT, N, Y, Y) \
+	X(int64, lift_rows_reached, COUNT, N, Y, Y)
 
 /* Building blocks of the expansions: Y keeps its argument, N drops it. */
 #define LLM_IF_Y(...) __VA_ARGS__
@@ -311,5 +334,16 @@ extern void llm_stats_row_retired_locked(int row);
 
 /* The worker exits: no requests run any more (caller holds the lock exclusively). */
 extern void llm_stats_worker_gone_locked(void);
+
+/* ---------- backend side (pg/batch/batch_exec.c) ---------- */
+
+/*
+ * An LLM Batch node of the current role in this database ended having
+ * saved what saved holds (its LLM_COUNTERS_SAVED fields; the others are
+ * ignored): added to the role's llm_usage entry at once, under the lock
+ * LW_EXCLUSIVE (once per node, never per row).  The one exception to the
+ * worker being the only writer: these fields are written by no worker.
+ */
+extern void llm_stats_note_saved(const LlmRoleUsage *saved);
 
 #endif

@@ -484,7 +484,9 @@ pg_llm_usage(PG_FUNCTION_ARGS)
 	{
 		LlmRoleUsage *u = &copy[i];
 
-		if (u->role == InvalidOid || (u->requests == 0 && window_tokens(u, now_sec) == 0))
+		if (u->role == InvalidOid ||
+			(u->requests == 0 && window_tokens(u, now_sec) == 0 &&
+			 u->calls_shared == 0 && u->lift_rows_below == 0 && u->lift_rows_reached == 0))
 			continue;
 		fill_next(&f);
 		fill_put(&f, "role_oid", OIDOID, ObjectIdGetDatum(u->role), false);

@@ -30,3 +30,99 @@ COMMENT ON FUNCTION llm_join(text, text, text[], text, text, text, text, jsonb, 
 REVOKE ALL ON FUNCTION llm_join(text, text, text[], text, text, text, text, jsonb, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION llm_join(text, text, text[], text, text, text, text, jsonb, boolean) TO llm_user;
 -- end of semantic joins
+-- calls saved
+--
+-- llm_usage and llm_progress gain the calls the LLM Batch nodes saved
+-- (common/stats.h, LLM_COUNTERS_SAVED): calls_shared (answered by an
+-- identical call's request), lift_rows_below (rows of the scans filters
+-- were lifted from: the calls PostgreSQL's placement would have made) and
+-- lift_rows_reached (rows that reached those filters at their join);
+-- calls_saved_by_lift is their difference (negative where the planner's
+-- estimates were wrong).  The functions' result types change, so they and
+-- their views are made again with the same grants.
+
+DROP VIEW llm_usage;
+DROP FUNCTION llm_usage();
+CREATE FUNCTION llm_usage(
+	OUT role_oid oid,
+	OUT database_oid oid,
+	OUT requests bigint,
+	OUT prompt_tokens bigint,
+	OUT cached_tokens bigint,
+	OUT completion_tokens bigint,
+	OUT busy_ms float8,
+	OUT calls_shared bigint,
+	OUT lift_rows_below bigint,
+	OUT lift_rows_reached bigint,
+	OUT tokens_last_minute bigint,
+	OUT interactive_requests bigint,
+	OUT batch_requests bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_usage'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 128;
+
+COMMENT ON FUNCTION llm_usage() IS
+'Token usage per (role, database) from the llm worker''s shared memory: requests, prompt/cached/completion tokens, compute time (ms), calls saved by sharing and by lifting filters above joins, tokens of the last minute, requests per scheduling class. Reset by llm_stat_reset() (except the last minute).';
+
+CREATE VIEW llm_usage AS
+	SELECT r.rolname AS role, d.datname AS database, u.requests, u.prompt_tokens, u.cached_tokens,
+		   u.completion_tokens, u.busy_ms, u.tokens_last_minute, u.interactive_requests, u.batch_requests,
+		   u.calls_shared, u.lift_rows_below, u.lift_rows_reached,
+		   u.lift_rows_below - u.lift_rows_reached AS calls_saved_by_lift
+	FROM llm_usage() u
+	LEFT JOIN pg_roles r ON r.oid = u.role_oid
+	LEFT JOIN pg_database d ON d.oid = u.database_oid;
+
+COMMENT ON VIEW llm_usage IS 'Token usage of the llm worker per role and database, and the calls saved (see llm_usage()).';
+
+REVOKE ALL ON FUNCTION llm_usage() FROM PUBLIC;
+REVOKE ALL ON llm_usage FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_usage() TO llm_user, pg_monitor;
+GRANT SELECT ON llm_usage TO llm_user, pg_monitor;
+
+DROP VIEW llm_progress;
+DROP FUNCTION llm_progress();
+CREATE FUNCTION llm_progress(
+	OUT pid int,
+	OUT statement_start timestamptz,
+	OUT first_call timestamptz,
+	OUT last_change timestamptz,
+	OUT calls_submitted bigint,
+	OUT calls_finished bigint,
+	OUT calls_failed bigint,
+	OUT calls_aborted bigint,
+	OUT prompt_tokens bigint,
+	OUT cached_tokens bigint,
+	OUT completion_tokens bigint,
+	OUT batch_rows bigint,
+	OUT calls_shared bigint,
+	OUT lift_rows_below bigint,
+	OUT lift_rows_reached bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_progress'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 100;
+
+COMMENT ON FUNCTION llm_progress() IS
+'Raw per-backend LLM counters of the statement each backend last ran (see the llm_progress view).';
+
+CREATE VIEW llm_progress AS
+SELECT p.pid, a.datname AS database, a.usename AS role, a.backend_type,
+       p.calls_submitted, p.calls_finished, p.calls_failed, p.calls_aborted,
+       p.calls_submitted - p.calls_finished - p.calls_failed - p.calls_aborted AS calls_in_flight,
+       p.prompt_tokens, p.cached_tokens, p.completion_tokens,
+       p.batch_rows AS batch_rows_done,
+       clock_timestamp() - p.statement_start AS elapsed,
+       p.statement_start, p.last_change, a.query,
+       p.calls_shared, p.lift_rows_below, p.lift_rows_reached,
+       p.lift_rows_below - p.lift_rows_reached AS calls_saved_by_lift
+FROM llm_progress() p
+JOIN pg_stat_activity a ON a.pid = p.pid AND a.query_start = p.statement_start AND a.state = 'active';
+
+COMMENT ON VIEW llm_progress IS
+'One row per running statement that calls the llm worker: calls submitted / finished / failed / aborted / in flight, tokens, rows returned by its LLM Batch nodes, elapsed time, calls saved by sharing (as they are shared) and by lifting filters above joins (when each LLM Batch node ends). Like pg_stat_activity, other roles'' statements show only to members of pg_read_all_stats.';
+
+REVOKE ALL ON FUNCTION llm_progress() FROM PUBLIC;
+REVOKE ALL ON llm_progress FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION llm_progress() TO llm_user, pg_monitor;
+GRANT SELECT ON llm_progress TO llm_user, pg_monitor;
+-- end of calls saved

@@ -8,6 +8,7 @@
 
 #include <time.h>
 
+#include "miscadmin.h"
 #include "utils/timestamp.h"
 
 #include "common/registry.h"
@@ -118,6 +119,22 @@ usage_entry_locked(LlmStats *s, Oid role, Oid database)
 	victim->role = role;
 	victim->database = database;
 	return victim;
+}
+
+void
+llm_stats_note_saved(const LlmRoleUsage *saved)
+{
+	LlmRoleUsage *u;
+
+	if (llm_shared == NULL)
+		return;
+	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
+	u = usage_entry_locked(&llm_shared->stats, GetUserId(), MyDatabaseId);
+#define ADD_SAVED(type, name, kind, m, u_, p) u->name += saved->name;
+	LLM_COUNTERS_SAVED(ADD_SAVED)
+#undef ADD_SAVED
+	u->last_noted = GetCurrentTimestamp();
+	LWLockRelease(llm_shared->lock);
 }
 
 /* Add the pending usage into the shared table; caller holds the lock exclusively. */

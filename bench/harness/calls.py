@@ -21,7 +21,7 @@ from .workloads import row
 
 # the tables: cust (500 customers, 10 gold, 5 regions), tick (1,000 tickets,
 # 20 from gold customers, each text distinct), tick2 (the same with 2
-# distinct texts: call sharing's case, not in the default list), tk (60 of bench/data/tickets.csv's tickets, each given a
+# distinct texts: call sharing's case), tk (60 of bench/data/tickets.csv's tickets, each given a
 # customer), notes on some tickets, an RLS copy of cust and a
 # security-barrier view
 SETUP = """
@@ -65,6 +65,9 @@ Q = "llm_filter(%s, '%s')"
 QUERIES = [
     {"id": "example", "what": "the example: gold customers' food tickets (1,000 tickets, 20 gold)",
      "sql": "SELECT count(*) FROM tick t JOIN cust c ON c.id = t.cust_id "
+            "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')"},
+    {"id": "example-2texts", "what": "the example over tickets holding 2 distinct texts (call sharing)",
+     "sql": "SELECT count(*) FROM tick2 t JOIN cust c ON c.id = t.cust_id "
             "WHERE c.tier = 'gold' AND llm_filter(t.body, 'Is this about food or eating?')"},
     {"id": "group-region", "what": "crash tickets of gold and silver customers per region (GROUP BY)",
      "sql": "SELECT c.region, count(*) FROM tk t JOIN cust c ON c.id = t.cust_id "

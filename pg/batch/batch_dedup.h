@@ -23,6 +23,8 @@
 
 #include "postgres.h"
 
+#include "fmgr.h"
+
 #include "channel/client.h"
 #include "engine/request.h"
 #include "engine/util/hash.h"
@@ -68,5 +70,17 @@ extern BatchDedupCall *llm_dedup_find(BatchDedup *d, const char *key, size_t key
  */
 extern BatchDedupCall *llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash,
 									 uint64 id);
+
+/*
+ * The row-by-row path (calls evaluated one at a time, outside an LLM Batch
+ * node): send req and wait for its result, or take the result of an
+ * identical call the same call site (flinfo, the executor's per-expression
+ * function data) already ran in this top-level statement (same key, same
+ * rules; llm.dedup_calls off or flinfo NULL: never).  The result is
+ * read-only: it may be the call site's shared copy, which lives until the
+ * call site's memory goes, the statement or the transaction ends.  A
+ * shared call is counted in calls_shared.
+ */
+extern LlmResult *llm_row_shared_run(FmgrInfo *flinfo, const llm_request *req);
 
 #endif

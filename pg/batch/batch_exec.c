@@ -116,6 +116,8 @@ typedef struct BatchScanState
 	int64		n_failed;
 	int64		n_filtered;
 	int64		n_shared;		/* calls answered by another row's request */
+	int64		n_child_rows;	/* rows read from the child */
+	List	   *lift_scans;		/* PlanState * of the scans its filters were lifted from */
 	int			max_in_flight;
 	int64		prompt_tokens;
 	int64		cached_tokens;
@@ -228,6 +230,10 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 
 	child = ExecInitNode(outerPlan(cscan), estate, eflags);
 	outerPlanState(node) = child;
+	/* the scans its filters were lifted from, counted (batch_lift.h) */
+	st->lift_scans = NIL;
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		st->lift_scans = llm_lift_count_scans(cscan, child);
 
 	/* an EvalPlanQual recheck runs one row: no read-ahead */
 	st->max_window = estate->es_epq_active != NULL ? 1 : Max(llm_batch_window, 1);
@@ -440,7 +446,11 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 			if (c != NULL && !c->dead)
 			{
 				/* an identical call of this node: its answer, finished or to come */
+				LlmRoleUsage saved = {0};
+
 				st->n_shared++;
+				saved.calls_shared = 1;
+				llm_progress_note_saved(&saved);
 				if (c->result != NULL)
 					r->results[j] = c->result;
 				else
@@ -678,6 +688,7 @@ read_ahead_one(BatchScanState *st)
 
 	if (slot == NULL)
 		return false;
+	st->n_child_rows++;
 	r = &st->ring[(st->head + st->count) % st->ring_size];
 	Assert(r->state == ROW_FREE);
 	if (r->cxt == NULL)
@@ -823,6 +834,26 @@ batch_exec(CustomScanState *node)
 	return ExecProject(node->ss.ps.ps_ProjInfo);
 }
 
+/*
+ * What the node saved, into the role's llm_usage (once per node) and the
+ * statement's llm_progress (the shared calls were noted there one by one).
+ */
+static void
+note_saved(BatchScanState *st)
+{
+	LlmRoleUsage saved = {0};
+
+	if (st->lift_scans != NIL)
+	{
+		saved.lift_rows_below = llm_lift_rows_below(st->lift_scans);
+		saved.lift_rows_reached = st->n_child_rows * list_length(st->lift_scans);
+		llm_progress_note_saved(&saved);
+	}
+	saved.calls_shared = st->n_shared;
+	if (saved.calls_shared != 0 || saved.lift_rows_below != 0 || saved.lift_rows_reached != 0)
+		llm_stats_note_saved(&saved);
+}
+
 static void
 batch_end(CustomScanState *node)
 {
@@ -830,6 +861,7 @@ batch_end(CustomScanState *node)
 
 	/* rows read ahead but never emitted (LIMIT, early end): abort their requests */
 	release_all(st);
+	note_saved(st);
 	ExecEndNode(outerPlanState(node));
 }
 
@@ -883,6 +915,12 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 			ExplainPropertyInteger("Rows Removed by LLM Filter", NULL, st->n_filtered, es);
 		if (st->n_shared > 0)
 			ExplainPropertyInteger("LLM Calls Shared", NULL, st->n_shared, es);
+		if (st->lift_scans != NIL)
+		{
+			ExplainPropertyInteger("LLM Lifted Filter Rows Below", NULL, llm_lift_rows_below(st->lift_scans), es);
+			ExplainPropertyInteger("LLM Lifted Filter Rows Here", NULL,
+								   st->n_child_rows * list_length(st->lift_scans), es);
+		}
 		if (st->drain_child)
 			ExplainPropertyBool("Child Drained", st->child_exhausted, es);
 		ExplainPropertyInteger("Prompt Tokens", NULL, st->prompt_tokens, es);

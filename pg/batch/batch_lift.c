@@ -33,6 +33,8 @@
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
 #include "commands/explain.h"
+#include "executor/instrument.h"
+#include "nodes/execnodes.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "nodes/extensible.h"
@@ -66,6 +68,7 @@ typedef struct LiftNote
 {
 	Plan	   *join;
 	char	   *from;			/* the scan's relation name */
+	int			scan_id;		/* the scan's plan_node_id */
 	double		from_rows;		/* rows there (all loops, estimated) */
 	double		to_rows;		/* rows here */
 } LiftNote;
@@ -417,10 +420,11 @@ note_lift(Lifter *l, Plan *join, Plan *scan, double scan_loops, double join_loop
 	ListCell   *lc;
 
 	foreach(lc, l->notes)
-		if (((LiftNote *) lfirst(lc))->join == join)
+		if (((LiftNote *) lfirst(lc))->join == join && ((LiftNote *) lfirst(lc))->scan_id == scan->plan_node_id)
 			return;
 	n = palloc0(sizeof(LiftNote));
 	n->join = join;
+	n->scan_id = scan->plan_node_id;
 	n->from = pstrdup(rt_fetch(((Scan *) scan)->scanrelid, l->rtable)->eref->aliasname);
 	n->from_rows = scan->plan_rows * scan_loops;
 	n->to_rows = join->plan_rows * join_loops;
@@ -578,9 +582,10 @@ llm_lift_annotate(Plan *plan, List *notes)
 			if (n->join != plan->lefttree)
 				continue;
 			cs->custom_private = lappend(cs->custom_private,
-										 list_make3(makeString(n->from),
+										 list_make4(makeString(n->from),
 													makeInteger((int) Min(n->from_rows + 0.5, (double) INT_MAX)),
-													makeInteger((int) Min(n->to_rows + 0.5, (double) INT_MAX))));
+													makeInteger((int) Min(n->to_rows + 0.5, (double) INT_MAX)),
+													makeInteger(n->scan_id)));
 		}
 	}
 	llm_lift_annotate(plan->lefttree, notes);
@@ -599,7 +604,7 @@ llm_lift_explain(CustomScan *cscan, ExplainState *es)
 		List	   *note = lfirst(lc);
 		StringInfoData buf;
 
-		if (!IsA(note, List) || list_length(note) != 3 || !IsA(linitial(note), String))
+		if (!IsA(note, List) || list_length(note) != 4 || !IsA(linitial(note), String))
 			continue;
 		initStringInfo(&buf);
 		appendStringInfo(&buf, "from scan of %s", strVal(linitial(note)));
@@ -608,6 +613,82 @@ llm_lift_explain(CustomScan *cscan, ExplainState *es)
 							 intVal(lsecond(note)), intVal(lthird(note)));
 		ExplainPropertyText("LLM Filter Lifted", buf.data, es);
 	}
+}
+
+List *
+llm_lift_scan_ids(CustomScan *cscan)
+{
+	List	   *ids = NIL;
+	ListCell   *lc;
+
+	for_each_from(lc, cscan->custom_private, 3)
+	{
+		List	   *note = lfirst(lc);
+
+		if (IsA(note, List) && list_length(note) == 4 && IsA(linitial(note), String))
+			ids = lappend_int(ids, intVal(lfourth(note)));
+	}
+	return ids;
+}
+
+/* ------------------------------------------------------------------------
+ * Counting the rows below
+ * ------------------------------------------------------------------------
+ */
+
+typedef struct FindState
+{
+	int			id;
+	PlanState  *found;
+} FindState;
+
+static bool
+find_plan_state(PlanState *ps, void *context)
+{
+	FindState  *f = context;
+
+	if (ps->plan->plan_node_id == f->id)
+	{
+		f->found = ps;
+		return true;
+	}
+	return planstate_tree_walker(ps, find_plan_state, context);
+}
+
+List *
+llm_lift_count_scans(CustomScan *cscan, PlanState *child)
+{
+	List	   *scans = NIL;
+	ListCell   *lc;
+
+	foreach(lc, llm_lift_scan_ids(cscan))
+	{
+		FindState	f = {lfirst_int(lc), NULL};
+
+		if (!find_plan_state(child, &f))
+			continue;
+		/* rows only, where EXPLAIN ANALYZE did not already instrument it */
+		if (f.found->instrument == NULL)
+			f.found->instrument = InstrAlloc(1, INSTRUMENT_ROWS, false);
+		scans = lappend(scans, f.found);
+	}
+	return scans;
+}
+
+int64
+llm_lift_rows_below(List *scans)
+{
+	ListCell   *lc;
+	double		rows = 0;
+
+	foreach(lc, scans)
+	{
+		Instrumentation *in = ((PlanState *) lfirst(lc))->instrument;
+
+		/* the finished runs' rows and the current run's */
+		rows += in->ntuples + in->tuplecount;
+	}
+	return (int64) rows;
 }
 
 /* ------------------------------------------------------------------------

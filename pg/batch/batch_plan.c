@@ -106,11 +106,29 @@ typedef struct QualOrder
 {
 	List	   *relids;			/* relations (pg_class oids) scanned with mixed levels */
 	bool		all;			/* a non-relation scan mixes them: keep every order */
+	List	   *barrier_relids; /* relations scanned inside a security-barrier view */
 	List	   *rtable;			/* the finished plan's range table */
 } QualOrder;
 
 /* The statement being planned (NULL outside batch_planner). */
 static QualOrder *planning_order = NULL;
+
+/* The relations (pg_class oids) a query reads through its range table, at any depth, added to *relids. */
+static void
+add_query_relids(Query *query, List **relids)
+{
+	ListCell   *lc;
+
+	foreach(lc, query->rtable)
+	{
+		RangeTblEntry *rte = lfirst(lc);
+
+		if (rte->rtekind == RTE_RELATION)
+			*relids = list_append_unique_oid(*relids, rte->relid);
+		else if (rte->rtekind == RTE_SUBQUERY && rte->subquery != NULL)
+			add_query_relids(rte->subquery, relids);
+	}
+}
 
 /*
  * set_rel_pathlist_hook: note a relation whose scan evaluates quals of a
@@ -123,7 +141,17 @@ batch_set_rel_pathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEn
 {
 	if (prev_set_rel_pathlist_hook)
 		prev_set_rel_pathlist_hook(root, rel, rti, rte);
-	if (planning_order == NULL || rel->baserestrict_min_security >= root->qual_security_level)
+	if (planning_order == NULL)
+		return;
+	/*
+	 * A security-barrier view's quals are its subquery's own, of one level
+	 * there, and its subquery scan is dropped from the finished plan when it
+	 * has nothing to do: its relations are noted so that no filter is
+	 * lifted out of them, above the quals of the query's joins.
+	 */
+	if (rte->rtekind == RTE_SUBQUERY && rte->security_barrier && rte->subquery != NULL)
+		add_query_relids(rte->subquery, &planning_order->barrier_relids);
+	if (rel->baserestrict_min_security >= root->qual_security_level)
 		return;
 	if (rte->rtekind == RTE_RELATION)
 		planning_order->relids = list_append_unique_oid(planning_order->relids, rte->relid);
@@ -886,7 +914,13 @@ rewrite_plan(FunctionCache *fc, const QualOrder *order, Plan *plan, bool no_wrap
 static bool
 lift_keeps_order(Plan *scan, void *arg)
 {
-	return keeps_qual_order((const QualOrder *) arg, scan);
+	const QualOrder *order = arg;
+	Index		scanrelid = ((Scan *) scan)->scanrelid;
+
+	if (keeps_qual_order(order, scan))
+		return true;
+	return scanrelid > 0 &&
+		list_member_oid(order->barrier_relids, rt_fetch(scanrelid, order->rtable)->relid);
 }
 
 /*

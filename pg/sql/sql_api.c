@@ -21,6 +21,7 @@
 
 #include "channel/client.h"
 #include "common/model_list.h"
+#include "pg/batch/batch_dedup.h"
 #include "sql_args.h"
 #include "sql_result.h"
 #include "common/utf8_text.h"
@@ -45,14 +46,15 @@ invalid_arg(const char *msg)
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%s", msg)));
 }
 
-/* Send one request and wait for its result. */
+/*
+ * Send one request and wait for its result, or share an identical
+ * deterministic call of this call site in this statement
+ * (pg/batch/batch_dedup.h); flinfo NULL: never shared.
+ */
 static LlmResult *
-run_request(const llm_request *req)
+run_request(FmgrInfo *flinfo, const llm_request *req)
 {
-	uint64		id = llm_submit(req);
-
-	llm_wait_request(id);
-	return llm_take_result(id);
+	return llm_row_shared_run(flinfo, req);
 }
 
 /*
@@ -71,7 +73,7 @@ pg_llm_generate(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &res);
 	if (res == NULL)
-		res = run_request(&call.req);
+		res = run_request(fcinfo->flinfo, &call.req);
 	result = llm_text_value(res, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
@@ -99,7 +101,7 @@ pg_llm_complete(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &res);
 	if (res == NULL)
-		res = run_request(&call.req);
+		res = run_request(fcinfo->flinfo, &call.req);
 
 	memset(nulls, 0, sizeof(nulls));
 	if (!llm_result_usable(res, call.on_error_null))
@@ -210,7 +212,7 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 	llm_call_read(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call);
 	llm_call_set_messages_jsonb(&call, PG_GETARG_JSONB_P(0));
 
-	res = run_request(&call.req);
+	res = run_request(fcinfo->flinfo, &call.req);
 	result = llm_text_value(res, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
@@ -302,7 +304,7 @@ batchable_call(FunctionCallInfo fcinfo)
 	if (!llm_call_build_text(map, fcinfo->args, PG_NARGS(), &call, &res))
 		PG_RETURN_NULL();
 	if (res == NULL)
-		res = run_request(&call.req);
+		res = run_request(fcinfo->flinfo, &call.req);
 	result = llm_arg_map_function(map)->batch_value(res, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
@@ -362,7 +364,7 @@ render_request(llm_request *req, int model_arg, FunctionCallInfo fcinfo)
 	}
 	if (llm_request_validate(req, err, sizeof(err)) != LLM_OK)
 		invalid_arg(err);
-	res = run_request(req);
+	res = run_request(NULL, req);
 	if (res->failed)
 		llm_raise_result(res);
 	return res;
