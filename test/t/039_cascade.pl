@@ -142,7 +142,7 @@ EXPLAIN (COSTS OFF) SELECT id FROM msgs WHERE $filter)}),
 	qr/Cascade: twin => default \(precision 0\.95, recall 0\.95, delta 0\.05, seed 0\)/,
 	'llm.cascade_model and the default targets');
 unlike(sq(qq{SET llm.cascade_model = 'twin';
-EXPLAIN (COSTS OFF) SELECT id, llm_generate(body) FROM msgs})),
+EXPLAIN (COSTS OFF) SELECT id, llm_generate(body) FROM msgs}),
 	qr/Cascade/, 'llm.cascade_model: only llm_filter and llm_classify');
 
 # ---- llm_classify: accuracy target, rows kept by the agreeing small model ----
