@@ -53,20 +53,21 @@ CREATE TABLE few AS SELECT * FROM msgs WHERE id <= 15;
 });
 
 my $filter = q{llm_filter(body, 'Is this a complaint?'};
+my $lit = q{llm_filter('The box was broken.', 'Is this a complaint?'};
 my $opts = q{precision_target => 0.6, recall_target => 0.6, cascade_delta => 0.2, cascade_seed => 7};
 
 # ---- argument errors: 22023, whatever the rows ----
-like(sq(qq{SELECT try_sql(\$\$SELECT $filter, cascade => 'nope')\$\$)}),
+like(sq(qq{SELECT try_sql(\$\$SELECT $lit, cascade => 'nope')\$\$)}),
 	qr/^22023: .*nope/, 'unknown cascade alias: 22023');
-like(sq(qq{SELECT try_sql(\$\$SELECT $filter, cascade => 'default')\$\$)}),
+like(sq(qq{SELECT try_sql(\$\$SELECT $lit, cascade => 'default')\$\$)}),
 	qr/^22023: cascade must name another model than model/, 'cascade equal to the model: 22023');
-like(sq(qq{SELECT try_sql(\$\$SELECT $filter, cascade => 'twin', model => 'twin')\$\$)}),
+like(sq(qq{SELECT try_sql(\$\$SELECT $lit, cascade => 'twin', model => 'twin')\$\$)}),
 	qr/^22023: cascade must name another model/, 'cascade equal to model => : 22023');
-like(sq(qq{SELECT try_sql(\$\$SELECT $filter, cascade => 'twin', precision_target => 0)\$\$)}),
+like(sq(qq{SELECT try_sql(\$\$SELECT $lit, cascade => 'twin', precision_target => 0)\$\$)}),
 	qr/^22023: precision_target must be in \(0, 1\]/, 'precision_target 0: 22023');
-like(sq(qq{SELECT try_sql(\$\$SELECT $filter, cascade => 'twin', recall_target => 1.5)\$\$)}),
+like(sq(qq{SELECT try_sql(\$\$SELECT $lit, cascade => 'twin', recall_target => 1.5)\$\$)}),
 	qr/^22023: recall_target must be in \(0, 1\]/, 'recall_target 1.5: 22023');
-like(sq(qq{SELECT try_sql(\$\$SELECT $filter, cascade => 'twin', cascade_delta => 1)\$\$)}),
+like(sq(qq{SELECT try_sql(\$\$SELECT $lit, cascade => 'twin', cascade_delta => 1)\$\$)}),
 	qr/^22023: cascade_delta must be in \(0, 1\)/, 'cascade_delta 1: 22023');
 like(sq(qq{SELECT try_sql(\$\$SELECT llm_classify(body, '{a,b}', cascade => 'twin', accuracy_target => -1) FROM msgs\$\$)}),
 	qr/^22023: accuracy_target must be in \(0, 1\]/, 'accuracy_target -1 in a batch node: 22023');
@@ -97,10 +98,11 @@ is(sq(qq{SET llm.cascade_min_sample = 10;
 SELECT string_agg(id::text, ',' ORDER BY id) FROM msgs WHERE $filter, cascade => 'twin', $opts)}),
 	$alone, 'answers equal the large model alone (the small model is the same file)');
 
-# the seed is the sample's: another seed, the same answers, counted the same way
+# no cascade_seed: the setting's
 like(sq(qq{SET llm.cascade_min_sample = 10;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
-SELECT id FROM msgs WHERE $filter, cascade => 'twin', $opts, cascade_seed => NULL)}),
+SELECT id FROM msgs WHERE $filter, cascade => 'twin', precision_target => 0.6, recall_target => 0.6,
+  cascade_delta => 0.2, cascade_seed => NULL)}),
 	qr/seed 0\)/, 'cascade_seed NULL: llm.cascade_seed');
 
 # ---- too few rows for the sample: every row to the large model, the small one never called ----
