@@ -185,24 +185,39 @@ plan_partial_reason(CustomScan *cscan)
 
 /*
  * The value of the call's argument name, for every row: NULL when the
- * function lacks it; *varies when it reads the row.
+ * function lacks it; *varies when it reads the row.  A split target list
+ * computes the arguments in the child, one column each (batch_plan.c), so
+ * a column of the child is looked through to its expression there.
  */
 static NullableDatum
-constant_arg(CustomScanState *node, const BatchCascadeCall *call, const char *name, bool *varies)
+constant_arg(CustomScanState *node, int n_calls, const BatchCascadeCall *call, const char *name,
+			 bool *varies)
 {
 	NullableDatum v = {(Datum) 0, true};
 	int			pos = llm_arg_map_position(call->map, name);
 	Expr	   *e;
+	ExprState  *es;
 
 	if (pos < 0 || pos >= call->nargs)
 		return v;
 	e = list_nth(call->arg_exprs, pos);
+	es = call->args[pos];
+	if (IsA(e, Var) && ((Var *) e)->varno == INDEX_VAR && ((Var *) e)->varattno > n_calls)
+	{
+		Plan	   *child = outerPlan(node->ss.ps.plan);
+		TargetEntry *te = list_nth(child->targetlist, ((Var *) e)->varattno - n_calls - 1);
+
+		e = te->expr;
+		es = NULL;
+	}
 	if (contain_var_clause((Node *) e) || contain_volatile_functions((Node *) e))
 	{
 		*varies = true;
 		return v;
 	}
-	v.value = ExecEvalExpr(call->args[pos], node->ss.ps.ps_ExprContext, &v.isnull);
+	if (es == NULL)
+		es = ExecInitExpr(e, &node->ss.ps);
+	v.value = ExecEvalExpr(es, node->ss.ps.ps_ExprContext, &v.isnull);
 	return v;
 }
 
@@ -241,7 +256,7 @@ llm_cascade_begin(CustomScanState *node, int n_calls, const BatchCascadeCall *ca
 		int			pos = llm_arg_map_position(call->map, names[i]);
 
 		if (pos >= 0 && pos < call->nargs)
-			args[pos] = constant_arg(node, call, names[i], &varies);
+			args[pos] = constant_arg(node, n_calls, call, names[i], &varies);
 	}
 	c = palloc0(sizeof(BatchCascade));
 	c->call = *call;
