@@ -162,6 +162,22 @@ llm_progress_note_batch_row(void)
 	slot_end(s);
 }
 
+void
+llm_progress_note_cascade_call(LlmCascadeCallKind kind)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	if (kind == LLM_CASCADE_CALL_SMALL)
+		s->cascade_small_calls++;
+	else if (kind == LLM_CASCADE_CALL_SAMPLE)
+		s->cascade_sample_calls++;
+	else
+		s->cascade_large_calls++;
+	slot_end(s);
+}
+
 /* A consistent copy of slot i (the changecount protocol); false if it was never used. */
 static bool
 slot_copy(int i, LlmProgressSlot *out)
@@ -189,7 +205,8 @@ slot_copy(int i, LlmProgressSlot *out)
  * llm_progress() -> setof (pid, statement_start, first_call, last_change,
  * then the slot's counters in LLM_COUNTERS order: calls_submitted,
  * calls_finished, calls_failed, calls_aborted, prompt_tokens,
- * cached_tokens, completion_tokens, batch_rows): every slot
+ * cached_tokens, completion_tokens, batch_rows, cascade_small_calls,
+ * cascade_sample_calls, cascade_large_calls): every slot
  * in use, whatever its backend runs now; the llm_progress view keeps the
  * ones of statements still running.
  */

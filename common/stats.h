@@ -103,7 +103,10 @@ typedef struct LlmLatencyRing
 	X(int32, kv_blocks_cached, SIZE, Y, N, N) \
 	X(int32, kv_blocks_total, SIZE, Y, N, N) \
 	X(int64, steps, COUNT, Y, N, N) \
-	X(int64, preemptions, COUNT, Y, N, N)
+	X(int64, preemptions, COUNT, Y, N, N) \
+	X(int64, cascade_small_calls, COUNT, N, N, Y) /* a cascade's small-model calls (batch_cascade.h) */ \
+	X(int64, cascade_sample_calls, COUNT, N, N, Y) /* ... its sampled rows' large-model calls */ \
+	X(int64, cascade_large_calls, COUNT, N, N, Y)	/* ... its other large-model calls */
 
 /* Building blocks of the expansions: Y keeps its argument, N drops it. */
 #define LLM_IF_Y(...) __VA_ARGS__

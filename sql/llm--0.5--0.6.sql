@@ -42,4 +42,40 @@ BEGIN
 	END LOOP;
 END
 $cascade$;
+
+-- llm_progress: the running statement's cascade calls (small model, the
+-- sample's large-model calls, the other large-model calls), as three more
+-- columns of the function (widened in place) and of the view.
+CREATE FUNCTION llm_progress_0_5_cascade(
+	OUT pid int,
+	OUT statement_start timestamptz,
+	OUT first_call timestamptz,
+	OUT last_change timestamptz,
+	OUT calls_submitted bigint,
+	OUT calls_finished bigint,
+	OUT calls_failed bigint,
+	OUT calls_aborted bigint,
+	OUT prompt_tokens bigint,
+	OUT cached_tokens bigint,
+	OUT completion_tokens bigint,
+	OUT batch_rows bigint,
+	OUT cascade_small_calls bigint,
+	OUT cascade_sample_calls bigint,
+	OUT cascade_large_calls bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'pg_llm_progress'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 100;
+SELECT llm_widen_result('llm_progress()'::regprocedure, 'llm_progress_0_5_cascade()'::regprocedure);
+
+CREATE OR REPLACE VIEW llm_progress AS
+SELECT p.pid, a.datname AS database, a.usename AS role, a.backend_type,
+       p.calls_submitted, p.calls_finished, p.calls_failed, p.calls_aborted,
+       p.calls_submitted - p.calls_finished - p.calls_failed - p.calls_aborted AS calls_in_flight,
+       p.prompt_tokens, p.cached_tokens, p.completion_tokens,
+       p.batch_rows AS batch_rows_done,
+       clock_timestamp() - p.statement_start AS elapsed,
+       p.statement_start, p.last_change, a.query,
+       p.cascade_small_calls, p.cascade_sample_calls, p.cascade_large_calls
+FROM llm_progress() p
+JOIN pg_stat_activity a ON a.pid = p.pid AND a.query_start = p.statement_start AND a.state = 'active';
 -- end of model cascades

@@ -403,6 +403,8 @@ submit_row(BatchCascade *c, int64 i, bool large)
 			call.req.model = c->small;
 		llm_call_set_batch(&call);
 		r->id = llm_submit(&call.req);
+		llm_progress_note_cascade_call(!large ? LLM_CASCADE_CALL_SMALL :
+									   r->sampled ? LLM_CASCADE_CALL_SAMPLE : LLM_CASCADE_CALL_LARGE);
 		c->n_requests++;
 		if (large)
 			c->n_large_calls++;
