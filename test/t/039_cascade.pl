@@ -98,6 +98,15 @@ is(sq(qq{SET llm.cascade_min_sample = 10;
 SELECT string_agg(id::text, ',' ORDER BY id) FROM msgs WHERE $filter, cascade => 'twin', $opts)}),
 	$alone, 'answers equal the large model alone (the small model is the same file)');
 
+# llm_progress counts the statement's cascade calls by kind (the raw
+# function keeps the last statement's counters until the next one calls)
+is(sq(qq{SET llm.cascade_min_sample = 10;
+SELECT count(*) FROM msgs WHERE $filter, cascade => 'twin', $opts);
+SELECT concat_ws(' ', cascade_small_calls, cascade_sample_calls, cascade_large_calls)
+FROM llm_progress() WHERE pid = pg_backend_pid()}),
+	scalar(() = $alone =~ /\d+/g) . "\n40 $sample " . ($large - $sample),
+	'llm_progress: small calls, sampled large calls, other large calls');
+
 # no cascade_seed: the setting's
 like(sq(qq{SET llm.cascade_min_sample = 10;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
@@ -163,6 +172,26 @@ is(sq(qq{SET llm.cascade_min_sample = 10;
 SELECT string_agg(c, ',' ORDER BY id) FROM (SELECT id, llm_classify(body, $labels, cascade => 'twin',
   accuracy_target => 0.7, cascade_delta => 0.2, cascade_seed => 3) AS c FROM msgs) s}),
 	$classify_alone, 'llm_classify: answers equal the large model alone');
+
+# ---- an EvalPlanQual recheck uses the large model ----
+# A updates row 2 and holds it; B's UPDATE through a cascading filter
+# started meanwhile rechecks row 2's new version: one more large-model call,
+# no small-model one.
+my $a = LlmTest::start_query($node,
+	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(3); COMMIT;", script => 1);
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3)%' AND pid <> pg_backend_pid()"),
+	'recheck: the other transaction holds row 2');
+($twin0, $def0) = (finished('twin'), finished('default'));
+$plan = sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+UPDATE msgs SET body = body WHERE $filter, cascade => 'twin', $opts)});
+LlmTest::finish_query($a);
+($twin1, $def1) = (finished('twin'), finished('default'));
+($small, $large) = $plan =~ /Cascade Rows: small (\d+), large (\d+)/;
+ok(defined $large, 'recheck: the UPDATE cascaded') or diag($plan);
+is($twin1 - $twin0, 40, 'recheck: no small-model call for it');
+is($def1 - $def0, $large + 1, 'recheck: one large-model call for it');
 
 # ---- the real pair: SmolLM2 small, Gemma 3 270M large ----
 SKIP:
