@@ -178,9 +178,9 @@ SELECT string_agg(c, ',' ORDER BY id) FROM (SELECT id, llm_classify(body, $label
 # started meanwhile rechecks row 2's new version: one more large-model call,
 # no small-model one.
 my $a = LlmTest::start_query($node,
-	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(3); COMMIT;", script => 1);
+	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(10); COMMIT;", script => 1);
 ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3)%' AND pid <> pg_backend_pid()"),
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(10)%' AND pid <> pg_backend_pid()"),
 	'recheck: the other transaction holds row 2');
 ($twin0, $def0) = (finished('twin'), finished('default'));
 $plan = sq(qq{SET llm.cascade_min_sample = 10;
