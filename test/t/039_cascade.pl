@@ -102,9 +102,9 @@ SELECT string_agg(id::text, ',' ORDER BY id) FROM msgs WHERE $filter, cascade =>
 # function keeps the last statement's counters until the next one calls)
 is(sq(qq{SET llm.cascade_min_sample = 10;
 SELECT count(*) FROM msgs WHERE $filter, cascade => 'twin', $opts);
-SELECT concat_ws(' ', cascade_small_calls, cascade_sample_calls, cascade_large_calls)
+SELECT cascade_small_calls, cascade_sample_calls, cascade_large_calls
 FROM llm_progress() WHERE pid = pg_backend_pid()}),
-	scalar(() = $alone =~ /\d+/g) . "\n40 $sample " . ($large - $sample),
+	scalar(() = $alone =~ /\d+/g) . "\n40|$sample|" . ($large - $sample),
 	'llm_progress: small calls, sampled large calls, other large calls');
 
 # no cascade_seed: the setting's
@@ -174,13 +174,13 @@ SELECT string_agg(c, ',' ORDER BY id) FROM (SELECT id, llm_classify(body, $label
 	$classify_alone, 'llm_classify: answers equal the large model alone');
 
 # ---- an EvalPlanQual recheck uses the large model ----
-# A updates row 2 and holds it; B's UPDATE through a cascading filter
-# started meanwhile rechecks row 2's new version: one more large-model call,
+# A updates row 2 and holds it for 30 s; B's UPDATE through a cascading
+# filter, started meanwhile, waits for A and rechecks row 2's new version: one more large-model call,
 # no small-model one.
 my $a = LlmTest::start_query($node,
-	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(10); COMMIT;", script => 1);
+	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(30); COMMIT;", script => 1);
 ok($node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%pg_sleep(10)%' AND pid <> pg_backend_pid()"),
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"),
 	'recheck: the other transaction holds row 2');
 ($twin0, $def0) = (finished('twin'), finished('default'));
 $plan = sq(qq{SET llm.cascade_min_sample = 10;
