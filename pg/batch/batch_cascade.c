@@ -536,11 +536,16 @@ read_all(BatchCascade *c, PlanState *child)
 	}
 }
 
-/* Every row read, scored and routed (docs/CASCADES.md, "What a cascade answers"). */
+/*
+ * Every row read, scored and routed (docs/CASCADES.md, "What a cascade
+ * answers").  The child runs in the caller's memory context, never in the
+ * rows' (a scan allocates its descriptor at its first row and frees it at
+ * its end, after the rows are gone); the arrays here go into the rows'.
+ */
 static void
 route_all(BatchCascade *c, PlanState *child)
 {
-	MemoryContext old = MemoryContextSwitchTo(c->cxt);
+	MemoryContext old;
 	int64		n,
 				m = 0,
 				k,
@@ -552,6 +557,7 @@ route_all(BatchCascade *c, PlanState *child)
 			   *late;
 
 	read_all(c, child);
+	old = MemoryContextSwitchTo(c->cxt);
 	n = c->n_rows;
 	c->ran = true;
 	all = palloc(sizeof(int64) * Max(n, 1));

@@ -886,8 +886,8 @@ batch_end(CustomScanState *node)
 
 	/* rows read ahead but never emitted (LIMIT, early end): abort their requests */
 	release_all(st);
-	llm_cascade_reset(st->cascade);
 	ExecEndNode(outerPlanState(node));
+	llm_cascade_reset(st->cascade);
 }
 
 static void

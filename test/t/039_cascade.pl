@@ -178,7 +178,7 @@ SELECT string_agg(c, ',' ORDER BY id) FROM (SELECT id, llm_classify(body, $label
 # filter, started meanwhile, waits for A and rechecks row 2's new version: one more large-model call,
 # no small-model one.
 my $a = LlmTest::start_query($node,
-	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(30); COMMIT;", script => 1);
+	"BEGIN; UPDATE msgs SET body = body WHERE id = 2; SELECT pg_sleep(30); COMMIT;");
 ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"),
 	'recheck: the other transaction holds row 2');
