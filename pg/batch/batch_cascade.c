@@ -183,6 +183,19 @@ plan_partial_reason(CustomScan *cscan)
 
 /* ---------- executor start ---------- */
 
+/* Whether e reads an executor parameter (a subquery's value, a join's outer row). */
+static bool
+exec_param_walker(Node *e, void *context)
+{
+	if (e == NULL)
+		return false;
+	if (IsA(e, Param) && ((Param *) e)->paramkind == PARAM_EXEC)
+		return true;
+	if (IsA(e, SubPlan) || IsA(e, AlternativeSubPlan))
+		return true;
+	return expression_tree_walker(e, exec_param_walker, context);
+}
+
 /*
  * The value of the call's argument name, for every row: NULL when the
  * function lacks it; *varies when it reads the row.  A split target list
@@ -210,7 +223,8 @@ constant_arg(CustomScanState *node, int n_calls, const BatchCascadeCall *call, c
 		e = te->expr;
 		es = NULL;
 	}
-	if (contain_var_clause((Node *) e) || contain_volatile_functions((Node *) e))
+	if (contain_var_clause((Node *) e) || contain_volatile_functions((Node *) e) ||
+		exec_param_walker((Node *) e, NULL))
 	{
 		*varies = true;
 		return v;
