@@ -175,6 +175,22 @@ llm_progress_note_saved(const LlmRoleUsage *saved)
 	slot_end(s);
 }
 
+void
+llm_progress_note_cascade_call(LlmCascadeCallKind kind)
+{
+	LlmProgressSlot *s = slot_begin();
+
+	if (s == NULL)
+		return;
+	if (kind == LLM_CASCADE_CALL_SMALL)
+		s->cascade_small_calls++;
+	else if (kind == LLM_CASCADE_CALL_SAMPLE)
+		s->cascade_sample_calls++;
+	else
+		s->cascade_large_calls++;
+	slot_end(s);
+}
+
 /* A consistent copy of slot i (the changecount protocol); false if it was never used. */
 static bool
 slot_copy(int i, LlmProgressSlot *out)
@@ -203,7 +219,8 @@ slot_copy(int i, LlmProgressSlot *out)
  * then the slot's counters in LLM_COUNTERS order: calls_submitted,
  * calls_finished, calls_failed, calls_aborted, prompt_tokens,
  * cached_tokens, completion_tokens, batch_rows, calls_shared,
- * lift_rows_below, lift_rows_reached): every slot
+ * lift_rows_below, lift_rows_reached, cascade_small_calls,
+ * cascade_sample_calls, cascade_large_calls): every slot
  * in use, whatever its backend runs now; the llm_progress view keeps the
  * ones of statements still running.
  */

@@ -20,7 +20,8 @@
  *
  * Callers: client.c notes every request it submits and every final answer
  * (finished with usage, failed, aborted before its answer); the LLM Batch
- * node notes each row it returns and the calls it saved.
+ * node notes each row it returns, the calls it saved and each call of its
+ * cascade.
  */
 #ifndef LLM_PROGRESS_H
 #define LLM_PROGRESS_H
@@ -48,5 +49,14 @@ extern void llm_progress_note_batch_row(void);
  */
 struct LlmRoleUsage;
 extern void llm_progress_note_saved(const struct LlmRoleUsage *saved);
+
+/* A model cascade of an LLM Batch node sent a call: to the small model, a sampled row's, another large one. */
+typedef enum LlmCascadeCallKind
+{
+	LLM_CASCADE_CALL_SMALL,
+	LLM_CASCADE_CALL_SAMPLE,
+	LLM_CASCADE_CALL_LARGE
+} LlmCascadeCallKind;
+extern void llm_progress_note_cascade_call(LlmCascadeCallKind kind);
 
 #endif

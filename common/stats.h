@@ -104,7 +104,10 @@ typedef struct LlmLatencyRing
 	X(int32, kv_blocks_total, SIZE, Y, N, N) \
 	X(int64, steps, COUNT, Y, N, N) \
 	X(int64, preemptions, COUNT, Y, N, N) \
-	LLM_COUNTERS_SAVED(X)
+	LLM_COUNTERS_SAVED(X) \
+	X(int64, cascade_small_calls, COUNT, N, N, Y) /* a cascade's small-model calls (batch_cascade.h) */ \
+	X(int64, cascade_sample_calls, COUNT, N, N, Y) /* ... its sampled rows' large-model calls */ \
+	X(int64, cascade_large_calls, COUNT, N, N, Y)	/* ... its other large-model calls */
 
 /*
  * Calls saved, counted by the backends' LLM Batch nodes (never by the

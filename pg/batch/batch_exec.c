@@ -28,6 +28,7 @@
 #include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 
+#include "batch_cascade.h"
 #include "batch_dedup.h"
 #include "batch_lift.h"
 #include "batch_scan.h"
@@ -109,6 +110,7 @@ typedef struct BatchScanState
 	ExprContext *eval_cxt;
 	MemoryContext tmp_cxt;		/* per-request temporaries */
 	BatchDedup *dedup;			/* identical deterministic calls, or NULL (llm.dedup_calls off) */
+	BatchCascade *cascade;		/* the call's model cascade (batch_cascade.h), or NULL */
 	/* EXPLAIN ANALYZE */
 	int64		n_requests;
 	int64		n_used;
@@ -265,6 +267,27 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	st->dedup = NULL;
 	if (llm_dedup_calls && estate->es_epq_active == NULL)
 		st->dedup = llm_dedup_create(CurrentMemoryContext, (Size) work_mem * 1024);
+	st->cascade = NULL;
+	if (n >= 1)
+	{
+		BatchCascadeCall call = {
+			.arg_exprs = linitial(cscan->custom_exprs),
+			.args = st->args[0],
+			.nargs = st->nargs[0],
+			.arg_typlen = st->arg_typlen[0],
+			.map = st->maps[0],
+			.build = st->build[0],
+			.value = llm_arg_map_function(st->maps[0])->batch_value,
+			.qual = st->n_quals == 1 && st->stage[0] == 0 ? st->quals[0] : NULL,
+			.n_child = st->n_child,
+			.child_row = st->child_row,
+			.eval_slot = st->eval_slot,
+			.eval_cxt = st->eval_cxt,
+			.window = st->max_window,
+		};
+
+		st->cascade = llm_cascade_begin(node, n, &call, estate->es_epq_active != NULL);
+	}
 }
 
 /* A ring slot's first use: its memory context and per-call arrays. */
@@ -743,6 +766,37 @@ pop_filtered(BatchScanState *st)
 	}
 }
 
+/* The next row of a node whose call runs through its cascade (batch_cascade.h). */
+static TupleTableSlot *
+cascade_exec(BatchScanState *st)
+{
+	CustomScanState *node = &st->css;
+	TupleTableSlot *scan = node->ss.ss_ScanTupleSlot;
+	ExprContext *econtext = node->ss.ps.ps_ExprContext;
+	MinimalTuple tuple;
+	Datum		value;
+	bool		isnull;
+
+	if (!llm_cascade_next(st->cascade, outerPlanState(st), &tuple, &value, &isnull))
+		return ExecClearTuple(node->ss.ps.ps_ResultTupleSlot);
+	ExecClearTuple(scan);
+	scan->tts_values[0] = value;
+	scan->tts_isnull[0] = isnull;
+	ExecStoreMinimalTuple(tuple, st->child_row, false);
+	slot_getallattrs(st->child_row);
+	for (int i = 0; i < st->n_child; i++)
+	{
+		scan->tts_values[1 + i] = st->child_row->tts_values[i];
+		scan->tts_isnull[1 + i] = st->child_row->tts_isnull[i];
+	}
+	ExecStoreVirtualTuple(scan);
+	llm_progress_note_batch_row();
+	econtext->ecxt_scantuple = scan;
+	if (node->ss.ps.ps_ProjInfo == NULL)
+		return scan;
+	return ExecProject(node->ss.ps.ps_ProjInfo);
+}
+
 static TupleTableSlot *
 batch_exec(CustomScanState *node)
 {
@@ -758,6 +812,8 @@ batch_exec(CustomScanState *node)
 		st->emitted = -1;
 	}
 	ResetExprContext(econtext);
+	if (llm_cascade_active(st->cascade))
+		return cascade_exec(st);
 
 	for (;;)
 	{
@@ -863,6 +919,7 @@ batch_end(CustomScanState *node)
 	release_all(st);
 	note_saved(st);
 	ExecEndNode(outerPlanState(node));
+	llm_cascade_reset(st->cascade);
 }
 
 static void
@@ -872,6 +929,7 @@ batch_rescan(CustomScanState *node)
 	PlanState  *child = outerPlanState(node);
 
 	release_all(st);
+	llm_cascade_reset(st->cascade);
 	st->child_exhausted = false;
 	st->child_done = false;
 	ExecClearTuple(node->ss.ss_ScanTupleSlot);
@@ -899,7 +957,8 @@ batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Batch Window", NULL, st->max_window, es);
 	if (es->verbose)
 		ExplainPropertyInteger("LLM Calls per Row", NULL, st->n_calls, es);
-	if (es->analyze)
+	llm_cascade_explain(st->cascade, es);
+	if (es->analyze && !llm_cascade_active(st->cascade))
 	{
 		/*
 		 * The run is over: rows still read ahead were never consumed (a

@@ -57,6 +57,7 @@
 #include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 
+#include "batch_cascade.h"
 #include "batch_lift.h"
 #include "batch_scan.h"
 #include "channel/client.h"
@@ -977,6 +978,10 @@ batch_planner(Query *parse, const char *query_string, int cursorOptions,
 	llm_lift_annotate(stmt->planTree, lifted);
 	foreach(lc, stmt->subplans)
 		llm_lift_annotate(lfirst(lc), lifted);
+	/* nodes that may be read only in part run no cascade (batch_cascade.h) */
+	llm_cascade_mark_plan(stmt->planTree, (cursorOptions & CURSOR_OPT_FAST_PLAN) != 0, "a cursor");
+	foreach(lc, stmt->subplans)
+		llm_cascade_mark_plan(lfirst(lc), true, "in a subquery");
 	return stmt;
 }
 
@@ -1013,6 +1018,7 @@ llm_batch_init(void)
 							 NULL, NULL, NULL);
 
 	llm_lift_init();
+	llm_cascade_define_gucs();
 
 	RegisterCustomScanMethods(&llm_batch_plan_methods);
 

@@ -269,6 +269,56 @@ apply_candidates(const LlmArgDesc *arg, LlmCall *c, Datum v)
 	c->candidates = utf8_array(v, arg->name, &c->n_candidates);
 }
 
+/*
+ * cascade text: the small model of a cascade, an llm.models alias (22023
+ * listing the known ones), which must not be the call's own model.
+ */
+static void
+apply_cascade(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	char	   *alias = text_to_cstring(DatumGetTextPP(v));
+	const char *large = c->req.model != NULL ? c->req.model : "default";
+
+	llm_model_alias_check(alias);
+	if (strcmp(alias, large) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cascade must name another model than model (both are \"%s\")", alias)));
+	c->cascade = alias;
+}
+
+/* precision_target, recall_target, accuracy_target: a share of rows, in (0, 1] */
+static void
+apply_cascade_target(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	double		t = DatumGetFloat8(v);
+
+	if (!(t > 0.0 && t <= 1.0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be in (0, 1], not %g", arg->name, t)));
+	*(double *) ((char *) c + arg->param) = t;
+}
+
+static void
+apply_cascade_delta(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	double		d = DatumGetFloat8(v);
+
+	if (!(d > 0.0 && d < 1.0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cascade_delta must be in (0, 1), not %g", d)));
+	c->cascade_delta = d;
+}
+
+static void
+apply_cascade_seed(const LlmArgDesc *arg, LlmCall *c, Datum v)
+{
+	c->has_cascade_seed = true;
+	c->cascade_seed = DatumGetInt64(v);
+}
+
 /* llm_embed's truncate: an input over the model's limit is cut to it (request.h) */
 static void
 apply_truncate(const LlmArgDesc *arg, LlmCall *c, Datum v)
@@ -319,6 +369,12 @@ static const LlmArgDesc input_table[] = {
 	{"question", TEXTOID, NULL, apply_question},
 	{"truncate", BOOLOID, "false", apply_truncate},
 	{"candidates", TEXTARRAYOID, NULL, apply_candidates},
+	{"cascade", TEXTOID, NULL, apply_cascade},
+	{"precision_target", FLOAT8OID, NULL, apply_cascade_target, .param = offsetof(LlmCall, precision_target)},
+	{"recall_target", FLOAT8OID, NULL, apply_cascade_target, .param = offsetof(LlmCall, recall_target)},
+	{"accuracy_target", FLOAT8OID, NULL, apply_cascade_target, .param = offsetof(LlmCall, accuracy_target)},
+	{"cascade_delta", FLOAT8OID, NULL, apply_cascade_delta},
+	{"cascade_seed", INT8OID, NULL, apply_cascade_seed},
 };
 
 #define N_ROWS (N_ARGS + lengthof(input_table))
@@ -524,6 +580,14 @@ llm_arg_map_pos(const LlmArgMap *map, int r)
 	return map->pos[r];
 }
 
+int
+llm_arg_map_position(const LlmArgMap *map, const char *name)
+{
+	int			r = row_by_name(name);
+
+	return r < 0 ? -1 : map->pos[r];
+}
+
 const LlmSqlFunction *
 llm_batchable_function(Oid funcid, int *nargs)
 {
@@ -612,6 +676,7 @@ start_read(LlmCall *call)
 {
 	memset(call, 0, sizeof(*call));
 	llm_request_init(&call->req);
+	call->precision_target = call->recall_target = call->accuracy_target = call->cascade_delta = -1.0;
 	call->req.priority = (llm_priority) Max(session_priority, max_priority);
 }
 
@@ -630,6 +695,7 @@ llm_call_read_values(const NullableDatum *vals, int n, bool stored, LlmCall *cal
 	{
 		memset(call, 0, sizeof(*call));
 		llm_request_init(&call->req);
+		call->precision_target = call->recall_target = call->accuracy_target = call->cascade_delta = -1.0;
 		call->stored = true;
 	}
 	else

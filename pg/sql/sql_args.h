@@ -86,6 +86,23 @@ typedef struct LlmCall
 	const char *question;
 	const char **candidates;	/* llm_join's candidates text[]: n_candidates elements, NULL ones kept */
 	int			n_candidates;
+
+	/*
+	 * A model cascade (llm_filter, llm_classify; docs/CASCADES.md): the
+	 * small model's alias, NULL when cascade => is absent or NULL; the
+	 * targets, delta and seed as given, negative (seed: has_cascade_seed
+	 * false) when absent or NULL, so that the LLM Batch node takes the
+	 * llm.cascade_* settings for them.  A call evaluated alone (row by
+	 * row, an EvalPlanQual recheck) reads and checks them and answers with
+	 * the large model, req.model.
+	 */
+	const char *cascade;
+	double		precision_target;
+	double		recall_target;
+	double		accuracy_target;
+	double		cascade_delta;
+	bool		has_cascade_seed;
+	int64		cascade_seed;
 	bool		explicit_priority;	/* req.priority came from a priority => argument */
 
 	/*
@@ -137,6 +154,13 @@ extern const LlmArgMap *llm_arg_map(FunctionCallInfo fcinfo);
  * does not know (name or type).
  */
 extern const LlmArgMap *llm_arg_map_for(Oid funcid, MemoryContext cxt);
+
+/*
+ * The input position (0-based, among the function's arguments) of the
+ * argument named name, an option or an AI function's input, in map's
+ * function; -1 if the function has none by that name.
+ */
+extern int	llm_arg_map_position(const LlmArgMap *map, const char *name);
 
 /* The generation function a map is for. */
 extern const LlmSqlFunction *llm_arg_map_function(const LlmArgMap *map);
