@@ -7,12 +7,14 @@
  * GGUF-layout kernels (quant_q6k_vnni.c, quant_avx2.c, the scalar forms).
  *
  * Why: the GGUF-layout kernel runs one row per 512-bit vector (two of the
- * row's 32-element vectors side by side) and folds the 8 int32 lanes of
- * every (row, token, super-block) into one 256-bit FMA after a 512 -> 256
- * reduction, a 256-bit bsums product and a scalar d_a * d; here one vector
- * holds one 32-element vector of two rows, so the correction, the
- * conversion and the FMA of a super-block serve two rows at once and the
- * fp16 d of 8 rows are converted together.
+ * row's 32-element vectors side by side), scales each vpdpbusd result by
+ * its own vpmaddwd (half the integer multiplies) and folds the 8 int32
+ * lanes of every (row, token, super-block) into one 256-bit FMA after a
+ * 512 -> 256 reduction, a 256-bit bsums product and a scalar d_a * d.
+ * Here one vector holds one 32-element vector of two rows, the lane sums
+ * of two vectors share one vpdpwssd (scale and accumulate), and the
+ * correction, the conversion and the FMA of a super-block serve two rows
+ * at once.
  *
  * The float steps need exactly the AVX2 kernel's 8 int32 lanes per
  * (row, token, super-block) (quant_q6k_vnni.c says which): lane l holds
@@ -20,9 +22,11 @@
  * the scale of their 16-element half, minus 32 * (bsums[2l] * sc[2l] +
  * bsums[2l+1] * sc[2l+1]).  Here lane (p, l) of a vector (p: which of the
  * two rows, l = 0..7) is that lane of row 2P + p; vpdpbusd's 4-element
- * lane sums (|s| <= 4 * 63 * 128, int16 range) are scaled by one vpmaddwd
- * against (scale, 0) pairs, as in the GGUF-layout kernel, so every int32
- * lane is the same integer (integer sums: their order is free).  Float
+ * lane sums of vectors 2m and 2m + 1 (|s| <= 4 * 63 * 128, int16 range)
+ * are put side by side as an int16 pair (one masked vpshufb) and one
+ * vpdpwssd adds sum * scale for both; the correction is one more vpdpwssd
+ * of the bsums against -32 * scales.  So every int32 lane is the same
+ * integer (integer sums, no overflow: their order is free).  Float
  * steps per lane are the scalar form's: vec-dot form fma(d_a * d, lane,
  * acc) then llm_hsum8 of the row's 8 lanes; wide form the lanes summed as
  * integers, then fma(float(sum) * d, d_a, acc).
@@ -139,22 +143,25 @@ enum
 };
 
 /*
- * vpermw indices: word 2k of sel_scale[i] (dword lane k = (p, l), p = k / 8,
- * l = k % 8) picks word 16p + 2i + l / 4 of the pair's 32 scales, i.e.
- * row 2P + p's scale of the 16-element half of vector i that lane l meets;
- * odd words are zeroed by the mask.
+ * vpermw indices: dword lane k = (p, l) of sel_pair[m] (p = k / 8, l =
+ * k % 8) holds, as the int16 pair (word 2k, word 2k + 1), words 16p + 2i +
+ * l / 4 for i = 2m and i = 2m + 1 of the pair's 32 scales: row 2P + p's
+ * scales of the 16-element halves of vectors 2m and 2m + 1 that lane l
+ * meets.  lo_to_hi: the pshufb indices putting each dword's low word in
+ * its high word (bytes 2, 3 <- bytes 0, 1).
  */
-static int16_t sel_scale[8][32] __attribute__((aligned(64)));
+static int16_t sel_pair[4][32] __attribute__((aligned(64)));
+static uint8_t lo_to_hi[64] __attribute__((aligned(64)));
 
 static void
 init_tables(void)
 {
-	for (int i = 0; i < 8; i++)
+	for (int m = 0; m < 4; m++)
 		for (int k = 0; k < 16; k++)
-		{
-			sel_scale[i][2 * k] = (int16_t) (16 * (k / 8) + 2 * i + (k % 8) / 4);
-			sel_scale[i][2 * k + 1] = 0;
-		}
+			for (int j = 0; j < 2; j++)
+				sel_pair[m][2 * k + j] = (int16_t) (16 * (k / 8) + 2 * (2 * m + j) + (k % 8) / 4);
+	for (int b = 0; b < 64; b++)
+		lo_to_hi[b] = (uint8_t) (((b % 16) & ~3) + (b & 1));	/* within the 128-bit lane */
 }
 
 /*
@@ -176,6 +183,7 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 		_mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
 		_mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)
 	};
+	const __m512i lo_hi = _mm512_load_si512((const void *) lo_to_hi);
 	const int8_t *aq[Q6KP_TOKS];
 	const float *ad[Q6KP_TOKS];
 	const int16_t *abs[Q6KP_TOKS];
@@ -200,10 +208,11 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 		{
 			const uint8_t *qp = o + 384 * P;
 			const __m512i sc = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *) (o + Q6KP_SC + 32 * P)));
-			const __m512i sc32 = _mm512_slli_epi16(sc, 5);	/* 32 * sc: |.| <= 4096 */
+			/* -32 * sc: |.| <= 4096 */
+			const __m512i nsc32 = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sc, 5));
 			const __m512 xd = _mm512_permutexvar_ps(pair_d[P], xd8);
 			__m512i		v[8],
-						s[8];
+						s[4];
 
 			/* this pass's share of the lines two super-blocks ahead */
 			for (int l = 0; l < 7; l++)
@@ -224,9 +233,9 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 				v[4 * h + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m15),
 											   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 6), m3), 4));
 			}
-			#pragma GCC unroll 8
-			for (int i = 0; i < 8; i++)
-				s[i] = _mm512_maskz_permutexvar_epi16(0x55555555u, _mm512_load_si512((const void *) sel_scale[i]), sc);
+			#pragma GCC unroll 4
+			for (int m = 0; m < 4; m++)
+				s[m] = _mm512_permutexvar_epi16(_mm512_load_si512((const void *) sel_pair[m]), sc);
 			#pragma GCC unroll 8
 			for (int t = 0; t < T; t++)
 			{
@@ -234,14 +243,21 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 				const __m512i bs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (abs[t] + b * 16)));
 				__m512i		z = _mm512_setzero_si512();
 
-				#pragma GCC unroll 8
-				for (int i = 0; i < 8; i++)
+				/*
+				 * vectors 2m and 2m + 1: their 4-element lane sums (int16
+				 * range) side by side as an int16 pair, times their scales
+				 */
+				#pragma GCC unroll 4
+				for (int m = 0; m < 4; m++)
 				{
-					const __m512i yi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (y + 32 * i)));
+					const __m512i y0 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (y + 64 * m))),
+								y1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *) (y + 64 * m + 32)));
+					const __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * m], y0),
+								p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * m + 1], y1);
 
-					z = _mm512_add_epi32(z, _mm512_madd_epi16(_mm512_dpbusd_epi32(_mm512_setzero_si512(), v[i], yi), s[i]));
+					z = _mm512_dpwssd_epi32(z, _mm512_mask_shuffle_epi8(p0, 0xCCCCCCCCCCCCCCCCull, p1, lo_hi), s[m]);
 				}
-				z = _mm512_sub_epi32(z, _mm512_madd_epi16(bs, sc32));
+				z = _mm512_dpwssd_epi32(z, bs, nsc32);
 				if (form == FORM_VEC)
 					acc[P][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(ad[t][b]), xd), _mm512_cvtepi32_ps(z),
 												acc[P][t]);
