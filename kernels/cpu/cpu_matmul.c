@@ -168,14 +168,17 @@ matmul_task(void *p, int64_t begin, int64_t end, int thread_idx)
 				 * (a few cache lines each), too short for the hardware
 				 * prefetcher: fetch the next row block while this one runs,
 				 * spread over this block's token tiles (a burst of a whole
-				 * block's lines overflows the miss queues).
+				 * block's lines overflows the miss queues).  Kernels of
+				 * interleaved row groups stream their groups in order and
+				 * prefetch a few super-blocks ahead themselves, spread over
+				 * their work (the bursts here stalled on full miss queues).
 				 */
 				const char *pf = NULL;
 				int64_t		pf_lines = 0;
 				int			n_tiles = (t1 - t0 + T - 1) / T;
 				int64_t		rk = r0;	/* rows from here on run on k */
 
-				if (t0 == 0 && r1 < end && j->n >= MM_PREFETCH_MIN_TOKENS)
+				if (t0 == 0 && r1 < end && j->n >= MM_PREFETCH_MIN_TOKENS && k->row_group <= 1)
 				{
 					pf = (const char *) j->w->data + r1 * ws;
 					pf_lines = ((r1 + MM_ROW_BLOCK < end ? r1 + MM_ROW_BLOCK : end) - r1) * (int64_t) ws / 64 + 1;

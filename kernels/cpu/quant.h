@@ -195,7 +195,9 @@ typedef struct llm_qkernel
 	 * Rows stored interleaved in groups of row_group (0 or 1: every row on
 	 * its own).  With groups, dot_tile is called with w at a group's first
 	 * row and nr a multiple of row_group, and dot is NULL (a row has no
-	 * layout of its own); matmuls tile rows in whole groups.
+	 * layout of its own); matmuls tile rows in whole groups and leave the
+	 * prefetch of the rows ahead to the kernel (it streams its groups in
+	 * order and prefetches a few super-blocks ahead in every pass).
 	 */
 	int			row_group;
 

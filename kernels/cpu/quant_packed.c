@@ -446,6 +446,8 @@ llm_qkernel_packed_vnni_get(uint32_t t)
 	pthread_once(&once, init_packed);
 	if (t == LLM_TYPE_Q4_K)
 		return llm_qkernel_q4_K_x8_vnni_get();
+	if (t == LLM_TYPE_Q6_K)
+		return llm_qkernel_q6_K_x8_vnni_get();
 	return t == LLM_TYPE_Q4_1 ? &q4_1_packed : t == LLM_TYPE_Q8_0 ? &q8_0_packed : NULL;
 }
 

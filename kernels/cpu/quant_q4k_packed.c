@@ -114,7 +114,11 @@ unpack_q4_K_x8(const void *w, int64_t row, void *dst, int64_t n)
 #define TGT_K __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 #define INL_K static inline __attribute__((always_inline)) TGT_K
 
-/* Bytes ahead of the vector being read that a one-token pass prefetches (rows streamed from DRAM). */
+/*
+ * Bytes ahead of the vector being read that every pass prefetches: rows
+ * stream from DRAM in group order, into the next groups past the tile's
+ * (the matmul leaves interleaved kernels their own prefetch).
+ */
 #define Q4KP_PREFETCH (2 * Q4KP_BLOCK)
 
 enum
@@ -231,8 +235,7 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 				__m512i		lo = _mm512_and_si512(v, m4),
 							hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 
-				if (T == 1)
-					_mm_prefetch((const char *) vp + Q4KP_PREFETCH, _MM_HINT_T0);
+				_mm_prefetch((const char *) vp + Q4KP_PREFETCH, _MM_HINT_T0);
 				#pragma GCC unroll 8
 				for (int t = 0; t < T; t++)
 				{

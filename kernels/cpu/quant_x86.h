@@ -71,6 +71,14 @@ const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
 const llm_qkernel *llm_qkernel_q4_K_x8_vnni_get(void);
 
 /*
+ * quant_q6k_packed.c (AVX512F/VL/BW/VNNI): the Q6_K kernel over rows
+ * repacked in groups of 8 (matrices of a multiple of 8 rows), with its two
+ * row forms (ggml_vec_dot order, the wide tiled order for LLM_ROW_WIDE), or
+ * NULL.  Its activations are those of llm_qkernel_q6_K_vnni_get().
+ */
+const llm_qkernel *llm_qkernel_q6_K_x8_vnni_get(void);
+
+/*
  * quant_q6k_vnni.c (AVX512F/VL/BW/VNNI, checked there): the Q6_K kernel of
  * the VNNI implementation (GGUF layout, ggml_vec_dot_q6_K_q8_K's order,
  * bit-identical to the AVX2 one), or NULL on a CPU without those; and its

@@ -1,6 +1,6 @@
 /*
- * test_kpacked.c — Q4_K rows repacked in groups of 8 (kernels/cpu/
- * quant_q4k_packed.c) against the scalar row forms (quant_kforms.c, the
+ * test_kpacked.c — Q4_K and Q6_K rows repacked in groups of 8 (kernels/cpu/
+ * quant_q4k_packed.c, quant_q6k_packed.c) against the scalar row forms (quant_kforms.c, the
  * definition) on the GGUF rows.
  *
  *  - layout: repack refuses row counts that are not a multiple of 8;
@@ -13,6 +13,9 @@
  *    LLM_ROW_GROUPED on some tokens, on 40 rows (repacked) and 44 rows (not
  *    a multiple of 8: GGUF layout), 1 and 2 threads, equals the scalar
  *    backend's; embed of repacked rows equals the dequantized GGUF rows.
+ *  - the same three for Q6_K rows repacked in groups of 8
+ *    (kernels/cpu/quant_q6k_packed.c), its forms the vec-dot one and the
+ *    wide one (LLM_ROW_WIDE);
  *  - the Q6_K kernel of the AVX512-VNNI implementation (GGUF layout) in
  *    both its forms against the scalar ones, tiles of 1..11 tokens.
  * Counted as skipped on a CPU without AVX512F/VL/BW/VNNI.
@@ -53,16 +56,16 @@ rng_normal(float s)
 }
 
 static void
-random_rows(char *w, int rows, int64_t n)
+random_rows(uint32_t type, char *w, int rows, int64_t n)
 {
-	size_t		rb = llm_type_row_bytes(LLM_TYPE_Q4_K, n);
+	size_t		rb = llm_type_row_bytes(type, n);
 	float	   *x = malloc(sizeof(float) * n);
 
 	for (int r = 0; r < rows; r++)
 	{
 		for (int64_t i = 0; i < n; i++)
 			x[i] = rng_normal(0.05f) + (i % 97 == 0 ? 0.3f : 0.0f);
-		llm_quantize_row_ref(LLM_TYPE_Q4_K, x, w + r * rb, n);
+		llm_quantize_row_ref(type, x, w + r * rb, n);
 	}
 	free(x);
 }
@@ -73,27 +76,34 @@ same_bits(const float *a, const float *b, size_t n)
 	return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
+/*
+ * A packed kernel of type `type` (rows in groups of 8) against the scalar
+ * row forms of 8-row matrices: "one" is the scalar dot_tile's form,
+ * "other" the form selected by `mask` (LLM_ROW_GROUPED for Q4_K: GEMV /
+ * GEMM; LLM_ROW_WIDE for Q6_K: vec-dot / wide).
+ */
 static void
-test_layout_and_tiles(const llm_qkernel *kp)
+test_layout_and_tiles(const llm_qkernel *kp, uint32_t type, uint8_t mask)
 {
-	const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_scalar_get(LLM_TYPE_Q4_K), 8);
+	const char *tn = type == LLM_TYPE_Q4_K ? "Q4_K" : "Q6_K";
+	const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_scalar_get(type), 8);
 	llm_dot_tile_fn sgemm,
 				pgemm;
 	const int64_t lens[] = {256, 1024, 2304};
 	const int	row_counts[] = {8, 24, 40};
 	const int	toks = 9;
 
-	CHECK(llm_qkernel_form(ks, &sgemm) == LLM_ROW_GROUPED && sgemm != NULL,
-		  "scalar Q4_K kernel of 8-row matrices has its grouped form");
-	CHECK(llm_qkernel_form(kp, &pgemm) == LLM_ROW_GROUPED && pgemm != NULL && kp->row_group == 8,
-		  "packed Q4_K kernel: groups of 8 rows, its own grouped form");
+	CHECK(llm_qkernel_form(ks, &sgemm) == mask && sgemm != NULL,
+		  "scalar %s kernel of 8-row matrices has its other form", tn);
+	CHECK(llm_qkernel_form(kp, &pgemm) == mask && pgemm != NULL && kp->row_group == 8 && kp->dot == NULL,
+		  "packed %s kernel: groups of 8 rows, its own other form", tn);
 	{
-		size_t		rb = llm_type_row_bytes(LLM_TYPE_Q4_K, 256);
+		size_t		rb = llm_type_row_bytes(type, 256);
 		char	   *src = calloc(12, rb),
 				   *dst = calloc(12, rb);
 
 		CHECK(!kp->repack(src, dst, 12, 256) && !kp->repack(src, dst, 4, 256),
-			  "packed Q4_K: 12 and 4 rows (not a multiple of 8) refused");
+			  "packed %s: 12 and 4 rows (not a multiple of 8) refused", tn);
 		free(src);
 		free(dst);
 	}
@@ -102,7 +112,7 @@ test_layout_and_tiles(const llm_qkernel *kp)
 		{
 			const int64_t n = lens[li];
 			const int	rows = row_counts[ri];
-			size_t		rb = llm_type_row_bytes(LLM_TYPE_Q4_K, n),
+			size_t		rb = llm_type_row_bytes(type, n),
 						ab = ks->act_row_bytes(n);
 			char	   *w = malloc(rb * rows),
 					   *wp = malloc(rb * rows),
@@ -117,7 +127,7 @@ test_layout_and_tiles(const llm_qkernel *kp)
 						gemm_same = true,
 						differ = false;
 
-			random_rows(w, rows, n);
+			random_rows(type, w, rows, n);
 			round_trip = kp->repack(w, wp, rows, n);
 			for (int r = 0; r < rows && round_trip; r++)
 			{
@@ -125,7 +135,7 @@ test_layout_and_tiles(const llm_qkernel *kp)
 				if (memcmp(back, w + r * rb, rb) != 0)
 					round_trip = false;
 			}
-			CHECK(round_trip, "packed Q4_K %d x %lld: unpack(repack(w), row) == row", rows, (long long) n);
+			CHECK(round_trip, "packed %s %d x %lld: unpack(repack(w), row) == row", tn, rows, (long long) n);
 			for (int t = 0; t < toks; t++)
 			{
 				for (int64_t i = 0; i < n; i++)
@@ -152,12 +162,12 @@ test_layout_and_tiles(const llm_qkernel *kp)
 								if (!same_bits(out + t * nr, ref_m + (t0 + t) * rows + r0, nr))
 									gemm_same = false;
 						}
-			CHECK(gemv_same, "packed Q4_K %d x %lld: every tile of 1..%d tokens == scalar GEMV form",
-				  rows, (long long) n, toks);
-			CHECK(gemm_same, "packed Q4_K %d x %lld: every tile of 1..%d tokens == scalar GEMM form",
-				  rows, (long long) n, toks);
-			CHECK(differ, "Q4_K %d x %lld: the two forms differ somewhere on these data (the checks can tell them apart)",
-				  rows, (long long) n);
+			CHECK(gemv_same, "packed %s %d x %lld: every tile of 1..%d tokens == scalar %s form",
+				  tn, rows, (long long) n, toks, type == LLM_TYPE_Q4_K ? "GEMV" : "vec-dot");
+			CHECK(gemm_same, "packed %s %d x %lld: every tile of 1..%d tokens == scalar %s form",
+				  tn, rows, (long long) n, toks, type == LLM_TYPE_Q4_K ? "GEMM" : "wide");
+			CHECK(differ, "%s %d x %lld: the two forms differ somewhere on these data (the checks can tell them apart)",
+				  tn, rows, (long long) n);
 			free(w);
 			free(wp);
 			free(back);
@@ -284,27 +294,29 @@ begin(llm_backend *b, int n, const uint8_t *forms)
 }
 
 static void
-test_backend(int rows)
+test_backend(uint32_t type, int rows)
 {
+	const char *tn = type == LLM_TYPE_Q4_K ? "Q4_K" : "Q6_K";
+	const uint8_t other = type == LLM_TYPE_Q4_K ? LLM_ROW_GROUPED : LLM_ROW_WIDE;
 	const int64_t cols = 1024;
 	const int	max_t = 17;
 	const int	ntoks[] = {1, 2, 3, 4, 5, 9, 17};
-	size_t		rb = llm_type_row_bytes(LLM_TYPE_Q4_K, cols);
+	size_t		rb = llm_type_row_bytes(type, cols);
 	char	   *wq = malloc(rb * rows);
 	float	   *x = malloc(sizeof(float) * max_t * cols),
 			   *ref = malloc(sizeof(float) * max_t * rows),
 			   *y = malloc(sizeof(float) * max_t * rows),
 			   *row = malloc(sizeof(float) * cols);
 	uint8_t		forms[17];
-	llm_weight	host = {LLM_TYPE_Q4_K, rows, cols, rb, wq, NULL},
+	llm_weight	host = {type, rows, cols, rb, wq, NULL},
 				w;
 
-	random_rows(wq, rows, cols);
+	random_rows(type, wq, rows, cols);
 	for (int64_t i = 0; i < max_t * cols; i++)
 		x[i] = rng_normal(1.0f) * (i % 61 == 0 ? 8.0f : 1.0f);
 	/* a prompt's first tokens grouped, the rest one-row, as llama.cpp's P - P % 4 */
 	for (int i = 0; i < max_t; i++)
-		forms[i] = (i % 7) < 4 ? LLM_ROW_GROUPED : 0;
+		forms[i] = (i % 7) < 4 ? other : 0;
 	for (int threads = 1; threads <= 2; threads++)
 	{
 		llm_backend *bs = make_backend(threads, LLM_IMPL_SCALAR),
@@ -317,14 +329,14 @@ test_backend(int rows)
 
 		if (b == NULL)
 		{
-			SKIP("Q4_K packed matmul: AVX512-VNNI not on this CPU");
+			SKIP("%s packed matmul: AVX512-VNNI not on this CPU", tn);
 			bs->ops->destroy(bs);
 			continue;
 		}
 		if (bs->ops->kv_init(bs, &g) != 0 || b->ops->kv_init(b, &g) != 0)
 			printf("# kv_init: %s %s\n", bs->ops->last_error(bs), b->ops->last_error(b));
 		b->ops->load_weight(b, &host, &w);
-		packed = w.backend_priv != NULL;
+		packed = w.backend_priv != NULL && w.backend_priv == llm_qkernel_packed_get(type, LLM_IMPL_AVX512VNNI);
 		llm_weight	ws;
 
 		bs->ops->load_weight(bs, &host, &ws);
@@ -342,17 +354,17 @@ test_backend(int rows)
 				emb_ok = false;
 			for (int i = 0; i < 8 && emb_ok; i++)
 			{
-				llm_dequantize_row(LLM_TYPE_Q4_K, wq + (i % 8) * rb, row, cols);
+				llm_dequantize_row(type, wq + (i % 8) * rb, row, cols);
 				if (!same_bits(row, e + i * cols, (size_t) cols))
 					emb_ok = false;
 			}
 			free(e);
 		}
-		CHECK(packed == (rows % 8 == 0), "Q4_K %d rows: %s", rows,
+		CHECK(packed == (rows % 8 == 0), "%s %d rows: %s", tn, rows,
 			  rows % 8 == 0 ? "repacked at load" : "kept in GGUF layout");
-		CHECK(same && emb_ok, "Q4_K %d x %lld (%s, %d threads): matmul of 1..17 tokens with grouped and "
-			  "one-row tokens == scalar backend; embed of its rows exact", rows, (long long) cols,
-			  packed ? "repacked" : "GGUF layout", threads);
+		CHECK(same && emb_ok, "%s %d x %lld (%s, %d threads): matmul of 1..17 tokens with %s and "
+			  "one-row tokens == scalar backend; embed of its rows exact", tn, rows, (long long) cols,
+			  packed ? "repacked" : "GGUF layout", threads, type == LLM_TYPE_Q4_K ? "grouped" : "wide");
 		b->ops->destroy(b);
 		bs->ops->destroy(bs);
 	}
@@ -368,12 +380,20 @@ main(void)
 {
 	const llm_qkernel *kp = llm_qkernel_packed_get(LLM_TYPE_Q4_K, LLM_IMPL_AVX512VNNI);
 
+	const llm_qkernel *kp6 = llm_qkernel_packed_get(LLM_TYPE_Q6_K, LLM_IMPL_AVX512VNNI);
+
 	if (kp == NULL)
 		SKIP("Q4_K packed kernel: this CPU lacks AVX512F/VL/BW/VNNI");
 	else
-		test_layout_and_tiles(kp);
+		test_layout_and_tiles(kp, LLM_TYPE_Q4_K, LLM_ROW_GROUPED);
+	if (kp6 == NULL)
+		SKIP("Q6_K packed kernel: this CPU lacks AVX512F/VL/BW/VNNI");
+	else
+		test_layout_and_tiles(kp6, LLM_TYPE_Q6_K, LLM_ROW_WIDE);
 	test_q6_K_vnni();
-	test_backend(40);
-	test_backend(44);
+	test_backend(LLM_TYPE_Q4_K, 40);
+	test_backend(LLM_TYPE_Q4_K, 44);
+	test_backend(LLM_TYPE_Q6_K, 40);
+	test_backend(LLM_TYPE_Q6_K, 44);
 	return unit_done();
 }
