@@ -284,50 +284,13 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 		_mm256_storeu_ps(out + (size_t) t * os, _mm256_sub_ps(acc[t], accm[t]));
 }
 
-/* Whole groups (nr a multiple of 8, w at a group's first row) x any number of tokens. */
-INL_K void
-tile_form(const int form, int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
-		  float *out, size_t os)
-{
-	for (int g = 0; g < nr / Q4KP_ROWS; g++)
-	{
-		const uint8_t *gp = (const uint8_t *) w + (size_t) g * Q4KP_ROWS * ws;
-
-		for (int t0 = 0; t0 < nt; t0 += Q4KP_TOKS)
-		{
-			const char *at = (const char *) a + (size_t) t0 * as;
-			float	   *ot = out + (size_t) t0 * os + (size_t) g * Q4KP_ROWS;
-
-			switch (nt - t0 < Q4KP_TOKS ? nt - t0 : Q4KP_TOKS)
-			{
-				case 1:
-					group_kernel(form, n, gp, at, as, ot, os, 1);
-					break;
-				case 2:
-					group_kernel(form, n, gp, at, as, ot, os, 2);
-					break;
-				case 3:
-					group_kernel(form, n, gp, at, as, ot, os, 3);
-					break;
-				case 4:
-					group_kernel(form, n, gp, at, as, ot, os, 4);
-					break;
-				case 5:
-					group_kernel(form, n, gp, at, as, ot, os, 5);
-					break;
-				case 6:
-					group_kernel(form, n, gp, at, as, ot, os, 6);
-					break;
-				case 7:
-					group_kernel(form, n, gp, at, as, ot, os, 7);
-					break;
-				default:
-					group_kernel(form, n, gp, at, as, ot, os, 8);
-					break;
-			}
-		}
-	}
-}
+/* Whole groups x any number of tokens (Q4KP_TOKS at a time: group_tile.inc's passes of 8). */
+#if Q4KP_TOKS != 8
+#error "group_tile.inc passes 8 tokens at a time"
+#endif
+#define GROUP_TILE_ROWS Q4KP_ROWS
+#define GROUP_TILE_INL INL_K
+#include "group_tile.inc"
 
 static TGT_K void
 tile_q4_K_x8_gemv(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,

@@ -292,50 +292,13 @@ group_kernel(const int form, int64_t n, const uint8_t *g, const char *a, size_t 
 		}
 }
 
-/* Whole groups (nr a multiple of 8, w at a group's first row) x any number of tokens. */
-INL_Q void
-tile_form(const int form, int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
-		  float *out, size_t os)
-{
-	for (int g = 0; g < nr / Q6KP_ROWS; g++)
-	{
-		const uint8_t *gp = (const uint8_t *) w + (size_t) g * Q6KP_ROWS * ws;
-
-		for (int t0 = 0; t0 < nt; t0 += Q6KP_TOKS)
-		{
-			const char *at = (const char *) a + (size_t) t0 * as;
-			float	   *ot = out + (size_t) t0 * os + (size_t) g * Q6KP_ROWS;
-
-			switch (nt - t0 < Q6KP_TOKS ? nt - t0 : Q6KP_TOKS)
-			{
-				case 1:
-					group_kernel(form, n, gp, at, as, ot, os, 1);
-					break;
-				case 2:
-					group_kernel(form, n, gp, at, as, ot, os, 2);
-					break;
-				case 3:
-					group_kernel(form, n, gp, at, as, ot, os, 3);
-					break;
-				case 4:
-					group_kernel(form, n, gp, at, as, ot, os, 4);
-					break;
-				case 5:
-					group_kernel(form, n, gp, at, as, ot, os, 5);
-					break;
-				case 6:
-					group_kernel(form, n, gp, at, as, ot, os, 6);
-					break;
-				case 7:
-					group_kernel(form, n, gp, at, as, ot, os, 7);
-					break;
-				default:
-					group_kernel(form, n, gp, at, as, ot, os, 8);
-					break;
-			}
-		}
-	}
-}
+/* Whole groups x any number of tokens (Q6KP_TOKS at a time: group_tile.inc's passes of 8). */
+#if Q6KP_TOKS != 8
+#error "group_tile.inc passes 8 tokens at a time"
+#endif
+#define GROUP_TILE_ROWS Q6KP_ROWS
+#define GROUP_TILE_INL INL_Q
+#include "group_tile.inc"
 
 static TGT_Q void
 tile_q6_K_x8_vec(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
