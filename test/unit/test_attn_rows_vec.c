@@ -140,7 +140,8 @@ test_shape(const shape *sh, const char *opts_name, const llm_attn_opts *o)
 				   *k = malloc(nk * sizeof(float)),
 				   *v = malloc(nk * sizeof(float)),
 				   *o_scalar = calloc(nq, sizeof(float)),
-				   *o_vec = calloc(nq, sizeof(float));
+				   *o_vec = calloc(nq, sizeof(float)),
+				   *o_avx2 = calloc(nq, sizeof(float));
 		double	   *ref = malloc(sizeof(double) * sh->hd);
 		llm_step_desc step;
 		int			next_block = 0;
@@ -177,6 +178,10 @@ test_shape(const shape *sh, const char *opts_name, const llm_attn_opts *o)
 		}
 		scalar_ok = run_impl(LLM_IMPL_SCALAR, 1, sh, &step, q, k, v, o, o_scalar);
 		vec_ok = run_impl(LLM_IMPL_AVX512VNNI, 2, sh, &step, q, k, v, o, o_vec);
+		/* the AVX2 implementation (an AVX2-only host's path) runs the scalar kernel: the same bits */
+		CHECK(run_impl(LLM_IMPL_AVX2, 2, sh, &step, q, k, v, o, o_avx2) &&
+			  memcmp(o_scalar, o_avx2, nq * sizeof(float)) == 0,
+			  "attention_rows %s, head size %d: AVX2 implementation == scalar bit for bit", opts_name, sh->hd);
 		for (int s = 0; s < sh->n_seqs; s++)
 			for (int t = sstart[s]; t < sstart[s + 1]; t++)
 				for (int h = 0; h < sh->heads; h++)
@@ -206,6 +211,7 @@ test_shape(const shape *sh, const char *opts_name, const llm_attn_opts *o)
 		free(v);
 		free(o_scalar);
 		free(o_vec);
+		free(o_avx2);
 		free(ref);
 	}
 }
