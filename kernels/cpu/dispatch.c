@@ -88,6 +88,16 @@ detect(void)
 								  llm_qkernel_packed_avx2_get(LLM_TYPE_Q8_0), &features.q5_0[0]) &&
 			llm_qkernel_q5_0_avx2(llm_qkernel_avx2_get(LLM_TYPE_Q8_0, true),
 								  llm_qkernel_packed_avx2_get(LLM_TYPE_Q8_0), &features.q5_0[1]);
+	/*
+	 * With AVX512BW the VNNI one converts into the packed Q8_0 rows instead
+	 * (quant_packed.c): the same activations, and its 512-bit tiles take
+	 * half the vector instructions of the AVX2 groups of 4.
+	 */
+	if (features.have_q5_0 && features.packed && features.q5_0[1].batch_kernel != NULL)
+	{
+		features.q5_0[1].batch_kernel = llm_qkernel_packed_vnni_get(LLM_TYPE_Q8_0);
+		features.q5_0[1].batch_convert = llm_convert_q5_0_q8_0_packed;
+	}
 }
 
 static inline const cpu_features *

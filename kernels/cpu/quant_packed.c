@@ -158,6 +158,49 @@ unpack_##type(const void *w, int64_t row, void *dst, int64_t n) \
 DEFINE_MATRIX_REPACK(q4_1, llm_block_q4_1)
 DEFINE_MATRIX_REPACK(q8_0, llm_block_q8_0)
 
+/*
+ * Q5_0 rows -> packed Q8_0 rows (the batch path of Q5_0 weights, quant.h
+ * batch_convert): a Q5_0 weight is the signed byte (nibble | fifth bit
+ * << 4) - 16 with the block's fp16 scale, so the packed byte is that + 128
+ * = nibble | (fifth bit ? 0x80 : 0x70) and the scale is copied as is.  The
+ * packed Q8_0 dot of a converted row is then the Q5_0 dot's arithmetic
+ * (the same exact int32 lane sums, fma(d_w * d_a, lanes, acc) per block,
+ * hsum8): the same bits.  Any n multiple of 32 (the tiles need no pairs).
+ */
+void
+llm_convert_q5_0_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, void *dst)
+	TGT_P;
+
+void
+llm_convert_q5_0_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, void *dst)
+{
+	const int64_t nb = n / LLM_QK;
+	const size_t drb = (size_t) nb * sizeof(llm_block_q8_0);
+
+	for (int r = 0; r < nr; r++)
+	{
+		const llm_block_q5_0 *x = (const llm_block_q5_0 *) ((const char *) w + (size_t) r * ws);
+		uint16_t   *d = (uint16_t *) ((char *) dst + (size_t) r * drb);
+		uint8_t    *qs = (uint8_t *) (d + nb);
+
+		for (int64_t b = 0; b < nb; b++)
+		{
+			__m128i		q = _mm_loadu_si128((const __m128i *) x[b].qs);
+			/* byte j < 16: low nibble of qs[j], byte j >= 16: high nibble of qs[j - 16] */
+			__m256i		nib = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(q),
+																	   _mm_srli_epi16(q, 4), 1),
+											   _mm256_set1_epi8(0x0F));
+			uint32_t	qh;
+
+			memcpy(&qh, x[b].qh, sizeof(qh));
+			d[b] = x[b].d;
+			_mm256_storeu_si256((__m256i *) (qs + b * LLM_QK),
+								_mm256_or_si256(nib, _mm256_mask_blend_epi8((__mmask32) qh, _mm256_set1_epi8(0x70),
+																			_mm256_set1_epi8((char) 0x80))));
+		}
+	}
+}
+
 /* ---- kernels ---- */
 
 /* 8 int32 lane sums of 4 u8 x s8 products each, as float */
@@ -355,6 +398,157 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
 	}
 }
 
+/*
+ * Q8_0 tiles of 2 tokens or more with 512-bit vectors (ZMAXR rows x 2 *
+ * ZMAXP tokens).  A vector holds the 8 int32 lane sums of one row and two
+ * tokens, interleaved: lane 2i is token 2p's lane i, lane 2i + 1 token
+ * 2p + 1's (each weight dword duplicated by one vpermd per row and block,
+ * the two tokens' activations interleaved by one vpermt2d per token pair
+ * and block).  Interleaving makes the scale operand of a (row, pair,
+ * block) the pair (d_w * d_a of token 2p, of token 2p + 1) repeated, a
+ * 64-bit broadcast load, so that each (row, pair, block) costs vpdpbusd,
+ * a conversion and an FMA for two (row, token) sums: half the vector
+ * instructions of the 256-bit tile.  Each lane still does exactly what
+ * the 256-bit kernel's lane does (start -128 * sum qy, vpdpbusd, convert,
+ * fma(d_w * d_a, lanes, acc) in block order; the scale products come from
+ * the same multiply), and the final sums are llm_hsum8's additions on the
+ * de-interleaved lanes, so the results are the same bits.  An odd token
+ * count repeats its last token in the unused half and drops its sums.
+ */
+#define ZMAXR 4
+#define ZMAXP 2
+
+INL_P void
+q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, int nt,
+				float *out, size_t os, const int R, const int P)
+{
+	const int64_t nb = n / LLM_QK;
+	/* dword i of a 32-byte vector into lanes 2i and 2i + 1 */
+	const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+	/* dword i of the first vector into lane 2i, of the second into lane 2i + 1 */
+	const __m512i ilv = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	const __m512i m128 = _mm512_set1_epi8((char) 0x80);
+	__m512		acc[ZMAXR][ZMAXP];
+	/* per (row, pair, block of the group): the two tokens' d_w * d_a, one 64-bit broadcast */
+	double		sc[ZMAXR][ZMAXP][GROUP] __attribute__((aligned(64)));
+	const uint16_t *wd[ZMAXR];
+	const uint8_t *wq[ZMAXR];
+	const int8_t *aq[2 * ZMAXP];
+	const float *ad[2 * ZMAXP];
+
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+	{
+		wd[r] = (const uint16_t *) ((const char *) w + r * ws);
+		wq[r] = (const uint8_t *) (wd[r] + nb);
+	}
+	#pragma GCC unroll 4
+	for (int t = 0; t < 2 * P; t++)
+	{
+		const char *at = (const char *) a + (t < nt ? t : nt - 1) * as;
+
+		aq[t] = (const int8_t *) at;
+		ad[t] = llm_act_d(at, n);
+	}
+	#pragma GCC unroll 4
+	for (int r = 0; r < R; r++)
+		#pragma GCC unroll 2
+		for (int p = 0; p < P; p++)
+			acc[r][p] = _mm512_setzero_ps();
+	for (int64_t g = 0; g < nb; g += GROUP)
+	{
+		const int	ng = nb - g < GROUP ? (int) (nb - g) : GROUP;
+		const __mmask8 lanes = (__mmask8) ((1u << ng) - 1);
+		__m512		da[ZMAXP];
+
+		/* lane 2k: d_a of (token 2p, block g + k), lane 2k + 1: of token 2p + 1 */
+		#pragma GCC unroll 2
+		for (int p = 0; p < P; p++)
+			da[p] = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(lanes, ad[2 * p] + g)), ilv,
+										   _mm512_castps256_ps512(_mm256_maskz_loadu_ps(lanes, ad[2 * p + 1] + g)));
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+		{
+			__m512		dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(
+													   _mm256_cvtph_ps(_mm_maskz_loadu_epi16(lanes, wd[r] + g))));
+
+			#pragma GCC unroll 2
+			for (int p = 0; p < P; p++)
+				_mm512_store_ps((float *) sc[r][p], _mm512_mul_ps(dw, da[p]));
+		}
+		for (int k = 0; k < ng; k++)
+		{
+			const int64_t ib = g + k;
+			__m512i		xu[ZMAXR];
+
+			#pragma GCC unroll 4
+			for (int r = 0; r < R; r++)
+			{
+				xu[r] = _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(
+													 _mm256_loadu_si256((const __m256i *) (wq[r] + ib * LLM_QK))));
+				_mm_prefetch((const char *) wq[r] + ib * LLM_QK + PREFETCH_AHEAD, _MM_HINT_T0);
+			}
+			#pragma GCC unroll 2
+			for (int p = 0; p < P; p++)
+			{
+				__m512i		qy = _mm512_permutex2var_epi32(
+					_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) (aq[2 * p] + ib * LLM_QK))), ilv,
+					_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *) (aq[2 * p + 1] + ib * LLM_QK))));
+				/* -128 * (sum of each lane's 4 qy): removes the +128 of the packed weights */
+				__m512i		bias = _mm512_sub_epi32(_mm512_setzero_si512(),
+													_mm512_dpbusd_epi32(_mm512_setzero_si512(), m128, qy));
+
+				#pragma GCC unroll 4
+				for (int r = 0; r < R; r++)
+					acc[r][p] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(sc[r][p][k])),
+												_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, xu[r], qy)),
+												acc[r][p]);
+			}
+		}
+	}
+	{
+		/* lanes of token 2p first, then of token 2p + 1 */
+		const __m512i deint = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+
+		#pragma GCC unroll 4
+		for (int r = 0; r < R; r++)
+		{
+			__m256		y[2 * ZMAXP];
+
+			#pragma GCC unroll 2
+			for (int p = 0; p < P; p++)
+			{
+				__m512		v = _mm512_permutexvar_ps(deint, acc[r][p]);
+
+				y[2 * p] = _mm512_castps512_ps256(v);
+				y[2 * p + 1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+			}
+			if (P == 2 && nt == 4)
+			{
+				/* hsum8 of 4 tokens at once, as in packed_kernel */
+				__m128		b[4],
+							res;
+				float		v[4] __attribute__((aligned(16)));
+
+				#pragma GCC unroll 4
+				for (int t = 0; t < 4; t++)
+					b[t] = _mm_add_ps(_mm256_extractf128_ps(y[t], 1), _mm256_castps256_ps128(y[t]));
+				_MM_TRANSPOSE4_PS(b[0], b[1], b[2], b[3]);
+				res = _mm_add_ps(_mm_add_ps(b[0], b[2]), _mm_add_ps(b[1], b[3]));
+				_mm_store_ps(v, res);
+				#pragma GCC unroll 4
+				for (int t = 0; t < 4; t++)
+					out[t * os + r] = v[t];
+				continue;
+			}
+			#pragma GCC unroll 4
+			for (int t = 0; t < 2 * P; t++)
+				if (t < nt)
+					out[t * os + r] = llm_hsum8(y[t]);
+		}
+	}
+}
+
 #define PACKED_DISPATCH(q4) \
 	switch (nr * 8 + nt) \
 	{ \
@@ -384,11 +578,50 @@ tile_q4_1_packed(int64_t n, const void *w, size_t ws, int nr, const void *a, siz
 	PACKED_DISPATCH(true);
 }
 
+/*
+ * Any nr x nt (the batch path of Q5_0 weights passes a whole converted row
+ * block): tiles of up to ZMAXR rows x 2 * ZMAXP tokens, one token alone on
+ * the 256-bit kernel.
+ */
 static TGT_P void
 tile_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
 				 float *out, size_t os)
 {
-	PACKED_DISPATCH(false);
+	for (int t0 = 0; t0 < nt; t0 += 2 * ZMAXP)
+	{
+		const int	tn = nt - t0 < 2 * ZMAXP ? nt - t0 : 2 * ZMAXP;
+		const char *at = (const char *) a + t0 * as;
+
+		for (int r0 = 0; r0 < nr; r0 += ZMAXR)
+		{
+			const int	rn = nr - r0 < ZMAXR ? nr - r0 : ZMAXR;
+			const char *wr = (const char *) w + r0 * ws;
+			float	   *o = out + t0 * os + r0;
+
+			if (tn == 1)
+			{
+				switch (rn)
+				{
+					case 4: packed_kernel(false, n, wr, ws, at, as, o, os, 4, 1); break;
+					case 3: packed_kernel(false, n, wr, ws, at, as, o, os, 3, 1); break;
+					case 2: packed_kernel(false, n, wr, ws, at, as, o, os, 2, 1); break;
+					default: packed_kernel(false, n, wr, ws, at, as, o, os, 1, 1); break;
+				}
+				continue;
+			}
+			switch (rn * 4 + (tn + 1) / 2)
+			{
+				case 4 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 4, 2); break;
+				case 4 * 4 + 1: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 4, 1); break;
+				case 3 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 3, 2); break;
+				case 3 * 4 + 1: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 3, 1); break;
+				case 2 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 2, 2); break;
+				case 2 * 4 + 1: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 2, 1); break;
+				case 1 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 1, 2); break;
+				default: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 1, 1); break;
+			}
+		}
+	}
 }
 
 static TGT_P float
@@ -457,6 +690,11 @@ const llm_qkernel *
 llm_qkernel_packed_vnni_get(uint32_t t)
 {
 	return NULL;
+}
+
+void
+llm_convert_q5_0_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, void *dst)
+{
 }
 
 #endif

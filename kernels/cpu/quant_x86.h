@@ -63,6 +63,15 @@ bool		llm_qkernel_q5_0_avx2(const llm_qkernel *q8_0, const llm_qkernel *q8_0_x4,
 const llm_qkernel *llm_qkernel_packed_vnni_get(uint32_t t);
 
 /*
+ * quant_packed.c (AVX512F/VL/BW): nr Q5_0 rows of n elements (a multiple
+ * of 32) at w, rows w_stride bytes apart -> dst, nr rows of
+ * llm_type_row_bytes(LLM_TYPE_Q8_0, n) bytes in the packed Q8_0 layout of
+ * llm_qkernel_packed_vnni_get(LLM_TYPE_Q8_0), whose tiles then give the
+ * Q5_0 dot products' bits (quant.h batch_convert).
+ */
+void		llm_convert_q5_0_q8_0_packed(int64_t n, const void *w, size_t w_stride, int nr, void *dst);
+
+/*
  * quant_q4k_packed.c (AVX512F/VL/BW/VNNI): the Q4_K kernel over rows
  * repacked in groups of 8 (matrices of a multiple of 8 rows), with its two
  * row forms (one-row GEMV, grouped GEMM: quant.h "Row forms"), or NULL.
