@@ -415,7 +415,7 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
  * de-interleaved lanes, so the results are the same bits.  An odd token
  * count repeats its last token in the unused half and drops its sums.
  */
-#define ZMAXR 4
+#define ZMAXR 8
 #define ZMAXP 2
 
 INL_P void
@@ -436,7 +436,7 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 	const int8_t *aq[2 * ZMAXP];
 	const float *ad[2 * ZMAXP];
 
-	#pragma GCC unroll 4
+	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 	{
 		wd[r] = (const uint16_t *) ((const char *) w + r * ws);
@@ -450,7 +450,7 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 		aq[t] = (const int8_t *) at;
 		ad[t] = llm_act_d(at, n);
 	}
-	#pragma GCC unroll 4
+	#pragma GCC unroll 8
 	for (int r = 0; r < R; r++)
 		#pragma GCC unroll 2
 		for (int p = 0; p < P; p++)
@@ -466,7 +466,7 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 		for (int p = 0; p < P; p++)
 			da[p] = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(lanes, ad[2 * p] + g)), ilv,
 										   _mm512_castps256_ps512(_mm256_maskz_loadu_ps(lanes, ad[2 * p + 1] + g)));
-		#pragma GCC unroll 4
+		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 		{
 			__m512		dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(
@@ -481,7 +481,7 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 			const int64_t ib = g + k;
 			__m512i		xu[ZMAXR];
 
-			#pragma GCC unroll 4
+			#pragma GCC unroll 8
 			for (int r = 0; r < R; r++)
 			{
 				xu[r] = _mm512_permutexvar_epi32(dup, _mm512_castsi256_si512(
@@ -498,7 +498,7 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 				__m512i		bias = _mm512_sub_epi32(_mm512_setzero_si512(),
 													_mm512_dpbusd_epi32(_mm512_setzero_si512(), m128, qy));
 
-				#pragma GCC unroll 4
+				#pragma GCC unroll 8
 				for (int r = 0; r < R; r++)
 					acc[r][p] = _mm512_fmadd_ps(_mm512_castpd_ps(_mm512_set1_pd(sc[r][p][k])),
 												_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(bias, xu[r], qy)),
@@ -510,7 +510,7 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 		/* lanes of token 2p first, then of token 2p + 1 */
 		const __m512i deint = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
 
-		#pragma GCC unroll 4
+		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
 		{
 			__m256		y[2 * ZMAXP];
@@ -592,25 +592,30 @@ tile_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, const void *a, siz
 		const int	tn = nt - t0 < 2 * ZMAXP ? nt - t0 : 2 * ZMAXP;
 		const char *at = (const char *) a + t0 * as;
 
-		for (int r0 = 0; r0 < nr; r0 += ZMAXR)
+		for (int r0 = 0; r0 < nr;)
 		{
-			const int	rn = nr - r0 < ZMAXR ? nr - r0 : ZMAXR;
+			/* 8 rows, else 4 and the rest (fewer instances) */
+			const int	rn = nr - r0 >= ZMAXR ? ZMAXR : nr - r0 > 4 ? 4 : nr - r0;
 			const char *wr = (const char *) w + r0 * ws;
 			float	   *o = out + t0 * os + r0;
 
+			r0 += rn;
 			if (tn == 1)
 			{
-				switch (rn)
-				{
-					case 4: packed_kernel(false, n, wr, ws, at, as, o, os, 4, 1); break;
-					case 3: packed_kernel(false, n, wr, ws, at, as, o, os, 3, 1); break;
-					case 2: packed_kernel(false, n, wr, ws, at, as, o, os, 2, 1); break;
-					default: packed_kernel(false, n, wr, ws, at, as, o, os, 1, 1); break;
-				}
+				for (int r1 = 0; r1 < rn; r1 += 4)
+					switch (rn - r1 < 4 ? rn - r1 : 4)
+					{
+						case 4: packed_kernel(false, n, wr + r1 * ws, ws, at, as, o + r1, os, 4, 1); break;
+						case 3: packed_kernel(false, n, wr + r1 * ws, ws, at, as, o + r1, os, 3, 1); break;
+						case 2: packed_kernel(false, n, wr + r1 * ws, ws, at, as, o + r1, os, 2, 1); break;
+						default: packed_kernel(false, n, wr + r1 * ws, ws, at, as, o + r1, os, 1, 1); break;
+					}
 				continue;
 			}
 			switch (rn * 4 + (tn + 1) / 2)
 			{
+				case 8 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 8, 2); break;
+				case 8 * 4 + 1: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 8, 1); break;
 				case 4 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 4, 2); break;
 				case 4 * 4 + 1: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 4, 1); break;
 				case 3 * 4 + 2: q8_0_zmm_kernel(n, wr, ws, at, as, tn, o, os, 3, 2); break;
@@ -669,6 +674,7 @@ init_packed(void)
 {
 	q4_1_packed = packed_entry(LLM_TYPE_Q4_1, dot_q4_1_packed, tile_q4_1_packed, repack_q4_1, unpack_q4_1);
 	q8_0_packed = packed_entry(LLM_TYPE_Q8_0, dot_q8_0_packed, tile_q8_0_packed, repack_q8_0, unpack_q8_0);
+	q8_0_packed.tile_rows = ZMAXR;	/* the 512-bit tiles' rows; tokens stay 4 (two pairs) */
 }
 
 const llm_qkernel *
