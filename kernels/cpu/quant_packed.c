@@ -507,45 +507,41 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 		}
 	}
 	{
-		/* lanes of token 2p first, then of token 2p + 1 */
-		const __m512i deint = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+		/*
+		 * llm_hsum8 of every token without de-interleaving, 4 vectors at a
+		 * time.  hsum8 adds lanes i and i + 4, then lanes 0, 1 and 2, 3 of
+		 * that, then the two values left: here lanes 2i and 2i + 8 hold
+		 * lanes i and i + 4 of one token, so the same additions are the
+		 * 256-bit halves, then the 128-bit halves of the result, then
+		 * lanes 0, 1 and 2, 3 of each 128 bits, which leaves token 2p's sum
+		 * in lane 0 and token 2p + 1's in lane 1 of each 128 bits.
+		 */
+		const __m512 z = _mm512_setzero_ps();
+		float		u[ZMAXR * ZMAXP][4] __attribute__((aligned(64)));
 
+		#pragma GCC unroll 4
+		for (int q = 0; q < R * P; q += 4)
+		{
+			__m512		v[4],
+						s01,
+						s23,
+						h;
+
+			#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++)
+				v[i] = q + i < R * P ? acc[(q + i) / P][(q + i) % P] : z;
+			s01 = _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0xEE), _mm512_shuffle_f32x4(v[0], v[1], 0x44));
+			s23 = _mm512_add_ps(_mm512_shuffle_f32x4(v[2], v[3], 0xEE), _mm512_shuffle_f32x4(v[2], v[3], 0x44));
+			h = _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0xDD), _mm512_shuffle_f32x4(s01, s23, 0x88));
+			h = _mm512_add_ps(h, _mm512_shuffle_ps(h, h, _MM_SHUFFLE(3, 2, 3, 2)));
+			_mm512_store_ps(u[q], h);
+		}
 		#pragma GCC unroll 8
 		for (int r = 0; r < R; r++)
-		{
-			__m256		y[2 * ZMAXP];
-
-			#pragma GCC unroll 2
-			for (int p = 0; p < P; p++)
-			{
-				__m512		v = _mm512_permutexvar_ps(deint, acc[r][p]);
-
-				y[2 * p] = _mm512_castps512_ps256(v);
-				y[2 * p + 1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-			}
-			if (P == 2 && nt == 4)
-			{
-				/* hsum8 of 4 tokens at once, as in packed_kernel */
-				__m128		b[4],
-							res;
-				float		v[4] __attribute__((aligned(16)));
-
-				#pragma GCC unroll 4
-				for (int t = 0; t < 4; t++)
-					b[t] = _mm_add_ps(_mm256_extractf128_ps(y[t], 1), _mm256_castps256_ps128(y[t]));
-				_MM_TRANSPOSE4_PS(b[0], b[1], b[2], b[3]);
-				res = _mm_add_ps(_mm_add_ps(b[0], b[2]), _mm_add_ps(b[1], b[3]));
-				_mm_store_ps(v, res);
-				#pragma GCC unroll 4
-				for (int t = 0; t < 4; t++)
-					out[t * os + r] = v[t];
-				continue;
-			}
 			#pragma GCC unroll 4
 			for (int t = 0; t < 2 * P; t++)
 				if (t < nt)
-					out[t * os + r] = llm_hsum8(y[t]);
-		}
+					out[t * os + r] = u[r * P + t / 2][t % 2];
 	}
 }
 
