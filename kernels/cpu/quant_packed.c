@@ -567,11 +567,22 @@ q8_0_zmm_kernel(int64_t n, const void *w, size_t ws, const void *a, size_t as, i
 								  as, out + t0 * os + r0, os, 1, 1); \
 	}
 
+/* Any nr x nt: sub-tiles of at most PMAXR x PMAXT (the switch key is unique there). */
 static TGT_P void
-tile_q4_1_packed(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
-				 float *out, size_t os)
+tile_q4_1_packed(int64_t n, const void *w0, size_t ws, int nr0, const void *a0, size_t as, int nt0,
+				 float *out0, size_t os)
 {
-	PACKED_DISPATCH(true);
+	for (int tb = 0; tb < nt0; tb += PMAXT)
+		for (int rb = 0; rb < nr0; rb += PMAXR)
+		{
+			const int	nr = nr0 - rb < PMAXR ? nr0 - rb : PMAXR,
+						nt = nt0 - tb < PMAXT ? nt0 - tb : PMAXT;
+			const void *w = (const char *) w0 + rb * ws,
+					   *a = (const char *) a0 + tb * as;
+			float	   *out = out0 + tb * os + rb;
+
+			PACKED_DISPATCH(true);
+		}
 }
 
 /*

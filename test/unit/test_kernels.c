@@ -479,9 +479,9 @@ test_packed(uint32_t type, int impl)
 	const char *name = llm_type_get(type)->name;
 	const char *iname = impl == LLM_IMPL_AVX2 ? "AVX2" : "AVX512-VNNI";
 	const int64_t lens[] = {64, 576, 1536};
-	const int	rows = 8,
-				toks = 19;
-	int			rg;
+	const int	toks = 19;
+	int			rg,
+				rows;
 
 	if (kp == NULL || kg == NULL)
 	{
@@ -490,6 +490,8 @@ test_packed(uint32_t type, int impl)
 		return;
 	}
 	rg = kp->row_group > 1 ? kp->row_group : 1;
+	/* row-by-row layouts: 13 rows, more than a tile of 8 and its tails */
+	rows = rg > 1 ? 8 : 13;
 	{
 		size_t		rb = llm_type_row_bytes(type, 96);
 		char	   *src = calloc(rows, rb),
@@ -514,8 +516,8 @@ test_packed(uint32_t type, int impl)
 				   *back = malloc(rb),
 				   *a = malloc(ab * toks);
 		float	   *x = malloc(sizeof(float) * n);
-		float		ref[8][19],
-					out[19 * 8];
+		float		ref[13][19],
+					out[19 * 13];
 		bool		round_trip,
 					same = true;
 
@@ -543,13 +545,15 @@ test_packed(uint32_t type, int impl)
 				ref[r][t] = kg->dot(n, w + r * rb, a + t * ab);
 		}
 		/*
-		 * every (nr, nt) up to 8 x 8 in whole row groups, and for groups
+		 * every (nr, nt) up to 13 x 19 for rows one by one (the Q8_0 tiles
+		 * take any shape: 8 or 4 rows x 2 or 4 tokens on 512-bit vectors,
+		 * single tokens on 256-bit ones, and their tails), and for groups
 		 * of rows (quant_packed_avx2.c's tiles run any token count, 4 at a
 		 * time) up to 8 x 19, at every row offset and every third token
 		 * offset that fits
 		 */
-		for (int nr = rg; nr <= (rg > 1 ? rows : 5); nr += rg)
-			for (int nt = 1; nt <= (rg > 1 ? toks : 8); nt++)
+		for (int nr = rg; nr <= rows; nr += rg)
+			for (int nt = 1; nt <= toks; nt++)
 				for (int r0 = 0; r0 + nr <= rows; r0 += (rg > 1 ? rg : 2))
 					for (int t0 = 0; t0 + nt <= toks; t0 += 3)
 					{
