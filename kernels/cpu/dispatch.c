@@ -80,7 +80,8 @@ detect(void)
 	/*
 	 * Both take the AVX2 Q8_0 groups of 4 for batched matmuls: the VNNI
 	 * Q8_0 kernel quantizes activations the same way, so the x4 tiles
-	 * (plain AVX2) serve it too.
+	 * (plain AVX2) serve it too (where AVX512BW is there, the packed rows
+	 * below instead).
 	 */
 	if (features.avx2)
 		features.have_q5_0 =

@@ -12,7 +12,11 @@
  * unpacking costs 3 instructions per 2 blocks.  The arithmetic per (row,
  * token, block) is exactly that of the GGUF tiles (and of llama.cpp's
  * ggml_vec_dot_q4_1_q8_1 / ggml_vec_dot_q8_0_q8_0 on AVX2/AVX512), so the
- * results are bit-identical to them.
+ * results are bit-identical to them.  Q8_0 tiles of two tokens or more
+ * run on 512-bit vectors, two tokens per vector (q8_0_zmm_kernel), the
+ * same per-lane arithmetic with half the instructions; this file also
+ * converts Q5_0 rows into the packed Q8_0 layout for batched matmuls
+ * (llm_convert_q5_0_q8_0_packed, quant.h batch_convert).
  *
  * Depends on quant_avx2.c only (each packed kernel takes the activations
  * of the GGUF-layout VNNI kernel of its type); the instruction-set check is

@@ -26,6 +26,8 @@
  * serve every token; each block is unpacked once per batch instead of once
  * per 4 tokens (quant.h batch_kernel).  The layout is that file's; this
  * file calls none of its functions (dispatch.c joins the two kernels).
+ * On CPUs with AVX512BW/VNNI, dispatch.c replaces that batch path of the
+ * VNNI kernel by quant_packed.c's conversion into its packed Q8_0 rows.
  */
 #include "quant.h"
 #include "quant_x86.h"
