@@ -415,9 +415,10 @@ packed_kernel(const bool q4, int64_t n, const void *w, size_t ws, const void *a,
  * instructions of the 256-bit tile.  Each lane still does exactly what
  * the 256-bit kernel's lane does (start -128 * sum qy, vpdpbusd, convert,
  * fma(d_w * d_a, lanes, acc) in block order; the scale products come from
- * the same multiply), and the final sums are llm_hsum8's additions on the
- * de-interleaved lanes, so the results are the same bits.  An odd token
- * count repeats its last token in the unused half and drops its sums.
+ * the same multiply), and the final sums are llm_hsum8's additions on
+ * each token's lanes (done in place, see the end), so the results are the
+ * same bits.  An odd token count repeats its last token in the unused half
+ * and drops its sums.
  */
 #define ZMAXR 8
 #define ZMAXP 2
@@ -709,6 +710,7 @@ llm_qkernel_packed_vnni_get(uint32_t t)
 	return NULL;
 }
 
+/* never called: dispatch.c installs it only on AVX512BW CPUs */
 void
 llm_convert_q5_0_q8_0_packed(int64_t n, const void *w, size_t ws, int nr, void *dst)
 {
