@@ -303,7 +303,7 @@ wide_sb(const __m512i *W, const __m512i *SC, __m512 dv, const int8_t *const *y, 
  * nt tokens; out[t * os + lane] for the lanes in keep.
  */
 static TGT_W void
-wide16(int64_t n, const uint8_t *g0, const uint8_t *g1, const char *a, size_t as, int nt, float *out, size_t os,
+q6_K_wide16(int64_t n, const uint8_t *g0, const uint8_t *g1, const char *a, size_t as, int nt, float *out, size_t os,
 	   __mmask16 keep)
 {
 	const int64_t nb = n / LLM_QK_K;
@@ -398,7 +398,7 @@ llm_tile_q6_K_x8_wide_avx512(int64_t n, const void *w, size_t ws, int nr, const 
 		const uint8_t *g0 = (const uint8_t *) w + (size_t) r * ws;
 		const bool	two = nr - r >= 2 * QW_GROUP_ROWS;
 
-		wide16(n, g0, two ? g0 + (size_t) QW_GROUP_ROWS * ws : g0, a, as, nt, out + r, os,
+		q6_K_wide16(n, g0, two ? g0 + (size_t) QW_GROUP_ROWS * ws : g0, a, as, nt, out + r, os,
 			   two ? (__mmask16) 0xFFFF : (__mmask16) 0x00FF);
 	}
 }
