@@ -13,7 +13,9 @@
  * the thread's CPU time.  Q4_K and Q6_K also run their row forms (quant.h
  * "Row forms", for a matrix of ROWS rows): "form 1-row" (Q4_K: llama.cpp's
  * GEMV order; Q6_K: the GGUF-layout kernel again) and "form batch" (Q4_K:
- * its GEMM order; Q6_K: its tiled order).
+ * its GEMM order; Q6_K: its tiled order); "packed form batch" is the
+ * repacked kernel's own other form (quant.h form_tile: Q4_K's GEMM order,
+ * Q6_K's tiled order), as the matmul runs it for those tokens.
  */
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/quant.h"
@@ -163,21 +165,29 @@ main(int argc, char **argv)
 			llm_quantize_row_ref(type, row, w + r * rb, n);
 		}
 		for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
-			for (int packed = 0; packed <= 4; packed++)
+			for (int packed = 0; packed <= 5; packed++)
 			{
 				/*
 				 * 0: GGUF layout, 1: repacked at load, 2: the batched matmul's
-				 * conversion, 3 / 4: the row forms' one-row / batch tiles
+				 * conversion, 3 / 4: the row forms' one-row / batch tiles, 5:
+				 * the repacked kernel's own other form (quant.h form_tile)
 				 */
-				const llm_qkernel *k = packed == 1 ? llm_qkernel_packed_get(type, impl) : llm_qkernel_get(type, impl);
+				const llm_qkernel *k = packed == 1 || packed == 5 ? llm_qkernel_packed_get(type, impl) :
+					llm_qkernel_get(type, impl);
 				llm_qkernel form;
 				const char *wk = w;
 				size_t		ab;
 				char	   *a;
 
-				if (k == NULL || (packed == 2 && k->batch_kernel == NULL))
+				if (k == NULL || (packed == 2 && k->batch_kernel == NULL) || (packed == 5 && k->form_tile == NULL))
 					continue;
-				if (packed >= 3)
+				if (packed == 5)
+				{
+					form = *k;
+					form.dot_tile = k->form_tile;
+					k = &form;
+				}
+				if (packed == 3 || packed == 4)
 				{
 					llm_dot_tile_fn tile;
 
@@ -191,7 +201,7 @@ main(int argc, char **argv)
 					}
 					k = &form;
 				}
-				if (packed == 1)
+				if (packed == 1 || packed == 5)
 				{
 					if (!k->repack(w, wp, ROWS, n))
 						continue;
@@ -222,7 +232,7 @@ main(int argc, char **argv)
 						}
 					printf("%-5s %-18s %6d %10.3f %9.1f\n", llm_type_get(type)->name,
 						   packed == 2 ? "batch (converted)" : packed == 3 ? "form 1-row" :
-						   packed == 4 ? "form batch" : k->impl, nt,
+						   packed == 4 ? "form batch" : packed == 5 ? "packed form batch" : k->impl, nt,
 						   sec * 1e9 / ((double) ROWS * nt * (n / 32)), 2.0 * ROWS * n * nt / sec * 1e-9);
 				}
 				free(a);

@@ -23,8 +23,10 @@
  *   quant_more.c   -> quant_more_avx2.c, quant_more_avx512.c (their tables),
  *                     quant_avx2.c, quant.c, dequant_more.c
  *   quant_kforms.c -> quant_q6k_vnni.c, quant_avx2.c, quant.c (the row forms of Q4_K / Q6_K)
- *   quant_packed.c -> quant_q4k_packed.c, quant_avx2.c
+ *   quant_packed.c -> quant_q4k_packed.c, quant_q6k_packed.c, quant_avx2.c
  *   quant_q4k_packed.c, quant_packed_avx2.c -> quant_avx2.c
+ *   quant_q6k_packed.c -> quant_q6k_wide.c (its wide form), quant_q6k_vnni.c
+ *   quant_q6k_wide.c -> quant.c (inline helpers of quant.h only)
  *   quant_avx2.c   -> quant_q6k_vnni.c (the VNNI implementation's Q6_K)
  *   quant_q6k_vnni.c -> quant.c
  *   attn_avx2.c    -> quant.c (inline helpers of quant.h only)

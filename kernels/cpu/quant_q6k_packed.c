@@ -307,11 +307,23 @@ tile_q6_K_x8_vec(int64_t n, const void *w, size_t ws, int nr, const void *a, siz
 	tile_form(FORM_VEC, n, w, ws, nr, a, as, nt, out, os);
 }
 
+/*
+ * The wide form: tiles of Q6KW_MIN_TOKENS tokens or more in quant_q6k_wide.c
+ * (rows in vector lanes, unpacked once per call), fewer here (no unpacking
+ * to amortize).  The same bits either way.
+ */
+#ifndef Q6KW_MIN_TOKENS
+#define Q6KW_MIN_TOKENS 4
+#endif
+
 static TGT_Q void
 tile_q6_K_x8_wide(int64_t n, const void *w, size_t ws, int nr, const void *a, size_t as, int nt,
 				  float *out, size_t os)
 {
-	tile_form(FORM_WIDE, n, w, ws, nr, a, as, nt, out, os);
+	if (nt >= Q6KW_MIN_TOKENS)
+		llm_tile_q6_K_x8_wide_avx512(n, w, ws, nr, a, as, nt, out, os);
+	else
+		tile_form(FORM_WIDE, n, w, ws, nr, a, as, nt, out, os);
 }
 
 static llm_qkernel q6_K_x8;
@@ -329,7 +341,12 @@ init_q6_K_x8(void)
 	q6_K_x8.dot = NULL;			/* a row has no layout of its own */
 	q6_K_x8.dot_tile = tile_q6_K_x8_vec;
 	q6_K_x8.tile_rows = 2 * Q6KP_ROWS;
-	q6_K_x8.tile_tokens = Q6KP_TOKS;
+	/*
+	 * Tiles of up to 32 tokens: the wide form (quant_q6k_wide.c) unpacks a
+	 * call's rows once for all its tokens; the one-row form runs them 8 at
+	 * a time (group_tile.inc), as in tiles of 8.
+	 */
+	q6_K_x8.tile_tokens = LLM_Q6K_WIDE_TOKENS;
 	q6_K_x8.repack = repack_q6_K_x8;
 	q6_K_x8.unpack = unpack_q6_K_x8;
 	q6_K_x8.row_group = Q6KP_ROWS;

@@ -88,6 +88,19 @@ const llm_qkernel *llm_qkernel_q4_K_x8_vnni_get(void);
 const llm_qkernel *llm_qkernel_q6_K_x8_vnni_get(void);
 
 /*
+ * quant_q6k_wide.c (AVX512F/VL/BW/VNNI): the wide form (quant.h "Row
+ * forms") of Q6_K rows in quant_q6k_packed.c's groups of 8, 16 rows in
+ * vector lanes (llm_dot_tile_fn's contract; nr a multiple of 8, w at a
+ * group's first row, any nt), bit-identical to quant_kforms.c's scalar
+ * wide form.  Each call unpacks its rows once for all its tokens, so it
+ * pays from a few tokens on; quant_q6k_packed.c's wide tile hands it tiles
+ * of Q6KW_MIN_TOKENS tokens or more.
+ */
+#define LLM_Q6K_WIDE_TOKENS 32	/* tokens per pass over a call's rows; the packed kernel's tile_tokens */
+void		llm_tile_q6_K_x8_wide_avx512(int64_t n, const void *w, size_t w_stride, int nr, const void *a,
+										 size_t a_stride, int nt, float *out, size_t out_stride);
+
+/*
  * quant_q6k_vnni.c (AVX512F/VL/BW/VNNI, checked there): the Q6_K kernel of
  * the VNNI implementation (GGUF layout, ggml_vec_dot_q6_K_q8_K's order,
  * bit-identical to the AVX2 one), or NULL on a CPU without those; and its
