@@ -131,7 +131,7 @@ llm_stats_note_saved(const LlmRoleUsage *saved)
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	u = usage_entry_locked(&llm_shared->stats, GetUserId(), MyDatabaseId);
 #define ADD_SAVED(type, name, kind, m, u_, p) u->name += saved->name;
-	LLM_COUNTERS_SAVED(ADD_SAVED)
+	LLM_COUNTERS_NODE(ADD_SAVED)
 #undef ADD_SAVED
 	u->last_noted = GetCurrentTimestamp();
 	LWLockRelease(llm_shared->lock);

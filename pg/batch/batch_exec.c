@@ -891,13 +891,15 @@ batch_exec(CustomScanState *node)
 }
 
 /*
- * What the node saved, into the role's llm_usage (once per node) and the
- * statement's llm_progress (the shared calls were noted there one by one).
+ * What the node saved and its cascade's calls, into the role's llm_usage
+ * (once per node) and the statement's llm_progress (the shared calls and
+ * the cascade's calls were noted there one by one).
  */
 static void
 note_saved(BatchScanState *st)
 {
 	LlmRoleUsage saved = {0};
+	bool		any = false;
 
 	if (st->lift_scans != NIL)
 	{
@@ -906,7 +908,11 @@ note_saved(BatchScanState *st)
 		llm_progress_note_saved(&saved);
 	}
 	saved.calls_shared = st->n_shared;
-	if (saved.calls_shared != 0 || saved.lift_rows_below != 0 || saved.lift_rows_reached != 0)
+	llm_cascade_count_calls(st->cascade, &saved);
+#define ANY_COUNTED(type, name, kind, m, u, p) any |= saved.name != 0;
+	LLM_COUNTERS_NODE(ANY_COUNTED)
+#undef ANY_COUNTED
+	if (any)
 		llm_stats_note_saved(&saved);
 }
 
