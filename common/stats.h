@@ -95,6 +95,7 @@ typedef struct LlmLatencyRing
 	X(int64, prefix_query_tokens, COUNT, Y, N, N) /* prompt tokens looked up in the prefix cache */ \
 	X(int64, prefix_hit_tokens, COUNT, Y, N, N) /* of those, served from cached blocks */ \
 	X(int64, completion_tokens, COUNT, Y, Y, Y) \
+	X(int64, continuation_tokens, COUNT, N, Y, N) /* SCORE requests' rows past the prompt (request.h) */ \
 	X(double, busy_ms, COUNT, N, Y, N)	/* compute time attributed to the requests */ \
 	X(int64, batch_rows, COUNT, N, N, Y)	/* rows returned by LLM Batch nodes */ \
 	X(int32, batch_size, LOAD, Y, N, N) /* sequences in the last step */ \

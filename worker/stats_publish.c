@@ -161,7 +161,7 @@ append_usage_locked(void)
 			u->second[b] = sec;
 			u->tokens[b] = 0;
 		}
-		u->tokens[b] += d->prompt_tokens + d->completion_tokens;
+		u->tokens[b] += d->prompt_tokens + d->completion_tokens + d->continuation_tokens;
 	}
 	n_pending_usage = 0;
 }
@@ -196,6 +196,7 @@ llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_us
 		d->prompt_tokens += usage->prompt_tokens;
 		d->cached_tokens += usage->cached_tokens;
 		d->completion_tokens += usage->completion_tokens;
+		d->continuation_tokens += usage->continuation_tokens;
 		d->busy_ms += usage->busy_ms;
 	}
 	else
