@@ -60,6 +60,7 @@ typedef struct CascadeRow
 	LlmResult  *small;			/* the small model's answer, or NULL */
 	LlmResult  *large;			/* the large model's answer, or NULL */
 	uint64		id;				/* request in flight, 0 if none */
+	void	   *value_arg;		/* the call's value_arg (sql_args.h), a copy, or NULL */
 	const char **labels;		/* llm_classify, a sampled row: its labels (UTF-8) */
 	int			n_labels;
 } CascadeRow;
@@ -411,12 +412,15 @@ submit_row(BatchCascade *c, int64 i, bool large)
 	}
 	PG_END_TRY();
 
+	if (has_prompt && call.value_arg != NULL && r->value_arg == NULL)
+		r->value_arg = memcpy(MemoryContextAlloc(c->cxt, Max(call.value_arg_len, 1)),
+							  call.value_arg, call.value_arg_len);
 	if (!has_prompt)
 		r->kind = CROW_NO_CALL;
 	else if (refused != NULL)
 	{
 		MemoryContextSwitchTo(c->cxt);
-		r->large = llm_local_failure(refused->sqlstate, refused->message);
+		r->large = llm_result_copy(refused);
 		r->on_error_null = call.on_error_null;
 		r->kind = CROW_REFUSED;
 	}
@@ -771,7 +775,7 @@ llm_cascade_next(BatchCascade *c, PlanState *child, MinimalTuple *tuple, Datum *
 				Assert(res != NULL);
 				if (res->failed && !r->on_error_null)
 					llm_raise_result(res);
-				*value = c->call.value(res, r->on_error_null, isnull);
+				*value = c->call.value(res, r->value_arg, r->on_error_null, isnull);
 				break;
 		}
 		MemoryContextSwitchTo(old);

@@ -216,6 +216,7 @@ init_row(BatchScanState *st, BatchRow *r)
 	r->errors = MemoryContextAllocZero(st->row_cxt, sizeof(ErrorData *) * n);
 	r->is_null = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
 	r->on_error_null = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
+	r->value_args = MemoryContextAllocZero(st->row_cxt, sizeof(void *) * n);
 	r->values = MemoryContextAllocZero(st->row_cxt, sizeof(Datum) * n);
 	r->nulls = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
 	for (int j = 0; j < st->n_calls; j++)
@@ -256,6 +257,7 @@ release_row(BatchScanState *st, BatchRow *r)
 		r->errors[j] = NULL;
 		r->is_null[j] = false;
 		r->on_error_null[j] = false;
+		r->value_args[j] = NULL;
 		r->nulls[j] = true;
 	}
 	if (r->state == ROW_RUNNING)
@@ -360,12 +362,16 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 	}
 	PG_END_TRY();
 
+	if (has_prompt && call.value_arg != NULL)
+		r->value_args[j] = memcpy(MemoryContextAlloc(r->cxt, Max(call.value_arg_len, 1)),
+								  call.value_arg, call.value_arg_len);
 	if (!has_prompt)
 		r->is_null[j] = true;
 	else if (refused != NULL)
 	{
+		/* answered without a request of its own: a refused prompt, or the build's own */
 		MemoryContextSwitchTo(r->cxt);
-		r->results[j] = llm_local_failure(refused->sqlstate, refused->message);
+		r->results[j] = llm_result_copy(refused);
 	}
 	else
 	{
@@ -500,6 +506,20 @@ note_result(BatchScanState *st, LlmResult *res)
 	}
 }
 
+/* Call j's value from its result (or NULL for a NULL prompt), in the row's memory. */
+static void
+take_value(BatchScanState *st, BatchRow *r, int j)
+{
+	MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+	r->nulls[j] = true;
+	r->values[j] = (Datum) 0;
+	if (!r->is_null[j])
+		r->values[j] = llm_arg_map_function(st->maps[j])->batch_value(r->results[j], r->value_args[j],
+																	   r->on_error_null[j], &r->nulls[j]);
+	MemoryContextSwitchTo(old);
+}
+
 /* A call's failure that row-at-a-time evaluation would raise. */
 static bool
 call_raises(BatchRow *r, int j)
@@ -542,17 +562,7 @@ advance(BatchScanState *st, BatchRow *r)
 			}
 		for (int j = 0; j < st->n_calls; j++)
 			if (st->stage[j] == r->stage)
-			{
-				MemoryContext old = MemoryContextSwitchTo(r->cxt);
-
-				r->nulls[j] = true;
-				r->values[j] = (Datum) 0;
-				if (!r->is_null[j])
-					r->values[j] = llm_arg_map_function(st->maps[j])->batch_value(r->results[j],
-																				   r->on_error_null[j],
-																				   &r->nulls[j]);
-				MemoryContextSwitchTo(old);
-			}
+				take_value(st, r, j);
 		ResetExprContext(st->eval_cxt);
 		fill_eval_slot(st, r);
 		pass = ExecQual(st->quals[r->stage], st->eval_cxt);
@@ -766,17 +776,9 @@ batch_exec(CustomScanState *node)
 	{
 		if (st->stage[j] == st->n_quals)
 		{
-			MemoryContext old = MemoryContextSwitchTo(r->cxt);
-
 			if (r->errors[j] != NULL)
 				ReThrowError(r->errors[j]);
-			r->nulls[j] = true;
-			r->values[j] = (Datum) 0;
-			if (!r->is_null[j])
-				r->values[j] = llm_arg_map_function(st->maps[j])->batch_value(r->results[j],
-																			   r->on_error_null[j],
-																			   &r->nulls[j]);
-			MemoryContextSwitchTo(old);
+			take_value(st, r, j);
 		}
 		scan->tts_values[j] = r->values[j];
 		scan->tts_isnull[j] = r->nulls[j];

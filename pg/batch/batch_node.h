@@ -42,6 +42,7 @@ typedef struct BatchRow
 	ErrorData **errors;			/* per call: argument error, raised at emission */
 	bool	   *is_null;		/* per call: NULL prompt, the value is NULL */
 	bool	   *on_error_null;
+	void	  **value_args;		/* per call: its value_arg (sql_args.h), a copy, or NULL */
 	Datum	   *values;			/* per call of a qual stage: its value ... */
 	bool	   *nulls;			/* ... and whether NULL */
 } BatchRow;
