@@ -210,16 +210,36 @@ prompt_bound(const llm_request *req)
 	return n;
 }
 
-/* What a SCORE request's continuations can cost (not in its reported usage); 0 for GENERATE. */
+/*
+ * What a SCORE request's continuations can cost (not in its reported
+ * usage); 0 for GENERATE.  With continuation answers (llm_join) each end is
+ * a chat of its own after the common prefix: its bytes and the template's
+ * per-message tokens, then every answer again (one sequence per pair).
+ */
 static int64
 continuation_bound(const llm_request *req)
 {
 	int64		n = 0;
+	int			ends;
+	int64		answers = 0;
+	int64		overhead;
 
 	if (req->mode != LLM_MODE_SCORE)
 		return 0;
-	for (int k = 0; k < req->n_continuations; k++)
-		n += text_bound(req->continuation_lens[k]);
+	if (req->continuation_answers <= 0)
+	{
+		for (int k = 0; k < req->n_continuations; k++)
+			n += text_bound(req->continuation_lens[k]);
+		return n;
+	}
+	ends = req->n_continuations - req->continuation_answers;
+	for (int a = ends; a < req->n_continuations; a++)
+		answers += text_bound(req->continuation_lens[a]);
+	overhead = llm_registry_prompt_overhead(req->model);
+	if (overhead < 0)
+		overhead = QUOTA_UNKNOWN_OVERHEAD;
+	for (int k = 0; k < ends; k++)
+		n += text_bound(req->continuation_lens[k]) + overhead + answers;
 	return n;
 }
 

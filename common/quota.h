@@ -17,7 +17,11 @@
  * What a request is charged when it ends: prompt tokens (cached ones
  * included) and completion tokens as the worker reports them, plus for a
  * SCORE request the upper bound of its continuations' tokens (their bytes
- * and two tokens each: the worker computes but does not report them).  A
+ * and two tokens each; with continuation answers, an llm_join request,
+ * each candidate's bytes, two tokens and the template's per-message tokens,
+ * plus every answer's bound once per candidate: the worker counts them in
+ * llm_usage.continuation_tokens, but the answer that settles the ticket
+ * does not carry them).  A
  * request that failed, was aborted or was cancelled while running is
  * charged its whole reservation (what it used is not known); one cancelled
  * before it ran is charged nothing.

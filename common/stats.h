@@ -95,6 +95,7 @@ typedef struct LlmLatencyRing
 	X(int64, prefix_query_tokens, COUNT, Y, N, N) /* prompt tokens looked up in the prefix cache */ \
 	X(int64, prefix_hit_tokens, COUNT, Y, N, N) /* of those, served from cached blocks */ \
 	X(int64, completion_tokens, COUNT, Y, Y, Y) \
+	X(int64, continuation_tokens, COUNT, N, Y, N) /* SCORE requests' rows past the prompt (request.h) */ \
 	X(double, busy_ms, COUNT, N, Y, N)	/* compute time attributed to the requests */ \
 	X(int64, batch_rows, COUNT, N, N, Y)	/* rows returned by LLM Batch nodes */ \
 	X(int32, batch_size, LOAD, Y, N, N) /* sequences in the last step */ \
@@ -105,9 +106,7 @@ typedef struct LlmLatencyRing
 	X(int64, steps, COUNT, Y, N, N) \
 	X(int64, preemptions, COUNT, Y, N, N) \
 	LLM_COUNTERS_SAVED(X) \
-	X(int64, cascade_small_calls, COUNT, N, N, Y) /* a cascade's small-model calls (batch_cascade.h) */ \
-	X(int64, cascade_sample_calls, COUNT, N, N, Y) /* ... its sampled rows' large-model calls */ \
-	X(int64, cascade_large_calls, COUNT, N, N, Y)	/* ... its other large-model calls */
+	LLM_COUNTERS_CASCADE(X)
 
 /*
  * Calls saved, counted by the backends' LLM Batch nodes (never by the
@@ -130,6 +129,27 @@ typedef struct LlmLatencyRing
 	X(int64, calls_shared, COUNT, N, Y, Y) \
 	X(int64, lift_rows_below, COUNT, N, Y, Y) \
 	X(int64, lift_rows_reached, COUNT, N, Y, Y)
+
+/*
+ * A model cascade's calls (batch_cascade.h), counted by the backend's LLM
+ * Batch node as it sends them, in llm_usage (the node's totals when it
+ * ends) and llm_progress (each call as it is sent).  They are requests the
+ * worker also counts in requests / prompt_tokens / ...; these say which
+ * part of the cascade made them:
+ *   cascade_small_calls   the small model's calls (one per row with a request);
+ *   cascade_sample_calls  the large model's calls of the sampled rows;
+ *   cascade_large_calls   the large model's other calls (rows under the
+ *                         threshold, failed small calls, too few rows).
+ */
+#define LLM_COUNTERS_CASCADE(X) \
+	X(int64, cascade_small_calls, COUNT, N, Y, Y) \
+	X(int64, cascade_sample_calls, COUNT, N, Y, Y) \
+	X(int64, cascade_large_calls, COUNT, N, Y, Y)
+
+/* The counters an LLM Batch node counts itself and notes when it ends (llm_stats_note_saved). */
+#define LLM_COUNTERS_NODE(X) \
+	LLM_COUNTERS_SAVED(X) \
+	LLM_COUNTERS_CASCADE(X)
 
 /* Building blocks of the expansions: Y keeps its argument, N drops it. */
 #define LLM_IF_Y(...) __VA_ARGS__
@@ -342,10 +362,11 @@ extern void llm_stats_worker_gone_locked(void);
 
 /*
  * An LLM Batch node of the current role in this database ended having
- * saved what saved holds (its LLM_COUNTERS_SAVED fields; the others are
- * ignored): added to the role's llm_usage entry at once, under the lock
- * LW_EXCLUSIVE (once per node, never per row).  The one exception to the
- * worker being the only writer: these fields are written by no worker.
+ * counted what saved holds (its LLM_COUNTERS_NODE fields: the calls it
+ * saved and its cascade's calls; the others are ignored): added to the
+ * role's llm_usage entry at once, under the lock LW_EXCLUSIVE (once per
+ * node, never per row).  The one exception to the worker being the only
+ * writer: these fields are written by no worker.
  */
 extern void llm_stats_note_saved(const LlmRoleUsage *saved);
 

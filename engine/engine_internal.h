@@ -83,7 +83,7 @@ typedef struct score_part
  *     points at (spec.h);
  *   step.c, speculation and accounting: draft (seqs[0].draft
  *     points at it while a step carries drafts), n_draft_tokens,
- *     n_accepted_tokens, busy_ms.
+ *     n_accepted_tokens, busy_ms, n_continuation_rows.
  * The scheduler owns the llm_seq fields it documents (blocks, n_computed,
  * state, ...).
  */
@@ -148,6 +148,7 @@ typedef struct live_request
 	int32_t		n_draft_tokens; /* proposed and computed, over the request's life */
 	int32_t		n_accepted_tokens;
 	double		busy_ms;		/* usage.busy_ms */
+	int64_t		n_continuation_rows;	/* usage.continuation_tokens (step.c) */
 	/*
 	 * SCORE (engine.c): the continuations, score[0..n_continuations) and
 	 * seqs[0..n_continuations); with prompt_seq (seqs[n_continuations], NULL

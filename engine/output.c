@@ -50,6 +50,7 @@ fill_usage(const live_request *r, llm_usage *u, double t_now)
 	u->busy_ms = r->busy_ms;
 	u->draft_tokens = r->n_draft_tokens;
 	u->accepted_tokens = r->n_accepted_tokens;
+	u->continuation_tokens = (int32_t) (r->n_continuation_rows < INT32_MAX ? r->n_continuation_rows : INT32_MAX);
 }
 
 static void

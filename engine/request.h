@@ -106,6 +106,13 @@ typedef struct llm_usage
 	double		busy_ms;
 	int32_t		draft_tokens;	/* speculative tokens proposed (engine.h, speculation) */
 	int32_t		accepted_tokens;	/* of those, accepted */
+	/*
+	 * SCORE: the token rows computed past the prompt's ids, over all the
+	 * request's sequences: each continuation's tokens (for continuation
+	 * answers, each end's rest once and each pair's answer); rows computed
+	 * again after a preemption count again.  0 for GENERATE and EMBED.
+	 */
+	int32_t		continuation_tokens;
 } llm_usage;
 
 /* Sampling and stopping options of a GENERATE request. */

@@ -832,7 +832,16 @@ run_step(llm_engine *e, llm_event_cb cb, void *cb_arg)
 	if (p->n_first_tokens == 0)
 		note_batch_step(e, p->n_tokens, dt);
 	for (int32_t i = 0; i < p->n_entries; i++)
-		((live_request *) p->entries[i].seq->owner)->busy_ms += dt * p->entries[i].n / p->n_tokens;
+	{
+		live_request *o = (live_request *) p->entries[i].seq->owner;
+		int32_t		end = p->entries[i].start + p->entries[i].n;
+		int32_t		from = p->entries[i].start > o->n_prompt ? p->entries[i].start : o->n_prompt;
+
+		o->busy_ms += dt * p->entries[i].n / p->n_tokens;
+		/* a scoring sequence's rows past the prompt's ids are its continuation's */
+		if (o->mode == LLM_MODE_SCORE && end > from)
+			o->n_continuation_rows += end - from;
+	}
 
 	e->stats.n_steps++;
 	if (p->n_first_tokens > 0)

@@ -483,10 +483,14 @@ pg_llm_usage(PG_FUNCTION_ARGS)
 	for (int i = 0; i < LLM_USAGE_ENTRIES; i++)
 	{
 		LlmRoleUsage *u = &copy[i];
+		bool		node_counted = false;
 
+		/* the counters LLM Batch nodes noted, of roles that may have sent no request */
+#define NODE_COUNTED(type, name, kind, m, u_, p) node_counted |= u->name != 0;
+		LLM_COUNTERS_NODE(NODE_COUNTED)
+#undef NODE_COUNTED
 		if (u->role == InvalidOid ||
-			(u->requests == 0 && window_tokens(u, now_sec) == 0 &&
-			 u->calls_shared == 0 && u->lift_rows_below == 0 && u->lift_rows_reached == 0))
+			(u->requests == 0 && window_tokens(u, now_sec) == 0 && !node_counted))
 			continue;
 		fill_next(&f);
 		fill_put(&f, "role_oid", OIDOID, ObjectIdGetDatum(u->role), false);

@@ -131,7 +131,7 @@ llm_stats_note_saved(const LlmRoleUsage *saved)
 	LWLockAcquire(llm_shared->lock, LW_EXCLUSIVE);
 	u = usage_entry_locked(&llm_shared->stats, GetUserId(), MyDatabaseId);
 #define ADD_SAVED(type, name, kind, m, u_, p) u->name += saved->name;
-	LLM_COUNTERS_SAVED(ADD_SAVED)
+	LLM_COUNTERS_NODE(ADD_SAVED)
 #undef ADD_SAVED
 	u->last_noted = GetCurrentTimestamp();
 	LWLockRelease(llm_shared->lock);
@@ -161,7 +161,7 @@ append_usage_locked(void)
 			u->second[b] = sec;
 			u->tokens[b] = 0;
 		}
-		u->tokens[b] += d->prompt_tokens + d->completion_tokens;
+		u->tokens[b] += d->prompt_tokens + d->completion_tokens + d->continuation_tokens;
 	}
 	n_pending_usage = 0;
 }
@@ -196,6 +196,7 @@ llm_stats_note_usage(Oid role, Oid database, llm_priority priority, const llm_us
 		d->prompt_tokens += usage->prompt_tokens;
 		d->cached_tokens += usage->cached_tokens;
 		d->completion_tokens += usage->completion_tokens;
+		d->continuation_tokens += usage->continuation_tokens;
 		d->busy_ms += usage->busy_ms;
 	}
 	else

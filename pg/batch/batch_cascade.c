@@ -23,6 +23,8 @@
 #include "channel/client.h"
 #include "common/model_list.h"
 #include "common/progress.h"
+#include "common/stats.h"
+#include "common/utf8_text.h"
 #include "pg/sql/ai_prompts.h"
 #include "pg/sql/sql_result.h"
 
@@ -58,6 +60,9 @@ typedef struct CascadeRow
 	LlmResult  *small;			/* the small model's answer, or NULL */
 	LlmResult  *large;			/* the large model's answer, or NULL */
 	uint64		id;				/* request in flight, 0 if none */
+	void	   *value_arg;		/* the call's value_arg (sql_args.h), a copy, or NULL */
+	const char **labels;		/* llm_classify, a sampled row: its labels (UTF-8) */
+	int			n_labels;
 } CascadeRow;
 
 struct BatchCascade
@@ -86,13 +91,20 @@ struct BatchCascade
 	int64		n_called;		/* rows with a request */
 	int64		n_sample;
 	int64		n_small_calls;
-	int64		n_large_calls;
+	int64		n_large_calls;	/* the sample's included */
+	int64		n_sample_calls;
 	int64		n_kept_small;	/* rows answered by the small model */
 	int64		n_requests;
 	int64		n_used;
 	int64		n_aborted;
 	int64		n_failed;
 	int64		n_filtered;
+	/* llm_classify: each label's recall estimated on the sample (EXPLAIN ANALYZE) */
+	const char *recall_off;		/* not estimated: why; NULL when estimated */
+	int			n_labels;
+	char	  **label_names;	/* in the server encoding */
+	double	   *recall;			/* per label; -1: no sampled row has it */
+	int64	   *recall_rows;	/* per label: sampled rows the large model gives it */
 };
 
 void
@@ -400,12 +412,15 @@ submit_row(BatchCascade *c, int64 i, bool large)
 	}
 	PG_END_TRY();
 
+	if (has_prompt && call.value_arg != NULL && r->value_arg == NULL)
+		r->value_arg = memcpy(MemoryContextAlloc(c->cxt, Max(call.value_arg_len, 1)),
+							  call.value_arg, call.value_arg_len);
 	if (!has_prompt)
 		r->kind = CROW_NO_CALL;
 	else if (refused != NULL)
 	{
 		MemoryContextSwitchTo(c->cxt);
-		r->large = llm_local_failure(refused->sqlstate, refused->message);
+		r->large = llm_result_copy(refused);
 		r->on_error_null = call.on_error_null;
 		r->kind = CROW_REFUSED;
 	}
@@ -424,6 +439,18 @@ submit_row(BatchCascade *c, int64 i, bool large)
 			c->n_large_calls++;
 		else
 			c->n_small_calls++;
+		if (large && r->sampled)
+		{
+			c->n_sample_calls++;
+			if (c->classify)
+			{
+				/* the sample's labels, for the per-label recall */
+				r->n_labels = call.n_labels;
+				r->labels = MemoryContextAlloc(c->cxt, sizeof(char *) * Max(call.n_labels, 1));
+				for (int l = 0; l < call.n_labels; l++)
+					r->labels[l] = MemoryContextStrdup(c->cxt, call.labels[l]);
+			}
+		}
 		c->flight[c->n_flight++] = i;
 	}
 	MemoryContextSwitchTo(old);
@@ -551,6 +578,50 @@ read_all(BatchCascade *c, PlanState *child)
 }
 
 /*
+ * llm_classify: each label's recall under the decision, estimated on the
+ * sample (llm_cascade_class_recall).  large_label[s]: the large model's
+ * label of sample row s, -1 where its call failed (left out).  Labels are
+ * indexes into a row's own list, so the estimate needs every sampled row to
+ * have the same list.
+ */
+static void
+estimate_class_recall(BatchCascade *c, const int64 *called, const int64 *sample, int64 k,
+					  const double *conf, const int *small_label, const int *large_label)
+{
+	const CascadeRow *first = NULL;
+
+	for (int64 s = 0; s < k; s++)
+	{
+		const CascadeRow *r = &c->rows[called[sample[s]]];
+
+		if (r->labels == NULL)
+			continue;
+		if (first == NULL)
+			first = r;
+		else if (r->n_labels != first->n_labels)
+			c->recall_off = "the labels vary by row";
+		else
+			for (int l = 0; l < r->n_labels; l++)
+				if (strcmp(r->labels[l], first->labels[l]) != 0)
+					c->recall_off = "the labels vary by row";
+	}
+	if (first == NULL)
+		c->recall_off = "no sampled row has a label";
+	if (c->recall_off != NULL)
+		return;
+	c->n_labels = first->n_labels;
+	c->label_names = palloc(sizeof(char *) * c->n_labels);
+	c->recall = palloc(sizeof(double) * c->n_labels);
+	c->recall_rows = palloc0(sizeof(int64) * c->n_labels);
+	for (int l = 0; l < c->n_labels; l++)
+		c->label_names[l] = llm_utf8_to_cstring(first->labels[l], strlen(first->labels[l]));
+	for (int64 s = 0; s < k; s++)
+		if (large_label[s] >= 0 && large_label[s] < c->n_labels)
+			c->recall_rows[large_label[s]]++;
+	llm_cascade_class_recall(conf, small_label, sample, large_label, k, &c->d, c->n_labels, c->recall);
+}
+
+/*
  * Every row read, scored and routed (docs/CASCADES.md, "What a cascade
  * answers").  The child runs in the caller's memory context, never in the
  * rows' (a scan allocates its descriptor at its first row and frees it at
@@ -620,6 +691,7 @@ route_all(BatchCascade *c, PlanState *child)
 		int		   *small_label = palloc(sizeof(int) * m);
 		bool	   *large_yes = palloc(sizeof(bool) * k);
 		int		   *large_label = palloc(sizeof(int) * k);
+		int		   *recall_label = palloc(sizeof(int) * k);
 
 		for (int64 i = 0; i < m; i++)
 		{
@@ -641,11 +713,15 @@ route_all(BatchCascade *c, PlanState *child)
 
 			/* a failed large answer counts as no / the first label: the row keeps the failure */
 			large_yes[s] = p_yes(l) > 0.5;
-			large_label[s] = Max(best_label(l, &unused), 0);
+			recall_label[s] = best_label(l, &unused);
+			large_label[s] = Max(recall_label[s], 0);
 		}
 		if (c->classify)
+		{
 			llm_cascade_classify_threshold(score, small_label, m, sample, large_label, k,
 										   &c->params, scratch, &c->d);
+			estimate_class_recall(c, called, sample, k, score, small_label, recall_label);
+		}
 		else
 			llm_cascade_filter_threshold(score, m, sample, large_yes, k, &c->params, scratch, &c->d);
 
@@ -699,7 +775,7 @@ llm_cascade_next(BatchCascade *c, PlanState *child, MinimalTuple *tuple, Datum *
 				Assert(res != NULL);
 				if (res->failed && !r->on_error_null)
 					llm_raise_result(res);
-				*value = c->call.value(res, r->on_error_null, isnull);
+				*value = c->call.value(res, r->value_arg, r->on_error_null, isnull);
 				break;
 		}
 		MemoryContextSwitchTo(old);
@@ -738,6 +814,16 @@ llm_cascade_reset(BatchCascade *c)
 }
 
 void
+llm_cascade_count_calls(const BatchCascade *c, LlmRoleUsage *u)
+{
+	if (c == NULL || !c->active)
+		return;
+	u->cascade_small_calls += c->n_small_calls;
+	u->cascade_sample_calls += c->n_sample_calls;
+	u->cascade_large_calls += c->n_large_calls - c->n_sample_calls;
+}
+
+void
 llm_cascade_explain(BatchCascade *c, ExplainState *es)
 {
 	StringInfoData buf;
@@ -773,6 +859,26 @@ llm_cascade_explain(BatchCascade *c, ExplainState *es)
 		appendStringInfo(&buf, "%.4f (%d of %d candidates)", c->d.threshold, c->d.level,
 						 c->params.n_candidates);
 	ExplainPropertyText("Cascade Threshold", buf.data, es);
+	if (c->classify && !c->too_few)
+	{
+		/* an estimate, said so in the value: the guarantee is on accuracy only */
+		resetStringInfo(&buf);
+		if (c->recall_off != NULL)
+			appendStringInfo(&buf, "not estimated (%s)", c->recall_off);
+		else
+		{
+			appendStringInfoString(&buf, "estimated on the sample:");
+			for (int l = 0; l < c->n_labels; l++)
+			{
+				appendStringInfo(&buf, "%s %s ", l > 0 ? "," : "", c->label_names[l]);
+				if (c->recall[l] < 0)
+					appendStringInfoString(&buf, "none sampled");
+				else
+					appendStringInfo(&buf, "%.3f of " INT64_FORMAT, c->recall[l], c->recall_rows[l]);
+			}
+		}
+		ExplainPropertyText("Cascade Class Recall", buf.data, es);
+	}
 	ExplainPropertyInteger("Cascade Small Calls", NULL, c->n_small_calls, es);
 	ExplainPropertyInteger("Cascade Large Calls", NULL, c->n_large_calls, es);
 	ExplainPropertyInteger("LLM Requests", NULL, c->n_requests, es);

@@ -91,7 +91,20 @@ extern bool llm_cascade_next(BatchCascade *c, PlanState *child, MinimalTuple *tu
 /* Abort what is in flight and forget the rows (end, rescan). */
 extern void llm_cascade_reset(BatchCascade *c);
 
-/* EXPLAIN's Cascade lines (and the requests' counts under ANALYZE). */
+/*
+ * The cascade's calls so far (every run of the node) added to u's
+ * LLM_COUNTERS_CASCADE fields (stats.h), for llm_usage when the node ends.
+ */
+struct LlmRoleUsage;
+extern void llm_cascade_count_calls(const BatchCascade *c, struct LlmRoleUsage *u);
+
+/*
+ * EXPLAIN's Cascade lines (and the requests' counts under ANALYZE; for
+ * llm_classify each label's recall estimated on the sample: the share of
+ * the sampled rows the large model gives the label that the threshold's
+ * rule would give it too, the small model's label where it keeps it; an
+ * estimate, not a guarantee: the threshold was learnt on the same rows).
+ */
 extern void llm_cascade_explain(BatchCascade *c, ExplainState *es);
 
 #endif

@@ -8,29 +8,28 @@
  * original order as their results arrive.  A row with quals passes through
  * stages: the calls of each moved conjunct, then that conjunct, ..., then the
  * target-list calls.  Design, read-ahead rule and fallbacks:
- * docs/BATCH_SCAN.md.
+ * docs/BATCH_SCAN.md.  The node's state: batch_node.h; its EXPLAIN lines
+ * and counts: batch_report.c.
  */
 #include "postgres.h"
 
 #include "access/xlog.h"
 #include "catalog/objectaccess.h"
-#include "commands/explain.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/extensible.h"
-#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/ruleutils.h"
 #include "utils/tuplestore.h"
 
 #include "batch_cascade.h"
 #include "batch_dedup.h"
 #include "batch_lift.h"
+#include "batch_node.h"
 #include "batch_scan.h"
 #include "channel/client.h"
 #include "common/progress.h"
@@ -44,96 +43,10 @@
 int			llm_batch_window = 64;
 bool		llm_dedup_calls = true;
 
-/* ------------------------------------------------------------------------
- * Execution
- * ------------------------------------------------------------------------
- */
-
-typedef enum RowState
-{
-	ROW_FREE,					/* slot unused */
-	ROW_RUNNING,				/* calls of its current stage in flight */
-	ROW_READY,					/* every stage done: can be emitted */
-	ROW_FILTERED,				/* a moved qual rejected it */
-	ROW_FAILED					/* a qual stage's call failed: raised at emission */
-} RowState;
-
-/* One row read ahead, from read until the call after its emission. */
-typedef struct BatchRow
-{
-	MemoryContext cxt;			/* everything of this row; reset on reuse */
-	MinimalTuple tuple;			/* copy of the child row */
-	RowState	state;
-	int			stage;			/* current stage */
-	bool		started;		/* the engine started the current stage's calls */
-	uint64	   *ids;			/* per call: request id, 0 if none in flight */
-	BatchDedupCall **shared;	/* per call: the shared call it waits on, or NULL */
-	LlmResult **results;		/* per call: taken (or local) result */
-	ErrorData **errors;			/* per call: argument error, raised at emission */
-	bool	   *is_null;		/* per call: NULL prompt, the value is NULL */
-	bool	   *on_error_null;
-	Datum	   *values;			/* per call of a qual stage: its value ... */
-	bool	   *nulls;			/* ... and whether NULL */
-} BatchRow;
-
-typedef struct BatchScanState
-{
-	CustomScanState css;
-	int			n_calls;
-	int			n_child;
-	int			n_quals;		/* stages 0..n_quals-1: the moved conjuncts */
-	int		   *stage;			/* per call: its stage (n_quals: the target list) */
-	int		   *nargs;			/* per call: its argument count */
-	ExprState ***args;			/* per call: its arguments, over the scan tuple */
-	int16	  **arg_typlen;		/* per call and argument: typlen (detoast) */
-	ExprState **quals;			/* per qual stage */
-	const LlmArgMap **maps;		/* per call: its arguments by name (sql_args.h) */
-	LlmCallBuildFn *build;		/* per call: request builder */
-	int			max_window;		/* llm.batch_window at executor start (1 in EPQ) */
-	int			window;			/* rows with calls in flight at most; grows to max_window */
-	int			capacity;		/* rows read and not emitted at most */
-	BatchRow   *ring;			/* capacity + 1 rows */
-	MemoryContext row_cxt;		/* where ring slots are set up */
-	int			ring_size;
-	int			head;			/* oldest row not yet emitted */
-	int			count;			/* rows read and not yet emitted */
-	int			emitted;		/* ring index of the last emitted row, -1 */
-	int			n_running;		/* rows in ROW_RUNNING */
-	int			in_flight;		/* requests in flight */
-	bool		child_exhausted;	/* the child returned its last row */
-	bool		child_done;		/* ... and the drained rows are read too */
-	bool		drain_child;	/* hot standby: read the child to the end before waiting */
-	Tuplestorestate *drained;	/* the child's remaining rows, if drained */
-	TupleTableSlot *drained_row;
-	TupleTableSlot *child_row;	/* deforms a stored child row */
-	TupleTableSlot *eval_slot;	/* scan tuple for arguments and quals of rows read ahead */
-	ExprContext *eval_cxt;
-	MemoryContext tmp_cxt;		/* per-request temporaries */
-	BatchDedup *dedup;			/* identical deterministic calls, or NULL (llm.dedup_calls off) */
-	BatchCascade *cascade;		/* the call's model cascade (batch_cascade.h), or NULL */
-	/* EXPLAIN ANALYZE */
-	int64		n_requests;
-	int64		n_used;
-	int64		n_aborted;
-	int64		n_failed;
-	int64		n_filtered;
-	int64		n_shared;		/* calls answered by another row's request */
-	int64		n_child_rows;	/* rows read from the child */
-	List	   *lift_scans;		/* PlanState * of the scans its filters were lifted from */
-	int			max_in_flight;
-	int64		prompt_tokens;
-	int64		cached_tokens;
-	int64		completion_tokens;
-	double		ttft_sum_ms;
-	int64		ttft_count;
-} BatchScanState;
-
 static void batch_begin(CustomScanState *node, EState *estate, int eflags);
 static TupleTableSlot *batch_exec(CustomScanState *node);
 static void batch_end(CustomScanState *node);
 static void batch_rescan(CustomScanState *node);
-static void batch_explain(CustomScanState *node, List *ancestors, ExplainState *es);
-
 
 static const CustomExecMethods batch_exec_methods = {
 	.CustomName = "LLM Batch",
@@ -141,7 +54,7 @@ static const CustomExecMethods batch_exec_methods = {
 	.ExecCustomScan = batch_exec,
 	.EndCustomScan = batch_end,
 	.ReScanCustomScan = batch_rescan,
-	.ExplainCustomScan = batch_explain,
+	.ExplainCustomScan = llm_batch_explain,
 };
 
 Node *
@@ -303,6 +216,7 @@ init_row(BatchScanState *st, BatchRow *r)
 	r->errors = MemoryContextAllocZero(st->row_cxt, sizeof(ErrorData *) * n);
 	r->is_null = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
 	r->on_error_null = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
+	r->value_args = MemoryContextAllocZero(st->row_cxt, sizeof(void *) * n);
 	r->values = MemoryContextAllocZero(st->row_cxt, sizeof(Datum) * n);
 	r->nulls = MemoryContextAllocZero(st->row_cxt, sizeof(bool) * n);
 	for (int j = 0; j < st->n_calls; j++)
@@ -343,6 +257,7 @@ release_row(BatchScanState *st, BatchRow *r)
 		r->errors[j] = NULL;
 		r->is_null[j] = false;
 		r->on_error_null[j] = false;
+		r->value_args[j] = NULL;
 		r->nulls[j] = true;
 	}
 	if (r->state == ROW_RUNNING)
@@ -352,9 +267,8 @@ release_row(BatchScanState *st, BatchRow *r)
 	MemoryContextReset(r->cxt);
 }
 
-/* Abort everything read ahead; the node starts over (rescan) or ends. */
-static void
-release_all(BatchScanState *st)
+void
+llm_batch_release_all(BatchScanState *st)
 {
 	if (st->emitted >= 0)
 		release_row(st, &st->ring[st->emitted]);
@@ -448,12 +362,16 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 	}
 	PG_END_TRY();
 
+	if (has_prompt && call.value_arg != NULL)
+		r->value_args[j] = memcpy(MemoryContextAlloc(r->cxt, Max(call.value_arg_len, 1)),
+								  call.value_arg, call.value_arg_len);
 	if (!has_prompt)
 		r->is_null[j] = true;
 	else if (refused != NULL)
 	{
+		/* answered without a request of its own: a refused prompt, or the build's own */
 		MemoryContextSwitchTo(r->cxt);
-		r->results[j] = llm_local_failure(refused->sqlstate, refused->message);
+		r->results[j] = llm_result_copy(refused);
 	}
 	else
 	{
@@ -588,6 +506,20 @@ note_result(BatchScanState *st, LlmResult *res)
 	}
 }
 
+/* Call j's value from its result (or NULL for a NULL prompt), in the row's memory. */
+static void
+take_value(BatchScanState *st, BatchRow *r, int j)
+{
+	MemoryContext old = MemoryContextSwitchTo(r->cxt);
+
+	r->nulls[j] = true;
+	r->values[j] = (Datum) 0;
+	if (!r->is_null[j])
+		r->values[j] = llm_arg_map_function(st->maps[j])->batch_value(r->results[j], r->value_args[j],
+																	   r->on_error_null[j], &r->nulls[j]);
+	MemoryContextSwitchTo(old);
+}
+
 /* A call's failure that row-at-a-time evaluation would raise. */
 static bool
 call_raises(BatchRow *r, int j)
@@ -630,17 +562,7 @@ advance(BatchScanState *st, BatchRow *r)
 			}
 		for (int j = 0; j < st->n_calls; j++)
 			if (st->stage[j] == r->stage)
-			{
-				MemoryContext old = MemoryContextSwitchTo(r->cxt);
-
-				r->nulls[j] = true;
-				r->values[j] = (Datum) 0;
-				if (!r->is_null[j])
-					r->values[j] = llm_arg_map_function(st->maps[j])->batch_value(r->results[j],
-																				   r->on_error_null[j],
-																				   &r->nulls[j]);
-				MemoryContextSwitchTo(old);
-			}
+				take_value(st, r, j);
 		ResetExprContext(st->eval_cxt);
 		fill_eval_slot(st, r);
 		pass = ExecQual(st->quals[r->stage], st->eval_cxt);
@@ -854,17 +776,9 @@ batch_exec(CustomScanState *node)
 	{
 		if (st->stage[j] == st->n_quals)
 		{
-			MemoryContext old = MemoryContextSwitchTo(r->cxt);
-
 			if (r->errors[j] != NULL)
 				ReThrowError(r->errors[j]);
-			r->nulls[j] = true;
-			r->values[j] = (Datum) 0;
-			if (!r->is_null[j])
-				r->values[j] = llm_arg_map_function(st->maps[j])->batch_value(r->results[j],
-																			   r->on_error_null[j],
-																			   &r->nulls[j]);
-			MemoryContextSwitchTo(old);
+			take_value(st, r, j);
 		}
 		scan->tts_values[j] = r->values[j];
 		scan->tts_isnull[j] = r->nulls[j];
@@ -890,34 +804,14 @@ batch_exec(CustomScanState *node)
 	return ExecProject(node->ss.ps.ps_ProjInfo);
 }
 
-/*
- * What the node saved, into the role's llm_usage (once per node) and the
- * statement's llm_progress (the shared calls were noted there one by one).
- */
-static void
-note_saved(BatchScanState *st)
-{
-	LlmRoleUsage saved = {0};
-
-	if (st->lift_scans != NIL)
-	{
-		saved.lift_rows_below = llm_lift_rows_below(st->lift_scans);
-		saved.lift_rows_reached = st->n_child_rows * list_length(st->lift_scans);
-		llm_progress_note_saved(&saved);
-	}
-	saved.calls_shared = st->n_shared;
-	if (saved.calls_shared != 0 || saved.lift_rows_below != 0 || saved.lift_rows_reached != 0)
-		llm_stats_note_saved(&saved);
-}
-
 static void
 batch_end(CustomScanState *node)
 {
 	BatchScanState *st = (BatchScanState *) node;
 
 	/* rows read ahead but never emitted (LIMIT, early end): abort their requests */
-	release_all(st);
-	note_saved(st);
+	llm_batch_release_all(st);
+	llm_batch_note_saved(st);
 	ExecEndNode(outerPlanState(node));
 	llm_cascade_reset(st->cascade);
 }
@@ -928,7 +822,7 @@ batch_rescan(CustomScanState *node)
 	BatchScanState *st = (BatchScanState *) node;
 	PlanState  *child = outerPlanState(node);
 
-	release_all(st);
+	llm_batch_release_all(st);
 	llm_cascade_reset(st->cascade);
 	st->child_exhausted = false;
 	st->child_done = false;
@@ -936,58 +830,3 @@ batch_rescan(CustomScanState *node)
 	if (child->chgParam == NULL)
 		ExecReScan(child);
 }
-
-static void
-batch_explain(CustomScanState *node, List *ancestors, ExplainState *es)
-{
-	BatchScanState *st = (BatchScanState *) node;
-	CustomScan *cscan = (CustomScan *) node->ss.ps.plan;
-
-	if (st->n_quals > 0)
-	{
-		List	   *quals = list_copy_tail(cscan->custom_exprs, st->n_calls);
-		List	   *context = set_deparse_context_plan(es->deparse_cxt, (Plan *) cscan, ancestors);
-		bool		useprefix = list_length(es->rtable) > 1 || es->verbose;
-
-		ExplainPropertyText("LLM Filter",
-							deparse_expression((Node *) make_ands_explicit(quals), context, useprefix, false),
-							es);
-	}
-	llm_lift_explain(cscan, es);
-	ExplainPropertyInteger("Batch Window", NULL, st->max_window, es);
-	if (es->verbose)
-		ExplainPropertyInteger("LLM Calls per Row", NULL, st->n_calls, es);
-	llm_cascade_explain(st->cascade, es);
-	if (es->analyze && !llm_cascade_active(st->cascade))
-	{
-		/*
-		 * The run is over: rows still read ahead were never consumed (a
-		 * parent stopped early); abort them now so the counts are final.
-		 */
-		release_all(st);
-		ExplainPropertyInteger("LLM Requests", NULL, st->n_requests, es);
-		ExplainPropertyInteger("LLM Requests Used", NULL, st->n_used, es);
-		ExplainPropertyInteger("LLM Requests Aborted", NULL, st->n_aborted, es);
-		ExplainPropertyInteger("LLM Failed Requests", NULL, st->n_failed, es);
-		ExplainPropertyInteger("Max Requests in Flight", NULL, st->max_in_flight, es);
-		if (st->n_quals > 0)
-			ExplainPropertyInteger("Rows Removed by LLM Filter", NULL, st->n_filtered, es);
-		if (st->n_shared > 0)
-			ExplainPropertyInteger("LLM Calls Shared", NULL, st->n_shared, es);
-		if (st->lift_scans != NIL)
-		{
-			ExplainPropertyInteger("LLM Lifted Filter Rows Below", NULL, llm_lift_rows_below(st->lift_scans), es);
-			ExplainPropertyInteger("LLM Lifted Filter Rows Here", NULL,
-								   st->n_child_rows * list_length(st->lift_scans), es);
-		}
-		if (st->drain_child)
-			ExplainPropertyBool("Child Drained", st->child_exhausted, es);
-		ExplainPropertyInteger("Prompt Tokens", NULL, st->prompt_tokens, es);
-		ExplainPropertyInteger("Cached Tokens", NULL, st->cached_tokens, es);
-		ExplainPropertyInteger("Completion Tokens", NULL, st->completion_tokens, es);
-		ExplainPropertyFloat("Mean TTFT", "ms",
-							 st->ttft_count > 0 ? st->ttft_sum_ms / st->ttft_count : 0.0,
-							 1, es);
-	}
-}
-

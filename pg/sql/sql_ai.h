@@ -33,4 +33,17 @@ extern bool llm_call_build_classify(const LlmArgMap *map, const NullableDatum *a
 extern bool llm_call_build_filter(const LlmArgMap *map, const NullableDatum *args, int nargs,
 								  LlmCall *call, LlmResult **refused);
 
+/*
+ * llm_join (sql_join.c): SCORE of llm_filter's answers after each
+ * candidate, forked from the common prompt (request.h continuation_answers);
+ * value_arg holds the 0-based positions of the candidates sent (int32 each,
+ * NULL and empty ones skipped).  No candidate to send: *refused is an empty
+ * result (no match); more than one request holds: the build sends them all,
+ * waits, and *refused holds their scores in order (or the first failure).
+ * llm_join_value: the 1-based positions of the candidates answered yes.
+ */
+extern bool llm_call_build_join(const LlmArgMap *map, const NullableDatum *args, int nargs,
+								LlmCall *call, LlmResult **refused);
+extern Datum llm_join_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
+
 #endif

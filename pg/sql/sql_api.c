@@ -74,7 +74,7 @@ pg_llm_generate(PG_FUNCTION_ARGS)
 	(void) llm_call_build_text(llm_arg_map(fcinfo), fcinfo->args, PG_NARGS(), &call, &res);
 	if (res == NULL)
 		res = run_request(fcinfo->flinfo, &call.req);
-	result = llm_text_value(res, call.on_error_null, &isnull);
+	result = llm_text_value(res, NULL, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
@@ -182,7 +182,7 @@ pg_llm_generate_array(PG_FUNCTION_ARGS)
 		if (results[i] == NULL)
 			out_nulls[i] = true;
 		else
-			out[i] = llm_text_value(results[i], call.on_error_null, &out_nulls[i]);
+			out[i] = llm_text_value(results[i], NULL, call.on_error_null, &out_nulls[i]);
 	}
 	for (int d = 0; d < ARR_NDIM(arr); d++)
 		lbs[d] = ARR_LBOUND(arr)[d];
@@ -213,7 +213,7 @@ pg_llm_chat(PG_FUNCTION_ARGS)
 	llm_call_set_messages_jsonb(&call, PG_GETARG_JSONB_P(0));
 
 	res = run_request(fcinfo->flinfo, &call.req);
-	result = llm_text_value(res, call.on_error_null, &isnull);
+	result = llm_text_value(res, NULL, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);
@@ -305,7 +305,7 @@ batchable_call(FunctionCallInfo fcinfo)
 		PG_RETURN_NULL();
 	if (res == NULL)
 		res = run_request(fcinfo->flinfo, &call.req);
-	result = llm_arg_map_function(map)->batch_value(res, call.on_error_null, &isnull);
+	result = llm_arg_map_function(map)->batch_value(res, call.value_arg, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);

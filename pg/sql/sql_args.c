@@ -417,7 +417,7 @@ static const LlmSqlFunction function_table[] = {
 	{"pg_llm_embed_array", TEXTARRAYOID, FLOAT4ARRAYOID, NULL},
 	{"pg_llm_similarity", TEXTOID, FLOAT8OID, NULL, NULL, true},
 	{"pg_llm_rerank", TEXTOID, RECORDOID, NULL, NULL, true},
-	{"pg_llm_join", TEXTOID, INT4ARRAYOID, NULL},
+	{"pg_llm_join", TEXTOID, INT4ARRAYOID, llm_join_value, llm_call_build_join},
 };
 
 static const LlmSqlFunction *

@@ -111,10 +111,26 @@ typedef struct LlmCall
 	 * stored them and is not made again.
 	 */
 	bool		stored;
+
+	/*
+	 * What the call's value needs besides its result (llm_join: the
+	 * positions of the candidates sent): flat bytes without pointers, set
+	 * by the build in its memory context, NULL / 0 when none.  Whoever
+	 * keeps a call's result beyond the build's memory keeps a copy of them
+	 * too (the LLM Batch node, per row: a row sharing another row's
+	 * request has its own).
+	 */
+	const void *value_arg;
+	Size		value_arg_len;
 } LlmCall;
 
-/* The value of a finished call of a batchable function (sql_result.h). */
-typedef Datum (*LlmCallValueFn) (const LlmResult *res, bool on_error_null, bool *isnull);
+/*
+ * The value of a finished call of a batchable function (sql_result.h):
+ * value_arg is the call's (LlmCall.value_arg), NULL for functions that
+ * need none.
+ */
+typedef Datum (*LlmCallValueFn) (const LlmResult *res, const void *value_arg, bool on_error_null,
+								 bool *isnull);
 
 /* A call of a batchable function from its argument values: llm_call_build_text's contract. */
 struct LlmArgMap;
@@ -243,8 +259,11 @@ extern void llm_read_template_args(FunctionCallInfo fcinfo, llm_request *req);
  * function-table row's build function (sql_ai.h), or for llm_generate(text,
  * ...) the text prompt with its options.  False for a NULL first argument
  * (the value is NULL; options are then not read); else the call, with
- * *refused set to a failed result for a prompt refused before sending, else
- * NULL.  Invalid options raise ERROR.
+ * *refused set to a failed result for a prompt refused before sending, or
+ * to a result answered without a request of the call's own (llm_join: no
+ * candidate to send, or more candidates than one request holds, sent and
+ * waited for by the build), else NULL: the request is to be sent.  Invalid
+ * options raise ERROR.
  */
 extern bool llm_call_build_text(const LlmArgMap *map, const NullableDatum *args, int nargs,
 								LlmCall *call, LlmResult **refused);

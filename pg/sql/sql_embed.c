@@ -58,7 +58,7 @@ llm_call_build_embed(const LlmArgMap *map, const NullableDatum *args, int nargs,
 }
 
 Datum
-llm_vector_value(const LlmResult *res, bool on_error_null, bool *isnull)
+llm_vector_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull)
 {
 	Datum	   *elems;
 
@@ -122,7 +122,7 @@ pg_llm_embed(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	if (res == NULL)
 		res = wait_result(llm_submit(&call.req));
-	result = llm_vector_value(res, call.on_error_null, &isnull);
+	result = llm_vector_value(res, NULL, call.on_error_null, &isnull);
 	if (isnull)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);

@@ -32,6 +32,6 @@ extern bool llm_call_build_embed(const LlmArgMap *map, const NullableDatum *args
  */
 extern void llm_call_make_embed(LlmCall *call);
 
-extern Datum llm_vector_value(const LlmResult *res, bool on_error_null, bool *isnull);
+extern Datum llm_vector_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
 
 #endif

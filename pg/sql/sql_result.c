@@ -13,6 +13,9 @@
 #include "sql_result.h"
 #include "common/utf8_text.h"
 
+/* n elements of src, palloc'd */
+#define palloc_array_copy(src, n) memcpy(palloc(sizeof(*(src)) * Max((n), 1)), (src), sizeof(*(src)) * (n))
+
 LlmResult *
 llm_local_failure(int sqlstate, const char *message)
 {
@@ -22,6 +25,28 @@ llm_local_failure(int sqlstate, const char *message)
 	res->sqlstate = sqlstate;
 	res->message = pstrdup(message);
 	return res;
+}
+
+LlmResult *
+llm_result_copy(const LlmResult *res)
+{
+	LlmResult  *c = palloc(sizeof(LlmResult));
+
+	*c = *res;
+	if (res->message != NULL)
+		c->message = pstrdup(res->message);
+	if (res->text != NULL)
+	{
+		c->text = palloc(res->text_len + 1);
+		memcpy(c->text, res->text, res->text_len + 1);
+	}
+	if (res->tokens != NULL)
+		c->tokens = palloc_array_copy(res->tokens, res->n_tokens);
+	if (res->scores != NULL)
+		c->scores = palloc_array_copy(res->scores, res->n_scores);
+	if (res->vector != NULL)
+		c->vector = palloc_array_copy(res->vector, res->n_vector);
+	return c;
 }
 
 void
@@ -45,7 +70,7 @@ llm_result_usable(const LlmResult *res, bool on_error_null)
 }
 
 Datum
-llm_text_value(const LlmResult *res, bool on_error_null, bool *isnull)
+llm_text_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull)
 {
 	*isnull = !llm_result_usable(res, on_error_null);
 	if (*isnull)
@@ -54,7 +79,7 @@ llm_text_value(const LlmResult *res, bool on_error_null, bool *isnull)
 }
 
 Datum
-llm_jsonb_value(const LlmResult *res, bool on_error_null, bool *isnull)
+llm_jsonb_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull)
 {
 	*isnull = !llm_result_usable(res, on_error_null);
 	if (*isnull)
@@ -102,7 +127,7 @@ best_score(const LlmResult *res)
 }
 
 Datum
-llm_label_value(const LlmResult *res, bool on_error_null, bool *isnull)
+llm_label_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull)
 {
 	*isnull = !llm_result_usable(res, on_error_null);
 	if (*isnull)
@@ -111,7 +136,7 @@ llm_label_value(const LlmResult *res, bool on_error_null, bool *isnull)
 }
 
 Datum
-llm_label_scores_value(const LlmResult *res, bool on_error_null, bool *isnull)
+llm_label_scores_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull)
 {
 	char	  **labels;
 	double		max,
@@ -168,7 +193,7 @@ llm_yes_no_scores(const double *scores)
 }
 
 Datum
-llm_yes_no_value(const LlmResult *res, bool on_error_null, bool *isnull)
+llm_yes_no_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull)
 {
 	*isnull = !llm_result_usable(res, on_error_null);
 	if (*isnull)

@@ -13,6 +13,13 @@
 /* A failed result for a request refused before sending (palloc'd). */
 extern LlmResult *llm_local_failure(int sqlstate, const char *message);
 
+/*
+ * A copy of res (failed or not, with its arrays) in the current memory
+ * context: a result a build answered without a request, kept beyond the
+ * build's memory.
+ */
+extern LlmResult *llm_result_copy(const LlmResult *res);
+
 /* Raise a failed result as an ERROR with its SQLSTATE. */
 extern void llm_raise_result(const LlmResult *res) pg_attribute_noreturn();
 
@@ -23,10 +30,10 @@ extern void llm_raise_result(const LlmResult *res) pg_attribute_noreturn();
 extern bool llm_result_usable(const LlmResult *res, bool on_error_null);
 
 /* llm_generate(text)'s value: the text, or *isnull for a failure under on_error_null. */
-extern Datum llm_text_value(const LlmResult *res, bool on_error_null, bool *isnull);
+extern Datum llm_text_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
 
 /* llm_extract's value: the output (JSON text valid against its schema) as jsonb. */
-extern Datum llm_jsonb_value(const LlmResult *res, bool on_error_null, bool *isnull);
+extern Datum llm_jsonb_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
 
 /*
  * Values of a SCORE request whose text is the JSON array of its
@@ -40,9 +47,9 @@ extern Datum llm_jsonb_value(const LlmResult *res, bool on_error_null, bool *isn
  *                           meaning yes (ai_prompts.h) are together more
  *                           likely than those meaning no.
  */
-extern Datum llm_label_value(const LlmResult *res, bool on_error_null, bool *isnull);
-extern Datum llm_label_scores_value(const LlmResult *res, bool on_error_null, bool *isnull);
-extern Datum llm_yes_no_value(const LlmResult *res, bool on_error_null, bool *isnull);
+extern Datum llm_label_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
+extern Datum llm_label_scores_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
+extern Datum llm_yes_no_value(const LlmResult *res, const void *value_arg, bool on_error_null, bool *isnull);
 
 /*
  * llm_filter's decision over the scores of its LLM_FILTER_N_ANSWERS answers

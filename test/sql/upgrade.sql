@@ -78,11 +78,11 @@ FROM pg_extension WHERE extname = 'llm';
 SELECT count(*) = :upgraded_objects AS same_objects,
        md5(string_agg(object || ': ' || description, E'\n' ORDER BY object)) = :'upgraded_digest' AS same_definitions
 FROM extension_objects();
--- the last release's update alone: 0.5 -> the default equals it too
+-- the last release's update alone: 0.6 -> the default equals it too
 CREATE DATABASE llm_upgrade_last;
 \c llm_upgrade_last
 SET client_min_messages = warning;
-CREATE EXTENSION llm VERSION '0.5';
+CREATE EXTENSION llm VERSION '0.6';
 RESET client_min_messages;
 ALTER EXTENSION llm UPDATE;
 :extension_objects

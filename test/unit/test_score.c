@@ -702,6 +702,10 @@ test_continuation_answers(const char *path, const char *chat_template, llm_score
 			want += 2 * (cont_ids(e, answers[a], true, c0, 512) - 1);
 		CHECK(pair_rows == want, "each end's chat computed once, not once per answer: %lld rows (want %lld)",
 			  pair_rows, want);
+		/* usage: the prefix is the prompt, every other row computed a continuation's */
+		CHECK(pairs.usage.prompt_tokens == lcp && pairs.usage.continuation_tokens == want - lcp,
+			  "usage: %d prompt tokens (want %d), %d continuation tokens (want %lld)",
+			  pairs.usage.prompt_tokens, lcp, pairs.usage.continuation_tokens, want - lcp);
 	}
 	CHECK(after.kv_blocks_used == 0, "KV blocks back to 0");
 

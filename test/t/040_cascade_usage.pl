@@ -1,0 +1,157 @@
+# A model cascade's calls in llm_usage, and llm_classify's per-label recall
+# (docs/CASCADES.md).  Each LLM Batch node that cascades adds its calls to
+# the role's llm_usage when it ends: cascade_small_calls,
+# cascade_sample_calls, cascade_large_calls, which must equal the requests
+# the worker finished per alias (llm_models) and the node's EXPLAIN ANALYZE
+# counts.  EXPLAIN ANALYZE of an llm_classify cascade shows each label's
+# recall estimated on the sample: with a small model that agrees with the
+# large one ('twin', the same file under another alias) every sampled
+# label's recall is 1, and the labels' sampled rows add up to the sample.
+# With SmolLM2 small and Gemma 3 270M large ($LLM_TEST_MODEL_GEMMA3) the
+# figures are shares of the sample.
+use strict;
+use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
+use LlmTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $gemma = $ENV{LLM_TEST_MODEL_GEMMA3} // '';
+my $have_gemma = $gemma ne '' && -r $gemma;
+
+my $node = LlmTest::new_node('cascade_usage', "max_worker_processes = 16\n", no_wait => 1);
+my $smol = $node->safe_psql('postgres', "SELECT boot_val FROM pg_settings WHERE name = 'llm.model'");
+my $list = "twin=$smol";
+$list .= ", gemma=$gemma (context_length=2048 chat_template=gemma)" if $have_gemma;
+$node->safe_psql('postgres', "ALTER SYSTEM SET llm.models = '$list'");
+$node->reload;
+my $n_models = $have_gemma ? 3 : 2;
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = $n_models AND bool_and(state = 'ready') FROM llm_models"),
+	'models ready');
+
+sub sq { return $node->safe_psql('postgres', $_[0]); }
+
+sub finished
+{
+	my ($alias) = @_;
+	return sq("SELECT requests_finished FROM llm_models WHERE alias = '$alias'");
+}
+
+# this role's cascade counters in llm_usage: "small|sample|large" (zeros before any)
+sub usage
+{
+	my $u = sq(q{SELECT cascade_small_calls || '|' || cascade_sample_calls || '|' || cascade_large_calls
+FROM llm_usage WHERE role = current_user AND database = current_database()});
+	return $u eq '' ? [0, 0, 0] : [split /\|/, $u];
+}
+
+sq(q{
+CREATE TABLE msgs AS
+SELECT i AS id,
+       (ARRAY['The parcel arrived broken and nobody answers my emails',
+              'Thank you, the new blender works perfectly',
+              'How do I change the delivery address of my order',
+              'I was charged twice and I want my money back',
+              'Great service, the courier was friendly and fast'])[1 + i % 5]
+       || ' (order ' || i || ').' AS body
+FROM generate_series(1, 40) i;
+});
+
+my $filter = q{llm_filter(body, 'Is this a complaint?'};
+my $opts = q{precision_target => 0.6, recall_target => 0.6, cascade_delta => 0.2, cascade_seed => 7};
+my $labels = q{'{complaint,praise,question}'};
+
+# ---- llm_filter: the node's calls in llm_usage, as the worker counted them ----
+my $u0 = usage();
+my ($twin0, $def0) = (finished('twin'), finished('default'));
+my $plan = sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT id FROM msgs WHERE $filter, cascade => 'twin', $opts)});
+my $u1 = usage();
+my ($twin1, $def1) = (finished('twin'), finished('default'));
+my ($small_calls) = $plan =~ /Cascade Small Calls: (\d+)/;
+my ($large_calls) = $plan =~ /Cascade Large Calls: (\d+)/;
+my ($sample) = $plan =~ /\(sample (\d+)\)/;
+ok(defined $small_calls && defined $large_calls && defined $sample, 'EXPLAIN ANALYZE: the cascade ran')
+  or diag($plan);
+is($u1->[0] - $u0->[0], 40, 'llm_usage: 40 small-model calls');
+is($u1->[0] - $u0->[0], $twin1 - $twin0, 'llm_usage small calls = the small model\'s finished requests');
+is($u1->[1] - $u0->[1], $sample, "llm_usage: the sample's large-model calls ($sample)");
+is(($u1->[1] - $u0->[1]) + ($u1->[2] - $u0->[2]), $def1 - $def0,
+	'llm_usage sampled + other large calls = the large model\'s finished requests');
+is(($u1->[1] - $u0->[1]) + ($u1->[2] - $u0->[2]), $large_calls, 'llm_usage large calls = EXPLAIN\'s');
+cmp_ok($u1->[2] - $u0->[2], '<', 40 - $sample, 'some large calls saved (the small model agrees)');
+
+# the same statement without EXPLAIN, and a node without a cascade adds nothing
+$u0 = usage();
+sq(qq{SET llm.cascade_min_sample = 10; SELECT count(*) FROM msgs WHERE $filter, cascade => 'twin', $opts)});
+$u1 = usage();
+is(join(',', map { $u1->[$_] - $u0->[$_] } 0 .. 2),
+	join(',', 40, $sample, $large_calls - $sample), 'a plain SELECT counts the same calls');
+$u0 = usage();
+sq(qq{SELECT count(*) FROM msgs WHERE $filter) AND id <= 5});
+sq(qq{SET llm.cascade_min_sample = 10; SET llm.enable_cascades = off;
+SELECT count(*) FROM msgs WHERE $filter, cascade => 'twin', $opts)});
+$u1 = usage();
+is(join(',', map { $u1->[$_] - $u0->[$_] } 0 .. 2), '0,0,0', 'no cascade (none asked, or off): no cascade calls');
+
+# ---- llm_classify: per-label recall, estimated on the sample ----
+$u0 = usage();
+$plan = sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT id, llm_classify(body, $labels, cascade => 'twin', accuracy_target => 0.7, cascade_delta => 0.2,
+                        cascade_seed => 3) FROM msgs});
+$u1 = usage();
+my ($recall) = $plan =~ /Cascade Class Recall: (.*)/;
+ok(defined $recall, 'EXPLAIN ANALYZE: per-label recall') or diag($plan);
+like($recall, qr/^estimated on the sample: complaint (1\.000 of \d+|none sampled), praise (1\.000 of \d+|none sampled), question (1\.000 of \d+|none sampled)$/,
+	"agreeing small model: every sampled label's recall is 1 ($recall)");
+my $n = 0;
+$n += $_ for $recall =~ / of (\d+)/g;
+is($n, 10, 'the labels\' sampled rows add up to the sample');
+is($u1->[0] - $u0->[0], 40, 'llm_classify: llm_usage counts its small calls');
+like(sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT id, llm_classify(body, $labels, cascade => 'twin') FROM msgs WHERE id <= 15}),
+	qr/Cascade Threshold: none \(too few rows/, 'too few rows ...');
+unlike(sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT id, llm_classify(body, $labels, cascade => 'twin') FROM msgs WHERE id <= 15}),
+	qr/Class Recall/, '... no sample, no recall line');
+like(sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT id, llm_classify(body, CASE WHEN id % 2 = 0 THEN '{complaint,praise,question}'
+                                   ELSE '{praise,complaint,question}' END::text[],
+                        cascade => 'twin', accuracy_target => 0.7, cascade_delta => 0.2, cascade_seed => 3) FROM msgs}),
+	qr/Cascade Class Recall: not estimated \(the labels vary by row\)/, 'labels that vary by row: no estimate');
+unlike(sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT id FROM msgs WHERE $filter, cascade => 'twin', $opts)}),
+	qr/Class Recall/, 'llm_filter: no per-label recall');
+
+# ---- the real pair: shares of the sample ----
+SKIP:
+{
+	skip 'Gemma 3 model not found (LLM_TEST_MODEL_GEMMA3)', 3 unless $have_gemma;
+	$plan = sq(qq{SET llm.cascade_min_sample = 10;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON)
+SELECT id, llm_classify(body, $labels, model => 'gemma', cascade => 'twin', accuracy_target => 0.2,
+                        cascade_delta => 0.5, cascade_seed => 5) FROM msgs});
+	($recall) = $plan =~ /"Cascade Class Recall": "([^"]*)"/;
+	ok(defined $recall, "pair: per-label recall in JSON ($recall)") or diag($plan);
+	my @fig = $recall =~ /(?:(\d\.\d{3}) of (\d+)|none sampled)/g;
+	my ($sum, $bad) = (0, 0);
+	while (my ($r, $k) = splice(@fig, 0, 2))
+	{
+		next unless defined $r;
+		$sum += $k;
+		$bad++ if $r < 0 || $r > 1 || abs($r * $k - int($r * $k + 0.5)) > 0.01;
+	}
+	is($sum, 10, 'pair: the labels\' sampled rows add up to the sample');
+	is($bad, 0, 'pair: each recall is a share of its label\'s sampled rows');
+}
+
+LlmTest::no_crash($node);
+done_testing();
