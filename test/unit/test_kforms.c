@@ -17,6 +17,10 @@
  *    bit; Q4_K (not repacked) and Q6_K through its public ggml_mul_mat on
  *    the CPU (8 tokens: the tiled matmul; 3 tokens: ggml_vec_dot_*_q8_K),
  *    bit for bit;
+ *  - Q3_K, Q5_K and IQ4_XS (random blocks with scales in a normal range):
+ *    every implementation bit-identical to the scalar vec-dot and wide
+ *    forms, and those forms bit-identical to llama.cpp's ggml_mul_mat of 3
+ *    tokens (ggml_vec_dot_*_q8_K) and of 8 tokens (the tiled matmul);
  *  - the forms differ from each other on these data (so the comparisons
  *    above can tell them apart).
  */
@@ -25,6 +29,7 @@
 #include "kernel_test_util.h"
 #include "kernels/quant_types.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_more.h"
 #include "kernels/cpu/dispatch.h"
 
 #include <dlfcn.h>
@@ -301,6 +306,81 @@ impls_match_scalar(uint64_t seed, llm_type type, int64_t rows, const char *what,
 	}
 }
 
+/*
+ * Random blocks of a type without a reference quantizer here: random
+ * bytes, then the block's fp16 scales set to values in [0.002, 0.01).
+ */
+static void
+make_random_data(data *d, uint32_t type, const llm_qkernel *k)
+{
+	d->type = type;
+	d->row_bytes = llm_type_row_bytes(type, COLS);
+	d->w = malloc(d->row_bytes * ROWS);
+	for (size_t i = 0; i < d->row_bytes * ROWS; i++)
+		d->w[i] = (char) (rng_next() >> 56);
+	for (int b = 0; b < ROWS * COLS / 256; b++)
+	{
+		uint16_t	h1 = llm_fp32_to_fp16((float) (0.002 + 0.008 * rng_unit())),
+					h2 = llm_fp32_to_fp16((float) (0.002 + 0.008 * rng_unit()));
+
+		if (type == LLM_TYPE_Q3_K)
+			((llm_block_q3_K *) d->w)[b].d = h1;
+		else if (type == LLM_TYPE_Q5_K)
+		{
+			((llm_block_q5_K *) d->w)[b].d = h1;
+			((llm_block_q5_K *) d->w)[b].dmin = h2;
+		}
+		else
+			((llm_block_iq4_xs *) d->w)[b].d = h1;
+	}
+	for (int i = 0; i < TOKS * COLS; i++)
+		d->x[i] = rng_normal(1.0f) + (i % 113 == 0 ? 4.0f : 0.0f);
+	d->act_row = k->act_row_bytes(COLS);
+	d->act = aligned_alloc(64, d->act_row * TOKS);
+	for (int t = 0; t < TOKS; t++)
+		k->quantize_act(d->x + (size_t) t * COLS, d->act + d->act_row * t, COLS);
+}
+
+/* A type whose prompt rows of 8 or more tokens run in llama.cpp's tiled matmul: its two forms. */
+static void
+test_wide(uint64_t seed, const oracle *o, bool have_oracle, uint32_t type, int ggml_type, const char *name)
+{
+	const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_get(type, LLM_IMPL_SCALAR), ROWS);
+	float		ref[2][TOKS * ROWS],
+				ora[2][TOKS * ROWS];
+	char		what[64];
+	data		d;
+	llm_dot_tile_fn tile;
+
+	if (!CHECK(ks != NULL, "%s: scalar kernel", name))
+		return;
+	rng_state = seed ^ (0x2545F4914F6CDD1DULL * (uint64_t) (type + 1));
+	make_random_data(&d, type, ks);
+	CHECK(llm_qkernel_form(ks, &tile) == LLM_ROW_WIDE && tile != NULL,
+		  "seed %llu: %s has a wide (tiled) form", (unsigned long long) seed, name);
+	run(ks, false, &d, ref[0]);
+	run(ks, true, &d, ref[1]);
+	CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: %s vec-dot and tiled forms differ on %d of %d",
+		  (unsigned long long) seed, name, n_diff(ref[0], ref[1], TOKS * ROWS), TOKS * ROWS);
+	snprintf(what, sizeof what, "%s vec-dot / tiled", name);
+	impls_match_scalar(seed, type, ROWS, what, &d, ref);
+	if (!have_oracle)
+		SKIP("%s forms vs llama.cpp: no oracle library", name);
+	else
+	{
+		bool		ok8 = oracle_mul_mat(o, &d, ggml_type, TOKS, ora[1]);
+		bool		ok3 = oracle_mul_mat(o, &d, ggml_type, 3, ora[0]);
+
+		CHECK(ok8 && n_diff(ora[1], ref[1], TOKS * ROWS) == 0,
+			  "seed %llu: %s tiled form == llama.cpp's ggml_mul_mat of %d tokens (%d of %d differ)",
+			  (unsigned long long) seed, name, TOKS, ok8 ? n_diff(ora[1], ref[1], TOKS * ROWS) : -1, TOKS * ROWS);
+		CHECK(ok3 && n_diff(ora[0], ref[0], 3 * ROWS) == 0,
+			  "seed %llu: %s vec-dot form == llama.cpp's ggml_mul_mat of 3 tokens (%d of %d differ)",
+			  (unsigned long long) seed, name, ok3 ? n_diff(ora[0], ref[0], 3 * ROWS) : -1, 3 * ROWS);
+	}
+	free_data(&d);
+}
+
 static void
 test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 {
@@ -417,5 +497,13 @@ main(void)
 	test_seed(12345, &o, have);
 	test_seed(987654321, &o, have);
 	test_seed(fresh, &o, have);
+	for (int i = 0; i < 3; i++)
+	{
+		uint64_t	seed = i == 0 ? 12345 : i == 1 ? 987654321 : fresh;
+
+		test_wide(seed, &o, have, LLM_TYPE_Q3_K, 11 /* GGML_TYPE_Q3_K */ , "Q3_K");
+		test_wide(seed, &o, have, LLM_TYPE_Q5_K, 13 /* GGML_TYPE_Q5_K */ , "Q5_K");
+		test_wide(seed, &o, have, LLM_TYPE_IQ4_XS, 23 /* GGML_TYPE_IQ4_XS */ , "IQ4_XS");
+	}
 	return unit_done();
 }
