@@ -23,6 +23,15 @@
  * AVX2 and AVX-512 kernels (quant_more.c, quant_more_avx2.c,
  * quant_more_avx512.c: one source, quant_more_dot.inc, compiled for each
  * instruction set without floating-point contraction) are bit-identical.
+ * Q3_K, Q5_K and IQ4_XS also have the wide row form (quant.h "Row
+ * forms", LLM_ROW_WIDE: llama.cpp's tiled K-quant matmul, which takes its
+ * prompt batches of 8 rows or more): per super-block one exact int32 sum
+ * s of the sub-blocks' scaled dot products (Q5_K: and m of its mins),
+ * r = float(s) * fp16(d) (Q5_K: fma(-fp16(dmin), float(m), that)), then
+ * acc = fma(r, d_a, acc).  Q2_K and IQ4_NL rows, which llama.cpp's AVX-512
+ * build repacks into groups of 8 and reduces in that layout's order, have
+ * no such form here (their prompts and decode steps differ from it at
+ * near-ties).
  * Activations are quantized by the existing kernels of the same
  * implementation (Q4_1's Q8_1, Q8_0's Q8_0, Q4_K's Q8_K), so they are
  * byte-identical to those the other types see.
