@@ -21,6 +21,12 @@
  *    every implementation bit-identical to the scalar vec-dot and wide
  *    forms, and those forms bit-identical to llama.cpp's ggml_mul_mat of 3
  *    tokens (ggml_vec_dot_*_q8_K) and of 8 tokens (the tiled matmul);
+ *  - IQ4_NL of 8 rows (repacked by llama.cpp): every implementation
+ *    bit-identical, and equal to its ggml_gemv_iq4_nl_8x8_q8_0 and
+ *    ggml_gemm_iq4_nl_8x8_q8_0 on the rows interleaved as block_iq4_nlx8;
+ *  - Q2_K of 8 rows (repacked by its AVX-512 build): GEMV and GEMM forms,
+ *    every implementation bit-identical, equal to its
+ *    ggml_gemv_q2_K_8x8_q8_K and ggml_gemm_q2_K_8x8_q8_K (block_q2_Kx8);
  *  - the forms differ from each other on these data (so the comparisons
  *    above can tell them apart).
  */
@@ -113,6 +119,12 @@ typedef struct oracle
 				gemm_q4_K;
 	qrow_fn		quantize_row_q8_K;
 	qmat_fn		quantize_mat_q8_K;
+	gemx_fn		gemv_iq4_nl,
+				gemm_iq4_nl,
+				gemv_q2_K,
+				gemm_q2_K;
+	qrow_fn		quantize_row_q8_0;
+	qmat_fn		quantize_mat_q8_0;
 	void	   *(*init) (struct ggml_init_params_c);
 	void		(*free) (void *);
 	void	   *(*new_tensor_2d) (void *, int, int64_t, int64_t);
@@ -142,6 +154,12 @@ oracle_open(oracle *o)
 	o->gemm_q4_K = (gemx_fn) dlsym(o->cpu, "_ZN4ggml3cpu6repack4gemmI10block_q4_KLl8ELl8EL9ggml_type15EEEviPfmPKvS7_ii");
 	o->quantize_row_q8_K = (qrow_fn) dlsym(o->cpu, "quantize_row_q8_K");
 	o->quantize_mat_q8_K = (qmat_fn) dlsym(o->cpu, "_Z19ggml_quantize_mat_tILl8EL9ggml_type15EEvPKfPvll");
+	o->gemv_iq4_nl = (gemx_fn) dlsym(o->cpu, "ggml_gemv_iq4_nl_8x8_q8_0");
+	o->gemv_q2_K = (gemx_fn) dlsym(o->cpu, "ggml_gemv_q2_K_8x8_q8_K");
+	o->gemm_q2_K = (gemx_fn) dlsym(o->cpu, "ggml_gemm_q2_K_8x8_q8_K");
+	o->gemm_iq4_nl = (gemx_fn) dlsym(o->cpu, "ggml_gemm_iq4_nl_8x8_q8_0");
+	o->quantize_row_q8_0 = (qrow_fn) dlsym(o->cpu, "quantize_row_q8_0");
+	o->quantize_mat_q8_0 = (qmat_fn) dlsym(o->cpu, "_Z19ggml_quantize_mat_tILl8EL9ggml_type8EEvPKfPvll");
 	o->compute = (int (*) (void *, void *, int)) dlsym(o->cpu, "ggml_graph_compute_with_ctx");
 	o->init = (void *(*) (struct ggml_init_params_c)) dlsym(o->base, "ggml_init");
 	o->free = (void (*) (void *)) dlsym(o->base, "ggml_free");
@@ -151,6 +169,7 @@ oracle_open(oracle *o)
 	o->build_forward_expand = (void (*) (void *, void *)) dlsym(o->base, "ggml_build_forward_expand");
 	o->get_data = (void *(*) (void *)) dlsym(o->base, "ggml_get_data");
 	if (!cpu_init || !o->gemv_q4_K || !o->gemm_q4_K || !o->quantize_row_q8_K || !o->quantize_mat_q8_K ||
+		!o->gemv_iq4_nl || !o->gemm_iq4_nl || !o->gemv_q2_K || !o->gemm_q2_K || !o->quantize_row_q8_0 || !o->quantize_mat_q8_0 ||
 		!o->compute || !o->init || !o->free || !o->new_tensor_2d || !o->mul_mat || !o->new_graph ||
 		!o->build_forward_expand || !o->get_data)
 	{
@@ -318,13 +337,20 @@ make_random_data(data *d, uint32_t type, const llm_qkernel *k)
 	d->w = malloc(d->row_bytes * ROWS);
 	for (size_t i = 0; i < d->row_bytes * ROWS; i++)
 		d->w[i] = (char) (rng_next() >> 56);
-	for (int b = 0; b < ROWS * COLS / 256; b++)
+	for (int b = 0; type == LLM_TYPE_IQ4_NL && b < ROWS * COLS / LLM_QK; b++)
+		((llm_block_iq4_nl *) d->w)[b].d = llm_fp32_to_fp16((float) (0.002 + 0.008 * rng_unit()));
+	for (int b = 0; type != LLM_TYPE_IQ4_NL && b < ROWS * COLS / 256; b++)
 	{
 		uint16_t	h1 = llm_fp32_to_fp16((float) (0.002 + 0.008 * rng_unit())),
 					h2 = llm_fp32_to_fp16((float) (0.002 + 0.008 * rng_unit()));
 
 		if (type == LLM_TYPE_Q3_K)
 			((llm_block_q3_K *) d->w)[b].d = h1;
+		else if (type == LLM_TYPE_Q2_K)
+		{
+			((llm_block_q2_K *) d->w)[b].d = h1;
+			((llm_block_q2_K *) d->w)[b].dmin = h2;
+		}
 		else if (type == LLM_TYPE_Q5_K)
 		{
 			((llm_block_q5_K *) d->w)[b].d = h1;
@@ -356,8 +382,12 @@ test_wide(uint64_t seed, const oracle *o, bool have_oracle, uint32_t type, int g
 		return;
 	rng_state = seed ^ (0x2545F4914F6CDD1DULL * (uint64_t) (type + 1));
 	make_random_data(&d, type, ks);
-	CHECK(llm_qkernel_form(ks, &tile) == LLM_ROW_WIDE && tile != NULL,
-		  "seed %llu: %s has a wide (tiled) form", (unsigned long long) seed, name);
+	if (!CHECK(llm_qkernel_form(ks, &tile) == LLM_ROW_WIDE && tile != NULL,
+			   "seed %llu: %s has a wide (tiled) form", (unsigned long long) seed, name))
+	{
+		free_data(&d);
+		return;
+	}
 	run(ks, false, &d, ref[0]);
 	run(ks, true, &d, ref[1]);
 	CHECK(n_diff(ref[0], ref[1], TOKS * ROWS) > 0, "seed %llu: %s vec-dot and tiled forms differ on %d of %d",
@@ -377,6 +407,168 @@ test_wide(uint64_t seed, const oracle *o, bool have_oracle, uint32_t type, int g
 		CHECK(ok3 && n_diff(ora[0], ref[0], 3 * ROWS) == 0,
 			  "seed %llu: %s vec-dot form == llama.cpp's ggml_mul_mat of 3 tokens (%d of %d differ)",
 			  (unsigned long long) seed, name, ok3 ? n_diff(ora[0], ref[0], 3 * ROWS) : -1, 3 * ROWS);
+	}
+	free_data(&d);
+}
+
+/*
+ * IQ4_NL of 8 rows: the kernel llm_qkernel_kform gives (not the vec-dot
+ * one), every implementation bit-identical, and equal to llama.cpp's
+ * repacked block_iq4_nlx8 GEMV (each token) and GEMM (4 tokens).
+ */
+static void
+test_iq4_nl_x8(uint64_t seed, const oracle *o, bool have_oracle)
+{
+	static const int impls[] = {LLM_IMPL_AVX2, LLM_IMPL_AVX512VNNI};
+	const llm_qkernel *kb = llm_qkernel_get(LLM_TYPE_IQ4_NL, LLM_IMPL_SCALAR);
+	const llm_qkernel *ks = llm_qkernel_kform(kb, ROWS);
+	float		ref[TOKS * ROWS],
+				vd[TOKS * ROWS],
+				got[TOKS * ROWS];
+	data		d;
+	llm_dot_tile_fn tile;
+
+	rng_state = seed ^ 0xD1B54A32D192ED03ULL;
+	make_random_data(&d, LLM_TYPE_IQ4_NL, ks);
+	CHECK(ks != kb && ks->dot != kb->dot && llm_qkernel_form(ks, &tile) == 0 && llm_qkernel_kform(kb, 12) == kb,
+		  "seed %llu: IQ4_NL of 8 rows has the repacked kernel (12 rows: vec-dot)", (unsigned long long) seed);
+	run(ks, false, &d, ref);
+	run(kb, false, &d, vd);
+	CHECK(n_diff(ref, vd, TOKS * ROWS) > 0, "seed %llu: IQ4_NL repacked and vec-dot kernels differ on %d of %d",
+		  (unsigned long long) seed, n_diff(ref, vd, TOKS * ROWS), TOKS * ROWS);
+	for (size_t i = 0; i < sizeof(impls) / sizeof(impls[0]); i++)
+	{
+		const llm_qkernel *k = llm_qkernel_get(LLM_TYPE_IQ4_NL, impls[i]);
+
+		if (k == NULL)
+		{
+			SKIP("IQ4_NL repacked: implementation %d not on this CPU", impls[i]);
+			continue;
+		}
+		k = llm_qkernel_kform(k, ROWS);
+		run(k, false, &d, got);
+		CHECK(n_diff(got, ref, TOKS * ROWS) == 0, "seed %llu: IQ4_NL repacked %s bit-identical to scalar (%d differ)",
+			  (unsigned long long) seed, k->impl, n_diff(got, ref, TOKS * ROWS));
+	}
+	if (!have_oracle)
+		SKIP("IQ4_NL repacked vs llama.cpp: no oracle library");
+	else
+	{
+		const int	nb = COLS / LLM_QK;
+		const size_t bx8 = 16 + 128;
+		uint8_t    *vx = malloc(bx8 * nb);
+		char	   *vy4 = malloc((8 + 128) * nb),
+				   *vy1 = malloc(34 * nb);
+		float		gemm[TOKS * ROWS],
+					gemv[TOKS * ROWS];
+
+		for (int b = 0; b < nb; b++)
+			for (int r = 0; r < 8; r++)
+			{
+				const llm_block_iq4_nl *in = (const llm_block_iq4_nl *) (d.w + d.row_bytes * r) + b;
+
+				memcpy(vx + bx8 * b + 2 * r, &in->d, 2);
+				for (int i = r; i < 16; i += 8)
+					memcpy(vx + bx8 * b + 16 + 8 * i, in->qs + (i / 8) * 8, 8);
+			}
+		o->quantize_mat_q8_0(d.x, vy4, 4, COLS);
+		o->gemm_iq4_nl(COLS, gemm, ROWS, vx, vy4, 4, ROWS);
+		for (int t = 0; t < TOKS; t++)
+		{
+			o->quantize_row_q8_0(d.x + (size_t) t * COLS, vy1, COLS);
+			o->gemv_iq4_nl(COLS, gemv + (size_t) t * ROWS, ROWS, vx, vy1, 1, ROWS);
+		}
+		CHECK(n_diff(gemv, ref, TOKS * ROWS) == 0,
+			  "seed %llu: IQ4_NL repacked == llama.cpp's ggml_gemv_iq4_nl_8x8_q8_0 (%d of %d differ)",
+			  (unsigned long long) seed, n_diff(gemv, ref, TOKS * ROWS), TOKS * ROWS);
+		CHECK(n_diff(gemm, ref, 4 * ROWS) == 0,
+			  "seed %llu: IQ4_NL repacked == llama.cpp's ggml_gemm_iq4_nl_8x8_q8_0, 4 tokens (%d of %d differ)",
+			  (unsigned long long) seed, n_diff(gemm, ref, 4 * ROWS), 4 * ROWS);
+		free(vx);
+		free(vy4);
+		free(vy1);
+	}
+	free_data(&d);
+}
+
+/*
+ * Q2_K of 8 rows (repacked by llama.cpp's AVX-512 build): a one-row (GEMV)
+ * kernel and a grouped (GEMM) form, every implementation bit-identical,
+ * equal to its ggml_gemv_q2_K_8x8_q8_K (each token) and
+ * ggml_gemm_q2_K_8x8_q8_K (4 tokens) on the rows as block_q2_Kx8.
+ */
+static void
+test_q2_K_x8(uint64_t seed, const oracle *o, bool have_oracle)
+{
+	const llm_qkernel *kb = llm_qkernel_get(LLM_TYPE_Q2_K, LLM_IMPL_SCALAR);
+	const llm_qkernel *ks = llm_qkernel_kform(kb, ROWS);
+	float		ref[2][TOKS * ROWS],
+				vd[TOKS * ROWS];
+	data		d;
+	llm_dot_tile_fn tile;
+
+	rng_state = seed ^ 0x94D049BB133111EBULL;
+	make_random_data(&d, LLM_TYPE_Q2_K, ks);
+	if (!CHECK(ks != kb && llm_qkernel_form(ks, &tile) == LLM_ROW_GROUPED && tile != NULL &&
+			   llm_qkernel_kform(kb, 12) == kb,
+			   "seed %llu: Q2_K of 8 rows has the repacked GEMV kernel and a grouped (GEMM) form (12 rows: vec-dot)",
+			   (unsigned long long) seed))
+	{
+		free_data(&d);
+		return;
+	}
+	run(ks, false, &d, ref[0]);
+	run(ks, true, &d, ref[1]);
+	run(kb, false, &d, vd);
+	CHECK(n_diff(ref[0], vd, TOKS * ROWS) > 0 && n_diff(ref[0], ref[1], TOKS * ROWS) > 0,
+		  "seed %llu: Q2_K GEMV form differs from vec-dot on %d and from GEMM on %d of %d",
+		  (unsigned long long) seed, n_diff(ref[0], vd, TOKS * ROWS), n_diff(ref[0], ref[1], TOKS * ROWS),
+		  TOKS * ROWS);
+	impls_match_scalar(seed, LLM_TYPE_Q2_K, ROWS, "Q2_K GEMV / GEMM", &d, ref);
+	if (!have_oracle)
+		SKIP("Q2_K repacked vs llama.cpp: no oracle library");
+	else
+	{
+		const int	nb = COLS / LLM_QK_K;
+		const size_t bx8 = 32 + 128 + 512;
+		uint8_t    *vx = malloc(bx8 * nb);
+		char	   *vy4 = malloc((16 + 1024 + 128) * nb),
+				   *vy1 = malloc(292 * nb);
+		float		gemm[TOKS * ROWS],
+					gemv[TOKS * ROWS];
+
+		for (int b = 0; b < nb; b++)
+		{
+			uint8_t    *out = vx + bx8 * b;
+			const llm_block_q2_K *in[8];
+
+			for (int r = 0; r < 8; r++)
+			{
+				in[r] = (const llm_block_q2_K *) (d.w + d.row_bytes * r) + b;
+				memcpy(out + 2 * r, &in[r]->d, 2);
+				memcpy(out + 16 + 2 * r, &in[r]->dmin, 2);
+			}
+			for (int i = 0; i < 128; i++)
+				out[32 + i] = in[(i % 16) / 2]->scales[(i / 16) * 2 + i % 2];
+			for (int i = 0; i < LLM_QK_K * 2 / 8; i++)
+				memcpy(out + 160 + 8 * i, in[i % 8]->qs + (i / 8) * 8, 8);
+		}
+		o->quantize_mat_q8_K(d.x, vy4, 4, COLS);
+		o->gemm_q2_K(COLS, gemm, ROWS, vx, vy4, 4, ROWS);
+		for (int t = 0; t < TOKS; t++)
+		{
+			o->quantize_row_q8_K(d.x + (size_t) t * COLS, vy1, COLS);
+			o->gemv_q2_K(COLS, gemv + (size_t) t * ROWS, ROWS, vx, vy1, 1, ROWS);
+		}
+		CHECK(n_diff(gemv, ref[0], TOKS * ROWS) == 0,
+			  "seed %llu: Q2_K GEMV form == llama.cpp's ggml_gemv_q2_K_8x8_q8_K (%d of %d differ)",
+			  (unsigned long long) seed, n_diff(gemv, ref[0], TOKS * ROWS), TOKS * ROWS);
+		CHECK(n_diff(gemm, ref[1], 4 * ROWS) == 0,
+			  "seed %llu: Q2_K GEMM form == llama.cpp's ggml_gemm_q2_K_8x8_q8_K, 4 tokens (%d of %d differ)",
+			  (unsigned long long) seed, n_diff(gemm, ref[1], 4 * ROWS), 4 * ROWS);
+		free(vx);
+		free(vy4);
+		free(vy1);
 	}
 	free_data(&d);
 }
@@ -504,6 +696,8 @@ main(void)
 		test_wide(seed, &o, have, LLM_TYPE_Q3_K, 11 /* GGML_TYPE_Q3_K */ , "Q3_K");
 		test_wide(seed, &o, have, LLM_TYPE_Q5_K, 13 /* GGML_TYPE_Q5_K */ , "Q5_K");
 		test_wide(seed, &o, have, LLM_TYPE_IQ4_XS, 23 /* GGML_TYPE_IQ4_XS */ , "IQ4_XS");
+		test_iq4_nl_x8(seed, &o, have);
+		test_q2_K_x8(seed, &o, have);
 	}
 	return unit_done();
 }
