@@ -12,20 +12,17 @@
  * to llama.cpp a mix must be:
  *   exact     every prompt's 32 tokens identical, and the last-position
  *             logits of <mix>/logits.tsv's prompts bit-identical to the
- *             oracle's (Q5_1, Q3_K_S, Q3_K_M, Q5_K_M, IQ4_XS, Q4_K_M: the
- *             engine follows llama.cpp's ggml_vec_dot_* for one-token
- *             steps, its tiled K-quant matmul for the rows of prompts of 8
- *             tokens or more, its repacked Q4_K GEMV/GEMM; quant.h "Row
- *             forms");
+ *             oracle's (every mix: the engine follows llama.cpp's
+ *             ggml_vec_dot_* for one-token steps, its tiled K-quant matmul
+ *             for the rows of prompts of 8 tokens or more, its repacked
+ *             Q4_K, Q2_K and IQ4_NL GEMV/GEMM, and its last layer's batch
+ *             of output rows; quant.h "Row forms");
  *   near-tie  each prompt either identical or diverging first where the
  *             oracle's top-2 margin is below DIVERGE_MAX_MARGIN, and at
- *             least NEAR_TIE_MIN_MATCH of them identical (Q2_K, IQ4_NL:
- *             llama.cpp's AVX-512 build repacks Q2_K and IQ4_NL rows into
- *             groups of 8 at load and reduces them in that layout's order,
- *             which the engine does not follow).
- * Measured (AVX-512 VNNI host): identical Q5_1, Q3_K_S, Q3_K_M, Q5_K_M,
- * IQ4_XS and Q4_K_M 20/20 with bit-identical logits; Q2_K 5 and IQ4_NL 11
- * of 20, every divergence at an oracle margin below 0.05.
+ *             least NEAR_TIE_MIN_MATCH of them identical (for a mix whose
+ *             arithmetic the engine does not follow; none today).
+ * Measured (AVX-512 VNNI host): every mix 20/20 identical, both logits
+ * rows bit-identical.
  *
  * The models are not committed (llama-quantize, part of the oracle, makes
  * them; scripts/check-weight-types.sh makes them and runs this test, their
