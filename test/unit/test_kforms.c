@@ -27,6 +27,10 @@
  *  - Q2_K of 8 rows (repacked by its AVX-512 build): GEMV and GEMM forms,
  *    every implementation bit-identical, equal to its
  *    ggml_gemv_q2_K_8x8_q8_K and ggml_gemm_q2_K_8x8_q8_K (block_q2_Kx8);
+ *  - the CPU backend's matmul with each implementation forced
+ *    (llm_backend_cpu_set_impl), over tokens of mixed row forms: each
+ *    token's row is the scalar kernel of its form, and a
+ *    LLM_ROW_TAIL_ALONE token's the one-row form after tail_rows;
  *  - the forms differ from each other on these data (so the comparisons
  *    above can tell them apart).
  */
@@ -37,6 +41,7 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_more.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/backend_cpu.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -573,6 +578,94 @@ test_q2_K_x8(uint64_t seed, const oracle *o, bool have_oracle)
 	free_data(&d);
 }
 
+/* A step of n tokens of one sequence whose rows carry forms[] (only the matmul reads them). */
+static int
+begin_forms(llm_backend *b, int n, const uint8_t *forms)
+{
+	static int32_t ids[32],
+				pos[32],
+				slots[32],
+				bt[1] = {0};
+	int32_t		seq_start[2] = {0, n},
+				kv_len[1] = {n};
+	llm_step_desc d = {n, 1, ids, pos, slots, seq_start, kv_len, bt, 1, NULL, 0, NULL, NULL, NULL, forms};
+
+	for (int i = 0; i < n; i++)
+	{
+		ids[i] = i % 8;
+		pos[i] = slots[i] = i;
+	}
+	return b->ops->begin_step(b, &d);
+}
+
+/*
+ * The CPU backend's matmul of ROWS x COLS weights of type over TOKS tokens
+ * whose rows carry mixed forms (token 5 also LLM_ROW_TAIL_ALONE), with the
+ * scalar, AVX2 and AVX-512 implementations forced: each token's row is the
+ * scalar kernel of its form, bit for bit; after tail_rows token 5's is the
+ * one-row form's.
+ */
+static void
+test_backend_forms(uint64_t seed, uint32_t type, const char *name)
+{
+	static const int impls[] = {LLM_IMPL_SCALAR, LLM_IMPL_AVX2, LLM_IMPL_AVX512VNNI};
+	const llm_qkernel *ks = llm_qkernel_kform(llm_qkernel_get(type, LLM_IMPL_SCALAR), ROWS);
+	llm_dot_tile_fn tile;
+	const uint8_t mask = llm_qkernel_form(ks, &tile);
+	float		ref[2][TOKS * ROWS],
+				want[TOKS * ROWS],
+				want_tail[TOKS * ROWS],
+				got[TOKS * ROWS],
+				xt[TOKS * COLS];
+	uint8_t		forms[TOKS];
+	data		d;
+
+	rng_state = seed ^ 0xA0761D6478BD642FULL ^ type;
+	make_random_data(&d, type, ks);
+	run(ks, false, &d, ref[0]);
+	if (mask != 0)
+		run(ks, true, &d, ref[1]);
+	for (int t = 0; t < TOKS; t++)
+	{
+		forms[t] = (uint8_t) ((t % 3 != 1 ? mask : 0) | (t == 5 ? LLM_ROW_TAIL_ALONE : 0));
+		for (int r = 0; r < ROWS; r++)
+		{
+			want[t * ROWS + r] = ref[(forms[t] & mask) != 0][t * ROWS + r];
+			want_tail[t * ROWS + r] = ref[t != 5 && (forms[t] & mask) != 0][t * ROWS + r];
+		}
+	}
+	memcpy(xt, d.x, sizeof xt);
+	for (size_t i = 0; i < sizeof(impls) / sizeof(impls[0]); i++)
+	{
+		char		err[256];
+		llm_backend *b = llm_backend_cpu_create(2, err, sizeof(err));
+		llm_kv_geometry g = {1, 1, 16, 32, 1, LLM_KV_F16, NULL, 0, 0};
+		llm_weight	host = {type, ROWS, COLS, d.row_bytes, d.w, NULL},
+					w;
+		bool		ok,
+					ok_tail;
+
+		if (b == NULL || llm_backend_cpu_set_impl(b, impls[i]) != 0)
+		{
+			SKIP("%s backend forms: implementation %d not on this CPU", name, impls[i]);
+			if (b)
+				b->ops->destroy(b);
+			continue;
+		}
+		ok = b->ops->kv_init(b, &g) == 0 && b->ops->load_weight(b, &host, &w) == 0 &&
+			begin_forms(b, TOKS, forms) == 0 && b->ops->matmul(b, &w, xt, got, TOKS) == 0 &&
+			n_diff(got, want, TOKS * ROWS) == 0;
+		ok_tail = begin_forms(b, TOKS, forms) == 0 && b->ops->tail_rows != NULL && b->ops->tail_rows(b) == 0 &&
+			b->ops->matmul(b, &w, xt, got, TOKS) == 0 && n_diff(got, want_tail, TOKS * ROWS) == 0;
+		CHECK(ok && ok_tail, "seed %llu: %s backend matmul (impl %d, 2 threads), tokens of mixed forms: "
+			  "each token's row == the scalar kernel of its form, before and after tail_rows",
+			  (unsigned long long) seed, name, impls[i]);
+		b->ops->free_weight(b, &w);
+		b->ops->destroy(b);
+	}
+	free_data(&d);
+}
+
 static void
 test_seed(uint64_t seed, const oracle *o, bool have_oracle)
 {
@@ -698,6 +791,11 @@ main(void)
 		test_wide(seed, &o, have, LLM_TYPE_IQ4_XS, 23 /* GGML_TYPE_IQ4_XS */ , "IQ4_XS");
 		test_iq4_nl_x8(seed, &o, have);
 		test_q2_K_x8(seed, &o, have);
+		test_backend_forms(seed, LLM_TYPE_Q3_K, "Q3_K");
+		test_backend_forms(seed, LLM_TYPE_Q5_K, "Q5_K");
+		test_backend_forms(seed, LLM_TYPE_IQ4_XS, "IQ4_XS");
+		test_backend_forms(seed, LLM_TYPE_Q2_K, "Q2_K");
+		test_backend_forms(seed, LLM_TYPE_IQ4_NL, "IQ4_NL");
 	}
 	return unit_done();
 }
