@@ -2,23 +2,27 @@
  * kernel_tiles.c — one matmul tile kernel alone, on one thread, with its
  * weights in L2 (256 rows): nanoseconds per (row, token, block) and
  * GFLOP/s (2 FLOPs per weight per token) of the GGUF-layout and the packed
- * kernels of each implementation this CPU has, for Q4_1, Q8_0, Q5_0, Q4_K
- * and Q6_K (the K-quants only when COLS is a multiple of 256; "block" is
- * 32 elements for every type), so that a kernel change is measured without
- * the rest of a step (docs/PERFORMANCE.md).
+ * kernels of each implementation this CPU has, for Q4_1, Q8_0, Q5_0, Q4_K,
+ * Q6_K, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS (the K-quants only when
+ * COLS is a multiple of 256; "block" is 32 elements for every type; the
+ * types without a reference quantizer get random blocks with sane scales),
+ * so that a kernel change is measured without the rest of a step
+ * (docs/PERFORMANCE.md).
  *
  * Build: cc -O3 -std=gnu11 -I. bench/kernel_tiles.c build/libllm_engine.a -lpcre2-8 -lm -lpthread -o build/bench/kernel_tiles
  * Usage: build/bench/kernel_tiles [COLS (576)] [REPEATS (7)]
  * Prints one line per (type, kernel, tokens): the best of REPEATS runs, in
- * the thread's CPU time.  Q4_K and Q6_K also run their row forms (quant.h
- * "Row forms", for a matrix of ROWS rows): "form 1-row" (Q4_K: llama.cpp's
- * GEMV order; Q6_K: the GGUF-layout kernel again) and "form batch" (Q4_K:
- * its GEMM order; Q6_K: its tiled order); "packed form batch" is the
- * repacked kernel's own other form (quant.h form_tile: Q4_K's GEMM order,
- * Q6_K's tiled order), as the matmul runs it for those tokens.
+ * the thread's CPU time.  Kernels with row forms also run them (quant.h
+ * "Row forms", for a matrix of ROWS rows): "form 1-row" (Q4_K, Q2_K:
+ * llama.cpp's GEMV order; IQ4_NL: its repacked order; Q6_K, Q3_K, Q5_K,
+ * IQ4_XS: the GGUF-layout kernel again) and "form batch" (Q4_K, Q2_K: its
+ * GEMM order; Q6_K, Q3_K, Q5_K, IQ4_XS: its tiled order); "packed form
+ * batch" is the repacked kernel's own other form (quant.h form_tile: Q4_K's
+ * GEMM order, Q6_K's tiled order), as the matmul runs it for those tokens.
  */
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/quant.h"
+#include "kernels/cpu/quant_more.h"
 #include "kernels/quant_types.h"
 
 #include <stdio.h>
@@ -124,12 +128,50 @@ time_batch(const llm_qkernel *k, int64_t n, const char *w, size_t rb, const char
 	return best;
 }
 
+/* A row of random blocks of a type without a reference quantizer, its fp16 scales in [0.002, 0.01). */
+static void
+random_row(uint32_t type, char *w, size_t rb, int64_t n)
+{
+	for (size_t i = 0; i < rb; i++)
+		w[i] = (char) rand();
+	for (int64_t b = 0; b < n / llm_type_get(type)->block_elems; b++)
+	{
+		uint16_t	h1 = llm_fp32_to_fp16(0.002f + 0.008f * (rand() / (float) RAND_MAX)),
+					h2 = llm_fp32_to_fp16(0.002f + 0.008f * (rand() / (float) RAND_MAX));
+
+		switch (type)
+		{
+			case LLM_TYPE_Q5_1:
+				((llm_block_q5_1 *) w)[b].d = h1;
+				((llm_block_q5_1 *) w)[b].m = h2;
+				break;
+			case LLM_TYPE_Q2_K:
+				((llm_block_q2_K *) w)[b].d = h1;
+				((llm_block_q2_K *) w)[b].dmin = h2;
+				break;
+			case LLM_TYPE_Q3_K:
+				((llm_block_q3_K *) w)[b].d = h1;
+				break;
+			case LLM_TYPE_Q5_K:
+				((llm_block_q5_K *) w)[b].d = h1;
+				((llm_block_q5_K *) w)[b].dmin = h2;
+				break;
+			case LLM_TYPE_IQ4_NL:
+				((llm_block_iq4_nl *) w)[b].d = h1;
+				break;
+			default:
+				((llm_block_iq4_xs *) w)[b].d = h1;
+		}
+	}
+}
+
 int
 main(int argc, char **argv)
 {
 	const int64_t n = argc > 1 ? atoll(argv[1]) : 576;
 	const int	repeats = argc > 2 ? atoi(argv[2]) : 7;
-	const uint32_t types[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q8_0, LLM_TYPE_Q5_0, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K};
+	const uint32_t types[] = {LLM_TYPE_Q4_1, LLM_TYPE_Q8_0, LLM_TYPE_Q5_0, LLM_TYPE_Q4_K, LLM_TYPE_Q6_K,
+	LLM_TYPE_Q5_1, LLM_TYPE_Q2_K, LLM_TYPE_Q3_K, LLM_TYPE_Q5_K, LLM_TYPE_IQ4_NL, LLM_TYPE_IQ4_XS};
 	const int	toks[] = {1, 4, 16};
 
 	if (n <= 0 || n % 64 != 0 || repeats < 1)
@@ -151,7 +193,7 @@ main(int argc, char **argv)
 		float	   *row,
 				   *out;
 
-		if ((type == LLM_TYPE_Q4_K || type == LLM_TYPE_Q6_K) && n % 256 != 0)
+		if (n % llm_type_get(type)->block_elems != 0)
 			continue;
 		w = malloc(rb * ROWS);
 		wp = malloc(rb * ROWS);
@@ -162,7 +204,8 @@ main(int argc, char **argv)
 		{
 			for (int64_t c = 0; c < n; c++)
 				row[c] = rand() / (float) RAND_MAX - 0.5f;
-			llm_quantize_row_ref(type, row, w + r * rb, n);
+			if (!llm_quantize_row_ref(type, row, w + r * rb, n))
+				random_row(type, w + r * rb, rb, n);
 		}
 		for (int impl = LLM_IMPL_AVX2; impl <= LLM_IMPL_AVX512VNNI; impl++)
 			for (int packed = 0; packed <= 5; packed++)
@@ -191,12 +234,13 @@ main(int argc, char **argv)
 				{
 					llm_dot_tile_fn tile;
 
-					if (llm_qkernel_kform(k, ROWS) == k)
+					if (llm_qkernel_kform(k, ROWS) == k && llm_qkernel_form(k, &tile) == 0)
 						continue;
 					form = *llm_qkernel_kform(k, ROWS);
 					if (packed == 4)
 					{
-						llm_qkernel_form(llm_qkernel_kform(k, ROWS), &tile);
+						if (llm_qkernel_form(llm_qkernel_kform(k, ROWS), &tile) == 0)
+							continue;	/* one order for every token (IQ4_NL repacked) */
 						form.dot_tile = tile;
 					}
 					k = &form;

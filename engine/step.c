@@ -174,12 +174,13 @@ entry_hidden(const llm_sched_entry *en)
  * when the prompt is one batch and every generated token a batch of one.
  */
 static uint8_t
-row_forms(int32_t pos, int32_t n_prompt)
+row_forms(int32_t pos, int32_t n_prompt, int32_t logits_from)
 {
 	if (pos >= n_prompt)
 		return 0;
 	return (uint8_t) ((pos < n_prompt - n_prompt % 4 ? LLM_ROW_GROUPED : 0) |
-					  (n_prompt >= 8 ? LLM_ROW_WIDE : 0));
+					  (n_prompt >= 8 ? LLM_ROW_WIDE : 0) |
+					  (pos == n_prompt - 1 && logits_from >= pos ? LLM_ROW_TAIL_ALONE : 0));
 }
 
 /*
@@ -215,7 +216,7 @@ build_step(llm_engine *e, const llm_sched_plan *p, llm_step_desc *d, int32_t *n_
 			e->d_pos[t] = pos;
 			e->d_slots[t] = s->blocks[pos / bs] * bs + pos % bs;
 			e->d_decode[t] = pos >= s->n_prompt;
-			e->d_forms[t] = row_forms(pos, s->n_prompt);
+			e->d_forms[t] = row_forms(pos, s->n_prompt, en->logits_from);
 		}
 		memcpy(&e->d_block_tables[(size_t) i * p->max_blocks], s->blocks, (size_t) s->n_blocks * sizeof(int32_t));
 		for (int32_t k = s->n_blocks; k < p->max_blocks; k++)

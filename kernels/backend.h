@@ -96,10 +96,15 @@ typedef struct llm_kv_geometry
  * multiplies repacked Q4_K weights by them 4 rows at a time, GEMM, and by
  * the rest one at a time, GEMV); every row of a prompt of 8 or more tokens
  * is LLM_ROW_WIDE (llama.cpp's tiled K-quant matmul takes batches of 8 rows
- * or more).  A generated token has neither.
+ * or more).  A generated token has neither.  LLM_ROW_TAIL_ALONE: llama.cpp
+ * computes the last layer's rows after attention only for the rows whose
+ * logits are wanted, as a batch of their own; a prompt's last token, when
+ * it is the prompt's only such row, is there a batch of one (no other form:
+ * see tail_rows).
  */
 #define LLM_ROW_GROUPED 0x1
 #define LLM_ROW_WIDE 0x2
+#define LLM_ROW_TAIL_ALONE 0x4
 
 typedef struct llm_step_desc
 {
@@ -205,6 +210,14 @@ typedef struct llm_backend_ops
 
 	/* Upload the step description; ops below refer to it until the next begin_step. */
 	int			(*begin_step) (llm_backend *b, const llm_step_desc *d);
+
+	/*
+	 * Optional (NULL: the backend has no row forms): the ops from here to
+	 * the next begin_step compute the last layer's rows after attention;
+	 * rows flagged LLM_ROW_TAIL_ALONE run their matmuls in the one-row form
+	 * (llama.cpp computes them there in a batch of one).
+	 */
+	int			(*tail_rows) (llm_backend *b);
 
 	/* out[t] = row token_ids[t] of the embedding matrix, dequantized. [n_tokens][n_cols] */
 	int			(*embed) (llm_backend *b, const llm_weight *emb, float *out);

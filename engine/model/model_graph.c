@@ -394,6 +394,8 @@ llm_graph_forward(llm_model *m, const llm_step_desc *d)
 			TRY(o->rmsnorm(b, a->k, L->k_norm, a->k, n * c->n_kv_heads, c->head_dim, c->rms_eps));
 		TRY(attention_block(m, d, l));
 		TRY(o->matmul(b, &L->wo, a->attn, a->tmp, n));
+		if (last && o->tail_rows != NULL)
+			TRY(o->tail_rows(b));
 		if (L->bo)
 			TRY(o->add_broadcast(b, a->tmp, L->bo, a->tmp, n, c->dim));
 		if (L->post_attn_norm)

@@ -503,6 +503,21 @@ cpu_begin_step(llm_backend *b, const llm_step_desc *d)
 		return llm_backend_cpu_set_single_rows(b, d->decode_rows);
 	return 0;
 }
+/* backend.h tail_rows: the rows llama.cpp computes alone there lose their other forms. */
+static int
+cpu_tail_rows(llm_backend *b)
+{
+	cpu_backend *cb = CPU(b);
+
+	if (!cb->have_step)
+		return cpu_fail(cb, "tail_rows: no step");
+	if (cb->have_forms)
+		for (int t = 0; t < cb->n_tokens; t++)
+			if (cb->row_forms[t] & LLM_ROW_TAIL_ALONE)
+				cb->row_forms[t] = 0;
+	return 0;
+}
+
 /* ------------------------------------------------------------------------
  * ops that move rows: embed, scan_rows, gather_rows (and sync)
  * ------------------------------------------------------------------------ */
@@ -686,6 +701,7 @@ static const llm_backend_ops cpu_ops = {
 	.kv_init = cpu_kv_init,
 	.kv_local_group = true,
 	.begin_step = cpu_begin_step,
+	.tail_rows = cpu_tail_rows,
 	.embed = cpu_embed,
 	.rmsnorm = cpu_rmsnorm,
 	.add_rmsnorm = cpu_add_rmsnorm,

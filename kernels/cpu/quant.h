@@ -238,7 +238,9 @@ typedef struct llm_qkernel
  *   Q4_K, n_rows % 8 == 0 (repacked by llama.cpp): dot = one row of its
  *         GEMV, the other form its GEMM (LLM_ROW_GROUPED);
  *   Q4_K, other row counts, and Q6_K: dot = ggml_vec_dot_*_q8_K (base),
- *         the other form its tiled matmul (LLM_ROW_WIDE).
+ *         the other form its tiled matmul (LLM_ROW_WIDE);
+ *   Q3_K, Q5_K, IQ4_XS (quant_more.h; their kernels carry the form):
+ *         the same two forms.
  * Any other kernel is returned as is.  llm_qkernel_form(k, &tile): the
  * flags that select k's other form (0: k has none) and its tile, which
  * takes the same activations and arguments as k->dot_tile; an activation

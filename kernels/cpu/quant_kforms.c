@@ -30,10 +30,16 @@
  *       acc = fma(r, d_a, acc)
  *     (smaller batches: ggml_vec_dot_*_q8_K, the base kernels).
  *
+ * IQ4_NL and Q2_K matrices of rows % 8 == 0 get quant_more.c's kernels of
+ * llama.cpp's repacked GEMV/GEMM (IQ4_NL: one order for every token; Q2_K:
+ * a grouped form, as Q4_K); the wide forms of Q3_K, Q5_K and IQ4_XS are
+ * carried by their kernels (quant_more.h).
+ *
  * No expression of the form a*b+c is written in plain C in the AVX2
  * functions (GCC would contract it); fused operations are explicit.
  */
 #include "quant.h"
+#include "quant_more.h"
 #include "quant_x86.h"
 
 #include <math.h>
@@ -530,6 +536,8 @@ llm_qkernel_kform(const llm_qkernel *base, int64_t n_rows)
 {
 	if (base == NULL)
 		return NULL;
+	if (base->weight_type == LLM_TYPE_IQ4_NL || base->weight_type == LLM_TYPE_Q2_K)
+		return n_rows % 8 == 0 ? llm_qkernel_more_rows8(base) : base;
 	pthread_once(&kforms_once, kforms_init);
 	for (int i = 0; i < 3; i++)
 	{

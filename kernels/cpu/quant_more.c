@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define MORE_TABLE llm_qkernels_more_scalar
+#define MORE_TABLE_X8 llm_qkernels_more_x8_scalar
 #define MORE_IMPL "scalar"
 #include "quant_more_dot.inc"
 
@@ -20,6 +21,8 @@
 #define N_IMPL 3				/* LLM_IMPL_SCALAR, AVX2, AVX512VNNI */
 
 static llm_qkernel tables[N_IMPL][N_MORE];
+#define N_X8 2
+static llm_qkernel tables_x8[N_IMPL][N_X8];	/* Q2_K, IQ4_NL of rows % 8 == 0 */
 static bool table_ok[N_IMPL];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
@@ -56,6 +59,13 @@ build_tables(void)
 		NULL, NULL
 #endif
 	};
+	const llm_qkernel *src_x8[N_IMPL] = {llm_qkernels_more_x8_scalar,
+#if defined(__x86_64__) || defined(__i386__)
+		llm_qkernels_more_x8_avx2, llm_qkernels_more_x8_avx512
+#else
+		NULL, NULL
+#endif
+	};
 
 	for (int impl = 0; impl < N_IMPL; impl++)
 	{
@@ -75,6 +85,14 @@ build_tables(void)
 			tables[impl][i].act_type = p->act_type;
 			tables[impl][i].act_row_bytes = p->act_row_bytes;
 			tables[impl][i].quantize_act = p->quantize_act;
+			for (int x = 0; x < N_X8; x++)
+				if (src[impl][i].weight_type == src_x8[impl][x].weight_type)
+				{
+					tables_x8[impl][x] = src_x8[impl][x];
+					tables_x8[impl][x].act_type = p->act_type;
+					tables_x8[impl][x].act_row_bytes = p->act_row_bytes;
+					tables_x8[impl][x].quantize_act = p->quantize_act;
+				}
 		}
 	}
 }
@@ -91,4 +109,16 @@ llm_qkernel_more_get(uint32_t t, int impl)
 		if (tables[impl][i].weight_type == t)
 			return &tables[impl][i];
 	return NULL;
+}
+
+const llm_qkernel *
+llm_qkernel_more_rows8(const llm_qkernel *base)
+{
+	pthread_once(&tables_once, build_tables);
+	for (int impl = 0; impl < N_IMPL; impl++)
+		for (int i = 0; table_ok[impl] && i < N_MORE; i++)
+			for (int x = 0; base == &tables[impl][i] && x < N_X8; x++)
+				if (tables_x8[impl][x].weight_type == base->weight_type)
+					return &tables_x8[impl][x];
+	return base;
 }

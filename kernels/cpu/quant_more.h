@@ -23,6 +23,14 @@
  * AVX2 and AVX-512 kernels (quant_more.c, quant_more_avx2.c,
  * quant_more_avx512.c: one source, quant_more_dot.inc, compiled for each
  * instruction set without floating-point contraction) are bit-identical.
+ * Q3_K, Q5_K and IQ4_XS also have the wide row form (quant.h "Row
+ * forms", LLM_ROW_WIDE: llama.cpp's tiled K-quant matmul, which takes its
+ * prompt batches of 8 rows or more): per super-block one exact int32 sum
+ * s of the sub-blocks' scaled dot products (Q5_K: and m of its mins),
+ * r = float(s) * fp16(d) (Q5_K: fma(-fp16(dmin), float(m), that)), then
+ * acc = fma(r, d_a, acc).  IQ4_NL and Q2_K matrices of rows % 8 == 0,
+ * which llama.cpp repacks (Q2_K: its AVX-512 build), get the kernels of
+ * its GEMV/GEMM instead (llm_qkernel_more_rows8).
  * Activations are quantized by the existing kernels of the same
  * implementation (Q4_1's Q8_1, Q8_0's Q8_0, Q4_K's Q8_K), so they are
  * byte-identical to those the other types see.
@@ -131,9 +139,21 @@ llm_iq4_xs_scale(const llm_block_iq4_xs *x, int ib)
  */
 const llm_qkernel *llm_qkernel_more_get(uint32_t t, int impl);
 
+/*
+ * The kernel of a matrix of base's type whose row count is a multiple of 8
+ * where llama.cpp computes such matrices in another order, else base
+ * (llm_qkernel_kform calls it): IQ4_NL (repacked on AVX2 and AVX-512: one
+ * FMA per block, every token) and Q2_K (repacked by its AVX-512 build: one
+ * FMA per super-block, the grouped form LLM_ROW_GROUPED one per half).
+ */
+const llm_qkernel *llm_qkernel_more_rows8(const llm_qkernel *base);
+
 /* The tables of each compilation of quant_more_dot.inc (same order of types). */
 extern const llm_qkernel llm_qkernels_more_scalar[6];
 extern const llm_qkernel llm_qkernels_more_avx2[6];
 extern const llm_qkernel llm_qkernels_more_avx512[6];
+extern const llm_qkernel llm_qkernels_more_x8_scalar[2];
+extern const llm_qkernel llm_qkernels_more_x8_avx2[2];
+extern const llm_qkernel llm_qkernels_more_x8_avx512[2];
 
 #endif

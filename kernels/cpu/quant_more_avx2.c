@@ -10,6 +10,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #pragma GCC target("avx2,fma,f16c")
 #define MORE_TABLE llm_qkernels_more_avx2
+#define MORE_TABLE_X8 llm_qkernels_more_x8_avx2
 #define MORE_IMPL "avx2"
 #include "quant_more_dot.inc"
 #endif

@@ -11,6 +11,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
 #define MORE_TABLE llm_qkernels_more_avx512
+#define MORE_TABLE_X8 llm_qkernels_more_x8_avx512
 #define MORE_IMPL "avx512vnni"
 #include "quant_more_dot.inc"
 #endif

@@ -1178,6 +1178,7 @@ static const llm_backend_ops cuda_ops = {
 	.load_vector = cuda_load_vector,
 	.kv_init = cuda_kv_init,
 	.begin_step = cuda_begin_step,
+	.tail_rows = NULL,			/* no row forms */
 	.embed = cuda_embed,
 	.rmsnorm = cuda_rmsnorm,
 	.add_rmsnorm = cuda_add_rmsnorm,
