@@ -115,7 +115,31 @@ typedef struct cpu_backend
 	size_t		split_sync_cap; /* bytes */
 	llm_row_scan *scans;		/* scan_rows: one scan per (row, piece) */
 	size_t		scans_cap;		/* bytes */
+	uint16_t   *amx_act;		/* the AMX matmul's split activations (amx_bf16.h) */
+	size_t		amx_act_cap;	/* bytes */
 } cpu_backend;
+
+/*
+ * A weight of load_weight_encoder in the AMX-BF16 form (amx_bf16.h): its
+ * backend_priv.  The first member is the exact F16 kernel, so code that
+ * takes backend_priv for a packed kernel (weight_kernel) still finds one;
+ * impl is cpu_amx_impl, which tells the form apart (cpu_amx_weight_of).
+ */
+typedef struct cpu_amx_weight
+{
+	llm_qkernel k;
+	const uint16_t *packed;		/* llm_amx_pack_f16 of the rows */
+} cpu_amx_weight;
+
+extern const char cpu_amx_impl[];
+
+static inline const cpu_amx_weight *
+cpu_amx_weight_of(const llm_weight *w)
+{
+	const cpu_amx_weight *a = (const cpu_amx_weight *) w->backend_priv;
+
+	return a != NULL && a->k.impl == cpu_amx_impl ? a : NULL;
+}
 
 #define CPU(b) ((cpu_backend *) (b))
 

@@ -14,6 +14,7 @@
  */
 #include "kernels/backend.h"
 #include "cpu_internal.h"
+#include "amx_bf16.h"
 #include "kernels/quant_types.h"
 
 typedef struct matmul_job
@@ -243,6 +244,68 @@ job_forms(const cpu_backend *cb, matmul_job *j)
 		cb->row_forms : NULL;
 }
 
+/* ------------------------------------------------------------------------
+ * Weights in the AMX-BF16 form (load_weight_encoder, amx_bf16.h)
+ * ------------------------------------------------------------------------ */
+
+typedef struct amx_job
+{
+	const llm_weight *w;
+	const cpu_amx_weight *a;
+	const float *x;
+	float	   *y;
+	int			n;
+	uint16_t   *hi;
+	uint16_t   *lo;
+} amx_job;
+
+static void
+amx_split_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	amx_job    *j = p;
+
+	llm_amx_split_rows(j->x, j->w->n_cols, (int) begin, (int) end, j->hi, j->lo);
+}
+
+static void
+amx_gemm_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	amx_job    *j = p;
+
+	llm_amx_gemm(j->a->packed, j->w->n_rows, j->w->n_cols, begin, end, j->hi, j->lo, j->n, j->y,
+				 (size_t) j->w->n_rows);
+}
+
+/*
+ * The activations split once into hi and lo rows (padded to whole token
+ * tiles with zero rows), then the row blocks of 16 cut among the threads
+ * (in pairs: the kernel's 2-block tiles; a block's outputs are the same
+ * bits in a pair or alone).
+ */
+static int
+amx_matmul(cpu_backend *cb, const llm_weight *w, const cpu_amx_weight *a, const float *x, float *y, int n)
+{
+	amx_job		j;
+	int64_t		kp = llm_amx_kp(w->n_cols);
+	int			np = llm_amx_np(n);
+	size_t		half = (size_t) np * (size_t) kp;
+
+	if (!cpu_grow((void **) &cb->amx_act, &cb->amx_act_cap, 2 * half * sizeof(uint16_t)))
+		return cpu_fail(cb, "matmul: out of memory for %d split activation rows", n);
+	j.w = w;
+	j.a = a;
+	j.x = x;
+	j.y = y;
+	j.n = n;
+	j.hi = cb->amx_act;
+	j.lo = cb->amx_act + half;
+	llm_amx_zero_rows(kp, n, np, j.hi, j.lo);
+	/* all of x is read before y is written, so x and y may alias */
+	llm_threadpool_run(cb->pool, n, 4, amx_split_task, &j);
+	llm_threadpool_run(cb->pool, (w->n_rows + LLM_AMX_TILE_ROWS - 1) / LLM_AMX_TILE_ROWS, 2, amx_gemm_task, &j);
+	return 0;
+}
+
 int
 cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 {
@@ -256,6 +319,8 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 		return cpu_fail(cb, "matmul: unsupported weight type %u or shape", w->type);
 	if (n == 0)
 		return 0;
+	if (cpu_amx_weight_of(w) != NULL)
+		return amx_matmul(cb, w, cpu_amx_weight_of(w), x, y, n);
 	j.w = w;
 	j.x = x;
 	j.y = y;
@@ -327,6 +392,9 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 				return cpu_fail(cb, "matmul: unsupported weight type %u or shape", w[i]->type);
 			if (mj.jobs[i].k->quantize_act != mj.jobs[0].k->quantize_act ||
 				w[i]->n_cols != w[0]->n_cols)
+				shared = false;
+			/* weights in the AMX form run on their own (amx_matmul) */
+			if (cpu_amx_weight_of(w[i]) != NULL)
 				shared = false;
 			/* rows of interleaved groups must start at a group boundary of the joint range */
 			if (mj.jobs[i].k->row_group > 1 && row0 % mj.jobs[i].k->row_group != 0)
