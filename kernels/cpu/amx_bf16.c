@@ -7,7 +7,8 @@
  * llm_amx_bf16_usable).  Every tile is 16 rows x 64 bytes: the
  * accumulators tmm0..tmm3 (16 tokens x 16 fp32 weight rows), the
  * activation tiles tmm4, tmm5 (16 tokens x 32 bfloat16) and the weight
- * tiles tmm6, tmm7 (16 column pairs x 16 rows, VNNI).  The main loop runs
+ * tiles tmm6, tmm7 (16 column pairs x 16 rows, VNNI), all loaded from
+ * contiguous 1 KiB tiles.  The main loop runs
  * 2 token tiles x 2 row blocks (4 accumulators); a last odd token tile or
  * row block runs alone, with the same three products per column block in
  * the same order, so each output's arithmetic is the same.
@@ -162,45 +163,72 @@ bf16_rne16(__m512 x)
 	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
 }
 
-TGT_V void
-llm_amx_split_rows(const float *x, int64_t n_cols, int t0, int t1, uint16_t *hi, uint16_t *lo)
+/* Where row r of token tile tt, column block kb of the split activations starts (its hi; lo 512 after). */
+static inline size_t
+act_at(int64_t nkb, int tt, int64_t kb, int r)
 {
-	int64_t		kp = llm_amx_kp(n_cols);
+	return ((size_t) ((int64_t) tt * nkb + kb) * 2) * 512 + (size_t) r * LLM_AMX_TILE_K;
+}
+
+size_t
+llm_amx_act_bytes(int n, int64_t n_cols)
+{
+	return (size_t) llm_amx_np(n) * (size_t) llm_amx_kp(n_cols) * 2 * sizeof(uint16_t);
+}
+
+TGT_V void
+llm_amx_split_rows(const float *x, int64_t n_cols, int t0, int t1, uint16_t *act)
+{
+	const int64_t nkb = llm_amx_kp(n_cols) / LLM_AMX_TILE_K;
 
 	for (int t = t0; t < t1; t++)
 	{
 		const float *xr = x + (size_t) t * n_cols;
-		uint16_t   *h = hi + (size_t) t * kp,
-				   *l = lo + (size_t) t * kp;
-		int64_t		i = 0;
 
-		for (; i + 16 <= n_cols; i += 16)
+		for (int64_t kb = 0; kb < nkb; kb++)
 		{
-			__m512		v = _mm512_loadu_ps(xr + i);
-			__m256i		vh = bf16_rne16(v);
-			__m512		back = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(vh), 16));
+			uint16_t   *h = act + act_at(nkb, t / LLM_AMX_TILE_ROWS, kb, t % LLM_AMX_TILE_ROWS),
+					   *l = h + 512;
+			int64_t		k0 = kb * LLM_AMX_TILE_K;
 
-			_mm256_storeu_si256((__m256i *) (h + i), vh);
-			_mm256_storeu_si256((__m256i *) (l + i), bf16_rne16(_mm512_sub_ps(v, back)));
+			if (k0 + LLM_AMX_TILE_K <= n_cols)
+				for (int i = 0; i < LLM_AMX_TILE_K; i += 16)
+				{
+					__m512		v = _mm512_loadu_ps(xr + k0 + i);
+					__m256i		vh = bf16_rne16(v);
+					__m512		back = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(vh), 16));
+
+					_mm256_storeu_si256((__m256i *) (h + i), vh);
+					_mm256_storeu_si256((__m256i *) (l + i), bf16_rne16(_mm512_sub_ps(v, back)));
+				}
+			else
+				for (int i = 0; i < LLM_AMX_TILE_K; i++)
+				{
+					if (k0 + i < n_cols)
+					{
+						h[i] = bf16_rne(xr[k0 + i]);
+						l[i] = bf16_rne(xr[k0 + i] - bf16_f32(h[i]));
+					}
+					else
+						h[i] = l[i] = 0;
+				}
 		}
-		for (; i < n_cols; i++)
-		{
-			h[i] = bf16_rne(xr[i]);
-			l[i] = bf16_rne(xr[i] - bf16_f32(h[i]));
-		}
-		for (; i < kp; i++)
-			h[i] = l[i] = 0;
 	}
 }
 
 void
-llm_amx_zero_rows(int64_t kp, int t0, int t1, uint16_t *hi, uint16_t *lo)
+llm_amx_zero_rows(int64_t n_cols, int t0, int t1, uint16_t *act)
 {
-	if (t1 > t0)
-	{
-		memset(hi + (size_t) t0 * kp, 0, (size_t) (t1 - t0) * kp * 2);
-		memset(lo + (size_t) t0 * kp, 0, (size_t) (t1 - t0) * kp * 2);
-	}
+	const int64_t nkb = llm_amx_kp(n_cols) / LLM_AMX_TILE_K;
+
+	for (int t = t0; t < t1; t++)
+		for (int64_t kb = 0; kb < nkb; kb++)
+		{
+			uint16_t   *h = act + act_at(nkb, t / LLM_AMX_TILE_ROWS, kb, t % LLM_AMX_TILE_ROWS);
+
+			memset(h, 0, LLM_AMX_TILE_K * sizeof(uint16_t));
+			memset(h + 512, 0, LLM_AMX_TILE_K * sizeof(uint16_t));
+		}
 }
 
 /* ------------------------------------------------------------------------
@@ -242,17 +270,27 @@ typedef struct __attribute__((packed, aligned(64))) amx_cfg
 		} \
 	} while (0)
 
+/*
+ * Tokens are taken in super-blocks whose split activations stay in L2
+ * (AMX_SUPER_BYTES) while every row block of the call meets them; a row
+ * block's tiles (2 KiB per column block) and a token tile's are each
+ * contiguous, so the loads of a column block loop are sequential streams.
+ */
+#define AMX_SUPER_BYTES (384 * 1024)
+
 void
 llm_amx_gemm(const uint16_t *packed, int64_t n_rows, int64_t n_cols, int64_t rb0, int64_t rb1,
-			 const uint16_t *hi, const uint16_t *lo, int n, float *y, size_t y_stride)
+			 const uint16_t *act, int n, float *y, size_t y_stride)
 {
 	const int64_t kp = llm_amx_kp(n_cols);
 	const int64_t nkb = kp / LLM_AMX_TILE_K;
-	const size_t as = (size_t) kp * 2;	/* activation row stride, bytes */
-	const int	np = llm_amx_np(n);
+	const int	ntt = llm_amx_np(n) / LLM_AMX_TILE_ROWS;
+	const size_t tile_stride = (size_t) nkb * 1024;	/* elements from one token tile (or row block) to the next */
+	int			super = (int) (AMX_SUPER_BYTES / (tile_stride * sizeof(uint16_t)));
 	float		buf[LLM_AMX_TILE_ROWS * LLM_AMX_TILE_ROWS] __attribute__((aligned(64)));
 	amx_cfg		cfg;
 
+	super = super < 2 ? 2 : super - super % 2;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.palette = 1;
 	for (int i = 0; i < 8; i++)
@@ -262,115 +300,117 @@ llm_amx_gemm(const uint16_t *packed, int64_t n_rows, int64_t n_cols, int64_t rb0
 	}
 	__asm__ volatile ("ldtilecfg %0" :: "m" (cfg) : "memory");
 
-	for (int64_t rb = rb0; rb < rb1; rb += 2)
+	for (int s0 = 0; s0 < ntt; s0 += super)
 	{
-		const uint16_t *w0 = packed + rb * nkb * 1024;
+		const int	s1 = s0 + super < ntt ? s0 + super : ntt;
 
-		if (rb + 1 < rb1)
+		for (int64_t rb = rb0; rb < rb1; rb += 2)
 		{
-			const uint16_t *w1 = w0 + nkb * 1024;
-			int			t = 0;
+			const uint16_t *w0 = packed + rb * tile_stride;
 
-			for (; t + 2 * LLM_AMX_TILE_ROWS <= np; t += 2 * LLM_AMX_TILE_ROWS)
+			if (rb + 1 < rb1)
 			{
-				const uint16_t *h0 = hi + (size_t) t * kp,
-						   *h1 = h0 + (size_t) LLM_AMX_TILE_ROWS * kp,
-						   *l0 = lo + (size_t) t * kp,
-						   *l1 = l0 + (size_t) LLM_AMX_TILE_ROWS * kp;
+				const uint16_t *w1 = w0 + tile_stride;
+				int			tt = s0;
 
-				TZERO(0);
-				TZERO(1);
-				TZERO(2);
-				TZERO(3);
-				for (int64_t kb = 0; kb < nkb; kb++)
+				for (; tt + 2 <= s1; tt += 2)
 				{
-					const uint16_t *b0 = w0 + kb * 1024,
-							   *b1 = w1 + kb * 1024;
-					const int64_t k = kb * LLM_AMX_TILE_K;
+					const uint16_t *a0 = act + (size_t) tt * tile_stride,
+							   *a1 = a0 + tile_stride;
 
-					TLOAD(4, h0 + k, as);
-					TLOAD(5, h1 + k, as);
-					TLOAD(6, b0, 64);
-					TLOAD(7, b1, 64);
-					TDP(0, 4, 6);
-					TDP(1, 4, 7);
-					TDP(2, 5, 6);
-					TDP(3, 5, 7);
-					TLOAD(6, b0 + 512, 64);
-					TLOAD(7, b1 + 512, 64);
-					TDP(0, 4, 6);
-					TDP(1, 4, 7);
-					TDP(2, 5, 6);
-					TDP(3, 5, 7);
-					TLOAD(4, l0 + k, as);
-					TLOAD(5, l1 + k, as);
-					TLOAD(6, b0, 64);
-					TLOAD(7, b1, 64);
-					TDP(0, 4, 6);
-					TDP(1, 4, 7);
-					TDP(2, 5, 6);
-					TDP(3, 5, 7);
+					TZERO(0);
+					TZERO(1);
+					TZERO(2);
+					TZERO(3);
+					for (int64_t kb = 0; kb < nkb; kb++)
+					{
+						const uint16_t *b0 = w0 + kb * 1024,
+								   *b1 = w1 + kb * 1024,
+								   *h0 = a0 + kb * 1024,
+								   *h1 = a1 + kb * 1024;
+
+						TLOAD(4, h0, 64);
+						TLOAD(5, h1, 64);
+						TLOAD(6, b0, 64);
+						TLOAD(7, b1, 64);
+						TDP(0, 4, 6);
+						TDP(1, 4, 7);
+						TDP(2, 5, 6);
+						TDP(3, 5, 7);
+						TLOAD(6, b0 + 512, 64);
+						TLOAD(7, b1 + 512, 64);
+						TDP(0, 4, 6);
+						TDP(1, 4, 7);
+						TDP(2, 5, 6);
+						TDP(3, 5, 7);
+						TLOAD(4, h0 + 512, 64);
+						TLOAD(5, h1 + 512, 64);
+						TLOAD(6, b0, 64);
+						TLOAD(7, b1, 64);
+						TDP(0, 4, 6);
+						TDP(1, 4, 7);
+						TDP(2, 5, 6);
+						TDP(3, 5, 7);
+					}
+					STORE_C(0, tt * LLM_AMX_TILE_ROWS, rb);
+					STORE_C(1, tt * LLM_AMX_TILE_ROWS, rb + 1);
+					STORE_C(2, (tt + 1) * LLM_AMX_TILE_ROWS, rb);
+					STORE_C(3, (tt + 1) * LLM_AMX_TILE_ROWS, rb + 1);
 				}
-				STORE_C(0, t, rb);
-				STORE_C(1, t, rb + 1);
-				STORE_C(2, t + LLM_AMX_TILE_ROWS, rb);
-				STORE_C(3, t + LLM_AMX_TILE_ROWS, rb + 1);
+				if (tt < s1)
+				{
+					const uint16_t *a0 = act + (size_t) tt * tile_stride;
+
+					TZERO(0);
+					TZERO(1);
+					for (int64_t kb = 0; kb < nkb; kb++)
+					{
+						const uint16_t *b0 = w0 + kb * 1024,
+								   *b1 = w1 + kb * 1024,
+								   *h0 = a0 + kb * 1024;
+
+						TLOAD(4, h0, 64);
+						TLOAD(6, b0, 64);
+						TLOAD(7, b1, 64);
+						TDP(0, 4, 6);
+						TDP(1, 4, 7);
+						TLOAD(6, b0 + 512, 64);
+						TLOAD(7, b1 + 512, 64);
+						TDP(0, 4, 6);
+						TDP(1, 4, 7);
+						TLOAD(4, h0 + 512, 64);
+						TLOAD(6, b0, 64);
+						TLOAD(7, b1, 64);
+						TDP(0, 4, 6);
+						TDP(1, 4, 7);
+					}
+					STORE_C(0, tt * LLM_AMX_TILE_ROWS, rb);
+					STORE_C(1, tt * LLM_AMX_TILE_ROWS, rb + 1);
+				}
 			}
-			if (t < np)
+			else
 			{
-				const uint16_t *h0 = hi + (size_t) t * kp,
-						   *l0 = lo + (size_t) t * kp;
-
-				TZERO(0);
-				TZERO(1);
-				for (int64_t kb = 0; kb < nkb; kb++)
+				for (int tt = s0; tt < s1; tt++)
 				{
-					const uint16_t *b0 = w0 + kb * 1024,
-							   *b1 = w1 + kb * 1024;
-					const int64_t k = kb * LLM_AMX_TILE_K;
+					const uint16_t *a0 = act + (size_t) tt * tile_stride;
 
-					TLOAD(4, h0 + k, as);
-					TLOAD(6, b0, 64);
-					TLOAD(7, b1, 64);
-					TDP(0, 4, 6);
-					TDP(1, 4, 7);
-					TLOAD(6, b0 + 512, 64);
-					TLOAD(7, b1 + 512, 64);
-					TDP(0, 4, 6);
-					TDP(1, 4, 7);
-					TLOAD(4, l0 + k, as);
-					TLOAD(6, b0, 64);
-					TLOAD(7, b1, 64);
-					TDP(0, 4, 6);
-					TDP(1, 4, 7);
+					TZERO(0);
+					for (int64_t kb = 0; kb < nkb; kb++)
+					{
+						const uint16_t *b0 = w0 + kb * 1024,
+								   *h0 = a0 + kb * 1024;
+
+						TLOAD(4, h0, 64);
+						TLOAD(6, b0, 64);
+						TDP(0, 4, 6);
+						TLOAD(6, b0 + 512, 64);
+						TDP(0, 4, 6);
+						TLOAD(4, h0 + 512, 64);
+						TLOAD(6, b0, 64);
+						TDP(0, 4, 6);
+					}
+					STORE_C(0, tt * LLM_AMX_TILE_ROWS, rb);
 				}
-				STORE_C(0, t, rb);
-				STORE_C(1, t, rb + 1);
-			}
-		}
-		else
-		{
-			for (int t = 0; t < np; t += LLM_AMX_TILE_ROWS)
-			{
-				const uint16_t *h0 = hi + (size_t) t * kp,
-						   *l0 = lo + (size_t) t * kp;
-
-				TZERO(0);
-				for (int64_t kb = 0; kb < nkb; kb++)
-				{
-					const uint16_t *b0 = w0 + kb * 1024;
-					const int64_t k = kb * LLM_AMX_TILE_K;
-
-					TLOAD(4, h0 + k, as);
-					TLOAD(6, b0, 64);
-					TDP(0, 4, 6);
-					TLOAD(6, b0 + 512, 64);
-					TDP(0, 4, 6);
-					TLOAD(4, l0 + k, as);
-					TLOAD(6, b0, 64);
-					TDP(0, 4, 6);
-				}
-				STORE_C(0, t, rb);
 			}
 		}
 	}
@@ -404,19 +444,25 @@ llm_amx_split_f16(uint16_t h, uint16_t *hi, uint16_t *lo)
 	*hi = *lo = 0;
 }
 
+size_t
+llm_amx_act_bytes(int n, int64_t n_cols)
+{
+	return 0;
+}
+
 void
-llm_amx_split_rows(const float *x, int64_t n_cols, int t0, int t1, uint16_t *hi, uint16_t *lo)
+llm_amx_split_rows(const float *x, int64_t n_cols, int t0, int t1, uint16_t *act)
 {
 }
 
 void
-llm_amx_zero_rows(int64_t kp, int t0, int t1, uint16_t *hi, uint16_t *lo)
+llm_amx_zero_rows(int64_t n_cols, int t0, int t1, uint16_t *act)
 {
 }
 
 void
 llm_amx_gemm(const uint16_t *packed, int64_t n_rows, int64_t n_cols, int64_t rb0, int64_t rb1,
-			 const uint16_t *hi, const uint16_t *lo, int n, float *y, size_t y_stride)
+			 const uint16_t *act, int n, float *y, size_t y_stride)
 {
 }
 

@@ -30,9 +30,11 @@
  * n_cols zero), the hi tile then the lo tile, each 16 column pairs x 16
  * rows of 2 bfloat16 (the B operand's VNNI layout: element [p][2c + e] is
  * row c, column 2p + e of the block): 2 KiB per (row block, column block).
- * Split activations (llm_amx_split_rows): n_tokens rows of kp =
- * llm_amx_kp(n_cols) bfloat16 (zero past n_cols), hi rows then lo rows,
- * each padded to a multiple of 16 rows with zero rows.
+ * Split activations (llm_amx_split_rows): per token tile (16 tokens; rows
+ * past the batch zero, llm_amx_zero_rows), per column block (columns past
+ * n_cols zero), the hi tile then the lo tile, each 16 tokens x 32
+ * bfloat16 (the A operand, row = token): the same 2 KiB per (tile, column
+ * block) as the weights.
  *
  * Use.  llm_amx_bf16_usable asks the kernel once per process for the tile
  * data state (arch_prctl ARCH_REQ_XCOMP_PERM) after checking CPUID and
@@ -82,22 +84,23 @@ llm_amx_np(int n)
 	return (n + LLM_AMX_TILE_ROWS - 1) / LLM_AMX_TILE_ROWS * LLM_AMX_TILE_ROWS;
 }
 
+/* Bytes of the split activations of n tokens of n_cols (whole token tiles). */
+size_t		llm_amx_act_bytes(int n, int64_t n_cols);
+
 /*
- * Tokens t0 .. t1-1 of x (rows of n_cols floats) split into hi (row t at
- * hi + t * kp) and lo (the same at lo); columns n_cols .. kp-1 zeroed.
- * Rows past the batch (to llm_amx_np) are the caller's to zero
- * (llm_amx_zero_rows).  Needs AVX512F.
+ * Tokens t0 .. t1-1 of x (rows of n_cols floats) split into act (columns
+ * past n_cols zero).  Rows past the batch, to llm_amx_np(n), are the
+ * caller's to zero (llm_amx_zero_rows).  Needs AVX512F.
  */
-void		llm_amx_split_rows(const float *x, int64_t n_cols, int t0, int t1, uint16_t *hi, uint16_t *lo);
-void		llm_amx_zero_rows(int64_t kp, int t0, int t1, uint16_t *hi, uint16_t *lo);
+void		llm_amx_split_rows(const float *x, int64_t n_cols, int t0, int t1, uint16_t *act);
+void		llm_amx_zero_rows(int64_t n_cols, int t0, int t1, uint16_t *act);
 
 /*
  * y[t * y_stride + r] = row r of the packed weight . token t, for the row
- * blocks rb0 .. rb1-1 (rows 16 rb ..), rows < n_rows and tokens < n; hi,
- * lo: the split activations of llm_amx_np(n) rows of kp.  Needs
- * llm_amx_bf16_usable.
+ * blocks rb0 .. rb1-1 (rows 16 rb ..), rows < n_rows and tokens < n; act:
+ * the split activations of the n tokens.  Needs llm_amx_bf16_usable.
  */
 void		llm_amx_gemm(const uint16_t *packed, int64_t n_rows, int64_t n_cols, int64_t rb0, int64_t rb1,
-						 const uint16_t *hi, const uint16_t *lo, int n, float *y, size_t y_stride);
+						 const uint16_t *act, int n, float *y, size_t y_stride);
 
 #endif

@@ -819,6 +819,79 @@ rows_task(void *p, int64_t begin, int64_t end, int thread_idx)
 	}
 }
 
+/* The blocked twin (attn_rows_block.c): item i = (query block i / n_heads, head i % n_heads). */
+typedef struct rows_block_job
+{
+	const llm_step_desc *d;
+	const int32_t *blocks;		/* [n_blocks][2]: sequence, first row */
+	const float *q,
+			   *k,
+			   *v;
+	float	   *out;
+	int			n_heads,
+				n_kv_heads,
+				head_dim;
+	float		scale;
+	float	   *scratch;
+	size_t		stride;
+} rows_block_job;
+
+static void
+rows_block_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	rows_block_job *j = p;
+
+	for (int64_t i = begin; i < end; i++)
+	{
+		const int32_t *b = j->blocks + 2 * (i / j->n_heads);
+		int			s = b[0],
+					t0 = b[1],
+					u1 = j->d->seq_start[s + 1],
+					t1 = t0 + 16 < u1 ? t0 + 16 : u1;
+
+		llm_attention_rows_block_avx512(j->q, j->k, j->v, j->out, j->d->seq_start[s], u1, t0, t1,
+										(int) (i % j->n_heads), j->n_heads, j->n_kv_heads, j->head_dim,
+										j->scale, j->scratch + (size_t) thread_idx * j->stride);
+	}
+}
+
+static int
+attention_rows_blocked(cpu_backend *cb, const llm_step_desc *d, const float *q, const float *k, const float *v,
+					   float *out, int n_heads, int n_kv_heads, int head_dim, const llm_attn_opts *o, int longest)
+{
+	rows_block_job j;
+	int			n_blocks = 0;
+	int			threads = llm_threadpool_size(cb->pool);
+
+	for (int s = 0; s < d->n_seqs; s++)
+		n_blocks += (d->seq_start[s + 1] - d->seq_start[s] + 15) / 16;
+	j.stride = llm_attention_rows_block_scratch(longest, head_dim);
+	if (!cpu_grow((void **) &cb->blocks, &cb->blocks_cap, (size_t) n_blocks * 2 * sizeof(int32_t)) ||
+		!cpu_grow((void **) &cb->rows_scratch, &cb->rows_scratch_cap, (size_t) threads * j.stride * sizeof(float)))
+		return cpu_fail(cb, "attention_rows: out of memory");
+	n_blocks = 0;
+	for (int s = 0; s < d->n_seqs; s++)
+		for (int t = d->seq_start[s]; t < d->seq_start[s + 1]; t += 16)
+		{
+			cb->blocks[2 * n_blocks] = s;
+			cb->blocks[2 * n_blocks + 1] = t;
+			n_blocks++;
+		}
+	j.d = d;
+	j.blocks = cb->blocks;
+	j.q = q;
+	j.k = k;
+	j.v = v;
+	j.out = out;
+	j.n_heads = n_heads;
+	j.n_kv_heads = n_kv_heads;
+	j.head_dim = head_dim;
+	j.scale = o->scale;
+	j.scratch = cb->rows_scratch;
+	llm_threadpool_run(cb->pool, (int64_t) n_blocks * n_heads, 1, rows_block_task, &j);
+	return 0;
+}
+
 /*
  * attention_rows (backend.h) with every (query row, head) pair an item of
  * the pool: each pair is elementwise.c's llm_attention_rows_one (or, with
@@ -842,6 +915,10 @@ cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const
 	for (int s = 0; s < d->n_seqs; s++)
 		if (d->seq_start[s + 1] - d->seq_start[s] > longest)
 			longest = d->seq_start[s + 1] - d->seq_start[s];
+	/* an encoder in the faster arithmetic (cpu_internal.h encoder_fast): the blocked twin */
+	if (cb->encoder_fast && !o->causal && o->window == 0 && !(o->softcap > 0.0f) && head_dim % 16 == 0 &&
+		head_dim <= 256)
+		return attention_rows_blocked(cb, d, q, k, v, out, n_heads, n_kv_heads, head_dim, o, longest);
 	if (!cpu_grow((void **) &cb->rows_scratch, &cb->rows_scratch_cap, (size_t) threads * longest * sizeof(float)))
 		return cpu_fail(cb, "attention_rows: out of memory");
 	j.d = d;

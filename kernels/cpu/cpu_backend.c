@@ -121,6 +121,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->split_sync);
 	free(cb->scans);
 	free(cb->amx_act);
+	free(cb->blocks);
 	free(cb);
 }
 
@@ -242,6 +243,7 @@ cpu_load_weight_encoder(llm_backend *b, const llm_weight *host, llm_weight *out)
 	a->k.impl = cpu_amx_impl;
 	a->packed = packed;
 	out->backend_priv = a;
+	cb->encoder_fast = true;
 	return 0;
 }
 

@@ -117,6 +117,14 @@ typedef struct cpu_backend
 	size_t		scans_cap;		/* bytes */
 	uint16_t   *amx_act;		/* the AMX matmul's split activations (amx_bf16.h) */
 	size_t		amx_act_cap;	/* bytes */
+	/*
+	 * Set when a weight took the AMX-BF16 form (load_weight_encoder): this
+	 * backend serves an encoder in the faster arithmetic, and its
+	 * attention_rows runs the blocked twin (attn_rows_block.c).
+	 */
+	bool		encoder_fast;
+	int32_t    *blocks;			/* attention_rows' query blocks: (sequence, first row) pairs */
+	size_t		blocks_cap;		/* bytes */
 } cpu_backend;
 
 /*

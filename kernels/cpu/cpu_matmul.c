@@ -255,8 +255,7 @@ typedef struct amx_job
 	const float *x;
 	float	   *y;
 	int			n;
-	uint16_t   *hi;
-	uint16_t   *lo;
+	uint16_t   *act;
 } amx_job;
 
 static void
@@ -264,7 +263,7 @@ amx_split_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	amx_job    *j = p;
 
-	llm_amx_split_rows(j->x, j->w->n_cols, (int) begin, (int) end, j->hi, j->lo);
+	llm_amx_split_rows(j->x, j->w->n_cols, (int) begin, (int) end, j->act);
 }
 
 static void
@@ -272,12 +271,12 @@ amx_gemm_task(void *p, int64_t begin, int64_t end, int thread_idx)
 {
 	amx_job    *j = p;
 
-	llm_amx_gemm(j->a->packed, j->w->n_rows, j->w->n_cols, begin, end, j->hi, j->lo, j->n, j->y,
+	llm_amx_gemm(j->a->packed, j->w->n_rows, j->w->n_cols, begin, end, j->act, j->n, j->y,
 				 (size_t) j->w->n_rows);
 }
 
 /*
- * The activations split once into hi and lo rows (padded to whole token
+ * The activations split once into hi and lo tiles (padded to whole token
  * tiles with zero rows), then the row blocks of 16 cut among the threads
  * (in pairs: the kernel's 2-block tiles; a block's outputs are the same
  * bits in a pair or alone).
@@ -286,20 +285,16 @@ static int
 amx_matmul(cpu_backend *cb, const llm_weight *w, const cpu_amx_weight *a, const float *x, float *y, int n)
 {
 	amx_job		j;
-	int64_t		kp = llm_amx_kp(w->n_cols);
-	int			np = llm_amx_np(n);
-	size_t		half = (size_t) np * (size_t) kp;
 
-	if (!cpu_grow((void **) &cb->amx_act, &cb->amx_act_cap, 2 * half * sizeof(uint16_t)))
+	if (!cpu_grow((void **) &cb->amx_act, &cb->amx_act_cap, llm_amx_act_bytes(n, w->n_cols)))
 		return cpu_fail(cb, "matmul: out of memory for %d split activation rows", n);
 	j.w = w;
 	j.a = a;
 	j.x = x;
 	j.y = y;
 	j.n = n;
-	j.hi = cb->amx_act;
-	j.lo = cb->amx_act + half;
-	llm_amx_zero_rows(kp, n, np, j.hi, j.lo);
+	j.act = cb->amx_act;
+	llm_amx_zero_rows(w->n_cols, n, llm_amx_np(n), j.act);
 	/* all of x is read before y is written, so x and y may alias */
 	llm_threadpool_run(cb->pool, n, 4, amx_split_task, &j);
 	llm_threadpool_run(cb->pool, (w->n_rows + LLM_AMX_TILE_ROWS - 1) / LLM_AMX_TILE_ROWS, 2, amx_gemm_task, &j);
