@@ -7,8 +7,8 @@
  * within 1e-6 of a double-precision attention on inputs in [-1, 1]
  * (test_attn_rows_block).
  *
- * For up to 16 queries of one sequence and head: the head's keys are
- * transposed once into kt[d][u] (keys padded to a multiple of 16 with
+ * For the queries of one sequence and head, in blocks of 16: the head's
+ * keys are transposed once into kt[d][u] (keys padded to a multiple of 16 with
  * zeros), each score is one FMA chain over d = 0 .. head_dim-1 times the
  * scale, the weights e_u = expf(s_u - max) by glibc's 16-lane vector expf
  * (keys past the sequence weigh 0), their sum 16 lane sums over the key
@@ -41,10 +41,10 @@ llm_attention_rows_block_scratch(int n_rows, int head_dim)
 	return lp * (size_t) head_dim + 16 * lp;
 }
 
-TGT_B void
-llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, float *out, int u0, int u1,
-								int t0, int t1, int h, int n_heads, int n_kv_heads, int head_dim, float scale,
-								float *scratch)
+/* Queries t0 .. t1-1 (at most 16) against the transposed keys kt; e: [16][lp] scratch. */
+static TGT_B void
+block16(const float *q, const float *kt, const float *v, float *out, int u0, int u1, int t0, int t1, int h,
+		int n_heads, int n_kv_heads, int head_dim, float scale, float *e)
 {
 	const int	L = u1 - u0;
 	const int	nkv = (L + 15) / 16;
@@ -53,23 +53,6 @@ llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, 
 	const size_t ks = (size_t) n_kv_heads * head_dim;
 	const int	nq = t1 - t0;
 	const int	nv = head_dim / 16;
-	float	   *kt = scratch;	/* [head_dim][lp] */
-	float	   *e = scratch + (size_t) head_dim * lp;	/* [16][lp] */
-
-	/* the head's keys, transposed */
-	for (int u = 0; u < lp; u++)
-	{
-		if (u < L)
-		{
-			const float *kh = k + (size_t) (u0 + u) * ks + (size_t) g * head_dim;
-
-			for (int d = 0; d < head_dim; d++)
-				kt[(size_t) d * lp + u] = kh[d];
-		}
-		else
-			for (int d = 0; d < head_dim; d++)
-				kt[(size_t) d * lp + u] = 0.0f;
-	}
 
 	/* scores: 4 queries x 4 key vectors at a time, one FMA chain over d each */
 	for (int i0 = 0; i0 < nq; i0 += 4)
@@ -179,6 +162,38 @@ llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, 
 			}
 		}
 	}
+}
+
+
+TGT_B void
+llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, float *out, int u0, int u1,
+								int t0, int t1, int h, int n_heads, int n_kv_heads, int head_dim, float scale,
+								float *scratch)
+{
+	const int	L = u1 - u0;
+	const int	lp = (L + 15) / 16 * 16;
+	const int	g = h / (n_heads / n_kv_heads);
+	const size_t ks = (size_t) n_kv_heads * head_dim;
+	float	   *kt = scratch;	/* [head_dim][lp] */
+	float	   *e = scratch + (size_t) head_dim * lp;	/* [16][lp] */
+
+	/* the head's keys, transposed */
+	for (int u = 0; u < lp; u++)
+	{
+		if (u < L)
+		{
+			const float *kh = k + (size_t) (u0 + u) * ks + (size_t) g * head_dim;
+
+			for (int d = 0; d < head_dim; d++)
+				kt[(size_t) d * lp + u] = kh[d];
+		}
+		else
+			for (int d = 0; d < head_dim; d++)
+				kt[(size_t) d * lp + u] = 0.0f;
+	}
+
+	for (int t = t0; t < t1; t += 16)
+		block16(q, kt, v, out, u0, u1, t, t + 16 < t1 ? t + 16 : t1, h, n_heads, n_kv_heads, head_dim, scale, e);
 }
 
 #endif

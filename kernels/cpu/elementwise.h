@@ -91,8 +91,8 @@ void		llm_attention_rows_one(const llm_step_desc *d, int s, int t, int h, const 
 								   const llm_attn_opts *o, float *sc);
 
 /*
- * attn_rows_block.c: the encoders' attention for queries t0 .. t1-1 (at
- * most 16, rows of the sequence whose rows are u0 .. u1-1) and head h,
+ * attn_rows_block.c: the encoders' attention for queries t0 .. t1-1 (rows
+ * of the sequence whose rows are u0 .. u1-1, in blocks of 16) and head h,
  * bidirectional over the whole sequence, no window, no soft-cap, head_dim
  * a multiple of 16 up to 256; q, k, v, out as attention_rows (backend.h).
  * Another summation order and expf than llm_attention_rows_one (the
