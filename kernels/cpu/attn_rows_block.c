@@ -177,19 +177,21 @@ llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, 
 	float	   *kt = scratch;	/* [head_dim][lp] */
 	float	   *e = scratch + (size_t) head_dim * lp;	/* [16][lp] */
 
-	/* the head's keys, transposed */
-	for (int u = 0; u < lp; u++)
+	/* the head's keys, transposed: 16 keys' element d gathered at a time (keys past L zero) */
 	{
-		if (u < L)
+		const float *kg = k + (size_t) u0 * ks + (size_t) g * head_dim;
+		const __m512i lane = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+												_mm512_set1_epi32((int) ks));
+
+		for (int ub = 0; ub < lp; ub += 16)
 		{
-			const float *kh = k + (size_t) (u0 + u) * ks + (size_t) g * head_dim;
+			const __mmask16 m = (__mmask16) (ub + 16 <= L ? 0xffff : (1u << (L - ub)) - 1);
+			const float *kb = kg + (size_t) ub * ks;
 
 			for (int d = 0; d < head_dim; d++)
-				kt[(size_t) d * lp + u] = kh[d];
+				_mm512_storeu_ps(kt + (size_t) d * lp + ub,
+								 _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lane, kb + d, 4));
 		}
-		else
-			for (int d = 0; d < head_dim; d++)
-				kt[(size_t) d * lp + u] = 0.0f;
 	}
 
 	for (int t = t0; t < t1; t += 16)

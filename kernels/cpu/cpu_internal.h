@@ -198,6 +198,8 @@ int			cpu_rmsnorm(llm_backend *b, const float *x, const float *w, float *out, in
 int			cpu_add_rmsnorm(llm_backend *b, float *residual, const float *delta, const float *w, float *out,
 							int n, int dim, float eps);
 int			cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim);
+int			cpu_layernorm(llm_backend *b, const float *x, const float *w, const float *bias, float *out, int n,
+						  int dim, float eps);
 int			cpu_add_broadcast(llm_backend *b, const float *x, const float *bias, float *out, int n_rows, int n);
 int			cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
 int			cpu_gelu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
