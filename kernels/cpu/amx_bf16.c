@@ -272,11 +272,15 @@ typedef struct __attribute__((packed, aligned(64))) amx_cfg
 
 /*
  * Tokens are taken in super-blocks whose split activations stay in L2
- * (AMX_SUPER_BYTES) while every row block of the call meets them; a row
+ * (AMX_SUPER_BYTES, half of a 2 MiB L2: at K 1536, 460 tokens, one core,
+ * 1 MiB ran the kernel in 1.01-1.05 ms against 1.20 with 384 KiB and 1.56
+ * unblocked) while every row block of the call meets them; a row
  * block's tiles (2 KiB per column block) and a token tile's are each
  * contiguous, so the loads of a column block loop are sequential streams.
  */
-#define AMX_SUPER_BYTES (384 * 1024)
+#ifndef AMX_SUPER_BYTES
+#define AMX_SUPER_BYTES (1024 * 1024)
+#endif
 
 void
 llm_amx_gemm(const uint16_t *packed, int64_t n_rows, int64_t n_cols, int64_t rb0, int64_t rb1,
