@@ -23,6 +23,7 @@
 #include "elementwise.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #if defined(__x86_64__)
 
@@ -124,46 +125,47 @@ block16(const float *q, const float *kt, const float *v, float *out, int u0, int
 		}
 	}
 
-	/* values: 4 queries x up to 4 head vectors at a time, one FMA chain over the keys each */
-	for (int i0 = 0; i0 < nq; i0 += 4)
+	/* values: 8 queries x 2 head vectors at a time, one FMA chain over the keys each */
+	for (int i0 = 0; i0 < nq; i0 += 8)
 	{
-		const int	ni = nq - i0 < 4 ? nq - i0 : 4;
+		const int	ni = nq - i0 < 8 ? nq - i0 : 8;
+		const float *er[8];
 
-		for (int c0 = 0; c0 < nv; c0 += 4)
+		for (int i = 0; i < 8; i++)
+			er[i] = e + (size_t) (i0 + (i < ni ? i : 0)) * lp;
+		for (int c0 = 0; c0 < nv; c0 += 2)
 		{
-			const int	nc = nv - c0 < 4 ? nv - c0 : 4;
-			__m512		acc[4][4];
+			const bool	two = c0 + 1 < nv;
+			__m512		acc[8][2];
 
-			for (int i = 0; i < 4; i++)
-				for (int c = 0; c < 4; c++)
-					acc[i][c] = _mm512_setzero_ps();
+			for (int i = 0; i < 8; i++)
+				acc[i][0] = acc[i][1] = _mm512_setzero_ps();
 			for (int u = 0; u < L; u++)
 			{
 				const float *vh = v + (size_t) (u0 + u) * ks + (size_t) g * head_dim + 16 * c0;
-				__m512		vv[4];
+				const __m512 v0 = _mm512_loadu_ps(vh),
+							v1 = two ? _mm512_loadu_ps(vh + 16) : _mm512_setzero_ps();
 
-				for (int c = 0; c < 4; c++)
-					vv[c] = c < nc ? _mm512_loadu_ps(vh + 16 * c) : _mm512_setzero_ps();
-				for (int i = 0; i < 4; i++)
+				for (int i = 0; i < 8; i++)
 				{
-					__m512		w = _mm512_set1_ps(e[(size_t) (i0 + (i < ni ? i : 0)) * lp + u]);
+					__m512		w = _mm512_set1_ps(er[i][u]);
 
-					for (int c = 0; c < 4; c++)
-						acc[i][c] = _mm512_fmadd_ps(w, vv[c], acc[i][c]);
+					acc[i][0] = _mm512_fmadd_ps(w, v0, acc[i][0]);
+					acc[i][1] = _mm512_fmadd_ps(w, v1, acc[i][1]);
 				}
 			}
 			for (int i = 0; i < ni; i++)
 			{
 				float	   *oh = out + ((size_t) (t0 + i0 + i) * n_heads + h) * head_dim + 16 * c0;
-				const float s = sums[i0 + i];
+				const __m512 sv = _mm512_set1_ps(sums[i0 + i]);
 
-				for (int c = 0; c < nc; c++)
-					_mm512_storeu_ps(oh + 16 * c, s > 0.0f ? _mm512_div_ps(acc[i][c], _mm512_set1_ps(s)) : acc[i][c]);
+				_mm512_storeu_ps(oh, sums[i0 + i] > 0.0f ? _mm512_div_ps(acc[i][0], sv) : acc[i][0]);
+				if (two)
+					_mm512_storeu_ps(oh + 16, sums[i0 + i] > 0.0f ? _mm512_div_ps(acc[i][1], sv) : acc[i][1]);
 			}
 		}
 	}
 }
-
 
 TGT_B void
 llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, float *out, int u0, int u1,

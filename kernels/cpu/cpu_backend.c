@@ -121,7 +121,6 @@ cpu_destroy(llm_backend *b)
 	free(cb->split_sync);
 	free(cb->scans);
 	free(cb->amx_act);
-	free(cb->blocks);
 	free(cb);
 }
 

@@ -1,8 +1,9 @@
 /*
  * cpu_internal.h — what the files of the CPU backend share (cpu_backend.c:
  * the op table, memory, the KV cache and the step; cpu_elementwise.c,
- * cpu_matmul.c, cpu_attention.c: the ops).  Not seen outside kernels/cpu;
- * backend_cpu.h is the backend's public contract.
+ * cpu_matmul.c, cpu_attention.c, cpu_attention_rows.c: the ops).  Not
+ * seen outside kernels/cpu; backend_cpu.h is the backend's public
+ * contract.
  *
  * Every op runs on the caller's thread, one at a time per backend (backend.h),
  * and spreads its work over cb->pool; the scratch buffers below belong to the
@@ -123,8 +124,6 @@ typedef struct cpu_backend
 	 * attention_rows runs the blocked twin (attn_rows_block.c).
 	 */
 	bool		encoder_fast;
-	int32_t    *blocks;			/* attention_rows' query blocks: (sequence, first row) pairs */
-	size_t		blocks_cap;		/* bytes */
 } cpu_backend;
 
 /*
@@ -212,10 +211,12 @@ int			cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, 
 int			cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x,
 							 float *const *y, int n);
 
-/* cpu_attention.c */
+/* cpu_attention_rows.c */
 int			cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
 							   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 							   const llm_attn_opts *o);
+
+/* cpu_attention.c */
 int			cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 							  int n_heads, float rope_theta);
 int			cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v,
