@@ -68,6 +68,7 @@
 #define LLM_DEVICE_OPTIONS(X) X(auto) X(cpu) X(cuda)
 #define LLM_CHAT_TEMPLATE_OPTIONS(X) X(auto) X(none) X(chatml) X(gemma)
 #define LLM_KV_CACHE_DTYPE_OPTIONS(X) X(f16) X(q8_0)
+#define LLM_ENCODER_ARITHMETIC_OPTIONS(X) X(auto) X(exact)
 
 /* An INT setting's C type and scale (field = value * scale) by unit. */
 #define LLM_SETTING_CTYPE_NONE int
@@ -240,6 +241,20 @@
 		 "q8_0 stores blocks of 32 int8 values with an fp16 scale: about half the memory " \
 		 "and bandwidth of f16, so llm.kv_cache_size holds 1.88 times the tokens; outputs may differ " \
 		 "slightly from f16. The CPU backend only.") \
+	/* \
+	 * encoder models' layer matrices: auto lets the backend compute them \
+	 * in its faster arithmetic (backend.h load_weight_encoder; CPU: F16 \
+	 * matrices on AMX-BF16 tiles where the CPU and the kernel allow, \
+	 * kernels/cpu/amx_bf16.h), exact in llama.cpp's kernels; decoders are \
+	 * always exact \
+	 */ \
+	ENUM(encoder_arithmetic, "llm.encoder_arithmetic", "--encoder-arithmetic", LLM_ENCODER_ARITHMETIC_OPTIONS, \
+		 true, false, "\"auto\" or \"exact\"", \
+		 "Arithmetic of encoder (embedding) models' matrices: auto or exact.", \
+		 "auto computes an encoder's F16 matrices on AMX-BF16 tiles where the CPU and the kernel allow: " \
+		 "faster, and embeddings then differ in their low bits between hosts with and without AMX (within " \
+		 "the same fidelity bound). exact uses llama.cpp's arithmetic everywhere. Decoder models are " \
+		 "always exact.") \
 	/* \
 	 * CPU: compute threads from the process's shared pool of n_threads, \
 	 * for engines one thread steps in turn (several models in one \

@@ -240,7 +240,9 @@ engine_build(const llm_engine_config *c, bool check_only, size_t *field, char *e
 		goto fail;
 	AT(model_path);
 	e->model = check_only ? llm_model_read(e->gguf, e->backend, err, errlen) :
-		llm_model_load(e->gguf, e->backend, err, errlen);
+		llm_model_load_opts(e->gguf, e->backend,
+							e->cfg.encoder_arithmetic == NULL || strcmp(e->cfg.encoder_arithmetic, "auto") == 0,
+							err, errlen);
 	if (e->model == NULL)
 		goto fail;
 	e->mc = llm_model_get_config(e->model);

@@ -468,7 +468,8 @@ const char *llm_engine_notes(const llm_engine *e);
 /*
  * The compute kernels e runs on (static string): on the CPU backend its
  * implementation (kernels/cpu/dispatch.h: "scalar", "avx2", "avx512vnni";
- * none uses AMX), otherwise the backend's name ("cuda").
+ * an encoder's F16 matrices may also run on AMX-BF16 tiles, see
+ * llm.encoder_arithmetic), otherwise the backend's name ("cuda").
  */
 const char *llm_engine_kernels(const llm_engine *e);
 

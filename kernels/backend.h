@@ -479,6 +479,21 @@ typedef struct llm_backend_ops
 	 * in.
 	 */
 	int			(*gelu_erf) (llm_backend *b, const float *in, float *out, size_t n);
+
+	/* ---- added with the encoders' arithmetic (kernels/cpu/amx_bf16.h) ---- */
+
+	/*
+	 * load_weight for a layer matrix of an encoder model whose
+	 * configuration allows a faster arithmetic than llama.cpp's
+	 * (llm.encoder_arithmetic 'auto'): the backend may compute this
+	 * weight's matmuls in another summation and rounding (CPU: F16
+	 * weights on AMX-BF16 tiles where the CPU and the kernel allow, else
+	 * exactly as load_weight), so results may differ from load_weight's in
+	 * low bits.  The numerics contract still holds: a row's outputs depend
+	 * only on that row (batch invariance), and out->data keeps the rows as
+	 * load_weight keeps them.  Optional: NULL means load_weight.
+	 */
+	int			(*load_weight_encoder) (llm_backend *b, const llm_weight *host, llm_weight *out);
 } llm_backend_ops;
 
 

@@ -147,7 +147,8 @@ read_embedding_keys(llm_model *m, const gguf_file *f, char *err, size_t errlen)
 
 /* The config read and checked, then, with load, every tensor through the backend. */
 static llm_model *
-model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, char *err, size_t errlen)
+model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, bool encoder_fast, char *err,
+		   size_t errlen)
 {
 	llm_model  *m = calloc(1, sizeof(llm_model));
 	llm_model_config *c;
@@ -160,6 +161,7 @@ model_open(const gguf_file *f, llm_backend *b, const llm_arch *as, bool load, ch
 		return NULL;
 	}
 	m->b = b;
+	m->encoder_fast = encoder_fast;
 	c = &m->cfg;
 	if (!gguf_get_str(f, "general.architecture", &s) || s.len == 0 || s.len >= sizeof(c->arch))
 	{
@@ -208,19 +210,25 @@ fail:
 llm_model *
 llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 {
-	return model_open(f, b, NULL, true, err, errlen);
+	return model_open(f, b, NULL, true, false, err, errlen);
+}
+
+llm_model *
+llm_model_load_opts(const gguf_file *f, llm_backend *b, bool encoder_fast, char *err, size_t errlen)
+{
+	return model_open(f, b, NULL, true, encoder_fast, err, errlen);
 }
 
 llm_model *
 llm_model_read(const gguf_file *f, llm_backend *b, char *err, size_t errlen)
 {
-	return model_open(f, b, NULL, false, err, errlen);
+	return model_open(f, b, NULL, false, false, err, errlen);
 }
 
 llm_model *
 llm_model_load_as(const gguf_file *f, llm_backend *b, const llm_arch *arch, char *err, size_t errlen)
 {
-	return model_open(f, b, arch, true, err, errlen);
+	return model_open(f, b, arch, true, false, err, errlen);
 }
 
 static void

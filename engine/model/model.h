@@ -99,6 +99,13 @@ typedef struct llm_model llm_model;
  */
 llm_model  *llm_model_load(const gguf_file *f, llm_backend *b, char *err, size_t errlen);
 /*
+ * llm_model_load, and with encoder_fast an encoder's (graph bidirectional)
+ * layer matrices go through the backend's load_weight_encoder: its faster
+ * arithmetic, not llama.cpp's bits (backend.h; llm.encoder_arithmetic
+ * 'auto').  A decoder, or encoder_fast false, loads as llm_model_load.
+ */
+llm_model  *llm_model_load_opts(const gguf_file *f, llm_backend *b, bool encoder_fast, char *err, size_t errlen);
+/*
  * llm_model_load without the tensors: the architecture known and the
  * hyper-parameters read and checked (llm_model_get_config), no weight
  * allocated on the backend; for checking a configuration before loading

@@ -314,6 +314,7 @@ struct llm_model
 	float	   *tok_norm;		/* [dim] LayerNorm of the summed input embeddings */
 	float	   *tok_norm_b;		/* [dim] */
 	llm_layer_weights *layers;	/* [cfg.n_layers]; NULL until the loader allocates it */
+	bool		encoder_fast;	/* an encoder's layer matrices through load_weight_encoder (llm_model_load_opts) */
 	llm_activations act;
 };
 

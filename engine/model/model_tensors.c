@@ -277,8 +277,31 @@ find_checked(const gguf_file *f, const char *name, int64_t ne0, int64_t ne1, cha
 	return t;
 }
 
+/* A row of every layer (its name has "%d"). */
+static bool
+per_layer(const llm_tensor_spec *r)
+{
+	return strstr(r->name, "%d") != NULL;
+}
+
+/*
+ * A layer matrix of an encoder loaded with encoder_fast (llm_model_load_opts)
+ * goes through the backend's load_weight_encoder, every other matrix
+ * through load_weight.
+ */
 static int
-load_matrix(llm_model *m, const gguf_tensor *t, const char *name, llm_weight *out, char *err, size_t errlen)
+backend_load(llm_model *m, bool layer, const llm_weight *host, llm_weight *out)
+{
+	const llm_backend_ops *o = m->b->ops;
+
+	if (layer && m->encoder_fast && m->arch->graph.bidirectional && o->load_weight_encoder != NULL)
+		return o->load_weight_encoder(m->b, host, out);
+	return o->load_weight(m->b, host, out);
+}
+
+static int
+load_matrix(llm_model *m, const gguf_tensor *t, const char *name, bool layer, llm_weight *out, char *err,
+			size_t errlen)
 {
 	llm_weight	host;
 
@@ -288,7 +311,7 @@ load_matrix(llm_model *m, const gguf_tensor *t, const char *name, llm_weight *ou
 	host.n_cols = t->ne[0];
 	host.row_bytes = llm_type_row_bytes(t->type, t->ne[0]);
 	host.data = t->data;
-	if (m->b->ops->load_weight(m->b, &host, out) != 0)
+	if (backend_load(m, layer, &host, out) != 0)
 	{
 		snprintf(err, errlen, "tensor %s (%s): %s", name,
 				 llm_type_get(t->type) ? llm_type_get(t->type)->name : "?",
@@ -340,7 +363,7 @@ load_fused(llm_model *m, const gguf_file *f, const llm_tensor_spec *r, const cha
 		host.n_cols = t->ne[0];
 		host.row_bytes = llm_type_row_bytes(t->type, t->ne[0]);
 		host.data = (const char *) t->data + (size_t) first * host.row_bytes;
-		if (m->b->ops->load_weight(m->b, &host, (llm_weight *) (base + r->part_field[i])) != 0)
+		if (backend_load(m, per_layer(r), &host, (llm_weight *) (base + r->part_field[i])) != 0)
 		{
 			snprintf(err, errlen, "tensor %s (%s), rows %lld..%lld: %s", name,
 					 llm_type_get(t->type) ? llm_type_get(t->type)->name : "?", (long long) first,
@@ -385,14 +408,9 @@ load_row(llm_model *m, const gguf_file *f, const llm_tensor_spec *r, const char 
 		return -1;
 	if (r->vector)
 		return load_vector(m, t, name, (float **) (base + r->field), err, errlen);
-	return load_matrix(m, t, name, (llm_weight *) (base + r->field), err, errlen);
+	return load_matrix(m, t, name, per_layer(r), (llm_weight *) (base + r->field), err, errlen);
 }
 
-static bool
-per_layer(const llm_tensor_spec *r)
-{
-	return strstr(r->name, "%d") != NULL;
-}
 
 int
 llm_model_load_tensors(llm_model *m, const gguf_file *f, char *err, size_t errlen)

@@ -42,6 +42,7 @@
 #include "kernels/backend.h"
 #include "backend_cpu.h"
 #include "cpu_internal.h"
+#include "amx_bf16.h"
 #include "huge_pages.h"
 
 #include <stdio.h>
@@ -119,6 +120,7 @@ cpu_destroy(llm_backend *b)
 	free(cb->split_scores);
 	free(cb->split_sync);
 	free(cb->scans);
+	free(cb->amx_act);
 	free(cb);
 }
 
@@ -205,6 +207,42 @@ cpu_load_weight(llm_backend *b, const llm_weight *host, llm_weight *out)
 		out->backend_priv = (void *) packed;
 	else
 		memcpy(copy, host->data, host->row_bytes * (size_t) host->n_rows);
+	return 0;
+}
+
+const char	cpu_amx_impl[] = "avx512-amx-bf16";
+
+/*
+ * load_weight_encoder: load_weight, then for an F16 matrix on a CPU and
+ * kernel that allow AMX-BF16 (amx_bf16.h; the process asks for the tile
+ * state here, once) also the split, packed copy, which cpu_matmul then
+ * uses for every call on this weight whatever its token count (so an
+ * input's outputs are the same alone and in a batch).  Elsewhere the
+ * weight is load_weight's: the exact kernels.
+ */
+static int
+cpu_load_weight_encoder(llm_backend *b, const llm_weight *host, llm_weight *out)
+{
+	cpu_backend *cb = CPU(b);
+	cpu_amx_weight *a;
+	uint16_t   *packed;
+
+	if (cpu_load_weight(b, host, out) != 0)
+		return -1;
+	if (host->type != LLM_TYPE_F16 || out->backend_priv != NULL || cb->impl == LLM_IMPL_SCALAR ||
+		!llm_amx_bf16_usable(NULL, 0))
+		return 0;
+	a = llm_huge_arena_alloc(cb->weights, sizeof(cpu_amx_weight));
+	packed = llm_huge_arena_alloc(cb->weights, llm_amx_packed_bytes(host->n_rows, host->n_cols));
+	if (a == NULL || packed == NULL)
+		return cpu_fail(cb, "load_weight: out of memory for the AMX form of a %lld x %lld weight",
+						(long long) host->n_rows, (long long) host->n_cols);
+	llm_amx_pack_f16(host->data, host->row_bytes, host->n_rows, host->n_cols, packed);
+	a->k = *llm_qkernel_get(host->type, cb->impl);
+	a->k.impl = cpu_amx_impl;
+	a->packed = packed;
+	out->backend_priv = a;
+	cb->encoder_fast = true;
 	return 0;
 }
 
@@ -697,6 +735,7 @@ static const llm_backend_ops cpu_ops = {
 	.download = cpu_download,
 	.load_weight = cpu_load_weight,
 	.free_weight = cpu_free_weight,
+	.load_weight_encoder = cpu_load_weight_encoder,
 	.load_vector = cpu_load_vector,
 	.kv_init = cpu_kv_init,
 	.kv_local_group = true,
@@ -721,7 +760,7 @@ static const llm_backend_ops cpu_ops = {
 	.host_buffers = true,
 	.scan_rows = cpu_scan_rows,
 	.add_broadcast = cpu_add_broadcast,
-	.layernorm = llm_cpu_layernorm,
+	.layernorm = cpu_layernorm,
 	.rope_rows = llm_cpu_rope_rows,
 	.attention_rows = cpu_attention_rows,
 	.rope_store_kv_opts = cpu_rope_store_kv_opts,

@@ -78,6 +78,38 @@ cpu_add_rmsnorm(llm_backend *b, float *residual, const float *delta, const float
 	return 0;
 }
 
+/* layernorm: elementwise.c's rows (llm_cpu_layernorm) cut among the pool's threads, the same bits. */
+typedef struct layernorm_job
+{
+	const float *x,
+			   *w,
+			   *bias;
+	float	   *out;
+	int			dim;
+	float		eps;
+} layernorm_job;
+
+static void
+layernorm_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	layernorm_job *j = p;
+
+	llm_cpu_layernorm(NULL, j->x + begin * j->dim, j->w, j->bias, j->out + begin * j->dim, (int) (end - begin),
+					  j->dim, j->eps);
+}
+
+int
+cpu_layernorm(llm_backend *b, const float *x, const float *w, const float *bias, float *out, int n, int dim,
+			  float eps)
+{
+	layernorm_job j = {x, w, bias, out, dim, eps};
+
+	if (n < 0 || dim <= 0 || (n > 0 && (x == NULL || w == NULL || out == NULL)))
+		return cpu_fail(CPU(b), "layernorm: invalid arguments");
+	llm_threadpool_run(CPU(b)->pool, n, 4, layernorm_task, &j);
+	return 0;
+}
+
 int
 cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim)
 {

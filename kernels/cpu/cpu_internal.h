@@ -1,8 +1,9 @@
 /*
  * cpu_internal.h — what the files of the CPU backend share (cpu_backend.c:
  * the op table, memory, the KV cache and the step; cpu_elementwise.c,
- * cpu_matmul.c, cpu_attention.c: the ops).  Not seen outside kernels/cpu;
- * backend_cpu.h is the backend's public contract.
+ * cpu_matmul.c, cpu_attention.c, cpu_attention_rows.c: the ops).  Not
+ * seen outside kernels/cpu; backend_cpu.h is the backend's public
+ * contract.
  *
  * Every op runs on the caller's thread, one at a time per backend (backend.h),
  * and spreads its work over cb->pool; the scratch buffers below belong to the
@@ -115,7 +116,37 @@ typedef struct cpu_backend
 	size_t		split_sync_cap; /* bytes */
 	llm_row_scan *scans;		/* scan_rows: one scan per (row, piece) */
 	size_t		scans_cap;		/* bytes */
+	uint16_t   *amx_act;		/* the AMX matmul's split activations (amx_bf16.h) */
+	size_t		amx_act_cap;	/* bytes */
+	/*
+	 * Set when a weight took the AMX-BF16 form (load_weight_encoder): this
+	 * backend serves an encoder in the faster arithmetic, and its
+	 * attention_rows runs the blocked twin (attn_rows_block.c).
+	 */
+	bool		encoder_fast;
 } cpu_backend;
+
+/*
+ * A weight of load_weight_encoder in the AMX-BF16 form (amx_bf16.h): its
+ * backend_priv.  The first member is the exact F16 kernel, so code that
+ * takes backend_priv for a packed kernel (weight_kernel) still finds one;
+ * impl is cpu_amx_impl, which tells the form apart (cpu_amx_weight_of).
+ */
+typedef struct cpu_amx_weight
+{
+	llm_qkernel k;
+	const uint16_t *packed;		/* llm_amx_pack_f16 of the rows */
+} cpu_amx_weight;
+
+extern const char cpu_amx_impl[];
+
+static inline const cpu_amx_weight *
+cpu_amx_weight_of(const llm_weight *w)
+{
+	const cpu_amx_weight *a = (const cpu_amx_weight *) w->backend_priv;
+
+	return a != NULL && a->k.impl == cpu_amx_impl ? a : NULL;
+}
 
 #define CPU(b) ((cpu_backend *) (b))
 
@@ -166,6 +197,8 @@ int			cpu_rmsnorm(llm_backend *b, const float *x, const float *w, float *out, in
 int			cpu_add_rmsnorm(llm_backend *b, float *residual, const float *delta, const float *w, float *out,
 							int n, int dim, float eps);
 int			cpu_add(llm_backend *b, float *residual, const float *delta, int n, int dim);
+int			cpu_layernorm(llm_backend *b, const float *x, const float *w, const float *bias, float *out, int n,
+						  int dim, float eps);
 int			cpu_add_broadcast(llm_backend *b, const float *x, const float *bias, float *out, int n_rows, int n);
 int			cpu_silu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
 int			cpu_gelu_mul(llm_backend *b, const float *gate, const float *up, float *out, size_t n);
@@ -178,10 +211,12 @@ int			cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, 
 int			cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const float *x,
 							 float *const *y, int n);
 
-/* cpu_attention.c */
+/* cpu_attention_rows.c */
 int			cpu_attention_rows(llm_backend *b, const llm_step_desc *d, const float *q, const float *k,
 							   const float *v, float *out, int n_heads, int n_kv_heads, int head_dim,
 							   const llm_attn_opts *o);
+
+/* cpu_attention.c */
 int			cpu_rope_store_kv(llm_backend *b, int layer, float *q, float *k, const float *v,
 							  int n_heads, float rope_theta);
 int			cpu_rope_store_kv_mode(llm_backend *b, int layer, float *q, float *k, const float *v,

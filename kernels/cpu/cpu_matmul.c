@@ -14,6 +14,7 @@
  */
 #include "kernels/backend.h"
 #include "cpu_internal.h"
+#include "amx_bf16.h"
 #include "kernels/quant_types.h"
 
 typedef struct matmul_job
@@ -243,6 +244,121 @@ job_forms(const cpu_backend *cb, matmul_job *j)
 		cb->row_forms : NULL;
 }
 
+/* ------------------------------------------------------------------------
+ * Weights in the AMX-BF16 form (load_weight_encoder, amx_bf16.h)
+ * ------------------------------------------------------------------------ */
+
+typedef struct amx_job
+{
+	const llm_weight *w;
+	const cpu_amx_weight *a;
+	const float *x;
+	float	   *y;
+	int			n;
+	uint16_t   *act;
+} amx_job;
+
+static void
+amx_split_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	amx_job    *j = p;
+
+	llm_amx_split_rows(j->x, j->w->n_cols, (int) begin, (int) end, j->act);
+}
+
+static void
+amx_gemm_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	amx_job    *j = p;
+
+	llm_amx_gemm(j->a->packed, j->w->n_rows, j->w->n_cols, begin, end, j->act, j->n, j->y,
+				 (size_t) j->w->n_rows);
+}
+
+/*
+ * The activations split once into hi and lo tiles (padded to whole token
+ * tiles with zero rows), then the row blocks of 16 cut among the threads
+ * (in pairs: the kernel's 2-block tiles; a block's outputs are the same
+ * bits in a pair or alone).
+ */
+static int
+amx_matmul(cpu_backend *cb, const llm_weight *w, const cpu_amx_weight *a, const float *x, float *y, int n)
+{
+	amx_job		j;
+
+	if (!cpu_grow((void **) &cb->amx_act, &cb->amx_act_cap, llm_amx_act_bytes(n, w->n_cols)))
+		return cpu_fail(cb, "matmul: out of memory for %d split activation rows", n);
+	j.w = w;
+	j.a = a;
+	j.x = x;
+	j.y = y;
+	j.n = n;
+	j.act = cb->amx_act;
+	llm_amx_zero_rows(w->n_cols, n, llm_amx_np(n), j.act);
+	/* all of x is read before y is written, so x and y may alias */
+	llm_threadpool_run(cb->pool, n, 4, amx_split_task, &j);
+	llm_threadpool_run(cb->pool, (w->n_rows + LLM_AMX_TILE_ROWS - 1) / LLM_AMX_TILE_ROWS, 2, amx_gemm_task, &j);
+	return 0;
+}
+
+/* Several AMX weights of one input (matmul_multi): one split, their row blocks laid end to end. */
+#define AMX_MULTI_MAX 4
+
+typedef struct amx_multi_job
+{
+	int			n_w;
+	amx_job		jobs[AMX_MULTI_MAX];
+	int64_t		rb0[AMX_MULTI_MAX + 1];	/* first row block of each weight in the joint range */
+} amx_multi_job;
+
+static void
+amx_multi_task(void *p, int64_t begin, int64_t end, int thread_idx)
+{
+	amx_multi_job *mj = p;
+
+	for (int i = 0; i < mj->n_w && begin < end; i++)
+	{
+		int64_t		lo = begin > mj->rb0[i] ? begin : mj->rb0[i],
+					hi = end < mj->rb0[i + 1] ? end : mj->rb0[i + 1];
+
+		if (lo < hi)
+			amx_gemm_task(&mj->jobs[i], lo - mj->rb0[i], hi - mj->rb0[i], thread_idx);
+	}
+}
+
+/* 1 when done (every weight in the AMX form, one column count), 0 when not applicable, -1 on failure. */
+static int
+amx_matmul_multi(cpu_backend *cb, const llm_weight *const *w, int n_w, const float *x, float *const *y, int n)
+{
+	amx_multi_job mj;
+
+	if (n_w < 1 || n_w > AMX_MULTI_MAX || n <= 0)
+		return 0;
+	for (int i = 0; i < n_w; i++)
+		if (cpu_amx_weight_of(w[i]) == NULL || w[i]->n_cols != w[0]->n_cols)
+			return 0;
+	if (!cpu_grow((void **) &cb->amx_act, &cb->amx_act_cap, llm_amx_act_bytes(n, w[0]->n_cols)))
+		return cpu_fail(cb, "matmul: out of memory for %d split activation rows", n);
+	mj.n_w = n_w;
+	mj.rb0[0] = 0;
+	for (int i = 0; i < n_w; i++)
+	{
+		amx_job    *j = &mj.jobs[i];
+
+		j->w = w[i];
+		j->a = cpu_amx_weight_of(w[i]);
+		j->x = x;
+		j->y = y[i];
+		j->n = n;
+		j->act = cb->amx_act;
+		mj.rb0[i + 1] = mj.rb0[i] + (w[i]->n_rows + LLM_AMX_TILE_ROWS - 1) / LLM_AMX_TILE_ROWS;
+	}
+	llm_amx_zero_rows(w[0]->n_cols, n, llm_amx_np(n), cb->amx_act);
+	llm_threadpool_run(cb->pool, n, 4, amx_split_task, &mj.jobs[0]);
+	llm_threadpool_run(cb->pool, mj.rb0[n_w], 2, amx_multi_task, &mj);
+	return 1;
+}
+
 int
 cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 {
@@ -256,6 +372,8 @@ cpu_matmul(llm_backend *b, const llm_weight *w, const float *x, float *y, int n)
 		return cpu_fail(cb, "matmul: unsupported weight type %u or shape", w->type);
 	if (n == 0)
 		return 0;
+	if (cpu_amx_weight_of(w) != NULL)
+		return amx_matmul(cb, w, cpu_amx_weight_of(w), x, y, n);
 	j.w = w;
 	j.x = x;
 	j.y = y;
@@ -328,11 +446,22 @@ cpu_matmul_multi(llm_backend *b, const llm_weight *const *w, int n_w, const floa
 			if (mj.jobs[i].k->quantize_act != mj.jobs[0].k->quantize_act ||
 				w[i]->n_cols != w[0]->n_cols)
 				shared = false;
+			/* a mix of AMX and other weights runs weight by weight */
+			if ((cpu_amx_weight_of(w[i]) != NULL) != (cpu_amx_weight_of(w[0]) != NULL))
+				shared = false;
 			/* rows of interleaved groups must start at a group boundary of the joint range */
 			if (mj.jobs[i].k->row_group > 1 && row0 % mj.jobs[i].k->row_group != 0)
 				shared = false;
 			row0 += w[i]->n_rows;
 		}
+	}
+	/* weights in the AMX form (load_weight_encoder): one split, one job */
+	if (shared)
+	{
+		int			done = amx_matmul_multi(cb, w, n_w, x, y, n);
+
+		if (done != 0)
+			return done < 0 ? -1 : 0;
 	}
 	if (!shared)
 	{

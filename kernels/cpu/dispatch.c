@@ -12,12 +12,17 @@
  * function defined in B); the graph is acyclic, and no file calls one
  * listed above it:
  *
- *   cpu_backend.c  -> cpu_elementwise.c, cpu_matmul.c, cpu_attention.c (its op
+ *   cpu_backend.c  -> cpu_elementwise.c, cpu_matmul.c, cpu_attention.c,
+ *                     cpu_attention_rows.c (its op
  *                     table), dispatch.c, quant.c, threadpool.c, huge_pages.c,
- *                     row_scan.c
+ *                     row_scan.c, amx_bf16.c
  *   cpu_elementwise.c -> elementwise.c, threadpool.c
- *   cpu_matmul.c   -> quant_kforms.c, dispatch.c, quant.c, quant_types.c, threadpool.c
+ *   cpu_matmul.c   -> quant_kforms.c, dispatch.c, quant.c, quant_types.c, threadpool.c,
+ *                     amx_bf16.c
  *   cpu_attention.c -> dispatch.c, quant.c, threadpool.c
+ *   cpu_attention_rows.c -> threadpool.c, attn_rows_block.c
+ *   amx_bf16.c     -> quant.c
+ *   attn_rows_block.c -> (nothing in kernels/cpu)
  *   dispatch.c     -> quant_more.c, quant_packed.c, quant_packed_avx2.c, attn_avx2.c,
  *                     quant_avx2.c, quant_q5_0.c, elementwise.c, row_scan.c, quant.c
  *   quant_more.c   -> quant_more_avx2.c, quant_more_avx512.c (their tables),
@@ -42,7 +47,7 @@
  * and inline helpers every kernel shares), quant_x86.h the vector
  * kernels' files, dispatch.h this file; simd_x86.h and quant_tile.inc are
  * inline code of the vector kernels; cpu_internal.h declares the ops of
- * the three cpu_*.c op files for cpu_backend.c's table (and the state and
+ * the four cpu_*.c op files for cpu_backend.c's table (and the state and
  * inline helpers the four share).
  */
 #include "dispatch.h"

@@ -91,6 +91,21 @@ void		llm_attention_rows_one(const llm_step_desc *d, int s, int t, int h, const 
 								   const llm_attn_opts *o, float *sc);
 
 /*
+ * attn_rows_block.c: the encoders' attention for queries t0 .. t1-1 (rows
+ * of the sequence whose rows are u0 .. u1-1, in blocks of 16) and head h,
+ * bidirectional over the whole sequence, no window, no soft-cap, head_dim
+ * a multiple of 16 up to 256; q, k, v, out as attention_rows (backend.h).
+ * Another summation order and expf than llm_attention_rows_one (the
+ * faster encoder arithmetic); each query's result depends on its own row
+ * and its sequence only.  scratch: llm_attention_rows_block_scratch(u1 -
+ * u0, head_dim) floats.  x86-64 with AVX512F only: the caller checks.
+ */
+size_t		llm_attention_rows_block_scratch(int n_rows, int head_dim);
+void		llm_attention_rows_block_avx512(const float *q, const float *k, const float *v, float *out, int u0,
+											int u1, int t0, int t1, int h, int n_heads, int n_kv_heads,
+											int head_dim, float scale, float *scratch);
+
+/*
  * attn_rows_avx512.c: llm_attention_rows_one with 512-bit vectors, the same
  * bits (it runs llm_attention_rows_one itself outside the encoders' case).
  * x86 with AVX512F only: the caller checks the CPU.

@@ -1208,6 +1208,7 @@ static const llm_backend_ops cuda_ops = {
 	.attention_softcap = cuda_attention_softcap,
 	.add_table_rows = NULL,
 	.gelu_erf = NULL,
+	.load_weight_encoder = NULL,
 };
 
 static bool

@@ -26,6 +26,9 @@
  *     hidden states equals the mean of its prefixes' LAST vectors (a
  *     causal model's row i is the last row of prefix i + 1), in double,
  *     bit for bit; chunked prefill changes nothing.
+ *  7. llm.encoder_arithmetic: every check of 1 and 3 again with 'exact'
+ *     (the default 'auto' runs F16 encoders on AMX-BF16 where usable);
+ *     the two differ exactly when AMX-BF16 is usable.
  * Env: LLM_TEST_MODEL_MINILM (default: all-MiniLM-L6-v2.F16.gguf next to
  * LLM_TEST_MODEL, else models/), LLM_TEST_MODEL_MINILM_Q8 likewise; a
  * missing file skips its checks (make model MODEL=minilm).
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "kernels/cpu/amx_bf16.h"
 #include "unit.h"
 
 #define DIM			384
@@ -167,6 +171,9 @@ model_file(const char *env, const char *name, char *buf, size_t cap)
 	return buf;
 }
 
+/* llm.encoder_arithmetic of the engines made (NULL: the default, auto) */
+static const char *arith;
+
 static llm_engine *
 make_engine(const char *path, int max_batched)
 {
@@ -177,6 +184,7 @@ make_engine(const char *path, int max_batched)
 	llm_engine_config_defaults(&c);
 	c.model_path = path;
 	c.n_threads = 2;
+	c.encoder_arithmetic = arith;
 	if (max_batched > 0)
 		c.max_batched_tokens = max_batched;
 	e = llm_engine_create(&c, err, sizeof(err));
@@ -363,7 +371,7 @@ test_batch_invariance(const char *path, const result *all)
 	/* short, medium, long, cut at the limit, and non-Latin inputs */
 	static const int pick[] = {0, 25, 60, 100, 150, 180, 200, 223};
 	int			np = 0;
-	int			idx[MAX_TEXTS];
+	int			idx[MAX_TEXTS] = {0};
 	result	   *r = calloc(MAX_TEXTS, sizeof(result));
 	llm_engine *e = make_engine(path, 300);
 	int			same = 0,
@@ -562,6 +570,44 @@ test_decoder_mean(const char *path)
 	llm_engine_destroy(e_small);
 }
 
+/*
+ * 7. llm.encoder_arithmetic: 'exact' (llama.cpp's F16 kernels) also
+ *    passes the fidelity bound and batch invariance; against the default
+ *    'auto' its vectors differ where AMX-BF16 is usable (the setting
+ *    reaches the kernels) and are the same bits where it is not (auto
+ *    falls back to exact).
+ */
+static void
+test_exact_mode(const char *f16, const result *autov)
+{
+	result	   *ex = calloc(MAX_TEXTS, sizeof(result));
+	double		cos[MAX_TEXTS];
+	double		worst,
+				mean = 0;
+	int			same = 0;
+	char		why[200];
+	bool		amx = llm_amx_bf16_usable(why, sizeof(why));
+
+	arith = "exact";
+	worst = fidelity(f16, ex, cos, false);
+	for (int i = 0; i < n_gold && worst >= 0; i++)
+	{
+		mean += cos[i] / n_gold;
+		same += memcmp(ex[i].vec, autov[i].vec, sizeof(float) * DIM) == 0;
+	}
+	printf("# F16, encoder_arithmetic exact: min cosine %.7f, mean %.7f over %d texts\n", worst, mean, n_gold);
+	CHECK(worst >= 0.9999, "F16 exact: cosine >= 0.9999 on every one of %d texts (min %.7f)", n_gold, worst);
+	if (amx)
+		CHECK(worst >= 0 && same < n_gold, "auto (AMX-BF16) and exact give other bits on %d of %d texts",
+			  n_gold - same, n_gold);
+	else
+		CHECK(worst >= 0 && same == n_gold, "without AMX-BF16 (%s) auto is exact: %d of %d texts the same bits",
+			  why, same, n_gold);
+	test_batch_invariance(f16, ex);
+	arith = NULL;
+	free(ex);
+}
+
 int
 main(void)
 {
@@ -622,6 +668,7 @@ main(void)
 		}
 	}
 	test_batch_invariance(f16, all);
+	test_exact_mode(f16, all);
 	if (access(q8, R_OK) == 0)
 	{
 		double		worst = fidelity(q8, rq, cos, false);
