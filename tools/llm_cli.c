@@ -1365,6 +1365,7 @@ cmd_embed(llm_engine *e, const cli_opts *o)
 	{
 		double		ms = now_s() * 1000 - t0;
 
+		fprintf(stderr, "kernels: %s\n", llm_engine_kernels(e));
 		if (o->batch_file)
 			fprintf(stderr, "[%d inputs, %lld tokens, %.1f ms, %.1f tokens/s]\n", n, (long long) tokens, ms,
 					ms > 0 ? tokens * 1000.0 / ms : 0.0);

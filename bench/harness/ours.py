@@ -7,6 +7,7 @@ ignore_eos, max_tokens N), steps the engine until all finish and prints:
 """
 import os
 import re
+import subprocess
 
 from .common import BenchError, run_cmd
 
@@ -28,8 +29,21 @@ def build(root):
 def kernels(cli, model, threads, timeout=300):
     """The engine's kernel implementation on this host, as a short `llm-cli bench`
     reports it: {"kernels": "avx512vnni" (kernels/cpu/dispatch.h) or "cuda", "amx": False}.
-    The engine has no AMX kernels, so "amx" is true only for an implementation named so."""
-    out = run_cmd([cli, "bench", "-m", model, "-b", "1", "-p", "8", "-n", "2", "-t", str(threads)], timeout=timeout)
+    An embedding model (which `llm-cli bench` refuses) is asked through a short
+    `llm-cli embed`, whose stderr names the kernels once its weights are loaded:
+    "+amx-bf16" when its F16 matrices run on AMX tiles (llm.encoder_arithmetic)."""
+    try:
+        out = run_cmd([cli, "bench", "-m", model, "-b", "1", "-p", "8", "-n", "2", "-t", str(threads)],
+                      timeout=timeout)
+    except BenchError as e:
+        if "only embeds" not in str(e):
+            raise
+        try:
+            p = subprocess.run([cli, "embed", "-m", model, "-t", str(threads), "kernels"],
+                               capture_output=True, text=True, timeout=timeout)
+        except (subprocess.TimeoutExpired, OSError) as e2:
+            raise BenchError("llm-cli embed: %s" % e2)
+        out = p.stderr
     m = _KERNELS.search(out)
     if not m:
         raise BenchError("llm-cli bench printed no kernels line: %r" % out[-300:])

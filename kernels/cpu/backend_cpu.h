@@ -19,7 +19,11 @@
  */
 int			llm_backend_cpu_set_impl(llm_backend *b, int impl);
 
-/* Name of the kernel implementation in use: "scalar", "avx2" or "avx512vnni" (static string). */
+/*
+ * Name of the kernel implementation in use: "scalar", "avx2" or
+ * "avx512vnni" (static string), with "+amx-bf16" once an encoder's F16
+ * matrices were loaded in the AMX form (load_weight_encoder).
+ */
 const char *llm_backend_cpu_impl_name(llm_backend *b);
 
 /*

@@ -854,7 +854,12 @@ llm_backend_cpu_impl_name(llm_backend *b)
 	if (b == NULL || b->ops != &cpu_ops)
 		return "none";
 	k = llm_qkernel_get(LLM_TYPE_Q4_1, CPU(b)->impl);
-	return k ? k->impl : "none";
+	if (k == NULL)
+		return "none";
+	/* an encoder's F16 matrices on AMX tiles (cpu_load_weight_encoder) */
+	if (CPU(b)->encoder_fast)
+		return strcmp(k->impl, "avx2") == 0 ? "avx2+amx-bf16" : "avx512vnni+amx-bf16";
+	return k->impl;
 }
 
 int
