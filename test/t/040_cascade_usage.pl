@@ -17,19 +17,7 @@ use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $gemma = $ENV{LLM_TEST_MODEL_GEMMA3} // '';
-my $have_gemma = $gemma ne '' && -r $gemma;
-
-my $node = LlmTest::new_node('cascade_usage', "max_worker_processes = 16\n", no_wait => 1);
-my $smol = $node->safe_psql('postgres', "SELECT boot_val FROM pg_settings WHERE name = 'llm.model'");
-my $list = "twin=$smol";
-$list .= ", gemma=$gemma (context_length=2048 chat_template=gemma)" if $have_gemma;
-$node->safe_psql('postgres', "ALTER SYSTEM SET llm.models = '$list'");
-$node->reload;
-my $n_models = $have_gemma ? 3 : 2;
-ok($node->poll_query_until('postgres',
-		"SELECT count(*) = $n_models AND bool_and(state = 'ready') FROM llm_models"),
-	'models ready');
+my ($node, $have_gemma) = LlmTest::new_cascade_node('cascade_usage');
 
 sub sq { return $node->safe_psql('postgres', $_[0]); }
 

@@ -154,4 +154,27 @@ sub no_crash
 		'no crash-restart, no process killed by a signal');
 }
 
+
+# A node serving SmolLM2 under a second alias, "twin" (a cascade's pair of
+# one model), and Gemma 3 as "gemma" when LLM_TEST_MODEL_GEMMA3 names a
+# readable file; waits until every model is ready (one check).  Returns the
+# node and whether Gemma 3 is served.
+sub new_cascade_node
+{
+	my ($name) = @_;
+	my $gemma = $ENV{LLM_TEST_MODEL_GEMMA3} // '';
+	my $have_gemma = $gemma ne '' && -r $gemma;
+	my $node = new_node($name, "max_worker_processes = 16\n", no_wait => 1);
+	my $smol = $node->safe_psql('postgres', "SELECT boot_val FROM pg_settings WHERE name = 'llm.model'");
+	my $list = "twin=$smol";
+	$list .= ", gemma=$gemma (context_length=2048 chat_template=gemma)" if $have_gemma;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET llm.models = '$list'");
+	$node->reload;
+	my $n_models = $have_gemma ? 3 : 2;
+	ok($node->poll_query_until('postgres',
+			"SELECT count(*) = $n_models AND bool_and(state = 'ready') FROM llm_models"),
+		'models ready');
+	return ($node, $have_gemma);
+}
+
 1;

@@ -19,6 +19,8 @@
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/quant_x86.h"
 #include "kernels/cpu/dispatch.h"
+#define KERNEL_TEST_BOX_MULLER
+#include "kernel_test_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -26,29 +28,6 @@
 #include <string.h>
 
 #define MAX_TOKS 40
-
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
-
-static uint64_t
-rng_next(void)
-{
-	uint64_t	x = rng_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rng_state = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
-static float
-rng_normal(float s)
-{
-	double		u1 = ((rng_next() >> 11) + 1.0) * 0x1p-53,
-				u2 = (rng_next() >> 11) * 0x1p-53;
-
-	return (float) (s * sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
-}
 
 /*
  * Rows: quantized from normal values by the reference quantizer, or (raw)
@@ -206,6 +185,7 @@ main(void)
 	int			all[MAX_TOKS],
 				some[] = {1, 3, 4, 7, 8, 9, 16, 17, 31, 32, 33, 40};
 
+	rng_state = 0x2545F4914F6CDD1DULL;
 	if (kp == NULL)
 	{
 		SKIP("Q6_K packed kernel: this CPU lacks AVX512F/VL/BW/VNNI");
