@@ -203,6 +203,7 @@ test:
 	$(MAKE) model
 	$(MAKE) sdist
 	$(MAKE) model MODEL=minilm
+	$(MAKE) model MODEL=gemma3-270m
 	test/run-all
 
 # `make install` also puts the default model where llm.model's default points:
