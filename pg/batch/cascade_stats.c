@@ -286,15 +286,35 @@ llm_cascade_classify_threshold(const double *conf, const int *small_label, int64
 }
 
 void
-llm_cascade_class_recall(const double *conf, const int *small_label,
+llm_cascade_class_recall(const double *conf, const int *small_label, int64_t n,
 						 const int64_t *sample, const int *large_label, int64_t k,
-						 const llm_cascade_decision *d, int n_labels, double *recall)
+						 const llm_cascade_decision *d, const llm_cascade_params *p,
+						 int n_labels, llm_cascade_label_recall *out)
 {
+	double		alpha = p->delta / (double) (p->n_candidates > 0 ? p->n_candidates : 1);
+	int			kept_label = -1;	/* the small label of every kept row; -2: several */
+
+	/* the labels the rows left to the small model give */
+	for (int64_t i = 0, s = 0; i < n && kept_label != -2; i++)
+	{
+		if (s < k && sample[s] == i)
+		{
+			s++;
+			continue;
+		}
+		if (!llm_cascade_keeps_small(d, conf[i]))
+			continue;
+		if (kept_label == -1)
+			kept_label = small_label[i];
+		else if (small_label[i] != kept_label)
+			kept_label = -2;
+	}
 	for (int c = 0; c < n_labels; c++)
 	{
-		int64_t		n = 0,
-					right = 0;
+		llm_cascade_label_recall *r = &out[c];
 
+		r->rows = 0;
+		r->missed = 0;
 		for (int64_t s = 0; s < k; s++)
 		{
 			int64_t		i = sample[s];
@@ -302,10 +322,12 @@ llm_cascade_class_recall(const double *conf, const int *small_label,
 
 			if (large_label[s] != c)
 				continue;
-			ans = conf[i] >= d->threshold ? small_label[i] : large_label[s];
-			n++;
-			right += ans == c;
+			ans = llm_cascade_keeps_small(d, conf[i]) ? small_label[i] : large_label[s];
+			r->rows++;
+			r->missed += ans != c;
 		}
-		recall[c] = n > 0 ? (double) right / (double) n : -1.0;
+		r->estimate = r->rows > 0 ? (double) (r->rows - r->missed) / (double) r->rows : -1.0;
+		r->exact = kept_label == -1 || kept_label == c;
+		r->lower = r->exact ? 1.0 : 1.0 - llm_cascade_cp_upper(r->missed, r->rows, alpha);
 	}
 }

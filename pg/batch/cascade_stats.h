@@ -116,16 +116,51 @@ void		llm_cascade_classify_threshold(const double *conf, const int *small_label,
 										   const llm_cascade_params *p, double *work,
 										   llm_cascade_decision *d);
 
+/* llm_classify: one label's recall under a decision (llm_cascade_class_recall) */
+typedef struct llm_cascade_label_recall
+{
+	int64_t		rows;			/* sampled rows the large model gives the label */
+	int64_t		missed;			/* of them, those d's rule labels otherwise */
+	double		estimate;		/* (rows - missed) / rows; -1 when rows == 0 */
+	double		lower;			/* the lower confidence bound below, in [0, 1] */
+	bool		exact;			/* no row d leaves to the small model can miss the
+								 * label: lower = 1, the recall is 1 */
+} llm_cascade_label_recall;
+
 /*
- * llm_classify's per-label recall under d, estimated on the sample (what
- * EXPLAIN ANALYZE reports): recall[c] = the share of the sample rows the
- * large model labels c that the cascade would label c (the small model's
- * label where it keeps it, else the large model's); -1 for a label the
- * sample does not hold.  n_labels labels, indexes 0..n_labels-1.
+ * llm_classify's per-label recall under d (what EXPLAIN ANALYZE reports).
+ * conf[0..n), small_label[0..n) as for _classify_threshold; sample[0..k)
+ * its rows, large_label[0..k) the large model's labels on them (out of
+ * [0, n_labels), e.g. -1 for a failed call: left out).  For each label c
+ * of 0..n_labels-1, out[c]:
+ *
+ *   estimate  the share of the sampled rows the large model labels c that
+ *             d's rule labels c too (the small model's label where
+ *             conf >= d->threshold, else the large model's);
+ *   lower     a bound with P(R_c >= lower) >= 1 - p->delta over the
+ *             sample, where R_c is the recall of c of the statement's
+ *             answers: among the n rows the large model would label c, the
+ *             share the cascade as run (sampled rows answered by the large
+ *             model) labels c.
+ *
+ * lower is 1 when no unsampled row with conf >= d->threshold has a small
+ * label other than c (then R_c = 1, no sample needed); else the
+ * one-sided Clopper-Pearson bound 1 - llm_cascade_cp_upper(missed, rows,
+ * p->delta / p->n_candidates).  Why that holds at the learnt threshold:
+ * R_c is at least the rule's recall over all n rows (the sample's rows are
+ * answered by the large model, which only removes misses); the threshold
+ * is one of the M candidates, fixed before the sample's answers are seen,
+ * and chosen with the sample, so the bound is taken at delta / M for each
+ * candidate and holds for all M at once (union bound); given rows, the
+ * sampled rows labelled c are a uniform sample of the rows labelled c (the
+ * sample is uniform), and the binomial bound is conservative for a sample
+ * drawn without replacement.  Each label's statement holds at 1 - delta;
+ * all n_labels at once at 1 - n_labels * delta.
  */
-void		llm_cascade_class_recall(const double *conf, const int *small_label,
+void		llm_cascade_class_recall(const double *conf, const int *small_label, int64_t n,
 									 const int64_t *sample, const int *large_label, int64_t k,
-									 const llm_cascade_decision *d, int n_labels, double *recall);
+									 const llm_cascade_decision *d, const llm_cascade_params *p,
+									 int n_labels, llm_cascade_label_recall *out);
 
 /* Whether row i (conf) keeps the small model's answer under d (not for sampled rows). */
 static inline bool

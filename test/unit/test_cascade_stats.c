@@ -28,6 +28,17 @@
  *              with them where it is confident (derived from the stored
  *              large scores, see easy_small): at least half the large
  *              model's calls saved
+ *
+ * llm_classify's per-label recall bound (llm_cascade_class_recall) is
+ * checked against exact Clopper-Pearson bounds
+ * (test/golden/cascade/cp_bounds.csv, written by
+ * scripts/oracle/cascade_cp_bounds.py) on hand-made samples, and for its
+ * coverage over the same 100 seeds: on the held and the classify
+ * borderline set (the large model's labels, the small model's flipped to
+ * another label on a seeded 7% of rows whatever its confidence) each
+ * label's recall over all 2,000 rows, as the cascade answers them, must be
+ * at or above its bound in at least 90 of 100 samples, and the point
+ * estimate in its place must fall under the recall in more than 10.
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +49,7 @@
 #include "unit.h"
 
 #define HELD_PATH	"test/golden/cascade/held_scores.csv"
+#define CP_PATH		"test/golden/cascade/cp_bounds.csv"
 #define MAX_ROWS	4096
 #define N_LABELS	3
 #define N_SEEDS		100
@@ -165,10 +177,24 @@ filter_seeds(const char *name, const double *small, const bool *truth, int64_t n
 	return ok;
 }
 
-/* classification: accuracy over all rows; per-class recall summed into rec[] */
+/*
+ * Per label over the seeds: samples whose recall bound holds (the recall
+ * over all rows, as the cascade answers them, >= lower); whose point
+ * estimate would (>= estimate); where the bound is not exact (so the first
+ * count says something); the smallest bound.
+ */
+typedef struct recall_cover
+{
+	int			bound_held[N_LABELS];
+	int			estimate_held[N_LABELS];
+	int			not_exact[N_LABELS];
+	double		min_lower[N_LABELS];
+} recall_cover;
+
+/* classification: accuracy over all rows; each label's recall against its bound into *cov */
 static int
 classify_seeds(const char *name, const double (*small)[N_LABELS], const int *truth, int64_t n,
-			   const llm_cascade_params *p0, double *mean_large)
+			   const llm_cascade_params *p0, double *mean_large, recall_cover *cov)
 {
 	static int64_t work_i[MAX_ROWS],
 				sample[MAX_ROWS];
@@ -182,6 +208,9 @@ classify_seeds(const char *name, const double (*small)[N_LABELS], const int *tru
 				min_acc = 1,
 				rec_min[N_LABELS] = {1, 1, 1};
 
+	memset(cov, 0, sizeof(*cov));
+	for (int c = 0; c < N_LABELS; c++)
+		cov->min_lower[c] = 1;
 	for (int64_t i = 0; i < n; i++)
 	{
 		small_label[i] = argmax3(small[i]);
@@ -191,6 +220,7 @@ classify_seeds(const char *name, const double (*small)[N_LABELS], const int *tru
 	{
 		llm_cascade_params p = *p0;
 		llm_cascade_decision d;
+		llm_cascade_label_recall lr[N_LABELS];
 		int64_t		k,
 					right = 0,
 					cls_n[N_LABELS] = {0},
@@ -219,15 +249,29 @@ classify_seeds(const char *name, const double (*small)[N_LABELS], const int *tru
 		ok += acc >= p.accuracy_target;
 		min_acc = fmin(min_acc, acc);
 		sum += (double) d.n_large;
+		llm_cascade_class_recall(conf, small_label, n, sample, large_on_sample, k, &d, &p, N_LABELS, lr);
 		for (int c = 0; c < N_LABELS; c++)
-			if (cls_n[c] > 0)
-				rec_min[c] = fmin(rec_min[c], (double) cls_right[c] / (double) cls_n[c]);
+		{
+			double		rec = cls_n[c] > 0 ? (double) cls_right[c] / (double) cls_n[c] : 1.0;
+
+			rec_min[c] = fmin(rec_min[c], rec);
+			cov->bound_held[c] += rec >= lr[c].lower;
+			cov->estimate_held[c] += rec >= lr[c].estimate;
+			cov->not_exact[c] += !lr[c].exact;
+			cov->min_lower[c] = fmin(cov->min_lower[c], lr[c].lower);
+		}
 	}
 	*mean_large = sum / N_SEEDS;
 	printf("# %s: accuracy target held in %d/%d samples; large-model calls %.1f of %lld (%.1f%% saved); "
 		   "worst accuracy %.3f; worst per-class recall complaint %.3f praise %.3f question %.3f\n",
 		   name, ok, N_SEEDS, *mean_large, (long long) n, 100.0 * (1 - *mean_large / (double) n), min_acc,
 		   rec_min[0], rec_min[1], rec_min[2]);
+	printf("# %s: per-label recall >= its bound in complaint %d praise %d question %d of %d samples "
+		   "(the point estimate: %d %d %d; bound not exact in %d %d %d; smallest bound %.3f %.3f %.3f)\n",
+		   name, cov->bound_held[0], cov->bound_held[1], cov->bound_held[2], N_SEEDS,
+		   cov->estimate_held[0], cov->estimate_held[1], cov->estimate_held[2],
+		   cov->not_exact[0], cov->not_exact[1], cov->not_exact[2],
+		   cov->min_lower[0], cov->min_lower[1], cov->min_lower[2]);
 	return ok;
 }
 
@@ -284,6 +328,76 @@ borderline_small(const bool *truth, int64_t n, double *small)
 
 		small[i] = ans ? conf : 1.0 - conf;
 	}
+}
+
+/*
+ * The classify borderline set's small model: the large model's label, or
+ * on a seeded 7% of rows another label, with a confidence drawn from
+ * (0.4, 1) independently of whether it is right (the other labels share
+ * the rest).
+ */
+static void
+borderline_small_cls(const int *truth, int64_t n, double (*small)[N_LABELS])
+{
+	uint64_t	s = 4343;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		u = (double) (splitmix64(&s) >> 11) / 9007199254740992.0,
+					v = (double) (splitmix64(&s) >> 11) / 9007199254740992.0;
+		int			ans = u < 0.07 ? (truth[i] + 1 + (int) (splitmix64(&s) & 1)) % N_LABELS : truth[i];
+		double		conf = 0.4 + 0.6 * v;
+
+		for (int c = 0; c < N_LABELS; c++)
+			small[i][c] = c == ans ? conf : (1.0 - conf) / (N_LABELS - 1);
+	}
+}
+
+/* Exact Clopper-Pearson bounds, as the oracle wrote them */
+#define MAX_CP		64
+static struct
+{
+	int64_t		errors,
+				trials;
+	double		alpha,
+				upper;
+}			CP[MAX_CP];
+static int	n_cp;
+
+static bool
+load_cp(void)
+{
+	FILE	   *f = fopen(CP_PATH, "r");
+	char		line[256];
+
+	if (f == NULL)
+		return false;
+	n_cp = 0;
+	while (fgets(line, sizeof(line), f) != NULL && n_cp < MAX_CP)
+	{
+		long long	x,
+					t;
+
+		if (line[0] == 'e')		/* header */
+			continue;
+		if (sscanf(line, "%lld,%lld,%lf,%lf", &x, &t, &CP[n_cp].alpha, &CP[n_cp].upper) != 4)
+			break;
+		CP[n_cp].errors = x;
+		CP[n_cp].trials = t;
+		n_cp++;
+	}
+	fclose(f);
+	return n_cp > 0;
+}
+
+/* the oracle's upper bound for (errors, trials, alpha); NAN when it has none */
+static double
+golden_upper(int64_t errors, int64_t trials, double alpha)
+{
+	for (int i = 0; i < n_cp; i++)
+		if (CP[i].errors == errors && CP[i].trials == trials && fabs(CP[i].alpha - alpha) < 1e-12)
+			return CP[i].upper;
+	return NAN;
 }
 
 /*
@@ -366,6 +480,7 @@ main(void)
 				sample[MAX_ROWS];
 	llm_cascade_params p;
 	double		mean_large;
+	recall_cover cov;
 
 	llm_cascade_params_defaults(&p);
 
@@ -416,19 +531,104 @@ main(void)
 			  "no sample: all 150 rows to the large model");
 	}
 
-	/* per-label recall on a hand-made sample: rows 0..3, threshold 0.8 */
+	/* Clopper-Pearson against the oracle's exact bounds, edges included */
+	if (!load_cp())
+		CHECK(0, "%s", CP_PATH);
+	else
 	{
-		double		conf[4] = {0.9, 0.9, 0.7, 0.95},
-					rec[3];
-		int			small_l[4] = {0, 1, 1, 2},
+		int			bad = 0;
+		double		worst = 0;
+
+		for (int i = 0; i < n_cp; i++)
+		{
+			double		e = fabs(llm_cascade_cp_upper(CP[i].errors, CP[i].trials, CP[i].alpha) - CP[i].upper);
+
+			worst = fmax(worst, e);
+			if (!(e < 1e-9))
+			{
+				bad++;
+				printf("# cp_upper(%lld, %lld, %g) = %.12f, exact %.12f\n", (long long) CP[i].errors,
+					   (long long) CP[i].trials, CP[i].alpha,
+					   llm_cascade_cp_upper(CP[i].errors, CP[i].trials, CP[i].alpha), CP[i].upper);
+			}
+		}
+		CHECK(n_cp >= 25 && bad == 0, "cp_upper = the exact bound on all %d golden cases (worst error %.1e)",
+			  n_cp, worst);
+	}
+
+	/*
+	 * Per-label recall on hand-made rows: 8 rows, 0..3 sampled, threshold
+	 * 0.8.  Sampled: label 0 rows 0 (kept, right) and 1 (kept, small says 1:
+	 * missed); label 1 rows 2 (under the threshold: large, right) and 3
+	 * (kept, small says 2: missed); label 2 none.  Unsampled rows 4..7
+	 * decide whether a label can be missed at all.
+	 */
+	{
+		double		conf[8] = {0.9, 0.9, 0.7, 0.95, 0.85, 0.9, 0.5, 0.6};
+		int			small_l[8] = {0, 1, 1, 2, 0, 2, 1, 1},
 					large_l[4] = {0, 0, 1, 1};
 		int64_t		smp[4] = {0, 1, 2, 3};
 		llm_cascade_decision d = {.threshold = 0.8};
+		llm_cascade_label_recall lr[3];
+		double		lb = 1 - golden_upper(1, 2, 0.05 / 20);
 
-		/* label 0: rows 0 (kept, right), 1 (kept, wrong) -> 0.5; label 1: rows 2 (large), 3 (kept, wrong) -> 0.5 */
-		llm_cascade_class_recall(conf, small_l, smp, large_l, 4, &d, 3, rec);
-		CHECK(rec[0] == 0.5 && rec[1] == 0.5 && rec[2] == -1.0, "per-label recall on the sample: %.2f %.2f %.2f",
-			  rec[0], rec[1], rec[2]);
+		/* kept unsampled rows say 0 and 2: every label can be missed; the bound at delta / M = 0.0025 */
+		llm_cascade_class_recall(conf, small_l, 8, smp, large_l, 4, &d, &p, 3, lr);
+		CHECK(lr[0].rows == 2 && lr[0].missed == 1 && lr[0].estimate == 0.5 &&
+			  lr[1].rows == 2 && lr[1].missed == 1 && lr[1].estimate == 0.5 &&
+			  lr[2].rows == 0 && lr[2].estimate == -1.0,
+			  "per-label recall on the sample: %.2f of %lld, %.2f of %lld, %.2f of %lld",
+			  lr[0].estimate, (long long) lr[0].rows, lr[1].estimate, (long long) lr[1].rows,
+			  lr[2].estimate, (long long) lr[2].rows);
+		CHECK(!lr[0].exact && !lr[1].exact && !lr[2].exact &&
+			  fabs(lr[0].lower - lb) < 1e-9 && fabs(lr[1].lower - lb) < 1e-9 && lr[2].lower == 0.0,
+			  "1 of 2 missed: lower bound %.6f = 1 - exact CP(1, 2, 0.05 / 20) %.6f; none sampled: 0",
+			  lr[0].lower, lb);
+
+		/* only label 1 left to the small model (rows 4, 5 under the threshold): label 1 cannot be missed */
+		conf[4] = conf[5] = 0.5;
+		conf[7] = 0.99;
+		llm_cascade_class_recall(conf, small_l, 8, smp, large_l, 4, &d, &p, 3, lr);
+		CHECK(lr[1].exact && lr[1].lower == 1.0 && !lr[0].exact && fabs(lr[0].lower - lb) < 1e-9 &&
+			  !lr[2].exact && lr[2].lower == 0.0,
+			  "every kept row says label 1: its recall is 1 (bound 1), the others keep their bound");
+
+		/* every row to the large model: every recall is 1 */
+		d.threshold = LLM_CASCADE_ALL_LARGE;
+		llm_cascade_class_recall(conf, small_l, 8, smp, large_l, 4, &d, &p, 3, lr);
+		CHECK(lr[0].exact && lr[1].exact && lr[2].exact && lr[0].lower == 1.0 && lr[2].lower == 1.0 &&
+			  lr[0].estimate == 1.0, "no small answer kept: every label exact, bound 1");
+	}
+
+	/* the union over the candidates: 3 of 34 missed at delta 0.05 is CP at 0.0025 with 20 candidates, 0.05 with 1 */
+	{
+		static double conf[40];
+		static int	small_l[40],
+					large_l[34];
+		static int64_t smp[34];
+		llm_cascade_decision d = {.threshold = 0.5};
+		llm_cascade_params p1 = p;
+		llm_cascade_label_recall lr[2];
+		double		lb20 = 1 - golden_upper(3, 34, 0.0025),
+					lb1 = 1 - golden_upper(3, 34, 0.05);
+
+		for (int i = 0; i < 40; i++)
+		{
+			conf[i] = 0.9;
+			small_l[i] = i < 34 ? (i < 3 ? 1 : 0) : i % 2;
+			if (i < 34)
+			{
+				smp[i] = i;
+				large_l[i] = 0;
+			}
+		}
+		llm_cascade_class_recall(conf, small_l, 40, smp, large_l, 34, &d, &p, 2, lr);
+		CHECK(lr[0].rows == 34 && lr[0].missed == 3 && fabs(lr[0].lower - lb20) < 1e-9,
+			  "3 of 34 missed, 20 candidates: bound %.6f = 1 - CP(3, 34, 0.0025) %.6f", lr[0].lower, lb20);
+		p1.n_candidates = 1;
+		llm_cascade_class_recall(conf, small_l, 40, smp, large_l, 34, &d, &p1, 2, lr);
+		CHECK(fabs(lr[0].lower - lb1) < 1e-9 && lb1 > lb20,
+			  "... one candidate: bound %.6f = 1 - CP(3, 34, 0.05) %.6f", lr[0].lower, lb1);
 	}
 
 	if (!load_held())
@@ -462,8 +662,11 @@ main(void)
 	CHECK(filter_seeds("yes/no held", small_yes, truth, H.n, &p, &mean_large) >= 90,
 		  "yes/no, held scores: precision and recall >= 0.95 in >= 90 of 100 samples");
 	CHECK(classify_seeds("llm_classify held", (const double (*)[N_LABELS]) H.small_cls, truth_cls, H.n, &p,
-						 &mean_large) >= 90,
+						 &mean_large, &cov) >= 90,
 		  "llm_classify, held scores: accuracy >= 0.95 in >= 90 of 100 samples");
+	CHECK(cov.bound_held[0] >= 90 && cov.bound_held[1] >= 90 && cov.bound_held[2] >= 90,
+		  "llm_classify, held scores: each label's recall >= its bound in >= 90 of 100 samples (%d %d %d)",
+		  cov.bound_held[0], cov.bound_held[1], cov.bound_held[2]);
 
 	/* adversarial: small scores of other rows */
 	permutation(H.n, 99, perm);
@@ -477,7 +680,7 @@ main(void)
 	CHECK(mean_large >= 0.9 * (double) H.n, "yes/no, adversarial: it falls back (%.0f of %lld rows large)",
 		  mean_large, (long long) H.n);
 	CHECK(classify_seeds("llm_classify adversarial", (const double (*)[N_LABELS]) adv_cls, truth_cls, H.n, &p,
-						 &mean_large) >= 90,
+						 &mean_large, &cov) >= 90,
 		  "llm_classify, adversarial: accuracy holds in >= 90 of 100 samples");
 	CHECK(mean_large >= 0.9 * (double) H.n, "llm_classify, adversarial: it falls back (%.0f of %lld rows large)",
 		  mean_large, (long long) H.n);
@@ -488,6 +691,17 @@ main(void)
 		  "yes/no, borderline: targets hold in >= 90 of 100 samples");
 	CHECK(point_estimate_seeds("yes/no borderline, point estimate", easy, truth, H.n, &p) < 90,
 		  "yes/no, borderline: without the bound the targets fail in more than 10 of 100 samples");
+	borderline_small_cls(truth_cls, H.n, adv_cls);
+	CHECK(classify_seeds("llm_classify borderline", (const double (*)[N_LABELS]) adv_cls, truth_cls, H.n, &p,
+						 &mean_large, &cov) >= 90,
+		  "llm_classify, borderline: accuracy >= 0.95 in >= 90 of 100 samples");
+	CHECK(cov.bound_held[0] >= 90 && cov.bound_held[1] >= 90 && cov.bound_held[2] >= 90 &&
+		  cov.not_exact[0] >= 90 && cov.not_exact[1] >= 90 && cov.not_exact[2] >= 90,
+		  "llm_classify, borderline: each label's recall >= its bound in >= 90 of 100 samples (%d %d %d)",
+		  cov.bound_held[0], cov.bound_held[1], cov.bound_held[2]);
+	CHECK(cov.estimate_held[1] < 90 && cov.estimate_held[2] < 90,
+		  "llm_classify, borderline: the point estimate in the bound's place fails in more than 10 of 100 (%d %d %d)",
+		  cov.estimate_held[0], cov.estimate_held[1], cov.estimate_held[2]);
 
 	/* easy: a small model right where it is confident */
 	easy_small(truth, H.n, easy);
