@@ -99,12 +99,11 @@ struct BatchCascade
 	int64		n_aborted;
 	int64		n_failed;
 	int64		n_filtered;
-	/* llm_classify: each label's recall estimated on the sample (EXPLAIN ANALYZE) */
+	/* llm_classify: each label's recall from the sample, with its bound (EXPLAIN ANALYZE) */
 	const char *recall_off;		/* not estimated: why; NULL when estimated */
 	int			n_labels;
 	char	  **label_names;	/* in the server encoding */
-	double	   *recall;			/* per label; -1: no sampled row has it */
-	int64	   *recall_rows;	/* per label: sampled rows the large model gives it */
+	llm_cascade_label_recall *recall;	/* per label */
 };
 
 void
@@ -579,13 +578,14 @@ read_all(BatchCascade *c, PlanState *child)
 
 /*
  * llm_classify: each label's recall under the decision, estimated on the
- * sample (llm_cascade_class_recall).  large_label[s]: the large model's
- * label of sample row s, -1 where its call failed (left out).  Labels are
- * indexes into a row's own list, so the estimate needs every sampled row to
- * have the same list.
+ * sample with its lower confidence bound (llm_cascade_class_recall).  m
+ * called rows, conf[0..m) and small_label[0..m) theirs; large_label[s]: the
+ * large model's label of sample row s, -1 where its call failed (left
+ * out).  Labels are indexes into a row's own list, so the estimate needs
+ * every sampled row to have the same list.
  */
 static void
-estimate_class_recall(BatchCascade *c, const int64 *called, const int64 *sample, int64 k,
+estimate_class_recall(BatchCascade *c, const int64 *called, int64 m, const int64 *sample, int64 k,
 					  const double *conf, const int *small_label, const int *large_label)
 {
 	const CascadeRow *first = NULL;
@@ -611,14 +611,11 @@ estimate_class_recall(BatchCascade *c, const int64 *called, const int64 *sample,
 		return;
 	c->n_labels = first->n_labels;
 	c->label_names = palloc(sizeof(char *) * c->n_labels);
-	c->recall = palloc(sizeof(double) * c->n_labels);
-	c->recall_rows = palloc0(sizeof(int64) * c->n_labels);
+	c->recall = palloc(sizeof(llm_cascade_label_recall) * c->n_labels);
 	for (int l = 0; l < c->n_labels; l++)
 		c->label_names[l] = llm_utf8_to_cstring(first->labels[l], strlen(first->labels[l]));
-	for (int64 s = 0; s < k; s++)
-		if (large_label[s] >= 0 && large_label[s] < c->n_labels)
-			c->recall_rows[large_label[s]]++;
-	llm_cascade_class_recall(conf, small_label, sample, large_label, k, &c->d, c->n_labels, c->recall);
+	llm_cascade_class_recall(conf, small_label, m, sample, large_label, k, &c->d, &c->params,
+							 c->n_labels, c->recall);
 }
 
 /*
@@ -720,7 +717,7 @@ route_all(BatchCascade *c, PlanState *child)
 		{
 			llm_cascade_classify_threshold(score, small_label, m, sample, large_label, k,
 										   &c->params, scratch, &c->d);
-			estimate_class_recall(c, called, sample, k, score, small_label, recall_label);
+			estimate_class_recall(c, called, m, sample, k, score, small_label, recall_label);
 		}
 		else
 			llm_cascade_filter_threshold(score, m, sample, large_yes, k, &c->params, scratch, &c->d);
@@ -861,20 +858,31 @@ llm_cascade_explain(BatchCascade *c, ExplainState *es)
 	ExplainPropertyText("Cascade Threshold", buf.data, es);
 	if (c->classify && !c->too_few)
 	{
-		/* an estimate, said so in the value: the guarantee is on accuracy only */
+		/*
+		 * The estimate, and the lower bound at 1 - delta for each label (not
+		 * jointly): rounded down, so the figure shown is still a bound; 1
+		 * exactly when the small model's answers cannot miss the label.
+		 */
 		resetStringInfo(&buf);
 		if (c->recall_off != NULL)
 			appendStringInfo(&buf, "not estimated (%s)", c->recall_off);
 		else
 		{
-			appendStringInfoString(&buf, "estimated on the sample:");
+			appendStringInfo(&buf, "estimated on the sample, lower bound at %g%% per label:",
+							 100.0 * (1.0 - c->params.delta));
 			for (int l = 0; l < c->n_labels; l++)
 			{
+				const llm_cascade_label_recall *r = &c->recall[l];
+
 				appendStringInfo(&buf, "%s %s ", l > 0 ? "," : "", c->label_names[l]);
-				if (c->recall[l] < 0)
+				if (r->rows == 0)
 					appendStringInfoString(&buf, "none sampled");
 				else
-					appendStringInfo(&buf, "%.3f of " INT64_FORMAT, c->recall[l], c->recall_rows[l]);
+					appendStringInfo(&buf, "%.3f of " INT64_FORMAT, r->estimate, r->rows);
+				if (r->exact)
+					appendStringInfoString(&buf, " (>= 1)");
+				else
+					appendStringInfo(&buf, " (>= %.3f)", floor(r->lower * 1000.0) / 1000.0);
 			}
 		}
 		ExplainPropertyText("Cascade Class Recall", buf.data, es);
