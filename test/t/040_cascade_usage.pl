@@ -4,11 +4,14 @@
 # cascade_sample_calls, cascade_large_calls, which must equal the requests
 # the worker finished per alias (llm_models) and the node's EXPLAIN ANALYZE
 # counts.  EXPLAIN ANALYZE of an llm_classify cascade shows each label's
-# recall estimated on the sample: with a small model that agrees with the
-# large one ('twin', the same file under another alias) every sampled
-# label's recall is 1, and the labels' sampled rows add up to the sample.
-# With SmolLM2 small and Gemma 3 270M large ($LLM_TEST_MODEL_GEMMA3) the
-# figures are shares of the sample.
+# recall estimated on the sample and its lower confidence bound at
+# 1 - delta: with a small model that agrees with the large one ('twin', the
+# same file under another alias) every sampled label's recall is 1, its
+# bound the Clopper-Pearson one for no miss in its k sampled rows at
+# delta / 20 (the candidate thresholds), (delta / 20)^(1/k) rounded down,
+# and the labels' sampled rows add up to the sample.  With SmolLM2 small
+# and Gemma 3 270M large ($LLM_TEST_MODEL_GEMMA3) the figures are shares of
+# the sample, each bound at most its estimate.
 use strict;
 use warnings;
 use FindBin;
@@ -16,6 +19,7 @@ use lib $FindBin::RealBin;
 use LlmTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use POSIX qw(floor);
 
 my ($node, $have_gemma) = LlmTest::new_cascade_node('cascade_usage');
 
@@ -85,7 +89,14 @@ SELECT count(*) FROM msgs WHERE $filter, cascade => 'twin', $opts)});
 $u1 = usage();
 is(join(',', map { $u1->[$_] - $u0->[$_] } 0 .. 2), '0,0,0', 'no cascade (none asked, or off): no cascade calls');
 
-# ---- llm_classify: per-label recall, estimated on the sample ----
+# the bound shown for no miss in k sampled rows at delta over the 20 candidates
+sub no_miss_bound
+{
+	my ($k, $delta) = @_;
+	return floor(1000 * ($delta / 20)**(1 / $k)) / 1000;
+}
+
+# ---- llm_classify: per-label recall, estimated on the sample, with its bound ----
 $u0 = usage();
 $plan = sq(qq{SET llm.cascade_min_sample = 10;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
@@ -94,11 +105,22 @@ SELECT id, llm_classify(body, $labels, cascade => 'twin', accuracy_target => 0.7
 $u1 = usage();
 my ($recall) = $plan =~ /Cascade Class Recall: (.*)/;
 ok(defined $recall, 'EXPLAIN ANALYZE: per-label recall') or diag($plan);
-like($recall, qr/^estimated on the sample: complaint (1\.000 of \d+|none sampled), praise (1\.000 of \d+|none sampled), question (1\.000 of \d+|none sampled)$/,
+my $fig = qr/(?:1\.000 of \d+|none sampled) \(>= (?:1|\d\.\d{3})\)/;
+like($recall, qr/^estimated on the sample, lower bound at 80% per label: complaint $fig, praise $fig, question $fig$/,
 	"agreeing small model: every sampled label's recall is 1 ($recall)");
 my $n = 0;
 $n += $_ for $recall =~ / of (\d+)/g;
 is($n, 10, 'the labels\' sampled rows add up to the sample');
+my ($cp, $bad_bound) = (0, 0);
+while ($recall =~ /1\.000 of (\d+) \(>= ([\d.]+)\)/g)
+{
+	my ($k, $b) = ($1, $2);
+	next if $b eq '1';		# no row the small model answers can miss the label
+	$cp++;
+	$bad_bound++ if abs($b - no_miss_bound($k, 0.2)) > 0.0011;
+}
+ok($cp > 0 && $bad_bound == 0,
+	"each bound is (0.2 / 20)^(1/k) rounded down ($cp labels checked, $bad_bound off)");
 is($u1->[0] - $u0->[0], 40, 'llm_classify: llm_usage counts its small calls');
 like(sq(qq{SET llm.cascade_min_sample = 10;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
@@ -122,23 +144,27 @@ SELECT id FROM msgs WHERE $filter, cascade => 'twin', $opts)}),
 # ---- the real pair: shares of the sample ----
 SKIP:
 {
-	skip 'Gemma 3 model not found (LLM_TEST_MODEL_GEMMA3)', 3 unless $have_gemma;
+	skip 'Gemma 3 model not found (LLM_TEST_MODEL_GEMMA3)', 5 unless $have_gemma;
 	$plan = sq(qq{SET llm.cascade_min_sample = 10;
 EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF, FORMAT JSON)
 SELECT id, llm_classify(body, $labels, model => 'gemma', cascade => 'twin', accuracy_target => 0.2,
                         cascade_delta => 0.5, cascade_seed => 5) FROM msgs});
 	($recall) = $plan =~ /"Cascade Class Recall": "([^"]*)"/;
 	ok(defined $recall, "pair: per-label recall in JSON ($recall)") or diag($plan);
-	my @fig = $recall =~ /(?:(\d\.\d{3}) of (\d+)|none sampled)/g;
-	my ($sum, $bad) = (0, 0);
-	while (my ($r, $k) = splice(@fig, 0, 2))
+	like($recall, qr/^estimated on the sample, lower bound at 50% per label: /, 'pair: the bound\'s confidence');
+	my @fig = $recall =~ /(?:(\d\.\d{3}) of (\d+)|none sampled) \(>= (1|\d\.\d{3})\)/g;
+	my ($sum, $bad, $bad_bound) = (0, 0, 0);
+	while (my ($r, $k, $b) = splice(@fig, 0, 3))
 	{
 		next unless defined $r;
 		$sum += $k;
 		$bad++ if $r < 0 || $r > 1 || abs($r * $k - int($r * $k + 0.5)) > 0.01;
+		next if $b eq '1';
+		$bad_bound++ if $b < 0 || $b > $r || ($r == 1 && abs($b - no_miss_bound($k, 0.5)) > 0.0011);
 	}
 	is($sum, 10, 'pair: the labels\' sampled rows add up to the sample');
 	is($bad, 0, 'pair: each recall is a share of its label\'s sampled rows');
+	is($bad_bound, 0, 'pair: each bound at most its estimate (the no-miss one where the estimate is 1)');
 }
 
 LlmTest::no_crash($node);
