@@ -33,7 +33,9 @@
  * missed; no kept row answers yes, so nothing is a false yes) needs no
  * sample rows.  Answering sampled rows with the large model only removes
  * errors, so the bound holds for the cascade as run.  Binomial bounds on a
- * sample drawn without replacement are conservative.
+ * sample drawn without replacement are conservative.  llm_classify's
+ * per-label recall is reported, not targeted, with a lower bound at
+ * 1 - delta per label (llm_cascade_class_recall).
  */
 #ifndef LLM_CASCADE_STATS_H
 #define LLM_CASCADE_STATS_H
