@@ -101,6 +101,12 @@ QUERIES = [
      "sql": "SELECT t.id FROM tk t JOIN cust c ON c.id = t.cust_id WHERE c.tier IN ('gold', 'silver') "
             "AND llm_generate('Answer yes or no. Is this about a mobile phone? ' || t.subject, max_tokens => 1) "
             "ILIKE 'yes%' ORDER BY 1"},
+    {"id": "two-subqueries", "what": "refund requests among high-priority tickets and among gold customers' "
+                                   "(two subqueries asking the same of overlapping rows: call sharing across nodes)",
+     "sql": "SELECT (SELECT count(*) FROM tk WHERE priority = 'high' "
+            "AND llm_filter(subject, 'Does the customer ask for a refund?')) AS high, "
+            "(SELECT count(*) FROM tk t JOIN cust c ON c.id = t.cust_id WHERE c.tier IN ('gold', 'silver') "
+            "AND llm_filter(t.subject, 'Does the customer ask for a refund?')) AS gold_silver"},
     {"id": "high-priority", "what": "high-priority tickets' refund requests per product (one table, no join)",
      "sql": "SELECT product, count(*) FROM tk WHERE priority = 'high' "
             "AND llm_filter(subject, 'Does the customer ask for a refund?') GROUP BY product ORDER BY 1"},

@@ -7,6 +7,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
 
@@ -42,6 +43,8 @@ llm_dedup_key(const llm_request *req, char **key, size_t *key_len, uint64 *hash)
 	memset(&m, 0, sizeof(m));
 	m.kind = LLM_WIRE_SUBMIT;
 	m.request = *req;
+	/* the class orders the worker's queue, it does not change an answer */
+	m.request.priority = LLM_PRIORITY_BATCH;
 	m.role_id = GetUserId();
 	m.database_id = MyDatabaseId;
 	len = llm_wire_encode(&m, NULL, 0);
@@ -52,6 +55,14 @@ llm_dedup_key(const llm_request *req, char **key, size_t *key_len, uint64 *hash)
 	*key_len = len;
 	*hash = llm_fnv1a64(*key, len);
 	return true;
+}
+
+bool
+llm_dedup_shareable(const BatchDedupCall *c)
+{
+	if (c->dead)
+		return false;
+	return c->result != NULL || c->subxid <= GetCurrentSubTransactionId();
 }
 
 typedef struct DedupProbe
@@ -101,7 +112,8 @@ dedup_grow(BatchDedup *d)
 }
 
 BatchDedupCall *
-llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash, uint64 id)
+llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash, uint64 id,
+			  struct BatchScanState *owner)
 {
 	DedupProbe	p = {key, key_len};
 	BatchDedupCall *c;
@@ -121,6 +133,8 @@ llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash, uint6
 	d->calls[d->n_calls] = c;
 	c->id = id;
 	c->refs = 1;
+	c->owner = owner;
+	c->subxid = GetCurrentSubTransactionId();
 	c->hash = hash;
 	c->key = MemoryContextAlloc(d->cxt, key_len);
 	memcpy(c->key, key, key_len);

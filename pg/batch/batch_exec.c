@@ -179,7 +179,7 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	/* read at executor start, like the window; a recheck runs one row alone */
 	st->dedup = NULL;
 	if (llm_dedup_calls && estate->es_epq_active == NULL)
-		st->dedup = llm_dedup_create(CurrentMemoryContext, (Size) work_mem * 1024);
+		st->dedup = llm_dedup_statement_attach();
 	st->cascade = NULL;
 	if (n >= 1)
 	{
@@ -235,14 +235,18 @@ release_row(BatchScanState *st, BatchRow *r)
 		{
 			BatchDedupCall *c = r->shared[j];
 
-			/* the request goes when no row waits on it any more */
+			/* the request goes when no row of any node waits on it any more */
 			if (--c->refs == 0 && c->id != 0)
 			{
+				BatchScanState *counted = c->owner != NULL ? c->owner : st;
+
 				llm_abort_request(c->id);
 				c->id = 0;
 				c->dead = true;
-				st->n_aborted++;
-				st->in_flight--;
+				counted->n_aborted++;
+				if (c->owner != NULL)
+					c->owner->in_flight--;
+				c->owner = NULL;
 			}
 			r->shared[j] = NULL;
 		}
@@ -274,6 +278,17 @@ llm_batch_release_all(BatchScanState *st)
 		release_row(st, &st->ring[st->emitted]);
 	for (int i = 0; i < st->count; i++)
 		release_row(st, &st->ring[(st->head + i) % st->ring_size]);
+	/*
+	 * Requests this node sent that rows of other nodes still wait on go on
+	 * without it: whoever takes them counts them.
+	 */
+	if (st->in_flight > 0 && st->dedup != NULL)
+		for (uint32 i = 0; i < st->dedup->n_calls; i++)
+			if (st->dedup->calls[i]->owner == st)
+			{
+				st->dedup->calls[i]->owner = NULL;
+				st->in_flight--;
+			}
 	Assert(st->n_running == 0 && st->in_flight == 0);
 	st->head = 0;
 	st->count = 0;
@@ -384,9 +399,9 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 		if (st->dedup != NULL && llm_dedup_key(&call.req, &key, &key_len, &hash))
 		{
 			c = llm_dedup_find(st->dedup, key, key_len, hash);
-			if (c != NULL && !c->dead)
+			if (c != NULL && llm_dedup_shareable(c))
 			{
-				/* an identical call of this node: its answer, finished or to come */
+				/* an identical call of this statement: its answer, finished or to come */
 				LlmRoleUsage saved = {0};
 
 				st->n_shared++;
@@ -409,9 +424,13 @@ submit_call(BatchScanState *st, BatchRow *r, int j)
 		st->n_requests++;
 		st->in_flight++;
 		st->max_in_flight = Max(st->max_in_flight, st->in_flight);
-		/* a call aborted unfinished keeps its entry dead: this one stays unshared */
+		/*
+		 * A call aborted unfinished keeps its entry dead, and one sent in a
+		 * subtransaction this call is outside keeps its entry: this one
+		 * stays unshared.
+		 */
 		if (key != NULL && c == NULL)
-			r->shared[j] = llm_dedup_add(st->dedup, key, key_len, hash, r->ids[j]);
+			r->shared[j] = llm_dedup_add(st->dedup, key, key_len, hash, r->ids[j], st);
 	}
 	r->on_error_null[j] = has_prompt && call.on_error_null;
 	MemoryContextSwitchTo(old);
@@ -453,8 +472,8 @@ static void note_result(BatchScanState *st, LlmResult *res);
 
 /*
  * Take a finished request's result into the row.  A shared call's result is
- * taken once, into the table's memory, and read by every row that shares
- * it (each converts it with its own on_error).
+ * taken once, into the table's memory, and read by every row of any node
+ * that shares it (each converts it with its own on_error).
  */
 static void
 take_call(BatchScanState *st, BatchRow *r, int j)
@@ -467,14 +486,7 @@ take_call(BatchScanState *st, BatchRow *r, int j)
 		BatchDedupCall *c = r->shared[j];
 
 		if (c->result == NULL)
-		{
-			old = MemoryContextSwitchTo(st->dedup->cxt);
-			c->result = llm_take_result(c->id);
-			MemoryContextSwitchTo(old);
-			c->id = 0;
-			st->in_flight--;
-			note_result(st, c->result);
-		}
+			llm_batch_take_shared(st->dedup, c, st);
 		c->refs--;
 		r->shared[j] = NULL;
 		r->ids[j] = 0;
@@ -488,6 +500,22 @@ take_call(BatchScanState *st, BatchRow *r, int j)
 	r->results[j] = res;
 	st->in_flight--;
 	note_result(st, res);
+}
+
+void
+llm_batch_take_shared(BatchDedup *d, BatchDedupCall *c, BatchScanState *taker)
+{
+	BatchScanState *counted = c->owner != NULL ? c->owner : taker;
+	MemoryContext old = MemoryContextSwitchTo(d->cxt);
+
+	c->result = llm_take_result(c->id);
+	MemoryContextSwitchTo(old);
+	c->id = 0;
+	if (c->owner != NULL)
+		c->owner->in_flight--;
+	c->owner = NULL;
+	if (counted != NULL)
+		note_result(counted, c->result);
 }
 
 static void

@@ -80,7 +80,7 @@ typedef struct BatchScanState
 	TupleTableSlot *eval_slot;	/* scan tuple for arguments and quals of rows read ahead */
 	ExprContext *eval_cxt;
 	MemoryContext tmp_cxt;		/* per-request temporaries */
-	BatchDedup *dedup;			/* identical deterministic calls, or NULL (llm.dedup_calls off) */
+	BatchDedup *dedup;			/* the statement's shared calls, or NULL (llm.dedup_calls off) */
 	BatchCascade *cascade;		/* the call's model cascade (batch_cascade.h), or NULL */
 	/* EXPLAIN ANALYZE */
 	int64		n_requests;
@@ -88,7 +88,7 @@ typedef struct BatchScanState
 	int64		n_aborted;
 	int64		n_failed;
 	int64		n_filtered;
-	int64		n_shared;		/* calls answered by another row's request */
+	int64		n_shared;		/* calls answered by another row's (or node's) request */
 	int64		n_child_rows;	/* rows read from the child */
 	List	   *lift_scans;		/* PlanState * of the scans its filters were lifted from */
 	int			max_in_flight;
@@ -98,6 +98,13 @@ typedef struct BatchScanState
 	double		ttft_sum_ms;
 	int64		ttft_count;
 } BatchScanState;
+
+/*
+ * Take shared call c's finished request into d's memory (once) and count it
+ * where it belongs: in flight and used by the node that sent it, or by
+ * taker if that node was done first (taker NULL: the row path's wait).
+ */
+extern void llm_batch_take_shared(BatchDedup *d, BatchDedupCall *c, BatchScanState *taker);
 
 /* Abort everything read ahead; the node starts over (rescan) or ends (batch_exec.c). */
 extern void llm_batch_release_all(BatchScanState *st);

@@ -1007,9 +1007,10 @@ llm_batch_init(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("llm.dedup_calls",
-							 "Within one LLM Batch node, identical deterministic calls share one request.",
-							 "Read when the statement starts executing. Rows whose request (model, rendered prompt, every "
-							 "option, role) equals one already sent share its answer instead of running the model again; "
+							 "Within one statement, identical deterministic calls share one request.",
+							 "An LLM Batch node reads it when the statement starts executing, a row-by-row call at each call. "
+							 "Calls whose request (model, rendered prompt, every option, role) equals one the statement "
+							 "already sent share its answer instead of running the model again; "
 							 "sampling without a seed is never shared. off calls the model once per row, as PostgreSQL "
 							 "evaluates a volatile function.",
 							 &llm_dedup_calls,

@@ -2,94 +2,24 @@
  * row_dedup.c — the row-by-row path's shared calls (batch_dedup.h,
  * llm_row_shared_run): calls the LLM Batch node does not batch (a function
  * scan run per outer row, a PL/pgSQL expression, a target list the rewrite
- * leaves alone) share one request per call site within the current
- * top-level statement, with the node's key and rules.
- *
- * A call site is an FmgrInfo: the executor's data of one function call in
- * one expression, living in its fn_mcxt (the query's memory, or longer for
- * a PL/pgSQL expression).  Its table is a child context of fn_mcxt, so it
- * goes with the call site; a reset callback takes it out of the list.  It
- * also belongs to the top-level statement that was running when it was
- * made (its start timestamp and the transaction's local id): the first call
- * of another statement empties it, and so two runs of one query, or two
- * loop iterations of a PL/pgSQL function's statements, are not merged
- * beyond what one statement asked.  Memory per table bounded by work_mem;
- * past it, calls are no longer shared.  Backend-local, no locking.
+ * leaves alone) use the current top-level statement's table with the
+ * node's key and rules: they take the answer of an identical call any node
+ * or call site of the statement sent, and leave theirs for the others.
+ * Two runs of one query, or two loop iterations of a PL/pgSQL function,
+ * within one top-level statement share; two statements do not.  A row
+ * call waits for its answer before it returns, so it never holds an entry
+ * in flight.  Backend-local, no locking.
  */
 #include "postgres.h"
 
 #include "access/parallel.h"
-#include "access/xact.h"
 #include "miscadmin.h"
-#include "storage/proc.h"
-#include "utils/memutils.h"
-#include "utils/timestamp.h"
 
 #include "batch_dedup.h"
+#include "batch_node.h"
 #include "batch_scan.h"
 #include "common/progress.h"
 #include "common/registry.h"
-
-typedef struct RowSite
-{
-	FmgrInfo   *flinfo;
-	BatchDedup *table;
-	TimestampTz statement;
-	LocalTransactionId lxid;
-	MemoryContextCallback gone;
-	struct RowSite *next;
-} RowSite;
-
-static RowSite *sites = NULL;	/* in TopMemoryContext */
-
-/* The table's memory went (fn_mcxt reset or deleted): forget the site. */
-static void
-site_gone(void *arg)
-{
-	RowSite   **p = &sites;
-
-	while (*p != NULL && *p != arg)
-		p = &(*p)->next;
-	if (*p != NULL)
-	{
-		RowSite    *s = *p;
-
-		*p = s->next;
-		pfree(s);
-	}
-}
-
-/* A table for flinfo in this statement: its own, emptied if another statement's. */
-static BatchDedup *
-site_table(FmgrInfo *flinfo)
-{
-	TimestampTz stmt = GetCurrentStatementStartTimestamp();
-	RowSite    *s;
-
-	for (s = sites; s != NULL; s = s->next)
-		if (s->flinfo == flinfo)
-			break;
-	if (s != NULL && (s->statement != stmt || s->lxid != MyProc->lxid))
-	{
-		/* deleting the table's context runs site_gone, which frees s */
-		MemoryContextDelete(s->table->cxt);
-		s = NULL;
-	}
-	if (s == NULL)
-	{
-		s = MemoryContextAllocZero(TopMemoryContext, sizeof(RowSite));
-		s->flinfo = flinfo;
-		s->table = llm_dedup_create(flinfo->fn_mcxt, (Size) work_mem * 1024);
-		s->statement = stmt;
-		s->lxid = MyProc->lxid;
-		s->gone.func = site_gone;
-		s->gone.arg = s;
-		MemoryContextRegisterResetCallback(s->table->cxt, &s->gone);
-		s->next = sites;
-		sites = s;
-	}
-	return s->table;
-}
 
 /* Send req and wait for its result, taken into cxt. */
 static LlmResult *
@@ -106,6 +36,17 @@ run_one(const llm_request *req, MemoryContext cxt)
 	return res;
 }
 
+/* A call of this statement answers this one: count it as shared. */
+static void
+note_shared(void)
+{
+	LlmRoleUsage saved = {0};
+
+	saved.calls_shared = 1;
+	llm_progress_note_saved(&saved);
+	llm_stats_note_saved(&saved);
+}
+
 LlmResult *
 llm_row_shared_run(FmgrInfo *flinfo, const llm_request *req)
 {
@@ -119,23 +60,28 @@ llm_row_shared_run(FmgrInfo *flinfo, const llm_request *req)
 	if (flinfo == NULL || !llm_dedup_calls || IsParallelWorker() ||
 		!llm_dedup_key(req, &key, &key_len, &hash))
 		return run_one(req, CurrentMemoryContext);
-	d = site_table(flinfo);
+	d = llm_dedup_statement();
 	c = llm_dedup_find(d, key, key_len, hash);
-	if (c != NULL && c->result != NULL)
+	if (c != NULL && llm_dedup_shareable(c))
 	{
-		LlmRoleUsage saved = {0};
-
-		/* an identical call of this site ran in this statement: its answer (each row its own on_error) */
+		/* finished, or a node's request still in flight: wait for it (each row its own on_error) */
+		if (c->result == NULL)
+		{
+			llm_wait_request(c->id);
+			llm_batch_take_shared(d, c, NULL);
+		}
 		pfree(key);
-		saved.calls_shared = 1;
-		llm_progress_note_saved(&saved);
-		llm_stats_note_saved(&saved);
+		note_shared();
 		return c->result;
 	}
-	res = run_one(req, d->full ? CurrentMemoryContext : d->cxt);
-	c = llm_dedup_add(d, key, key_len, hash, 0);
-	if (c != NULL)
-		c->result = res;
+	res = run_one(req, d->full || c != NULL ? CurrentMemoryContext : d->cxt);
+	/* an entry that cannot be shared (aborted, or another subtransaction's) keeps its key */
+	if (c == NULL)
+	{
+		c = llm_dedup_add(d, key, key_len, hash, 0, NULL);
+		if (c != NULL)
+			c->result = res;
+	}
 	pfree(key);
 	return res;
 }

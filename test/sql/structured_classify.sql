@@ -65,10 +65,10 @@ SELECT b.id, b.label IS NOT DISTINCT FROM llm_classify(t.body, ARRAY['Billing', 
        AS same_row_by_row
 FROM sc_batched b JOIN sc_tickets t USING (id) ORDER BY b.id;
 RESET llm.enable_batch_scan;
--- scoring generates nothing: 4 rows x 2 calls row by row, and batched 4: the
--- node sends llm_classify's and llm_classify_scores' identical request of a
--- row once (llm.dedup_calls)
-SELECT wait_recent(12) AS requests;
+-- scoring generates nothing: 4 rows row by row and 4 batched: llm_classify's
+-- and llm_classify_scores' identical request of a row is sent once, by the
+-- node and by the statement's two row-by-row call sites (llm.dedup_calls)
+SELECT wait_recent(8) AS requests;
 SELECT count(*) AS requests, sum(completion_tokens) AS completion_tokens FROM llm_recent_requests();
 DROP TABLE sc_tickets, sc_batched;
 RESET llm.batch_window;

@@ -58,10 +58,13 @@ RESET llm.enable_batch_scan;
 SELECT array_agg(id ORDER BY id) AS refund_batched FROM sf_tickets WHERE llm_filter(body, 'Does the text ask for a refund?');
 SELECT wait_idle();
 SELECT llm_stat_reset();
+-- each node its own requests (not the statement's shared ones), so the two paths are compared
+SET llm.dedup_calls = off;
 SELECT array_agg(id ORDER BY id) = (SELECT array_agg(id ORDER BY id) FROM
          (SELECT id, llm_filter(body, 'Is this about money or payments?') AS yes FROM sf_tickets) s WHERE yes)
        AS where_equals_select
 FROM sf_tickets WHERE llm_filter(body, 'Is this about money or payments?');
+RESET llm.dedup_calls;
 -- 4 non-NULL rows in each of the two: 8 requests
 SELECT wait_recent(8) AS requests;
 -- NULL input: NULL (not true, so the row does not pass); NULL question: an error

@@ -1,0 +1,156 @@
+/*
+ * stmt_dedup.c — the lifetime of the statement-wide tables of shared calls
+ * (batch_dedup.h): one per top-level statement, found by the statement's
+ * start timestamp and the transaction's local id, held by the LLM Batch
+ * nodes that attached to it.
+ *
+ * The bookkeeping (StmtTable) lives in TopMemoryContext, apart from the
+ * table's own context, because the two go in either order: at a
+ * transaction's abort the executor's memory (which detaches its nodes) may
+ * go before or after TopTransactionContext (which holds the tables).  A
+ * table's context going clears its StmtTable's pointer; the last holder's
+ * detach frees a StmtTable whose table went, or deletes a table that is no
+ * longer its statement's.
+ *
+ * A subtransaction's abort marks every entry it (or a subtransaction begun
+ * inside it) sent and that is still in flight dead: channel/client.h has
+ * aborted those requests.  Backend-local, no locking.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "batch_dedup.h"
+
+typedef struct StmtTable
+{
+	BatchDedup *table;			/* NULL once its memory went */
+	TimestampTz statement;
+	LocalTransactionId lxid;
+	int			holders;		/* attached nodes whose memory has not gone */
+	MemoryContextCallback gone;
+	struct StmtTable *next;
+} StmtTable;
+
+typedef struct StmtHold
+{
+	StmtTable  *table;
+	MemoryContextCallback cb;
+} StmtHold;
+
+static StmtTable *tables = NULL;	/* newest first; the head may be the current statement's */
+static bool subxact_callback_set = false;
+
+static void
+forget(StmtTable *t)
+{
+	StmtTable **p = &tables;
+
+	while (*p != NULL && *p != t)
+		p = &(*p)->next;
+	if (*p != NULL)
+		*p = t->next;
+	pfree(t);
+}
+
+static bool
+is_current(const StmtTable *t)
+{
+	return t == tables && t->table != NULL &&
+		t->statement == GetCurrentStatementStartTimestamp() && t->lxid == MyProc->lxid;
+}
+
+/* The table's context went (the transaction ended, or it was deleted below). */
+static void
+table_gone(void *arg)
+{
+	StmtTable  *t = arg;
+
+	t->table = NULL;
+	if (t->holders == 0)
+		forget(t);
+}
+
+/* A holder's memory went. */
+static void
+hold_gone(void *arg)
+{
+	StmtHold   *h = arg;
+	StmtTable  *t = h->table;
+
+	if (--t->holders > 0)
+		return;
+	if (t->table == NULL)
+		forget(t);
+	else if (!is_current(t))
+		MemoryContextDelete(t->table->cxt);	/* table_gone forgets t */
+}
+
+/* Mark the requests still in flight that an aborted subtransaction sent dead. */
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg)
+{
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	for (StmtTable *t = tables; t != NULL; t = t->next)
+	{
+		if (t->table == NULL)
+			continue;
+		for (uint32 i = 0; i < t->table->n_calls; i++)
+		{
+			BatchDedupCall *c = t->table->calls[i];
+
+			/* subtransactions begun after mySubid and still open are inside it */
+			if (c->id != 0 && c->result == NULL && c->subxid >= mySubid)
+			{
+				c->id = 0;
+				c->dead = true;
+			}
+		}
+	}
+}
+
+BatchDedup *
+llm_dedup_statement(void)
+{
+	StmtTable  *t = tables;
+
+	if (t != NULL && is_current(t))
+		return t->table;
+	if (!subxact_callback_set)
+	{
+		RegisterSubXactCallback(subxact_callback, NULL);
+		subxact_callback_set = true;
+	}
+	/* the previous statement's table, if no node holds it, is not needed any more */
+	if (t != NULL && t->holders == 0 && t->table != NULL)
+		MemoryContextDelete(t->table->cxt);
+	t = MemoryContextAllocZero(TopMemoryContext, sizeof(StmtTable));
+	t->table = llm_dedup_create(TopTransactionContext, (Size) work_mem * 1024);
+	t->statement = GetCurrentStatementStartTimestamp();
+	t->lxid = MyProc->lxid;
+	t->gone.func = table_gone;
+	t->gone.arg = t;
+	MemoryContextRegisterResetCallback(t->table->cxt, &t->gone);
+	t->next = tables;
+	tables = t;
+	return t->table;
+}
+
+BatchDedup *
+llm_dedup_statement_attach(void)
+{
+	BatchDedup *d = llm_dedup_statement();
+	StmtHold   *h = palloc(sizeof(StmtHold));
+
+	h->table = tables;
+	h->table->holders++;
+	h->cb.func = hold_gone;
+	h->cb.arg = h;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &h->cb);
+	return d;
+}
