@@ -109,12 +109,12 @@ typedef struct LlmLatencyRing
 	LLM_COUNTERS_CASCADE(X)
 
 /*
- * Calls saved, counted by the backends' LLM Batch nodes (never by the
- * worker, which never sees a call that was not made), in llm_usage and
- * llm_progress:
+ * Calls saved, counted by the backends (LLM Batch nodes, row-by-row calls)
+ * and the job runner (never by the worker, which never sees a call that
+ * was not made), in llm_usage and llm_progress:
  *   calls_shared       calls answered by an identical call's request of
- *                      the same node (llm.dedup_calls): each is a call not
- *                      made, exactly;
+ *                      the same statement, or of the same job
+ *                      (llm.dedup_calls): each is a call not made, exactly;
  *   lift_rows_below    rows returned by the scans model-calling filters
  *                      were lifted from (llm.lift_filters): the rows each
  *                      filter would have been called for where PostgreSQL

@@ -230,6 +230,7 @@ static void
 job_free(RunnerJob *rj)
 {
 	runner_forget_job_rows(rj);
+	runner_drop_shared(rj);
 	llm_job_unprepare(rj->def);
 	MemoryContextDelete(rj->cxt);
 	pfree(rj);
@@ -293,6 +294,8 @@ runner_refresh_jobs(void)
 				runner_forget_job_rows(rj);
 				llm_queue_release_job(rj->def->id, runner_token, true);
 			}
+			/* a paused job's answers are not kept: its table goes with it */
+			runner_drop_shared(rj);
 			runner_report_counts(rj);
 		}
 		if (rj->listed)

@@ -25,7 +25,8 @@
  *   3. transaction B: for each claimed row, read its prompt as the job's
  *      role (job_rows.h) and submit the request (the job's options, its
  *      model among them, in the batch class, never above the owner's
- *      current llm.max_priority), or settle the row; commit;
+ *      current llm.max_priority) or share an identical one of the job
+ *      (job_shared.c), or settle the row; commit;
  *   4. exit when no job is active, nothing is in flight and no wake came
  *      (job_registry.h), else sleep on the latch.
  * Before the pass, the notifications of this database's asynchronous
@@ -39,7 +40,6 @@
  * guarded steps: runner_state.c; what they share: job_runner.h.
  */
 #include "job_runner.h"
-#include "lib/stringinfo.h"
 #include "pg/sql/sql_embed.h"
 
 #include "channel/mailbox.h"
@@ -126,29 +126,6 @@ write_and_claim(void)
 	return active;
 }
 
-/*
- * An embedding's value as the text the write passes through the output
- * column's input function: an array literal {v1,...} or a vector literal
- * [v1,...], each float with 9 significant digits (exact for a float:
- * it reads back as the same bits).
- */
-static void
-vector_as_text(LlmResult *res, int out_kind)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	appendStringInfoChar(&s, out_kind == LLM_JOB_OUT_VECTOR ? '[' : '{');
-	for (int i = 0; i < res->n_vector; i++)
-		appendStringInfo(&s, "%s%.9g", i > 0 ? "," : "", (double) res->vector[i]);
-	appendStringInfoChar(&s, out_kind == LLM_JOB_OUT_VECTOR ? ']' : '}');
-	res->text = s.data;
-	res->text_len = s.len;
-	pfree(res->vector);
-	res->vector = NULL;
-	res->n_vector = 0;
-}
-
 typedef struct SubmitStep
 {
 	RunnerRow  *row;
@@ -194,14 +171,12 @@ submit_step(void *arg)
 	if (job->out_kind != LLM_JOB_OUT_TEXT)
 		llm_call_make_embed(&call);
 	s->refused = llm_call_set_prompt(&call, cstring_to_text(row.prompt));
-	/* under the owner's token limit as it is now: a row that does not fit waits, it does not fail */
-	if (s->refused == NULL &&
-		(r->request = llm_submit_session(&call.req, r->job->token_limit, &s->throttled_until)) != 0)
-	{
+	/*
+	 * under the owner's token limit as it is now: a row that does not fit
+	 * waits, it does not fail; or an identical call of the job's answers it
+	 */
+	if (s->refused == NULL && runner_submit_shared(r, &call.req, &s->throttled_until))
 		r->prompt = row.prompt;
-		r->state = ROW_RUNNING;
-		llm_registry_model_sha256(call.req.model, r->model_sha256);
-	}
 	else
 		pfree(row.prompt);
 	llm_job_leave(&c);
@@ -318,19 +293,8 @@ receive_results(void)
 	{
 		RunnerRow  *r = dlist_container(RunnerRow, node, it.cur);
 
-		if (r->state == ROW_RUNNING && llm_request_is_done(r->request))
-		{
-			r->result = llm_take_result(r->request);
-			r->request = 0;
-			r->state = ROW_FINISHED;
-			if (!r->result->failed && r->result->vector != NULL)
-				vector_as_text(r->result, r->job->def->out_kind);
-			if (!r->result->failed)
-			{
-				r->job->counts.tokens_in += r->result->usage.prompt_tokens;
-				r->job->counts.tokens_out += r->result->usage.completion_tokens;
-			}
-		}
+		if (r->state == ROW_RUNNING && runner_answer_ready(r))
+			runner_take_answer(r);
 	}
 	MemoryContextSwitchTo(old);
 }

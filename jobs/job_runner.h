@@ -2,7 +2,8 @@
  * job_runner.h — what the job runner's files share (not an API).  Calls
  * point one way: job_runner.c (the loop) -> job_write.c (finished rows)
  * -> job_claim.c (the jobs, and claiming their rows) -> runner_state.c
- * (the state below, the rows' lifecycle, guarded steps).  One
+ * (the state below, the rows' lifecycle, guarded steps) -> job_shared.c
+ * (identical calls of a job's rows sharing one request).  One
  * runner process per database; nothing here is in shared memory, so no
  * locking: the state is the process's own.
  */
@@ -34,6 +35,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "pg/batch/batch_dedup.h"
 #include "pg/batch/batch_scan.h"
 #include "channel/client.h"
 #include "job_queue.h"
@@ -73,6 +75,7 @@ typedef struct RunnerJob
 	int64		rate_done[RATE_SAMPLES];
 	int			rate_n;
 	double		rate;
+	BatchDedup *shared;			/* its rows' shareable calls (job_shared.c), in runner_cxt; NULL: none yet */
 } RunnerJob;
 
 typedef enum RowState
@@ -90,8 +93,9 @@ typedef struct RunnerRow
 	Datum		key;			/* text[], in runner_cxt */
 	int			attempts;		/* including this claim */
 	char	   *prompt;			/* the text the request was made from */
-	uint64		request;
-	LlmResult  *result;
+	uint64		request;		/* its own request in flight (0: none, or call) */
+	BatchDedupCall *call;		/* the job's shared request it waits on (job_shared.c), or NULL */
+	LlmResult  *result;			/* its own, even when a shared call answered it */
 	TimestampTz retry_at;		/* a held-back write: not before */
 	char		model_sha256[65];	/* the sha256 of the job's model file when submitted */
 } RunnerRow;
@@ -129,6 +133,13 @@ extern int runner_window_cap(void);
 extern bool runner_job_active(const RunnerJob *rj);
 extern int runner_job_share(void);
 extern void runner_claim_rows(List *runnable);
+
+/* job_shared.c */
+extern bool runner_submit_shared(RunnerRow *r, const llm_request *req, TimestampTz *throttled_until);
+extern bool runner_answer_ready(const RunnerRow *r);
+extern void runner_take_answer(RunnerRow *r);
+extern void runner_leave_call(RunnerRow *r);
+extern void runner_drop_shared(RunnerJob *rj);
 
 /* job_write.c */
 extern void runner_row_failed(RunnerRow *r, int sqlstate, const char *message);

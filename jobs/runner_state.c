@@ -36,6 +36,8 @@ runner_row_forget(RunnerRow *r)
 {
 	if (r->request != 0)
 		llm_abort_request(r->request);
+	if (r->call != NULL)
+		runner_leave_call(r);	/* its shared request goes when no other row waits on it */
 	dlist_delete(&r->node);
 	r->job->in_flight--;
 	runner_n_rows--;
