@@ -39,6 +39,7 @@ typedef struct StmtTable
 typedef struct StmtHold
 {
 	StmtTable  *table;
+	struct BatchScanState *owner;	/* compared, never read: its memory is going */
 	MemoryContextCallback cb;
 } StmtHold;
 
@@ -82,6 +83,11 @@ hold_gone(void *arg)
 	StmtHold   *h = arg;
 	StmtTable  *t = h->table;
 
+	/* whoever takes a request the holder left in flight counts it */
+	if (t->table != NULL && h->owner != NULL)
+		for (uint32 i = 0; i < t->table->n_calls; i++)
+			if (t->table->calls[i]->owner == h->owner)
+				t->table->calls[i]->owner = NULL;
 	if (--t->holders > 0)
 		return;
 	if (t->table == NULL)
@@ -142,12 +148,13 @@ llm_dedup_statement(void)
 }
 
 BatchDedup *
-llm_dedup_statement_attach(void)
+llm_dedup_statement_attach(struct BatchScanState *owner)
 {
 	BatchDedup *d = llm_dedup_statement();
 	StmtHold   *h = palloc(sizeof(StmtHold));
 
 	h->table = tables;
+	h->owner = owner;
 	h->table->holders++;
 	h->cb.func = hold_gone;
 	h->cb.arg = h;
