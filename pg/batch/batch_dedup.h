@@ -17,7 +17,8 @@
  * wait on a node's batch-class request).  A request that samples (temperature > 0) without a seed
  * has no key: it is never shared.
  *
- * One table per top-level statement (its start timestamp and the
+ * One table per top-level statement (counted as it starts: a statement
+ * of a query string, a FETCH, a CALL with all it runs; and the
  * transaction's local id), in a child context of TopTransactionContext.
  * A node attaches to the table of the statement that starts it and keeps
  * it until its executor memory goes (a cursor's node keeps its own
@@ -71,6 +72,9 @@ typedef struct BatchDedup
 	uint32		cap_calls;
 	bool		full;			/* the limit was reached */
 } BatchDedup;
+
+/* Install the hooks that count top-level statements (_PG_init). */
+extern void llm_dedup_init(void);
 
 /* A table in a new child context of parent; limit in bytes. */
 extern BatchDedup *llm_dedup_create(MemoryContext parent, Size limit);

@@ -1,8 +1,16 @@
 /*
  * stmt_dedup.c — the lifetime of the statement-wide tables of shared calls
  * (batch_dedup.h): one per top-level statement, found by the statement's
- * start timestamp and the transaction's local id, held by the LLM Batch
- * nodes that attached to it.
+ * number and the transaction's local id, held by the LLM Batch nodes that
+ * attached to it.
+ *
+ * A top-level statement is numbered as it starts: a utility statement the
+ * client sent (PROCESS_UTILITY_TOPLEVEL: FETCH, EXECUTE, CALL, DO,
+ * EXPLAIN, ...) or an executor started outside any executor run and any
+ * utility statement (a query the client sent); with the statement start
+ * timestamp, which alone would not do (the statements of one query string
+ * share it), so that a call the planner evaluates before its statement's
+ * executor starts is not taken for the previous statement's.
  *
  * The bookkeeping (StmtTable) lives in TopMemoryContext, apart from the
  * table's own context, because the two go in either order: at a
@@ -19,17 +27,21 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "batch_dedup.h"
+#include "pg/sql/on_error.h"
 
 typedef struct StmtTable
 {
 	BatchDedup *table;			/* NULL once its memory went */
-	TimestampTz statement;
+	uint64		statement;		/* statement_seq when it was made */
+	TimestampTz start;			/* and the statement start timestamp */
 	LocalTransactionId lxid;
 	int			holders;		/* attached nodes whose memory has not gone */
 	MemoryContextCallback gone;
@@ -45,6 +57,54 @@ typedef struct StmtHold
 
 static StmtTable *tables = NULL;	/* newest first; the head may be the current statement's */
 static bool subxact_callback_set = false;
+
+static uint64 statement_seq = 0;	/* top-level statements started by this backend */
+static int	utility_depth = 0;		/* utility statements running */
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* A query the client sent starts (not one a function or a utility statement runs). */
+static void
+dedup_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (llm_exec_nesting() == 0 && utility_depth == 0)
+		statement_seq++;
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+static void
+dedup_ProcessUtility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					 ProcessUtilityContext context, ParamListInfo params,
+					 QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (context == PROCESS_UTILITY_TOPLEVEL)
+		statement_seq++;
+	utility_depth++;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		utility_depth--;
+	}
+	PG_END_TRY();
+}
+
+void
+llm_dedup_init(void)
+{
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = dedup_ExecutorStart;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = dedup_ProcessUtility;
+}
 
 static void
 forget(StmtTable *t)
@@ -62,7 +122,8 @@ static bool
 is_current(const StmtTable *t)
 {
 	return t == tables && t->table != NULL &&
-		t->statement == GetCurrentStatementStartTimestamp() && t->lxid == MyProc->lxid;
+		t->statement == statement_seq && t->start == GetCurrentStatementStartTimestamp() &&
+		t->lxid == MyProc->lxid;
 }
 
 /* The table's context went (the transaction ended, or it was deleted below). */
@@ -137,7 +198,8 @@ llm_dedup_statement(void)
 		MemoryContextDelete(t->table->cxt);
 	t = MemoryContextAllocZero(TopMemoryContext, sizeof(StmtTable));
 	t->table = llm_dedup_create(TopTransactionContext, (Size) work_mem * 1024);
-	t->statement = GetCurrentStatementStartTimestamp();
+	t->statement = statement_seq;
+	t->start = GetCurrentStatementStartTimestamp();
 	t->lxid = MyProc->lxid;
 	t->gone.func = table_gone;
 	t->gone.arg = t;
