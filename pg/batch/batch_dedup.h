@@ -82,13 +82,15 @@ extern BatchDedup *llm_dedup_create(MemoryContext parent, Size limit);
 /*
  * The current top-level statement's table (made on first use, limit
  * work_mem), held by the caller until CurrentMemoryContext is reset or
- * deleted (an LLM Batch node: its executor memory).  When that memory
- * goes, the entries owner still counts in flight lose their owner: a node
- * whose portal failed (an error inside a subtransaction while a cursor
- * opened outside it was fetching) goes without its end, and its requests
- * at an enclosing subtransaction stay shareable.
+ * deleted (an LLM Batch node: its executor memory, which holds the node
+ * and *owner_in_flight).  When that memory goes with *owner_in_flight > 0,
+ * the entries owner still counts in flight lose their owner: a node whose
+ * portal failed (an error inside a subtransaction while a cursor opened
+ * outside it was fetching) goes without its end, and its requests at an
+ * enclosing subtransaction stay shareable.
  */
-extern BatchDedup *llm_dedup_statement_attach(struct BatchScanState *owner);
+extern BatchDedup *llm_dedup_statement_attach(struct BatchScanState *owner,
+											  const int *owner_in_flight);
 
 /* The current statement's table, for a use that ends before the statement does. */
 extern BatchDedup *llm_dedup_statement(void);

@@ -179,7 +179,7 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	/* read at executor start, like the window; a recheck runs one row alone */
 	st->dedup = NULL;
 	if (llm_dedup_calls && estate->es_epq_active == NULL)
-		st->dedup = llm_dedup_statement_attach(st);
+		st->dedup = llm_dedup_statement_attach(st, &st->in_flight);
 	st->cascade = NULL;
 	if (n >= 1)
 	{

@@ -51,7 +51,8 @@ typedef struct StmtTable
 typedef struct StmtHold
 {
 	StmtTable  *table;
-	struct BatchScanState *owner;	/* compared, never read: its memory is going */
+	struct BatchScanState *owner;	/* compared, never dereferenced */
+	const int  *owner_in_flight;	/* its count of requests in flight (batch_node.h) */
 	MemoryContextCallback cb;
 } StmtHold;
 
@@ -144,8 +145,12 @@ hold_gone(void *arg)
 	StmtHold   *h = arg;
 	StmtTable  *t = h->table;
 
-	/* whoever takes a request the holder left in flight counts it */
-	if (t->table != NULL && h->owner != NULL)
+	/*
+	 * Whoever takes a request the holder left in flight counts it.  A node
+	 * that reached its end owns none (in_flight 0); the count lives in the
+	 * memory going, whose own blocks are freed after its callbacks run.
+	 */
+	if (t->table != NULL && h->owner != NULL && *h->owner_in_flight > 0)
 		for (uint32 i = 0; i < t->table->n_calls; i++)
 			if (t->table->calls[i]->owner == h->owner)
 				t->table->calls[i]->owner = NULL;
@@ -210,13 +215,14 @@ llm_dedup_statement(void)
 }
 
 BatchDedup *
-llm_dedup_statement_attach(struct BatchScanState *owner)
+llm_dedup_statement_attach(struct BatchScanState *owner, const int *owner_in_flight)
 {
 	BatchDedup *d = llm_dedup_statement();
 	StmtHold   *h = palloc(sizeof(StmtHold));
 
 	h->table = tables;
 	h->owner = owner;
+	h->owner_in_flight = owner_in_flight;
 	h->table->holders++;
 	h->cb.func = hold_gone;
 	h->cb.arg = h;
