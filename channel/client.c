@@ -650,6 +650,12 @@ llm_request_is_done(uint64 id)
 }
 
 bool
+llm_request_pending(uint64 id)
+{
+	return pending != NULL && hash_search(pending, &id, HASH_FIND, NULL) != NULL;
+}
+
+bool
 llm_request_started(uint64 id)
 {
 	PendingRequest *p;

@@ -85,6 +85,12 @@ extern uint64 llm_submit_detokenize(const char *model, const int32 *ids, int n);
 extern bool llm_request_is_done(uint64 id);
 
 /*
+ * True while id is submitted and neither taken nor aborted: false for a
+ * request a (sub)transaction's abort aborted, which is_done reports done.
+ */
+extern bool llm_request_pending(uint64 id);
+
+/*
  * True once any output of id has arrived (a text delta, or its final
  * message): the worker has admitted it and run its prefill.
  */

@@ -17,7 +17,8 @@
  * wait on a node's batch-class request).  A request that samples (temperature > 0) without a seed
  * has no key: it is never shared.
  *
- * One table per top-level statement (its start timestamp and the
+ * One table per top-level statement (counted as it starts: a statement
+ * of a query string, a FETCH, a CALL with all it runs; and the
  * transaction's local id), in a child context of TopTransactionContext.
  * A node attaches to the table of the statement that starts it and keeps
  * it until its executor memory goes (a cursor's node keeps its own
@@ -72,15 +73,24 @@ typedef struct BatchDedup
 	bool		full;			/* the limit was reached */
 } BatchDedup;
 
+/* Install the hooks that count top-level statements (_PG_init). */
+extern void llm_dedup_init(void);
+
 /* A table in a new child context of parent; limit in bytes. */
 extern BatchDedup *llm_dedup_create(MemoryContext parent, Size limit);
 
 /*
  * The current top-level statement's table (made on first use, limit
  * work_mem), held by the caller until CurrentMemoryContext is reset or
- * deleted (an LLM Batch node: its executor memory).
+ * deleted (an LLM Batch node: its executor memory, which holds the node
+ * and *owner_in_flight).  When that memory goes with *owner_in_flight > 0,
+ * the entries owner still counts in flight lose their owner: a node whose
+ * portal failed (an error inside a subtransaction while a cursor opened
+ * outside it was fetching) goes without its end, and its requests at an
+ * enclosing subtransaction stay shareable.
  */
-extern BatchDedup *llm_dedup_statement_attach(void);
+extern BatchDedup *llm_dedup_statement_attach(struct BatchScanState *owner,
+											  const int *owner_in_flight);
 
 /* The current statement's table, for a use that ends before the statement does. */
 extern BatchDedup *llm_dedup_statement(void);

@@ -179,7 +179,7 @@ batch_begin(CustomScanState *node, EState *estate, int eflags)
 	/* read at executor start, like the window; a recheck runs one row alone */
 	st->dedup = NULL;
 	if (llm_dedup_calls && estate->es_epq_active == NULL)
-		st->dedup = llm_dedup_statement_attach();
+		st->dedup = llm_dedup_statement_attach(st, &st->in_flight);
 	st->cascade = NULL;
 	if (n >= 1)
 	{
@@ -548,6 +548,65 @@ take_value(BatchScanState *st, BatchRow *r, int j)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * Whether call j of row r lost its request before taking its answer: the
+ * rollback of a subtransaction the node ran in aborts what it submitted
+ * there (channel/client.h), finished or not, and marks a shared one dead
+ * (batch_dedup.h), while a cursor opened outside it goes on.
+ */
+static bool
+call_lost(BatchRow *r, int j)
+{
+	if (r->shared[j] != NULL)
+		return r->shared[j]->result == NULL && r->shared[j]->id == 0;
+	return !llm_request_pending(r->ids[j]);
+}
+
+/*
+ * Submit again the calls of r's current stage whose requests were lost (as
+ * the row's first submission did: an identical call's dead entry is not
+ * shared); true if any was.
+ */
+static bool
+resubmit_lost(BatchScanState *st, BatchRow *r)
+{
+	bool		any = false;
+
+	for (int j = 0; j < st->n_calls; j++)
+	{
+		if (st->stage[j] != r->stage || r->ids[j] == 0 || !call_lost(r, j))
+			continue;
+		if (!any)
+		{
+			ResetExprContext(st->eval_cxt);
+			fill_eval_slot(st, r);
+			any = true;
+		}
+		if (r->shared[j] != NULL)
+		{
+			BatchDedupCall *c = r->shared[j];
+
+			c->refs--;
+			/* the abort left its sender counting it in flight */
+			if (c->owner != NULL)
+			{
+				c->owner->n_aborted++;
+				c->owner->in_flight--;
+				c->owner = NULL;
+			}
+			r->shared[j] = NULL;
+		}
+		else
+		{
+			st->n_aborted++;
+			st->in_flight--;
+		}
+		r->ids[j] = 0;
+		submit_call(st, r, j);
+	}
+	return any;
+}
+
 /* A call's failure that row-at-a-time evaluation would raise. */
 static bool
 call_raises(BatchRow *r, int j)
@@ -573,6 +632,8 @@ advance(BatchScanState *st, BatchRow *r)
 		for (int j = 0; j < st->n_calls; j++)
 			if (st->stage[j] == r->stage && r->ids[j] != 0 && !call_done(r, j))
 				return;
+		if (resubmit_lost(st, r))
+			continue;
 		for (int j = 0; j < st->n_calls; j++)
 			if (st->stage[j] == r->stage && r->ids[j] != 0)
 				take_call(st, r, j);

@@ -58,6 +58,7 @@
 #include "utils/tuplestore.h"
 
 #include "batch_cascade.h"
+#include "batch_dedup.h"
 #include "batch_lift.h"
 #include "batch_scan.h"
 #include "channel/client.h"
@@ -1020,6 +1021,7 @@ llm_batch_init(void)
 
 	llm_lift_init();
 	llm_cascade_define_gucs();
+	llm_dedup_init();
 
 	RegisterCustomScanMethods(&llm_batch_plan_methods);
 

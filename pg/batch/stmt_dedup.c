@@ -1,8 +1,16 @@
 /*
  * stmt_dedup.c — the lifetime of the statement-wide tables of shared calls
  * (batch_dedup.h): one per top-level statement, found by the statement's
- * start timestamp and the transaction's local id, held by the LLM Batch
- * nodes that attached to it.
+ * number and the transaction's local id, held by the LLM Batch nodes that
+ * attached to it.
+ *
+ * A top-level statement is numbered as it starts: a utility statement the
+ * client sent (PROCESS_UTILITY_TOPLEVEL: FETCH, EXECUTE, CALL, DO,
+ * EXPLAIN, ...) or an executor started outside any executor run and any
+ * utility statement (a query the client sent); with the statement start
+ * timestamp, which alone would not do (the statements of one query string
+ * share it), so that a call the planner evaluates before its statement's
+ * executor starts is not taken for the previous statement's.
  *
  * The bookkeeping (StmtTable) lives in TopMemoryContext, apart from the
  * table's own context, because the two go in either order: at a
@@ -19,17 +27,21 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "executor/executor.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "storage/proc.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "batch_dedup.h"
+#include "pg/sql/on_error.h"
 
 typedef struct StmtTable
 {
 	BatchDedup *table;			/* NULL once its memory went */
-	TimestampTz statement;
+	uint64		statement;		/* statement_seq when it was made */
+	TimestampTz start;			/* and the statement start timestamp */
 	LocalTransactionId lxid;
 	int			holders;		/* attached nodes whose memory has not gone */
 	MemoryContextCallback gone;
@@ -39,11 +51,61 @@ typedef struct StmtTable
 typedef struct StmtHold
 {
 	StmtTable  *table;
+	struct BatchScanState *owner;	/* compared, never dereferenced */
+	const int  *owner_in_flight;	/* its count of requests in flight (batch_node.h) */
 	MemoryContextCallback cb;
 } StmtHold;
 
 static StmtTable *tables = NULL;	/* newest first; the head may be the current statement's */
 static bool subxact_callback_set = false;
+
+static uint64 statement_seq = 0;	/* top-level statements started by this backend */
+static int	utility_depth = 0;		/* utility statements running */
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* A query the client sent starts (not one a function or a utility statement runs). */
+static void
+dedup_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (llm_exec_nesting() == 0 && utility_depth == 0)
+		statement_seq++;
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+static void
+dedup_ProcessUtility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					 ProcessUtilityContext context, ParamListInfo params,
+					 QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (context == PROCESS_UTILITY_TOPLEVEL)
+		statement_seq++;
+	utility_depth++;
+	PG_TRY();
+	{
+		if (prev_ProcessUtility)
+			prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		utility_depth--;
+	}
+	PG_END_TRY();
+}
+
+void
+llm_dedup_init(void)
+{
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = dedup_ExecutorStart;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = dedup_ProcessUtility;
+}
 
 static void
 forget(StmtTable *t)
@@ -61,7 +123,8 @@ static bool
 is_current(const StmtTable *t)
 {
 	return t == tables && t->table != NULL &&
-		t->statement == GetCurrentStatementStartTimestamp() && t->lxid == MyProc->lxid;
+		t->statement == statement_seq && t->start == GetCurrentStatementStartTimestamp() &&
+		t->lxid == MyProc->lxid;
 }
 
 /* The table's context went (the transaction ended, or it was deleted below). */
@@ -82,6 +145,15 @@ hold_gone(void *arg)
 	StmtHold   *h = arg;
 	StmtTable  *t = h->table;
 
+	/*
+	 * Whoever takes a request the holder left in flight counts it.  A node
+	 * that reached its end owns none (in_flight 0); the count lives in the
+	 * memory going, whose own blocks are freed after its callbacks run.
+	 */
+	if (t->table != NULL && h->owner != NULL && *h->owner_in_flight > 0)
+		for (uint32 i = 0; i < t->table->n_calls; i++)
+			if (t->table->calls[i]->owner == h->owner)
+				t->table->calls[i]->owner = NULL;
 	if (--t->holders > 0)
 		return;
 	if (t->table == NULL)
@@ -131,7 +203,8 @@ llm_dedup_statement(void)
 		MemoryContextDelete(t->table->cxt);
 	t = MemoryContextAllocZero(TopMemoryContext, sizeof(StmtTable));
 	t->table = llm_dedup_create(TopTransactionContext, (Size) work_mem * 1024);
-	t->statement = GetCurrentStatementStartTimestamp();
+	t->statement = statement_seq;
+	t->start = GetCurrentStatementStartTimestamp();
 	t->lxid = MyProc->lxid;
 	t->gone.func = table_gone;
 	t->gone.arg = t;
@@ -142,12 +215,14 @@ llm_dedup_statement(void)
 }
 
 BatchDedup *
-llm_dedup_statement_attach(void)
+llm_dedup_statement_attach(struct BatchScanState *owner, const int *owner_in_flight)
 {
 	BatchDedup *d = llm_dedup_statement();
 	StmtHold   *h = palloc(sizeof(StmtHold));
 
 	h->table = tables;
+	h->owner = owner;
+	h->owner_in_flight = owner_in_flight;
 	h->table->holders++;
 	h->cb.func = hold_gone;
 	h->cb.arg = h;
