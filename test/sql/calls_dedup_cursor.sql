@@ -1,5 +1,5 @@
 --
--- dedupbreak_cursor: a cursor opened outside a subtransaction and fetched
+-- calls_dedup_cursor: a cursor opened outside a subtransaction and fetched
 -- inside it keeps working after the subtransaction rolls back (PostgreSQL
 -- keeps the portal): the rows it had read ahead, whose requests (its own or
 -- shared ones) the rollback aborted, are answered as if nothing happened,

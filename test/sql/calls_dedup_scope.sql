@@ -1,38 +1,13 @@
 --
--- dedupbreak_scope: two statements sent in one query string (one simple
+-- calls_dedup_scope: two statements sent in one query string (one simple
 -- Query message: one statement start time, one implicit transaction) are
 -- two top-level statements: they do not share calls
 -- (docs/BATCH_SCAN.md, "Deduplication", Scope).
 --
 SELECT requests_finished AS f0 FROM llm_stat \gset
 SELECT llm_generate('Say yes.', max_tokens => 3) IS NOT NULL AS first \; SELECT llm_generate('Say yes.', max_tokens => 3) IS NOT NULL AS second;
- first 
--------
- t
-(1 row)
-
- second 
---------
- t
-(1 row)
-
 SELECT requests_finished - :f0 AS requests FROM llm_stat;
- requests 
-----------
-        2
-(1 row)
-
 -- within one statement they do
 SELECT requests_finished AS f0 FROM llm_stat \gset
 SELECT llm_generate('Say yes.', max_tokens => 3) = llm_generate('Say yes.', max_tokens => 3) AS same;
- same 
-------
- t
-(1 row)
-
 SELECT requests_finished - :f0 AS requests FROM llm_stat;
- requests 
-----------
-        1
-(1 row)
-

@@ -1,5 +1,5 @@
 --
--- dedupbreak_failed_portal: a cursor whose FETCH fails inside a PL/pgSQL
+-- calls_dedup_failed_portal: a cursor whose FETCH fails inside a PL/pgSQL
 -- block (its portal fails: the LLM Batch node never reaches its end) while
 -- requests it sent at the enclosing level are in flight; the cursor is then
 -- closed (the node's memory goes) and later calls of the same statement
