@@ -38,7 +38,6 @@
 #include "job_runner.h"
 #include "lib/stringinfo.h"
 
-#include "common/progress.h"
 #include "common/stats.h"
 #include "engine/util/hash.h"
 
@@ -99,17 +98,6 @@ answer_copy(const LlmResult *src)
 	return res;
 }
 
-/* Count one call answered by another row's request: llm_progress and the current role's llm_usage. */
-static void
-note_shared(void)
-{
-	LlmRoleUsage saved = {0};
-
-	saved.calls_shared = 1;
-	llm_progress_note_saved(&saved);
-	llm_stats_note_saved(&saved);
-}
-
 /*
  * Send row r's request req (transaction B, as the job's role), or share an
  * identical one of its job: r is then ROW_RUNNING (its own request in
@@ -154,7 +142,7 @@ runner_submit_shared(RunnerRow *r, const llm_request *req, TimestampTz *throttle
 		c->refs++;
 		r->call = c;
 		r->state = ROW_RUNNING;
-		note_shared();
+		llm_dedup_note_shared();
 		pfree(key);
 		return true;
 	}
@@ -163,7 +151,7 @@ runner_submit_shared(RunnerRow *r, const llm_request *req, TimestampTz *throttle
 		/* the job already has this call's answer */
 		r->result = answer_copy(c->result);
 		r->state = ROW_FINISHED;
-		note_shared();
+		llm_dedup_note_shared();
 		pfree(key);
 		return true;
 	}

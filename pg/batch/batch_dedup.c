@@ -13,6 +13,8 @@
 
 #include "batch_dedup.h"
 #include "channel/protocol.h"
+#include "common/progress.h"
+#include "common/registry.h"
 
 #define DEDUP_MIN_SLOTS 64
 
@@ -141,4 +143,14 @@ llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash, uint6
 	c->key_len = key_len;
 	*slot = ++d->n_calls;
 	return c;
+}
+
+void
+llm_dedup_note_shared(void)
+{
+	LlmRoleUsage saved = {0};
+
+	saved.calls_shared = 1;
+	llm_progress_note_saved(&saved);
+	llm_stats_note_saved(&saved);
 }

@@ -108,6 +108,13 @@ extern bool llm_dedup_shareable(const BatchDedupCall *c);
  */
 extern bool llm_dedup_key(const llm_request *req, char **key, size_t *key_len, uint64 *hash);
 
+/*
+ * Count one call answered by another call's request, outside an LLM Batch
+ * node (which counts its own at its end): in the statement's llm_progress
+ * and the current role's llm_usage.
+ */
+extern void llm_dedup_note_shared(void);
+
 /* The call with this key, or NULL. */
 extern BatchDedupCall *llm_dedup_find(BatchDedup *d, const char *key, size_t key_len, uint64 hash);
 

@@ -18,8 +18,6 @@
 #include "batch_dedup.h"
 #include "batch_node.h"
 #include "batch_scan.h"
-#include "common/progress.h"
-#include "common/registry.h"
 
 /* Send req and wait for its result, taken into cxt. */
 static LlmResult *
@@ -34,17 +32,6 @@ run_one(const llm_request *req, MemoryContext cxt)
 	res = llm_take_result(id);
 	MemoryContextSwitchTo(old);
 	return res;
-}
-
-/* A call of this statement answers this one: count it as shared. */
-static void
-note_shared(void)
-{
-	LlmRoleUsage saved = {0};
-
-	saved.calls_shared = 1;
-	llm_progress_note_saved(&saved);
-	llm_stats_note_saved(&saved);
 }
 
 LlmResult *
@@ -71,7 +58,7 @@ llm_row_shared_run(FmgrInfo *flinfo, const llm_request *req)
 			llm_batch_take_shared(d, c, NULL);
 		}
 		pfree(key);
-		note_shared();
+		llm_dedup_note_shared();
 		return c->result;
 	}
 	res = run_one(req, d->full || c != NULL ? CurrentMemoryContext : d->cxt);
