@@ -31,7 +31,8 @@
  * Subtransactions: a request in flight is shared only with calls made at
  * the subtransaction that sent it or a later one (channel/client.h aborts a
  * (sub)transaction's requests with it, so whoever shares one goes with it
- * too); a subtransaction's abort marks its requests still in flight dead.
+ * too); a subtransaction's abort marks its requests still in flight dead,
+ * its release makes them its parent's (as channel/client.h counts them).
  * A finished answer is plain memory and is shared everywhere.
  * Backend-local, no locking.
  */
@@ -56,7 +57,7 @@ typedef struct BatchDedupCall
 	bool		dead;			/* aborted before it finished: never shared again */
 	struct BatchScanState *owner;	/* the node that sent it and counts it in flight;
 									 * NULL: the row path's, or that node was done first */
-	SubTransactionId subxid;	/* the subtransaction that sent it */
+	SubTransactionId subxid;	/* the subtransaction that sent it (its parent once released) */
 	uint64		hash;
 	char	   *key;
 	size_t		key_len;

@@ -22,7 +22,8 @@
  *
  * A subtransaction's abort marks every entry it (or a subtransaction begun
  * inside it) sent and that is still in flight dead: channel/client.h has
- * aborted those requests.  Backend-local, no locking.
+ * aborted those requests.  Its release moves those entries to its parent,
+ * as channel/client.h moves their requests.  Backend-local, no locking.
  */
 #include "postgres.h"
 
@@ -166,7 +167,7 @@ hold_gone(void *arg)
 static void
 subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg)
 {
-	if (event != SUBXACT_EVENT_ABORT_SUB)
+	if (event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB)
 		return;
 	for (StmtTable *t = tables; t != NULL; t = t->next)
 	{
@@ -176,8 +177,12 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId 
 		{
 			BatchDedupCall *c = t->table->calls[i];
 
-			/* subtransactions begun after mySubid and still open are inside it */
-			if (c->id != 0 && c->result == NULL && c->subxid >= mySubid)
+			/* subtransactions begun after mySubid and not aborted were inside it */
+			if (c->id == 0 || c->result != NULL || c->subxid < mySubid)
+				continue;
+			if (event == SUBXACT_EVENT_COMMIT_SUB)
+				c->subxid = parentSubid;	/* released: its requests are the parent's now */
+			else
 			{
 				c->id = 0;
 				c->dead = true;

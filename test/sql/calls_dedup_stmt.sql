@@ -111,5 +111,34 @@ END
 $$;
 SELECT abort_then_retry() = (SELECT g FROM slong) AS same;
 
+-- a released subtransaction's requests in flight are its parent's: a call
+-- after the block shares the cursor's request it left running
+CREATE FUNCTION release_then_share() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	c refcursor;
+	first text;
+	answer text;
+BEGIN
+	BEGIN
+		OPEN c FOR SELECT llm_generate(body, max_tokens => CASE WHEN id = 2 THEN 1 ELSE 48 END) AS g
+				   FROM sdup WHERE id BETWEEN 2 AND 3;
+		FETCH c INTO first;
+	EXCEPTION WHEN raise_exception THEN
+		NULL;
+	END;
+	SELECT g INTO answer FROM (SELECT llm_generate(body, max_tokens => 48) AS g FROM sdup WHERE id = 3) s;
+	CLOSE c;
+	RETURN answer;
+END
+$$;
+CREATE VIEW my_shared AS
+  SELECT coalesce(sum(calls_shared), 0) AS calls_shared FROM llm_usage()
+  WHERE role_oid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+    AND database_oid = (SELECT oid FROM pg_database WHERE datname = current_database());
+SELECT calls_shared AS s0 FROM my_shared \gset
+SELECT release_then_share() = (SELECT g FROM slong) AS same;
+SELECT calls_shared - :s0 AS shared FROM my_shared;
+
+DROP VIEW my_shared;
 DROP TABLE sdup, sref, sunion, slong;
-DROP FUNCTION explain_sdup(text), gen_in_plpgsql(text), abort_then_retry();
+DROP FUNCTION explain_sdup(text), gen_in_plpgsql(text), abort_then_retry(), release_then_share();
