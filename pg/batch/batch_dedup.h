@@ -29,7 +29,7 @@
  * never changes under a row that shares it.
  *
  * Subtransactions: a request in flight is shared only with calls made at
- * the subtransaction that sent it or a later one (channel/client.h aborts a
+ * the subtransaction that sent it or one begun inside it (channel/client.h aborts a
  * (sub)transaction's requests with it, so whoever shares one goes with it
  * too); a subtransaction's abort marks its requests still in flight dead,
  * its release makes them its parent's (as channel/client.h counts them).
