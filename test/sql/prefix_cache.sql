@@ -65,6 +65,9 @@ SELECT wait_engine('prefix_caching', 'false');
 ALTER SYSTEM RESET llm.prefix_caching;
 SELECT pg_reload_conf();
 SELECT wait_engine('prefix_caching', 'true');
+-- every call its own request, so that repeats reach the cache (one statement
+-- would share them: docs/BATCH_SCAN.md, "Deduplication")
+SET llm.dedup_calls = off;
 -- 1. cache on: every prompt twice, one at a time
 SELECT llm_stat_reset();
 CREATE TABLE pc_on AS
@@ -159,3 +162,4 @@ DROP ROLE pc_alice;
 DROP ROLE pc_bob;
 DROP TABLE pc_prompts, pc_on, pc_on_batch, pc_off, pc_off_long, pc_off_batch, pc_tiny;
 DROP FUNCTION pc_run(int[], int);
+RESET llm.dedup_calls;
