@@ -962,6 +962,8 @@ cmd_generate(llm_engine *e, cli_opts *o)
 			return 1;
 		}
 		printf("\n");
+		/* the text ends before the stats begin where both go to one terminal or file */
+		fflush(stdout);
 		fprintf(stderr, "[%s: %d prompt tokens, %d generated, TTFT %.1f ms, total %.1f ms]\n",
 				llm_finish_reason_name(s.why), s.usage.prompt_tokens, s.usage.completion_tokens,
 				s.usage.ttft_ms, s.usage.total_ms);
@@ -1205,6 +1207,7 @@ cmd_score(llm_engine *e, const cli_opts *o)
 		llm_engine_stats es;
 
 		llm_engine_get_stats(e, &es);
+		fflush(stdout);
 		fprintf(stderr, "[%d prompt tokens (%d cached), %lld token rows computed, %lld KV blocks copied, "
 				"total %.1f ms]\n", s.usage.prompt_tokens, s.usage.cached_tokens,
 				(long long) es.computed_tokens, (long long) es.copied_blocks, s.usage.total_ms);
