@@ -179,7 +179,8 @@ llm_request_validate_prompt(const llm_request *r, char *err, size_t errlen)
 				return invalid(err, errlen, "prompt is missing");
 			if (r->prompt_len == 0)
 			{
-				snprintf(err, errlen, "prompt must not be empty");
+				/* an embedding's text is its input, not a prompt to answer */
+				snprintf(err, errlen, "%s must not be empty", r->mode == LLM_MODE_EMBED ? "input" : "prompt");
 				return LLM_ERR_EMPTY_PROMPT;
 			}
 			if (memchr(r->prompt, '\0', r->prompt_len) != NULL)
