@@ -145,6 +145,20 @@ llm_dedup_add(BatchDedup *d, const char *key, size_t key_len, uint64 hash, uint6
 	return c;
 }
 
+uint32
+llm_dedup_disown(BatchDedup *d, const struct BatchScanState *owner)
+{
+	uint32		n = 0;
+
+	for (uint32 i = 0; i < d->n_calls; i++)
+		if (d->calls[i]->owner == owner)
+		{
+			d->calls[i]->owner = NULL;
+			n++;
+		}
+	return n;
+}
+
 void
 llm_dedup_note_shared(void)
 {

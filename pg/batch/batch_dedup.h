@@ -116,6 +116,12 @@ extern bool llm_dedup_key(const llm_request *req, char **key, size_t *key_len, u
  */
 extern void llm_dedup_note_shared(void);
 
+/*
+ * Leave owner's requests in flight to no one (owner NULL: whoever takes one
+ * counts it); returns how many owner counted.
+ */
+extern uint32 llm_dedup_disown(BatchDedup *d, const struct BatchScanState *owner);
+
 /* The call with this key, or NULL. */
 extern BatchDedupCall *llm_dedup_find(BatchDedup *d, const char *key, size_t key_len, uint64 hash);
 

@@ -283,12 +283,7 @@ llm_batch_release_all(BatchScanState *st)
 	 * without it: whoever takes them counts them.
 	 */
 	if (st->in_flight > 0 && st->dedup != NULL)
-		for (uint32 i = 0; i < st->dedup->n_calls; i++)
-			if (st->dedup->calls[i]->owner == st)
-			{
-				st->dedup->calls[i]->owner = NULL;
-				st->in_flight--;
-			}
+		st->in_flight -= llm_dedup_disown(st->dedup, st);
 	Assert(st->n_running == 0 && st->in_flight == 0);
 	st->head = 0;
 	st->count = 0;

@@ -152,9 +152,7 @@ hold_gone(void *arg)
 	 * memory going, whose own blocks are freed after its callbacks run.
 	 */
 	if (t->table != NULL && h->owner != NULL && *h->owner_in_flight > 0)
-		for (uint32 i = 0; i < t->table->n_calls; i++)
-			if (t->table->calls[i]->owner == h->owner)
-				t->table->calls[i]->owner = NULL;
+		(void) llm_dedup_disown(t->table, h->owner);
 	if (--t->holders > 0)
 		return;
 	if (t->table == NULL)
